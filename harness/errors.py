@@ -1,0 +1,71 @@
+"""Errors a user can act on.
+
+Every error raised for bad input, a missing dependency or an unusable machine is a `HarnessError`
+whose message is one paragraph: what was wrong and how to fix it. The CLI prints the message and
+exits with status 2; it never prints a traceback for these.
+"""
+
+from __future__ import annotations
+
+__all__ = [
+    "HarnessError",
+    "ConfigError",
+    "DeviceError",
+    "DeviceBusyError",
+    "TelemetryError",
+    "KernelError",
+    "UnknownKernelError",
+    "UnsupportedInputError",
+    "GateFailure",
+    "ResultsError",
+    "CaptureError",
+    "InputError",
+]
+
+
+class HarnessError(Exception):
+    """Base class: a problem the user can fix, described in one paragraph."""
+
+
+class ConfigError(HarnessError):
+    """A setting is out of range or inconsistent with another."""
+
+
+class InputError(HarnessError):
+    """Inputs are malformed: wrong shapes, NaN or Inf values, an unknown distribution."""
+
+
+class DeviceError(HarnessError):
+    """The requested device does not exist or cannot be used."""
+
+
+class DeviceBusyError(DeviceError):
+    """Another compute process is on the GPU; measuring would be meaningless."""
+
+
+class TelemetryError(HarnessError):
+    """A telemetry backend cannot start (library missing, no permission, unsupported device)."""
+
+
+class KernelError(HarnessError):
+    """A kernel cannot be loaded or run."""
+
+
+class UnknownKernelError(KernelError):
+    """No kernel of that name is registered."""
+
+
+class UnsupportedInputError(KernelError):
+    """The kernel does not support the dtype, head dims, device or shape asked for."""
+
+
+class GateFailure(KernelError):
+    """The kernel's output failed the correctness gate; it is not timed."""
+
+
+class ResultsError(HarnessError):
+    """A results directory cannot be written or read."""
+
+
+class CaptureError(HarnessError):
+    """A model capture cannot be made or loaded."""

@@ -1,0 +1,30 @@
+"""Attention inputs: their shape, where they come from, and the tensors themselves.
+
+An `InputSpec` is data (shape, dtype, source, seed); `make_inputs` turns it into `AttentionInputs`
+on a device. Synthetic sources live here; captured activations arrive through `register_source`,
+which the capture package calls, so the runner never needs to know where q, k, v came from.
+
+>>> from harness.inputs import AttentionShape, InputSpec, make_inputs
+>>> spec = InputSpec(shape=AttentionShape(batch=1, heads_q=4, heads_kv=2, seq_len=16, head_dim_qk=8),
+...                  dtype="float32", source="gaussian:0.1", seed=0)
+>>> x = make_inputs(spec, device="cpu")
+>>> tuple(x.q.shape), tuple(x.k.shape)
+((1, 4, 16, 8), (1, 2, 16, 8))
+"""
+
+from harness.inputs._shape import AttentionShape, DTYPES, torch_dtype
+from harness.inputs._spec import AttentionInputs, InputSpec, check_finite, make_inputs, register_source
+from harness.inputs._synthetic import SYNTHETIC_SOURCES, synthesize
+
+__all__ = [
+    "AttentionShape",
+    "AttentionInputs",
+    "InputSpec",
+    "DTYPES",
+    "SYNTHETIC_SOURCES",
+    "check_finite",
+    "make_inputs",
+    "register_source",
+    "synthesize",
+    "torch_dtype",
+]

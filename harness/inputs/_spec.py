@@ -1,0 +1,105 @@
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any, Callable
+
+from harness.errors import InputError
+from harness.inputs._shape import AttentionShape, torch_dtype
+from harness.inputs._synthetic import synthesize
+
+__all__ = ["InputSpec", "AttentionInputs", "make_inputs", "register_source", "check_finite"]
+
+
+@dataclass(frozen=True, kw_only=True)
+class InputSpec:
+    """What to feed a kernel: a shape, a dtype, a source and a seed.
+
+    `source` is `gaussian:0.1`, `zeros`, `constant:1`, `randbits`, or a registered prefix such as
+    `capture:captures/smollm2-135m/pydoc-S2048/layer03.safetensors` (the capture package registers it).
+    """
+
+    shape: AttentionShape
+    dtype: str = "bfloat16"
+    source: str = "gaussian:0.1"
+    seed: int = 0
+    scale: float | None = None  # softmax scale; None means 1/sqrt(dqk)
+
+    @property
+    def label(self) -> str:
+        return self.source
+
+
+@dataclass(frozen=True, kw_only=True, eq=False)
+class AttentionInputs:
+    """q, k, v on a device, with what they are. Tensors are [B, H, S, d], contiguous."""
+
+    q: Any
+    k: Any
+    v: Any
+    shape: AttentionShape
+    dtype: str
+    source: str
+    scale: float
+    seed: int | None = None
+    provenance: dict[str, Any] = field(default_factory=dict)
+
+    @property
+    def device(self):
+        return self.q.device
+
+    def refill(self, seed: int) -> None:
+        """Overwrite q, k, v in place with fresh values of the same kind (for the cached-output check)."""
+        import torch
+
+        g = torch.Generator().manual_seed(seed)
+        for t in (self.q, self.k, self.v):
+            noise = torch.randn(t.shape, generator=g, dtype=torch.float32).to(t.device)
+            std = float(t.float().std()) if t.numel() > 1 else 1.0
+            t.copy_((noise * (std if std > 0 else 0.1)).to(t.dtype))
+
+
+_SOURCES: dict[str, Callable[[InputSpec, Any], AttentionInputs]] = {}
+
+
+def register_source(prefix: str, loader: Callable[[InputSpec, Any], AttentionInputs]) -> None:
+    """Let `source="<prefix>:..."` specs be loaded by `loader(spec, device)` (used by captures)."""
+    _SOURCES[prefix] = loader
+
+
+def make_inputs(spec: InputSpec, *, device) -> AttentionInputs:
+    """Materialise the inputs a spec describes on `device`."""
+    import torch
+
+    prefix = spec.source.partition(":")[0]
+    if prefix in _SOURCES:
+        return _SOURCES[prefix](spec, device)
+    if prefix == "capture":
+        # The capture package registers the loader when imported; import it here lazily so plain
+        # synthetic runs never pay for it.
+        import harness.capture  # noqa: F401
+
+        if prefix in _SOURCES:
+            return _SOURCES[prefix](spec, device)
+    dtype = torch_dtype(spec.dtype)
+    g = torch.Generator().manual_seed(spec.seed)
+    s = spec.shape
+    q = synthesize(spec.source, s.q_shape(), dtype=dtype, device=device, generator=g)
+    k = synthesize(spec.source, s.k_shape(), dtype=dtype, device=device, generator=g)
+    v = synthesize(spec.source, s.v_shape(), dtype=dtype, device=device, generator=g)
+    scale = spec.scale if spec.scale is not None else s.head_dim_qk**-0.5
+    return AttentionInputs(q=q, k=k, v=v, shape=s, dtype=spec.dtype, source=spec.source, scale=scale, seed=spec.seed)
+
+
+def check_finite(inputs: AttentionInputs) -> None:
+    """Refuse inputs with NaN or Inf: a kernel timed on them is not timed on attention."""
+    import torch
+
+    for name in ("q", "k", "v"):
+        t = getattr(inputs, name)
+        bad = int((~torch.isfinite(t.float())).sum())
+        if bad:
+            raise InputError(
+                f"Input {name} from {inputs.source!r} holds {bad} NaN or Inf values out of {t.numel()}. "
+                f"Timing attention on non-finite inputs measures nothing useful; recapture or regenerate "
+                f"the inputs (a corrupt capture file or an overflow in a synthetic constant are the usual causes)."
+            )

@@ -1,0 +1,31 @@
+"""Kernels under test: the `Kernel` declaration, the registry, the fp64 reference and the correctness gate.
+
+A kernel is declared once. Its factory does all setup (allocations, compilation, quantization) and
+returns a zero-argument closure; only that closure is ever timed, and it returns the output so the
+gate can check it.
+
+>>> from harness.kernels import KernelRegistry
+>>> reg = KernelRegistry()
+>>> @reg.kernel("double", dtypes={"float32"}, devices={"cpu"})
+... def double(inputs):
+...     return lambda: inputs.q * 2
+>>> reg.names()
+['double']
+"""
+
+from harness.kernels._gate import GateResult, GateTolerance, gate, gate_tolerance
+from harness.kernels._kernel import Kernel, Launch
+from harness.kernels._reference import reference_attention
+from harness.kernels._registry import KernelRegistry, default_registry
+
+__all__ = [
+    "Kernel",
+    "Launch",
+    "KernelRegistry",
+    "default_registry",
+    "GateResult",
+    "GateTolerance",
+    "gate",
+    "gate_tolerance",
+    "reference_attention",
+]

@@ -1,0 +1,154 @@
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+
+from harness.errors import GateFailure
+
+__all__ = ["GateTolerance", "GateResult", "gate_tolerance", "compare_outputs", "gate"]
+
+
+@dataclass(frozen=True, kw_only=True)
+class GateTolerance:
+    """Pass when max |diff| beyond the output format's own rounding < `max_abs` and SNR >= `min_snr_db`.
+
+    `rounding` is the unit roundoff of the output dtype: an output stored in bf16 cannot be closer
+    to the fp64 reference than half an ulp, so |diff| up to rounding*|ref| is not held against the kernel.
+    """
+
+    name: str
+    max_abs: float
+    min_snr_db: float | None
+    rounding: float
+
+
+def gate_tolerance(kind: str) -> GateTolerance:
+    """The protocol's tolerances: bf16 max |diff| < 2e-3; fp8 max |diff| < 0.03 and SNR >= 30 dB."""
+    table = {
+        "bf16": GateTolerance(name="bf16", max_abs=2e-3, min_snr_db=None, rounding=2.0**-8),
+        "fp16": GateTolerance(name="fp16", max_abs=1e-3, min_snr_db=None, rounding=2.0**-11),
+        "fp8": GateTolerance(name="fp8", max_abs=0.03, min_snr_db=30.0, rounding=2.0**-8),
+        "fp32": GateTolerance(name="fp32", max_abs=1e-4, min_snr_db=None, rounding=2.0**-24),
+        "fp64": GateTolerance(name="fp64", max_abs=1e-10, min_snr_db=None, rounding=2.0**-53),
+    }
+    aliases = {"bfloat16": "bf16", "float16": "fp16", "float8_e4m3fn": "fp8", "float32": "fp32", "float64": "fp64"}
+    return table[aliases.get(kind, kind)]
+
+
+@dataclass(frozen=True, kw_only=True)
+class GateResult:
+    kernel: str
+    passed: bool
+    max_abs_diff: float
+    max_excess_diff: float  # max over elements of |diff| - rounding*|ref|
+    rel_rms_error: float
+    snr_db: float
+    nonfinite: int
+    tolerance: GateTolerance
+    reason: str = ""
+
+    def summary(self) -> str:
+        snr = "inf" if math.isinf(self.snr_db) else f"{self.snr_db:.1f}"
+        return (
+            f"max |diff| {self.max_abs_diff:.3g} (beyond rounding {self.max_excess_diff:.3g}, limit "
+            f"{self.tolerance.max_abs:g}), rel. RMS error {self.rel_rms_error:.3g}, SNR {snr} dB"
+            + (f", limit {self.tolerance.min_snr_db:g} dB" if self.tolerance.min_snr_db is not None else "")
+            + (f", {self.nonfinite} non-finite values" if self.nonfinite else "")
+        )
+
+
+def compare_outputs(out, ref, *, kernel: str, tolerance: GateTolerance) -> GateResult:
+    """Compare a kernel output with the fp64 reference (pure: no launches)."""
+    import torch
+
+    if tuple(out.shape) != tuple(ref.shape):
+        return GateResult(
+            kernel=kernel, passed=False, max_abs_diff=math.inf, max_excess_diff=math.inf, rel_rms_error=math.inf,
+            snr_db=-math.inf, nonfinite=0, tolerance=tolerance,
+            reason=f"output shape {tuple(out.shape)} differs from the reference's {tuple(ref.shape)}",
+        )
+    o = out.to(torch.float64)
+    nonfinite = int((~torch.isfinite(o)).sum())
+    diff = (o - ref).abs()
+    if nonfinite:
+        diff = torch.where(torch.isfinite(diff), diff, torch.full_like(diff, math.inf))
+    max_abs = float(diff.max()) if diff.numel() else 0.0
+    excess = float((diff - tolerance.rounding * ref.abs()).max()) if diff.numel() else 0.0
+    rms_ref = float(ref.pow(2).mean().sqrt())
+    rms_diff = float(diff.pow(2).mean().sqrt()) if not nonfinite else math.inf
+    rel = rms_diff / rms_ref if rms_ref > 0 else (0.0 if rms_diff == 0 else math.inf)
+    snr = math.inf if rms_diff == 0 else (20 * math.log10(rms_ref / rms_diff) if rms_ref > 0 else -math.inf)
+    reasons = []
+    if nonfinite:
+        reasons.append(f"{nonfinite} NaN/Inf values in the output")
+    if not excess < tolerance.max_abs:
+        reasons.append(f"max |diff| beyond rounding {excess:.3g} >= {tolerance.max_abs:g}")
+    if tolerance.min_snr_db is not None and not snr >= tolerance.min_snr_db:
+        reasons.append(f"SNR {snr:.1f} dB < {tolerance.min_snr_db:g} dB")
+    return GateResult(
+        kernel=kernel, passed=not reasons, max_abs_diff=max_abs, max_excess_diff=excess, rel_rms_error=rel,
+        snr_db=snr, nonfinite=nonfinite, tolerance=tolerance, reason="; ".join(reasons),
+    )
+
+
+def gate(kernel, inputs, launch, *, reference=None, check_fresh: bool = True) -> GateResult:
+    """Check `launch()` against fp64 attention on `inputs`; raise `GateFailure` with the numbers if it fails.
+
+    Beyond the comparison, two checks catch kernels that skip work: the returned output is poisoned
+    with NaN and the launch repeated (a kernel returning a cached tensor keeps the NaNs), and, when the
+    kernel reads its inputs at launch, the inputs are perturbed in place and the output must follow.
+    """
+    import torch
+
+    from harness.kernels._reference import reference_attention
+
+    tol = gate_tolerance(kernel.tolerance or inputs.dtype)
+    if reference is None:
+        reference = reference_attention(inputs.q, inputs.k, inputs.v, scale=inputs.scale, causal=inputs.shape.causal)
+    out = launch()
+    _sync(out)
+    result = compare_outputs(out, reference, kernel=kernel.name, tolerance=tol)
+    if not result.passed:
+        raise GateFailure(
+            f"Kernel {kernel.name!r} failed the correctness gate on {inputs.source} ({inputs.shape.label()}, "
+            f"{inputs.dtype}): {result.reason}. Measured: {result.summary()}. It is not timed."
+        )
+    if not check_fresh:
+        return result
+    if torch.is_floating_point(out):
+        out.fill_(float("nan"))
+    again = launch()
+    _sync(again)
+    second = compare_outputs(again, reference, kernel=kernel.name, tolerance=tol)
+    if not second.passed:
+        raise GateFailure(
+            f"Kernel {kernel.name!r} returned a stale output: after its previous output was overwritten with "
+            f"NaN, a second launch did not produce the right result ({second.reason}). The launch closure "
+            f"must compute the output on every call, not return a cached tensor. It is not timed."
+        )
+    if kernel.extra.get("reads_inputs_at_launch", True):
+        saved = [t.clone() for t in (inputs.q, inputs.k, inputs.v)]
+        try:
+            inputs.refill(seed=(inputs.seed or 0) + 7919)
+            ref2 = reference_attention(inputs.q, inputs.k, inputs.v, scale=inputs.scale, causal=inputs.shape.causal)
+            third = launch()
+            _sync(third)
+            moved = compare_outputs(third, ref2, kernel=kernel.name, tolerance=tol)
+        finally:
+            for t, s in zip((inputs.q, inputs.k, inputs.v), saved):
+                t.copy_(s)
+        if not moved.passed:
+            raise GateFailure(
+                f"Kernel {kernel.name!r} ignores its inputs at launch: after q, k, v were changed in place its "
+                f"output did not match attention on the new values ({moved.reason}). A kernel that quantizes "
+                f"or copies its inputs in prepare() must declare extra={{'reads_inputs_at_launch': False}}. "
+                f"It is not timed."
+            )
+    return result
+
+
+def _sync(t) -> None:
+    if getattr(t, "is_cuda", False):
+        import torch
+
+        torch.cuda.synchronize(t.device)

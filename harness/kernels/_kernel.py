@@ -1,0 +1,67 @@
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any, Callable
+
+from harness.errors import UnsupportedInputError
+
+__all__ = ["Kernel", "Launch"]
+
+Launch = Callable[[], Any]
+"""A zero-argument closure that launches the kernel once and returns its output tensor."""
+
+
+def _always_available(device_kind: str) -> str | None:
+    return None
+
+
+@dataclass(frozen=True, kw_only=True)
+class Kernel:
+    """One attention implementation, declared once.
+
+    `prepare(inputs)` returns the launch closure. `availability(device_kind)` returns None when the
+    kernel can run on that kind of device, else a sentence saying what is missing ("needs CUDA sm_90",
+    "triton not installed"). `head_dims` is None for any, else the allowed (dqk, dv) pairs.
+    `graph_safe` says whether launches may be captured into a CUDA graph.
+    """
+
+    name: str
+    prepare: Callable[[Any], Launch]
+    dtypes: frozenset[str]
+    devices: frozenset[str]
+    head_dims: frozenset[tuple[int, int]] | None = None
+    availability: Callable[[str], str | None] = _always_available
+    description: str = ""
+    graph_safe: bool = True
+    causal_only: bool = False
+    output_dtype: str | None = None  # None: same dtype as the inputs
+    tolerance: str | None = None  # gate tolerance class: "bf16", "fp8", "fp32"; None picks from dtype
+    source: str = ""  # module path, recorded with results
+    extra: dict[str, Any] = field(default_factory=dict)
+
+    def unavailable_reason(self, device_kind: str) -> str | None:
+        if device_kind not in self.devices:
+            return f"runs on {', '.join(sorted(self.devices))}, not {device_kind}"
+        return self.availability(device_kind)
+
+    def check_supports(self, *, dtype: str, head_dim_qk: int, head_dim_v: int, causal: bool, device_kind: str) -> None:
+        """Raise `UnsupportedInputError` saying exactly what this kernel does not support."""
+        from harness.inputs import DTYPES
+
+        canonical = DTYPES.get(dtype, dtype)
+        if canonical not in self.dtypes:
+            raise UnsupportedInputError(
+                f"Kernel {self.name!r} does not support dtype {dtype!r}; it supports "
+                f"{', '.join(sorted(self.dtypes))}. Pick one of those with --dtype, or another kernel."
+            )
+        if self.head_dims is not None and (head_dim_qk, head_dim_v) not in self.head_dims:
+            dims = ", ".join(f"{a}/{b}" if a != b else str(a) for a, b in sorted(self.head_dims))
+            raise UnsupportedInputError(
+                f"Kernel {self.name!r} does not support head dims dqk={head_dim_qk}, dv={head_dim_v}; "
+                f"it supports {dims}."
+            )
+        if self.causal_only and not causal:
+            raise UnsupportedInputError(f"Kernel {self.name!r} supports causal attention only; drop --no-causal.")
+        reason = self.unavailable_reason(device_kind)
+        if reason:
+            raise UnsupportedInputError(f"Kernel {self.name!r} cannot run here: {reason}.")

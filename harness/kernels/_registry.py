@@ -1,0 +1,152 @@
+from __future__ import annotations
+
+import importlib
+from typing import Callable, Iterable
+
+from harness.errors import KernelError, UnknownKernelError
+from harness.kernels._kernel import Kernel, Launch
+
+__all__ = ["KernelRegistry", "default_registry", "ENTRY_POINT_GROUP"]
+
+ENTRY_POINT_GROUP = "harness.kernels"
+
+
+class KernelRegistry:
+    """An explicit set of kernels. Decorators only record; nothing is imported or compiled here.
+
+    Plugins are loaded only when asked (`load_plugins`), never as an import side effect: each entry
+    point in the `harness.kernels` group names a callable `register(registry)`.
+    """
+
+    def __init__(self) -> None:
+        self._kernels: dict[str, Kernel] = {}
+        self._plugins_loaded = False
+        self.plugin_errors: dict[str, str] = {}
+
+    def add(self, kernel: Kernel) -> Kernel:
+        if kernel.name in self._kernels and self._kernels[kernel.name] is not kernel:
+            raise KernelError(
+                f"Two kernels are registered as {kernel.name!r} ({self._kernels[kernel.name].source} and "
+                f"{kernel.source}). Kernel names must be unique; rename one."
+            )
+        self._kernels[kernel.name] = kernel
+        return kernel
+
+    def kernel(
+        self,
+        name: str,
+        *,
+        dtypes: Iterable[str],
+        devices: Iterable[str],
+        head_dims: Iterable[tuple[int, int]] | None = None,
+        availability: Callable[[str], str | None] | None = None,
+        description: str = "",
+        graph_safe: bool = True,
+        causal_only: bool = False,
+        tolerance: str | None = None,
+        output_dtype: str | None = None,
+    ) -> Callable[[Callable[..., Launch]], Callable[..., Launch]]:
+        """Decorator: record `prepare` as the factory of kernel `name` and return it unchanged."""
+
+        def record(prepare: Callable[..., Launch]) -> Callable[..., Launch]:
+            kwargs = {}
+            if availability is not None:
+                kwargs["availability"] = availability
+            self.add(
+                Kernel(
+                    name=name,
+                    prepare=prepare,
+                    dtypes=frozenset(dtypes),
+                    devices=frozenset(devices),
+                    head_dims=None if head_dims is None else frozenset(tuple(h) for h in head_dims),
+                    description=description or (prepare.__doc__ or "").strip().split("\n")[0],
+                    graph_safe=graph_safe,
+                    causal_only=causal_only,
+                    tolerance=tolerance,
+                    output_dtype=output_dtype,
+                    source=f"{prepare.__module__}:{prepare.__qualname__}",
+                    **kwargs,
+                )
+            )
+            return prepare
+
+        return record
+
+    def load_plugins(self) -> None:
+        """Load every `harness.kernels` entry point (the bundled kernels are one of them)."""
+        if self._plugins_loaded:
+            return
+        self._plugins_loaded = True
+        from importlib.metadata import entry_points
+
+        for ep in entry_points(group=ENTRY_POINT_GROUP):
+            try:
+                ep.load()(self)
+            except Exception as exc:  # a broken plugin must not hide the others; `bench list` shows it
+                self.plugin_errors[ep.value] = f"{type(exc).__name__}: {exc}"
+        if not any(ep.name == "bundled" for ep in entry_points(group=ENTRY_POINT_GROUP)):
+            # Running from a source tree that was not pip-installed: register the bundled kernels directly.
+            import kernels_under_test
+
+            kernels_under_test.register(self)
+
+    def names(self) -> list[str]:
+        return sorted(self._kernels)
+
+    def __iter__(self):
+        return iter(self._kernels[n] for n in self.names())
+
+    def __contains__(self, name: str) -> bool:
+        return name in self._kernels
+
+    def get(self, name: str) -> Kernel:
+        """A kernel by name, or by `module:function` spec (a Kernel object or a recorded factory)."""
+        if name in self._kernels:
+            return self._kernels[name]
+        if ":" in name:
+            return self._load_spec(name)
+        known = ", ".join(self.names()) or "(none registered)"
+        raise UnknownKernelError(
+            f"No kernel named {name!r}. Known kernels: {known}. `bench list kernels` shows them with their "
+            f"availability; an external kernel can be given as 'module:function'."
+        )
+
+    def _load_spec(self, spec: str) -> Kernel:
+        module_name, _, attr = spec.partition(":")
+        try:
+            module = importlib.import_module(module_name)
+        except Exception as exc:
+            raise KernelError(
+                f"Kernel spec {spec!r}: importing module {module_name!r} failed ({type(exc).__name__}: {exc}). "
+                f"Check that the module is on PYTHONPATH (or installed) and imports on its own."
+            ) from None
+        try:
+            obj = getattr(module, attr)
+        except AttributeError:
+            raise KernelError(f"Kernel spec {spec!r}: module {module_name!r} has no attribute {attr!r}.") from None
+        if isinstance(obj, Kernel):
+            return self.add(obj)
+        for kernel in self._kernels.values():
+            if kernel.prepare is obj:
+                return kernel
+        registry = getattr(module, "registry", None)
+        if isinstance(registry, KernelRegistry):
+            for kernel in registry:
+                if kernel.prepare is obj:
+                    return self.add(kernel)
+        raise KernelError(
+            f"Kernel spec {spec!r} names {type(obj).__name__} {attr!r}, which is neither a harness.kernels.Kernel "
+            f"nor a factory recorded with @registry.kernel(...) in a module-level `registry`."
+        )
+
+
+_default: KernelRegistry | None = None
+
+
+def default_registry() -> KernelRegistry:
+    """The process-wide registry with every installed plugin loaded (created on first call)."""
+    global _default
+    if _default is None:
+        _default = KernelRegistry()
+        _default.load_plugins()
+    return _default
