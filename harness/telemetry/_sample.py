@@ -13,18 +13,19 @@ class Sample:
     `t_ns` is the host's `time.monotonic_ns()` when the reading was taken (for buffered readings, the
     driver's timestamp mapped onto that clock). `source` says which path produced it: "poll" (the
     sampler thread's periodic read), "power_buffer" (NVML's driver-side power samples), "gpm" (NVML GPM
-    utilisation over the interval ending at t_ns), "replay". A failed read is a Sample with `error` set
+    utilisation over the interval ending at t_ns), "replay", "drain" (a failed drain). A failed read is a Sample with `error` set
     and every value None, so gaps are visible rather than silently skipped.
     """
 
     t_ns: int
     source: str = "poll"
-    sm_clock_mhz: float | None = None  # clock of record: the SM clock; on chiplet GPUs the slowest chiplet
+    # Clock of record: the SM clock; on chiplet GPUs the slowest chiplet; on a CPU the mean core frequency.
+    sm_clock_mhz: float | None = None
     chiplet_clocks_mhz: tuple[float, ...] | None = None
     mem_clock_mhz: float | None = None
     power_w: float | None = None  # instantaneous board power
     power_avg_w: float | None = None  # the driver's averaged power (1 s window on NVIDIA Ampere+)
-    energy_j: float | None = None  # cumulative energy counter
+    energy_j: float | None = None  # cumulative energy counter (NVML: read every 0.1 s, None in between)
     temp_c: float | None = None
     mem_temp_c: float | None = None
     reasons: int | None = None  # vendor limiter / clock-event bitmask

@@ -1,0 +1,48 @@
+"""Repeats of one kernel on one input, reduced to the figures of the final table (median and range)."""
+
+from __future__ import annotations
+
+from typing import Iterable
+
+from harness.analysis._stats import median
+
+__all__ = ["aggregate_repeats", "MEDIAN_FIELDS"]
+
+MEDIAN_FIELDS = (
+    "sm_clock_mhz", "inband_clock_mhz", "inband_to_nvml", "cycles_per_launch", "cycles_per_launch_nvml",
+    "cycles_per_launch_inband", "power_w", "energy_per_launch_j", "energy_per_launch_from_power_j", "tflops",
+    "tflop_per_j", "flop_per_cycle_per_sm", "power_limited_frac", "thermal_limited_frac", "settled_after_s",
+    "duty_cycle", "temp_max_c", "tensor_util_pct", "sm_util_pct",
+)
+
+
+def aggregate_repeats(rows: Iterable[dict]) -> list[dict]:
+    """One dict per (input, kernel) in first-seen order: timed repeats reduced, failures carried through."""
+    groups: dict[tuple, list[dict]] = {}
+    for r in rows:
+        groups.setdefault((r["config_index"], r["input_label"], r["kernel"]), []).append(r)
+    out = []
+    for (ci, label, kernel), rs in groups.items():
+        timed = [r for r in rs if r.get("status") in ("ok", "unsettled") and r.get("time_ns")]
+        agg = {"config_index": ci, "input_label": label, "kernel": kernel, "repeats": len(timed),
+               "unsettled": sum(1 for r in timed if r["status"] == "unsettled"),
+               "errors": [r["error"] for r in rs if r.get("status") not in ("ok", "unsettled") and r.get("error")]}
+        if timed:
+            times = [r["time_ns"] for r in timed]
+            med = median(times)
+            agg.update({
+                "time_ns": med, "time_min_ns": min(times), "time_max_ns": max(times),
+                "time_range_frac": (max(times) - min(times)) / med if med else None,
+                "cycles_clock": timed[0].get("cycles_clock"),
+            })
+            for f in MEDIAN_FIELDS:
+                agg[f] = median([r.get(f) for r in timed if r.get(f) is not None])
+            names = {}
+            for r in timed:
+                for part in (r.get("reason_names") or "").split("|"):
+                    if part:
+                        n, _, share = part.partition(":")
+                        names[n] = max(names.get(n, 0.0), float(share or 1))
+            agg["limiters"] = ", ".join(n for n, s in sorted(names.items(), key=lambda kv: -kv[1]) if s >= 0.5 and n != "gpu_idle")
+        out.append(agg)
+    return out

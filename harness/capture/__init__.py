@@ -1,0 +1,59 @@
+"""Captured activations: the post-RoPE q, k, v a real model's attention receives, saved for timing.
+
+`capture` runs a model (from the registry, a local Hugging Face folder or a GGUF file) over a text
+once, records the requested layers through a transformers attention hook, checks each capture by
+recomputing that layer's attention, and writes captures/<model>/<text>-S<seq>/layer<NN>.safetensors
+plus manifest.json. `load_capture` reads one back as AttentionInputs; `synthesize_like` makes the
+control of the same shape. Importing this package registers the `capture:PATH` input source and
+nothing else (transformers is imported only when a model is loaded).
+
+>>> from harness.capture import MODELS, CaptureConfig
+>>> MODELS["deepseek-v2-lite"].head_dim_qk, MODELS["deepseek-v2-lite"].head_dim_v
+(192, 128)
+>>> CaptureConfig(layers="15,3").layers
+(3, 15)
+"""
+
+from harness.capture._capture import CaptureConfig, CaptureResult, LayerResult, capture, ensure_capture, parse_layers
+from harness.capture._controls import CONTROL_DISTS, save_like, synthesize_like
+from harness.capture._fp8 import E4M3_MAX, e4m3_scale, quantize_e4m3_pow2, quantize_inputs_e4m3
+from harness.capture._load import CaptureInfo, capture_shape, capture_spec, list_captures, load_capture, source_loader
+from harness.capture._models import DEFAULT_MODEL, MODELS, ModelSpec, resolve_model
+from harness.capture._progress import capture_progress
+from harness.capture._recompute import LayerStats
+from harness.capture._text import TEXT_SOURCES, load_text
+from harness.capture._weights import ResolvedWeights, resolve_weights
+from harness.inputs import register_source
+
+__all__ = [
+    "CaptureConfig",
+    "CaptureResult",
+    "LayerResult",
+    "LayerStats",
+    "CaptureInfo",
+    "ModelSpec",
+    "ResolvedWeights",
+    "MODELS",
+    "DEFAULT_MODEL",
+    "TEXT_SOURCES",
+    "CONTROL_DISTS",
+    "E4M3_MAX",
+    "capture",
+    "ensure_capture",
+    "parse_layers",
+    "capture_progress",
+    "load_capture",
+    "capture_shape",
+    "capture_spec",
+    "list_captures",
+    "synthesize_like",
+    "save_like",
+    "quantize_e4m3_pow2",
+    "quantize_inputs_e4m3",
+    "e4m3_scale",
+    "resolve_model",
+    "resolve_weights",
+    "load_text",
+]
+
+register_source("capture", source_loader)

@@ -1,0 +1,88 @@
+"""Loading a model and its tokenizer with the capture hook installed, offline and quietly."""
+
+from __future__ import annotations
+
+import contextlib
+import functools
+from typing import Iterator
+
+from harness.capture._hook import ATTN_IMPLEMENTATION, register_attention
+from harness.capture._weights import ResolvedWeights
+from harness.errors import CaptureError
+
+__all__ = ["load_tokenizer", "load_model", "quiet_transformers"]
+
+
+@contextlib.contextmanager
+def quiet_transformers() -> Iterator[None]:
+    """Silence transformers' own progress bars and advice while our progress bar runs; restore after."""
+    from transformers.utils import logging as tlog
+
+    bars = tlog.is_progress_bar_enabled()
+    verbosity = tlog.get_verbosity()
+    tlog.disable_progress_bar()
+    tlog.set_verbosity_error()
+    # The GGUF loader draws its own tqdm bar, outside transformers' switch; the name is swapped back below.
+    gguf_utils = _gguf_utils()
+    gguf_tqdm = getattr(gguf_utils, "tqdm", None)
+    if gguf_tqdm is not None:
+        gguf_utils.tqdm = functools.partial(gguf_tqdm, disable=True)
+    try:
+        yield
+    finally:
+        if gguf_tqdm is not None:
+            gguf_utils.tqdm = gguf_tqdm
+        if bars:
+            tlog.enable_progress_bar()
+        tlog.set_verbosity(verbosity)
+
+
+def _gguf_utils():
+    try:
+        from transformers import modeling_gguf_pytorch_utils
+    except ImportError:
+        return None
+    return modeling_gguf_pytorch_utils
+
+
+def _kwargs(weights: ResolvedWeights) -> dict:
+    # local_files_only: a capture reads what is on disk; it never starts a download or a hub lookup.
+    kw = {"local_files_only": True}
+    if weights.gguf_file:
+        kw["gguf_file"] = weights.gguf_file
+    return kw
+
+
+def load_tokenizer(weights: ResolvedWeights):
+    from transformers import AutoTokenizer
+
+    try:
+        return AutoTokenizer.from_pretrained(str(weights.folder), **_kwargs(weights))
+    except Exception as exc:  # missing tokenizer files surface as OSError, ValueError or TypeError
+        raise CaptureError(
+            f"Cannot load a tokenizer from {weights.where}: {exc}. A model folder needs its tokenizer files "
+            f"(tokenizer.json or tokenizer.model, tokenizer_config.json) beside config.json; download them "
+            f"with the weights."
+        ) from None
+
+
+def load_model(weights: ResolvedWeights, *, dtype: str, device: str):
+    """The causal LM with every attention layer calling the capture hook (plain sdpa until recording)."""
+    import torch
+    from transformers import AutoModelForCausalLM
+
+    register_attention()
+    try:
+        model = AutoModelForCausalLM.from_pretrained(
+            str(weights.folder),
+            attn_implementation=ATTN_IMPLEMENTATION,
+            dtype=getattr(torch, dtype),
+            **_kwargs(weights),
+        )
+    except Exception as exc:
+        raise CaptureError(
+            f"Cannot load the model at {weights.where}: {type(exc).__name__}: {exc}. Check that the folder holds "
+            f"complete weights (every shard named in model.safetensors.index.json), and for a GGUF file that "
+            f"the `gguf` package is installed (pip install gguf)."
+        ) from None
+    return model.to(device).eval()

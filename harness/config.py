@@ -1,0 +1,114 @@
+"""Frozen run settings. Every value here is written into the results with each run.
+
+Defaults are the protocol's (../shared/reference/protocol.md): 2 s idle before a kernel (5 s before a
+new configuration), warm-in of at least 1 s in 0.5 s chunks until two consecutive chunks agree within
+0.3 % and the trailing 2 s trend is flat, a 30 s cap, a 4 s window, 3 repeats with rotated order.
+
+>>> from harness.config import SustainedProtocol
+>>> p = SustainedProtocol()
+>>> p.window_s, p.repeats
+(4.0, 3)
+>>> SustainedProtocol.quick().window_s < p.window_s
+True
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from harness.errors import ConfigError
+from harness.inputs import InputSpec
+
+__all__ = ["SustainedProtocol", "RunConfig", "LAUNCH_STRATEGIES"]
+
+LAUNCH_STRATEGIES = ("auto", "graph", "loop")
+
+
+@dataclass(frozen=True, kw_only=True)
+class SustainedProtocol:
+    """The sustained protocol's settings (times in seconds, tolerances as fractions)."""
+
+    idle_before_kernel_s: float = 2.0
+    idle_before_config_s: float = 5.0
+    warmin_min_s: float = 1.0
+    chunk_s: float = 0.5
+    settle_chunk_tol: float = 0.003  # two consecutive chunks agree within this (the paper's rule)
+    settle_trend_window_s: float = 2.0  # ... and the least-squares trend over this trailing window
+    settle_trend_tol: float = 0.003  # changes time per launch by less than this across the window
+    warmin_cap_s: float = 30.0
+    window_s: float = 4.0
+    repeats: int = 3
+    rotate_order: bool = True
+    sample_period_s: float = 0.010
+    graph_replay_s: float = 0.025  # launches per CUDA graph chosen so one replay lasts about this long
+    max_graph_launches: int = 2000
+    probe: bool = True  # in-band clock probe on a side stream during the window (CUDA only)
+    probe_period_s: float = 0.1
+    probe_spin_us: float = 200.0
+
+    def __post_init__(self) -> None:
+        positive = ("chunk_s", "window_s", "sample_period_s", "graph_replay_s", "probe_period_s", "probe_spin_us")
+        for name in positive:
+            if not getattr(self, name) > 0:
+                raise ConfigError(f"Protocol setting {name} must be > 0, got {getattr(self, name)!r}.")
+        for name in ("idle_before_kernel_s", "idle_before_config_s", "warmin_min_s", "settle_chunk_tol", "settle_trend_tol"):
+            if getattr(self, name) < 0:
+                raise ConfigError(f"Protocol setting {name} must be >= 0, got {getattr(self, name)!r}.")
+        if self.repeats < 1:
+            raise ConfigError(f"Protocol setting repeats must be >= 1, got {self.repeats}.")
+        if self.warmin_cap_s < self.warmin_min_s:
+            raise ConfigError(
+                f"warmin_cap_s ({self.warmin_cap_s}) is below warmin_min_s ({self.warmin_min_s}): the cap would "
+                f"stop the warm-in before its minimum. Raise the cap or lower the minimum."
+            )
+        if self.settle_trend_window_s < 2 * self.chunk_s:
+            raise ConfigError(
+                f"settle_trend_window_s ({self.settle_trend_window_s}) must span at least two chunks "
+                f"({2 * self.chunk_s} s) to fit a trend."
+            )
+
+    @classmethod
+    def quick(cls, **overrides) -> "SustainedProtocol":
+        """A short protocol for CPU dry runs and CI smoke tests. Its numbers are not sustained figures."""
+        base = dict(
+            idle_before_kernel_s=0.1, idle_before_config_s=0.2, warmin_min_s=0.2, chunk_s=0.1,
+            settle_chunk_tol=0.05, settle_trend_window_s=0.3, settle_trend_tol=0.05, warmin_cap_s=2.0,
+            window_s=0.4, repeats=2, probe=False,
+        )
+        base.update(overrides)
+        return cls(**base)
+
+    def replace(self, **changes) -> "SustainedProtocol":
+        return dataclasses.replace(self, **changes)
+
+    def as_dict(self) -> dict:
+        return dataclasses.asdict(self)
+
+
+@dataclass(frozen=True, kw_only=True)
+class RunConfig:
+    """One `bench sustained` invocation: which kernels on which inputs, where, and how."""
+
+    kernels: tuple[str, ...]
+    inputs: tuple[InputSpec, ...]
+    device: str = "cuda:0"
+    telemetry: str = "auto"  # "auto" = the device's own backend (nvml on CUDA, host on CPU), never a fallback
+    protocol: SustainedProtocol = field(default_factory=SustainedProtocol)
+    results_dir: Path = Path("results")
+    run_name: str | None = None
+    launch: str = "auto"
+    allow_busy: bool = False
+    gate: bool = True
+    notes: str = ""
+
+    def __post_init__(self) -> None:
+        if not self.kernels:
+            raise ConfigError("No kernels given: name at least one with --kernel (see `bench list kernels`).")
+        if not self.inputs:
+            raise ConfigError("No inputs given: name at least one input source with --input (e.g. gaussian:0.1).")
+        if self.launch not in LAUNCH_STRATEGIES:
+            raise ConfigError(f"Launch strategy {self.launch!r} is not one of {', '.join(LAUNCH_STRATEGIES)}.")
+        if len(set(self.kernels)) != len(self.kernels):
+            raise ConfigError(f"Kernel list {list(self.kernels)} names a kernel twice.")

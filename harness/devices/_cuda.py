@@ -1,0 +1,142 @@
+from __future__ import annotations
+
+import os
+
+from harness.devices._base import DeviceIdentity, Mark, ProcessInfo
+from harness.telemetry import normalize_pci_bus_id
+from harness.errors import DeviceError
+
+__all__ = ["CudaDevice", "cuda_pci_bus_id"]
+
+
+def cuda_pci_bus_id(index: int) -> str | None:
+    import torch
+
+    props = torch.cuda.get_device_properties(index)
+    bus = getattr(props, "pci_bus_id", None)
+    if bus is None:
+        return None
+    return normalize_pci_bus_id(f"{props.pci_domain_id:x}:{bus:x}:{props.pci_device_id:x}.0")
+
+
+class CudaDevice:
+    """One CUDA GPU, chosen by index; its PCI bus id is what identifies it in NVML and in the results."""
+
+    kind = "cuda"
+    supports_graphs = True
+
+    def __init__(self, spec: str, index: int, *, nvml=None) -> None:
+        self.spec = spec
+        self.index = index
+        self._nvml = nvml
+        self._pci = cuda_pci_bus_id(index)
+
+    @property
+    def torch_device(self):
+        import torch
+
+        return torch.device("cuda", self.index)
+
+    @property
+    def pci_bus_id(self) -> str | None:
+        return self._pci
+
+    def identity(self) -> DeviceIdentity:
+        import torch
+
+        props = torch.cuda.get_device_properties(self.index)
+        extra = self._nvml_identity()
+        return DeviceIdentity(
+            kind="cuda",
+            index=self.index,
+            name=props.name,
+            pci_bus_id=self._pci,
+            uuid=str(getattr(props, "uuid", "")) or None,
+            runtime=f"cuda {torch.version.cuda}",
+            compute_capability=f"{props.major}.{props.minor}",
+            sm_count=props.multi_processor_count,
+            memory_bytes=props.total_memory,
+            **extra,
+        )
+
+    def _nvml_identity(self) -> dict:
+        """Driver, power limit and max clock come from NVML; without it they are recorded as unknown."""
+        nvml = self._nvml
+        try:
+            if nvml is None:
+                import pynvml as nvml
+            nvml.nvmlInit()
+        except Exception:
+            return {}
+        out: dict = {}
+        try:
+            h = nvml.nvmlDeviceGetHandleByPciBusId(self._pci) if self._pci else nvml.nvmlDeviceGetHandleByIndex(self.index)
+            for key, fn in (
+                ("driver", lambda: nvml.nvmlSystemGetDriverVersion()),
+                ("power_limit_w", lambda: nvml.nvmlDeviceGetEnforcedPowerLimit(h) / 1000.0),
+                ("max_sm_clock_mhz", lambda: float(nvml.nvmlDeviceGetMaxClockInfo(h, nvml.NVML_CLOCK_SM))),
+            ):
+                try:
+                    value = fn()
+                    out[key] = value.decode() if isinstance(value, bytes) else value
+                except Exception:
+                    pass
+        finally:
+            try:
+                nvml.nvmlShutdown()
+            except Exception:
+                pass
+        return out
+
+    def synchronize(self) -> None:
+        import torch
+
+        torch.cuda.synchronize(self.index)
+
+    def mark(self) -> Mark:
+        import torch
+
+        e = torch.cuda.Event(enable_timing=True)
+        e.record()
+        return Mark(e)
+
+    def wait(self, mark: Mark) -> None:
+        mark.handle.synchronize()
+
+    def elapsed_ns(self, start: Mark, end: Mark) -> int:
+        return int(round(start.handle.elapsed_time(end.handle) * 1e6))
+
+    def other_processes(self) -> list[ProcessInfo]:
+        from harness.telemetry import nvml_compute_processes
+
+        me = os.getpid()
+        return [ProcessInfo(pid, mem) for pid, mem in nvml_compute_processes(self._pci, nvml=self._nvml) if pid != me]
+
+    def default_telemetry(self) -> str:
+        return "nvml"
+
+
+def resolve_cuda_index(spec: str, rest: str) -> int:
+    import torch
+
+    if not torch.cuda.is_available():
+        build = "a CPU-only build" if torch.version.cuda is None else f"a CUDA {torch.version.cuda} build"
+        raise DeviceError(
+            f"--device {spec} asks for a CUDA GPU, but PyTorch ({torch.__version__}, {build}) sees none. "
+            f"Run on a machine with an NVIDIA GPU and a CUDA build of PyTorch, or use --device cpu."
+        )
+    count = torch.cuda.device_count()
+    if rest == "":
+        return 0
+    if rest.isdigit():
+        index = int(rest)
+        if index >= count:
+            raise DeviceError(f"--device {spec}: there are {count} CUDA devices (0..{count - 1}).")
+        return index
+    wanted = normalize_pci_bus_id(rest)
+    present = {cuda_pci_bus_id(i): i for i in range(count)}
+    if wanted in present:
+        return present[wanted]
+    raise DeviceError(
+        f"--device {spec}: no GPU with PCI bus id {wanted}. Present: {', '.join(str(p) for p in present) or 'none'}."
+    )

@@ -1,0 +1,43 @@
+from __future__ import annotations
+
+from harness.devices._base import Device
+from harness.errors import DeviceBusyError, DeviceError, TelemetryError
+
+__all__ = ["open_device", "check_idle"]
+
+
+def open_device(spec: str, *, nvml=None) -> Device:
+    """A device from `cpu`, `cuda`, `cuda:N` or `cuda:<PCI bus id>`."""
+    kind, _, rest = spec.partition(":")
+    if kind == "cpu":
+        from harness.devices._cpu import CpuDevice
+
+        return CpuDevice(spec)
+    if kind == "cuda":
+        from harness.devices._cuda import CudaDevice, resolve_cuda_index
+
+        return CudaDevice(spec, resolve_cuda_index(spec, rest), nvml=nvml)
+    raise DeviceError(f"Unknown device {spec!r}. Use cpu, cuda, cuda:N or cuda:<PCI bus id> (e.g. cuda:0000:1B:00.0).")
+
+
+def check_idle(device: Device, *, allow_busy: bool) -> list:
+    """Refuse a GPU that other compute processes are using, unless `allow_busy` (then return them)."""
+    try:
+        others = device.other_processes()
+    except TelemetryError as exc:
+        if allow_busy:
+            return []
+        raise DeviceBusyError(
+            f"Cannot tell whether other processes are using {device.spec}: {exc} The harness refuses to measure a "
+            f"GPU it cannot check. Make NVML usable, or pass --allow-busy to run unchecked (recorded in the results)."
+        ) from None
+    if others and not allow_busy:
+        listing = ", ".join(
+            f"pid {p.pid}" + (f" ({p.used_memory_bytes / 2**20:.0f} MiB)" if p.used_memory_bytes else "") for p in others
+        )
+        raise DeviceBusyError(
+            f"{device.spec} is busy: other compute processes are on it ({listing}). Their work would change the "
+            f"clock and power this run measures. Wait for them to finish or pick another GPU; --allow-busy runs "
+            f"anyway and records the processes in the results."
+        )
+    return others

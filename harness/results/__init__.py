@@ -1,0 +1,28 @@
+"""Results: the versioned schema, an atomic append-only writer and the reader.
+
+>>> from harness.results import SCHEMA_VERSION, TABLES
+>>> SCHEMA_VERSION >= 1 and "measurements" in TABLES
+True
+"""
+
+from harness.results._provenance import git_state, host_facts, software_versions
+from harness.results._read import Run, read_run, read_table
+from harness.results._schema import SCHEMA_VERSION, TABLES, columns, polars_schema, table_schema
+from harness.results._store import RunWriter, new_run_id, write_table_atomic
+
+__all__ = [
+    "SCHEMA_VERSION",
+    "TABLES",
+    "Run",
+    "RunWriter",
+    "columns",
+    "git_state",
+    "host_facts",
+    "new_run_id",
+    "polars_schema",
+    "read_run",
+    "read_table",
+    "software_versions",
+    "table_schema",
+    "write_table_atomic",
+]

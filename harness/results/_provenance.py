@@ -1,0 +1,71 @@
+"""What code, machine and software produced a run."""
+
+from __future__ import annotations
+
+import json
+import os
+import platform
+import socket
+import subprocess
+import sys
+from pathlib import Path
+
+__all__ = ["git_state", "software_versions", "host_facts"]
+
+
+def git_state(path: Path) -> tuple[str | None, bool | None]:
+    """(commit, dirty) of the git work tree holding `path`; (None, None) outside one.
+
+    HARNESS_GIT_COMMIT / HARNESS_GIT_DIRTY override this for copies of a tree without its .git (the GPU
+    machine here receives the work tree only); the override is recorded as such in versions_json.
+    """
+    env_commit = os.environ.get("HARNESS_GIT_COMMIT")
+    if env_commit:
+        return env_commit, os.environ.get("HARNESS_GIT_DIRTY", "1") == "1"
+    folder = path if path.is_dir() else path.parent
+    try:
+        commit = subprocess.run(
+            ["git", "-C", str(folder), "rev-parse", "HEAD"], capture_output=True, text=True, timeout=10
+        )
+        if commit.returncode != 0:
+            return None, None
+        status = subprocess.run(
+            ["git", "-C", str(folder), "status", "--porcelain", "--untracked-files=no"],
+            capture_output=True, text=True, timeout=10,
+        )
+        return commit.stdout.strip(), bool(status.stdout.strip())
+    except (OSError, subprocess.SubprocessError):
+        return None, None
+
+
+def software_versions() -> dict[str, str]:
+    from importlib import metadata
+
+    out = {"python": platform.python_version()}
+    for dist in ("torch", "triton", "numpy", "pyarrow", "polars", "nvidia-ml-py", "transformers", "rich", "harness"):
+        try:
+            out[dist] = metadata.version(dist)
+        except metadata.PackageNotFoundError:
+            pass
+    if "torch" in sys.modules:
+        torch = sys.modules["torch"]
+        out["torch_cuda"] = str(torch.version.cuda)
+        try:
+            out["cudnn"] = str(torch.backends.cudnn.version())
+        except Exception:
+            pass
+    if os.environ.get("HARNESS_GIT_COMMIT"):
+        out["git_from_env"] = "HARNESS_GIT_COMMIT"
+    return out
+
+
+def host_facts() -> dict[str, str]:
+    return {
+        "host": socket.gethostname(),
+        "os": f"{platform.system()} {platform.release()}",
+        "python": sys.version.split()[0],
+    }
+
+
+def to_json(obj) -> str:
+    return json.dumps(obj, sort_keys=True, default=str)

@@ -1,0 +1,100 @@
+"""Reading runs back as polars frames, checking the schema version and migrating older files."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+
+from harness.errors import ResultsError
+from harness.results._schema import MIGRATIONS, SCHEMA_VERSION, TABLES, table_schema
+
+__all__ = ["Run", "read_run", "read_table"]
+
+
+@dataclass(frozen=True, eq=False)
+class Run:
+    """One run's tables as polars DataFrames. `info` is the single runs row as a dict."""
+
+    path: Path
+    info: dict
+    measurements: object
+    chunks: object
+    samples: object
+    probes: object
+
+    @property
+    def complete(self) -> bool:
+        return self.info.get("status") == "complete"
+
+
+def _read_arrow(path: Path, table: str):
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    try:
+        arrow = pq.read_table(path)
+    except (OSError, pa.ArrowInvalid) as exc:
+        raise ResultsError(f"Results file {path} cannot be read as Parquet ({exc}); the run directory is damaged.") from None
+    meta = arrow.schema.metadata or {}
+    version = int(meta.get(b"harness_schema_version", b"0"))
+    if version > SCHEMA_VERSION:
+        raise ResultsError(
+            f"{path} was written with results schema v{version}, newer than this harness's v{SCHEMA_VERSION}. "
+            f"Upgrade the harness to read it."
+        )
+    while version < SCHEMA_VERSION:
+        migrate = MIGRATIONS.get(version)
+        if migrate is None:
+            raise ResultsError(
+                f"{path} uses results schema v{version}, which this harness (v{SCHEMA_VERSION}) cannot migrate. "
+                f"Re-run the measurement, or read it with the harness version that wrote it."
+            )
+        arrow = migrate(table, arrow)
+        version += 1
+    want = table_schema(table)
+    missing = [n for n in want.names if n not in arrow.schema.names]
+    if missing:
+        raise ResultsError(f"{path} lacks columns {missing} of the {table} table; the file is not a harness result.")
+    return arrow.select(want.names).cast(want)
+
+
+def read_table(run_dir: Path, table: str):
+    """All parts of one table as a polars DataFrame (an empty frame with the schema when there are none)."""
+    import polars as pl
+    import pyarrow as pa
+
+    run_dir = Path(run_dir)
+    if table == "runs":
+        files = [run_dir / "runs.parquet"]
+    else:
+        folder = run_dir / table
+        if not folder.is_dir():
+            raise ResultsError(
+                f"Run directory {run_dir} has no {table}/ folder: it is not a complete harness run directory "
+                f"(expected runs.parquet and the folders {', '.join(t for t in TABLES if t != 'runs')})."
+            )
+        files = sorted(folder.glob("part-*.parquet"))
+    parts = [_read_arrow(f, table) for f in files]
+    arrow = pa.concat_tables(parts) if parts else table_schema(table).empty_table()
+    return pl.from_arrow(arrow)
+
+
+def read_run(run_dir: Path | str) -> Run:
+    """Read a run directory. A run that stopped early reads fine; `Run.complete` says so."""
+    run_dir = Path(run_dir)
+    if not (run_dir / "runs.parquet").is_file():
+        raise ResultsError(
+            f"{run_dir} is not a run directory: it has no runs.parquet. Pass a directory that `bench sustained` "
+            f"wrote (results/<run id>)."
+        )
+    runs = read_table(run_dir, "runs")
+    if runs.height != 1:
+        raise ResultsError(f"{run_dir}/runs.parquet holds {runs.height} rows; a run directory holds exactly one.")
+    return Run(
+        path=run_dir,
+        info=runs.row(0, named=True),
+        measurements=read_table(run_dir, "measurements"),
+        chunks=read_table(run_dir, "chunks"),
+        samples=read_table(run_dir, "samples"),
+        probes=read_table(run_dir, "probes"),
+    )

@@ -1,0 +1,101 @@
+"""The results schema: one module, versioned. Units are in the column names.
+
+Tables: `runs` (one row: provenance and protocol), `measurements` (kernel x input x repeat),
+`chunks` (every warm-in and window chunk), `samples` (every telemetry sample), `probes` (in-band clock
+readings). The schema is declared once in Arrow types so the device machine, which has pyarrow but
+not polars, writes exactly what the analysis side reads as polars frames (`polars_schema`).
+"""
+
+from __future__ import annotations
+
+from functools import lru_cache
+
+__all__ = ["SCHEMA_VERSION", "TABLES", "table_schema", "polars_schema", "MIGRATIONS"]
+
+SCHEMA_VERSION = 1
+
+_COLUMNS: dict[str, list[tuple[str, str]]] = {
+    "runs": [
+        ("run_id", "string"), ("schema_version", "int32"), ("status", "string"), ("status_detail", "string"),
+        ("started_at", "string"), ("finished_at", "string"), ("command", "string"), ("harness_version", "string"),
+        ("git_commit", "string"), ("git_dirty", "bool"), ("kernel_sources_json", "string"), ("host", "string"),
+        ("os", "string"), ("python", "string"), ("versions_json", "string"), ("device_kind", "string"),
+        ("device_name", "string"), ("device_index", "int32"), ("pci_bus_id", "string"), ("driver", "string"),
+        ("runtime", "string"), ("compute_capability", "string"), ("sm_count", "int32"), ("memory_bytes", "int64"),
+        ("power_limit_w", "float64"), ("max_sm_clock_mhz", "float64"), ("telemetry_backend", "string"),
+        ("telemetry_json", "string"), ("protocol_json", "string"), ("config_json", "string"),
+        ("allow_busy", "bool"), ("busy_processes_json", "string"), ("notes", "string"),
+    ],
+    "measurements": [
+        ("run_id", "string"), ("measurement_id", "string"), ("config_index", "int32"), ("input_label", "string"),
+        ("input_source", "string"), ("input_seed", "int64"), ("kernel", "string"), ("kernel_source", "string"),
+        ("repeat", "int32"), ("order_index", "int32"), ("dtype", "string"), ("batch", "int32"), ("heads_q", "int32"),
+        ("heads_kv", "int32"), ("seq_len", "int32"), ("head_dim_qk", "int32"), ("head_dim_v", "int32"),
+        ("causal", "bool"), ("flops_per_launch", "float64"), ("status", "string"), ("error", "string"),
+        ("launch_strategy", "string"), ("launch_note", "string"), ("launches_per_call", "int32"),
+        ("settled", "bool"), ("settled_after_s", "float64"), ("settle_reason", "string"), ("warmin_s", "float64"),
+        ("window_s", "float64"), ("window_start_ns", "int64"), ("window_end_ns", "int64"), ("window_launches", "int64"),
+        ("time_ns", "float64"), ("chunk_time_cv", "float64"), ("duty_cycle", "float64"),
+        ("sm_clock_mhz", "float64"), ("inband_clock_mhz", "float64"), ("inband_to_nvml", "float64"),
+        ("cycles_clock", "string"), ("cycles_per_launch", "float64"), ("cycles_per_launch_nvml", "float64"),
+        ("cycles_per_launch_inband", "float64"), ("power_w", "float64"), ("energy_j", "float64"),
+        ("energy_per_launch_j", "float64"), ("energy_per_launch_from_power_j", "float64"), ("temp_max_c", "float64"),
+        ("power_limited_frac", "float64"), ("thermal_limited_frac", "float64"), ("reasons_mask", "int64"),
+        ("reason_names", "string"), ("tflops", "float64"), ("tflop_per_j", "float64"),
+        ("flop_per_cycle_per_sm", "float64"), ("sm_util_pct", "float64"), ("tensor_util_pct", "float64"),
+        ("fp32_util_pct", "float64"), ("samples_in_window", "int32"), ("sample_errors_in_window", "int32"),
+        ("probes_in_window", "int32"), ("gate_max_abs_diff", "float64"), ("gate_snr_db", "float64"),
+    ],
+    "chunks": [
+        ("run_id", "string"), ("measurement_id", "string"), ("chunk_index", "int32"), ("phase", "string"),
+        ("t_start_ns", "int64"), ("t_end_ns", "int64"), ("device_ns", "int64"), ("launches", "int64"),
+        ("time_ns", "float64"), ("sm_clock_mhz", "float64"), ("inband_clock_mhz", "float64"), ("power_w", "float64"),
+    ],
+    "samples": [
+        ("run_id", "string"), ("measurement_id", "string"), ("phase", "string"), ("t_ns", "int64"),
+        ("source", "string"), ("sm_clock_mhz", "float64"), ("chiplet_clocks_mhz", "list<float64>"),
+        ("mem_clock_mhz", "float64"), ("power_w", "float64"), ("power_avg_w", "float64"), ("energy_j", "float64"),
+        ("temp_c", "float64"), ("mem_temp_c", "float64"), ("reasons", "int64"), ("reason_names", "string"),
+        ("power_limited_ns", "int64"), ("thermal_limited_ns", "int64"), ("sm_util_pct", "float64"),
+        ("tensor_util_pct", "float64"), ("fp32_util_pct", "float64"), ("error", "string"),
+    ],
+    "probes": [
+        ("run_id", "string"), ("measurement_id", "string"), ("t_ns", "int64"), ("clock_mhz", "float64"),
+        ("clock_min_mhz", "float64"), ("clock_max_mhz", "float64"), ("blocks", "int32"), ("span_ns", "int64"),
+    ],
+}
+
+TABLES: tuple[str, ...] = tuple(_COLUMNS)
+
+# Migrations on read: from_version -> function(table_name, arrow_table) -> arrow_table of from_version+1.
+MIGRATIONS: dict[int, object] = {}
+
+
+def _arrow_type(name: str):
+    import pyarrow as pa
+
+    if name.startswith("list<"):
+        return pa.list_(_arrow_type(name[5:-1]))
+    return {"string": pa.string(), "int32": pa.int32(), "int64": pa.int64(), "float64": pa.float64(), "bool": pa.bool_()}[name]
+
+
+@lru_cache(maxsize=None)
+def table_schema(table: str):
+    """The Arrow schema of a table, with the schema version in its metadata."""
+    import pyarrow as pa
+
+    return pa.schema(
+        [pa.field(n, _arrow_type(t)) for n, t in _COLUMNS[table]],
+        metadata={b"harness_schema_version": str(SCHEMA_VERSION).encode(), b"harness_table": table.encode()},
+    )
+
+
+def polars_schema(table: str):
+    """The same schema as a polars `Schema` (polars imported only here)."""
+    import polars as pl
+
+    return pl.Schema(pl.from_arrow(table_schema(table).empty_table()).schema)
+
+
+def columns(table: str) -> list[str]:
+    return [n for n, _ in _COLUMNS[table]]

@@ -1,0 +1,38 @@
+"""The sustained protocol: idle, warm-in until the clock settles, a timed window, repeats in rotated order.
+
+>>> from harness.runner import check_settled
+>>> check_settled([(0.5, 1.0), (1.0, 1.0), (1.5, 1.0), (2.0, 1.0), (2.5, 1.0)], elapsed_s=2.5, min_s=1.0,
+...               chunk_tol=0.003, trend_window_s=2.0, trend_tol=0.003).settled
+True
+"""
+
+from harness.runner._chunks import Chunk, ChunkSource, PipelinedChunks
+from harness.runner._launch import Launcher, build_launcher, estimate_launch_ns
+from harness.runner._measure import MeasureOutcome, PhaseTimes, run_protocol
+from harness.runner._observer import NullObserver, RunObserver
+from harness.runner._probe import InbandProbe, ProbeReading, probe_unavailable_reason, summarize_probe_blocks
+from harness.runner._run import RunResult, run_sustained
+from harness.runner._settle import SettleCheck, check_settled, trend_change
+
+__all__ = [
+    "Chunk",
+    "ChunkSource",
+    "InbandProbe",
+    "Launcher",
+    "MeasureOutcome",
+    "NullObserver",
+    "PhaseTimes",
+    "PipelinedChunks",
+    "ProbeReading",
+    "RunObserver",
+    "RunResult",
+    "SettleCheck",
+    "build_launcher",
+    "check_settled",
+    "estimate_launch_ns",
+    "probe_unavailable_reason",
+    "run_protocol",
+    "run_sustained",
+    "summarize_probe_blocks",
+    "trend_change",
+]

@@ -1,0 +1,87 @@
+"""How launches reach the device: one CUDA graph of many launches replayed back to back, or a loop."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Callable
+
+from harness.errors import KernelError
+
+__all__ = ["Launcher", "build_launcher", "estimate_launch_ns"]
+
+
+@dataclass(frozen=True, kw_only=True)
+class Launcher:
+    """`enqueue()` issues `launches_per_call` launches of the kernel on the current stream."""
+
+    enqueue: Callable[[], None]
+    launches_per_call: int
+    strategy: str  # "graph" or "loop"
+    note: str = ""  # why this strategy (e.g. the error that made graph capture impossible)
+
+
+def estimate_launch_ns(device, launch, *, repeats: int = 5) -> int:
+    """Rough device time of one launch (after a warm-up launch), used only to size graphs and chunks."""
+    launch()
+    device.synchronize()
+    start = device.mark()
+    for _ in range(repeats):
+        launch()
+    end = device.mark()
+    device.wait(end)
+    return max(1, device.elapsed_ns(start, end) // repeats)
+
+
+def _loop(launch, n: int, note: str = "") -> Launcher:
+    def enqueue() -> None:
+        for _ in range(n):
+            launch()
+
+    return Launcher(enqueue=enqueue, launches_per_call=n, strategy="loop", note=note)
+
+
+def _graph(device, launch, n: int) -> Launcher:
+    import torch
+
+    # Warm up on a side stream first: capture must not be the first run of lazily initialised kernels
+    # (cuDNN picks its plan on first call), and torch requires it for the allocator's graph pool.
+    side = torch.cuda.Stream(device=device.torch_device)
+    side.wait_stream(torch.cuda.current_stream())
+    with torch.cuda.stream(side):
+        for _ in range(2):
+            launch()
+    torch.cuda.current_stream().wait_stream(side)
+    device.synchronize()
+    graph = torch.cuda.CUDAGraph()
+    with torch.cuda.graph(graph):
+        for _ in range(n):
+            launch()
+    device.synchronize()
+    return Launcher(enqueue=graph.replay, launches_per_call=n, strategy="graph")
+
+
+def build_launcher(device, kernel, launch, *, strategy: str, target_s: float, max_launches: int) -> Launcher:
+    """Choose launches per call so one call lasts about `target_s`, and capture a graph where allowed.
+
+    `auto` uses a graph on devices that have them when the kernel declares itself graph-safe, and a loop
+    otherwise; when capture fails under `auto` the loop is used and the reason is kept in `note` (and in
+    the results), so the choice is never silent. An explicit `graph` that cannot be captured is an error.
+    """
+    est = estimate_launch_ns(device, launch)
+    n = max(1, min(max_launches, round(target_s * 1e9 / est)))
+    want_graph = strategy == "graph" or (strategy == "auto" and device.supports_graphs and kernel.graph_safe)
+    if not want_graph:
+        why = "" if strategy == "loop" else ("device has no graphs" if not device.supports_graphs else "kernel is not graph-safe")
+        return _loop(launch, n, note=why)
+    if not device.supports_graphs:
+        raise KernelError(f"--launch graph needs a CUDA device; {device.spec} has no graphs. Use --launch loop.")
+    try:
+        return _graph(device, launch, n)
+    except Exception as exc:
+        if strategy == "graph":
+            raise KernelError(
+                f"Kernel {kernel.name!r} could not be captured into a CUDA graph ({type(exc).__name__}: {exc}). "
+                f"Use --launch loop or --launch auto."
+            ) from None
+        device.synchronize()
+        return _loop(launch, n, note=f"graph capture failed: {type(exc).__name__}: {str(exc)[:200]}")

@@ -1,0 +1,284 @@
+"""`run_sustained`: every kernel on every input, repeated with the kernel order rotated, written as it goes."""
+
+from __future__ import annotations
+
+import dataclasses
+import time
+from dataclasses import dataclass, field
+from datetime import datetime, timezone
+from pathlib import Path
+from typing import Callable
+
+from harness.analysis import chunk_clock, median, summarize_window
+from harness.config import RunConfig
+from harness.errors import HarnessError, KernelError
+from harness.runner._chunks import PipelinedChunks
+from harness.runner._launch import build_launcher
+from harness.runner._measure import run_protocol
+from harness.runner._observer import NullObserver, RunObserver
+from harness.runner._probe import InbandProbe, probe_unavailable_reason
+
+__all__ = ["RunResult", "run_sustained"]
+
+
+@dataclass(kw_only=True)
+class RunResult:
+    run_id: str
+    path: Path
+    status: str
+    info: dict
+    measurements: list[dict] = field(default_factory=list)
+
+
+def _rotate(items: list, k: int) -> list:
+    if not items:
+        return items
+    k %= len(items)
+    return items[k:] + items[:k]
+
+
+def _sample_row(s, phase: str, mid: str) -> dict:
+    row = dataclasses.asdict(s)
+    row["chiplet_clocks_mhz"] = list(s.chiplet_clocks_mhz) if s.chiplet_clocks_mhz is not None else None
+    return {**row, "phase": phase, "measurement_id": mid}
+
+
+def _phase_of(t: int, phases) -> str:
+    if phases.window[0] <= t <= phases.window[1]:
+        return "window"
+    if phases.warmin[0] <= t <= phases.warmin[1]:
+        return "warmin"
+    if phases.idle[0] <= t <= phases.idle[1]:
+        return "idle"
+    return "between"
+
+
+def _check_stream(device, kernel, launch) -> None:
+    """Reject kernels whose work does not run on the launch stream: events on that stream would time nothing.
+
+    The device time that events measure is compared with the host wall time of the same launches with a
+    device-wide synchronize; work launched on a side stream shows up only in the latter.
+    """
+    if device.kind != "cuda":
+        return
+    device.synchronize()
+    t0 = time.perf_counter_ns()
+    start = device.mark()
+    for _ in range(3):
+        launch()
+    end = device.mark()
+    device.synchronize()
+    wall = time.perf_counter_ns() - t0
+    evt = device.elapsed_ns(start, end)
+    if wall > 2_000_000 and evt < 0.5 * wall:
+        raise KernelError(
+            f"Kernel {kernel.name!r}: 3 launches took {wall / 1e6:.2f} ms of wall time with the device synchronized "
+            f"but only {evt / 1e6:.2f} ms on the launch stream's events. Its work runs on another stream, so stream "
+            f"timing would under-report it. Launch on torch.cuda.current_stream(). It is not timed."
+        )
+
+
+def run_sustained(
+    config: RunConfig,
+    *,
+    observer: RunObserver | None = None,
+    registry=None,
+    device=None,
+    sampler=None,
+    clock: Callable[[], int] = time.monotonic_ns,
+    sleep: Callable[[float], None] = time.sleep,
+    command: str = "",
+) -> RunResult:
+    """Run the sustained protocol for every kernel x input in `config` and write the results.
+
+    `device` and `sampler` may be injected (tests, replayed telemetry); otherwise they are created from
+    the config, and a telemetry backend that cannot start is an error, never a silent fallback.
+    """
+    from harness.devices import check_idle, open_device
+    from harness.inputs import check_finite, make_inputs
+    from harness.kernels import default_registry, gate
+    from harness.results import RunWriter, git_state, host_facts, new_run_id, software_versions
+    from harness.results._provenance import to_json
+    from harness.telemetry import SamplerThread, create_sampler
+
+    obs = observer or NullObserver()
+    proto = config.protocol
+    registry = registry or default_registry()
+    kernels = [registry.get(name) for name in config.kernels]
+    device = device or open_device(config.device)
+    for spec in config.inputs:
+        for k in kernels:
+            k.check_supports(dtype=spec.dtype, head_dim_qk=spec.shape.head_dim_qk, head_dim_v=spec.shape.head_dim_v,
+                             causal=spec.shape.causal, device_kind=device.kind)
+    busy = check_idle(device, allow_busy=config.allow_busy)
+    ident = device.identity()
+    telemetry_name = config.telemetry if config.telemetry != "auto" else device.default_telemetry()
+    if sampler is None:
+        sampler = create_sampler(telemetry_name, pci_bus_id=ident.pci_bus_id)
+    writer = RunWriter(config.results_dir, new_run_id(config.run_name))
+    commit, dirty = git_state(Path(__file__).resolve().parent)
+    sources = {}
+    for k in kernels:
+        mod = k.source.split(":")[0]
+        try:
+            import importlib
+
+            file = Path(importlib.import_module(mod).__file__).resolve()
+            kc, kd = git_state(file)
+            sources[k.name] = {"source": k.source, "file": str(file), "git_commit": kc, "git_dirty": kd}
+        except Exception as exc:  # provenance is best effort; its absence is recorded, not fatal
+            sources[k.name] = {"source": k.source, "error": str(exc)}
+    info = {
+        "status": "running", "status_detail": "", "started_at": datetime.now(timezone.utc).isoformat(),
+        "command": command, "harness_version": software_versions().get("harness"), "git_commit": commit,
+        "git_dirty": dirty, "kernel_sources_json": to_json(sources), **host_facts(),
+        "versions_json": to_json(software_versions()), "device_kind": ident.kind, "device_name": ident.name,
+        "device_index": ident.index, "pci_bus_id": ident.pci_bus_id, "driver": ident.driver, "runtime": ident.runtime,
+        "compute_capability": ident.compute_capability, "sm_count": ident.sm_count, "memory_bytes": ident.memory_bytes,
+        "power_limit_w": ident.power_limit_w, "max_sm_clock_mhz": ident.max_sm_clock_mhz,
+        "telemetry_backend": telemetry_name, "protocol_json": to_json(proto.as_dict()),
+        "config_json": to_json({**dataclasses.asdict(config), "protocol": None}), "allow_busy": config.allow_busy,
+        "busy_processes_json": to_json([dataclasses.asdict(p) for p in busy]), "notes": config.notes,
+    }
+    sampler.open()
+    info["telemetry_json"] = to_json(sampler.describe())
+    writer.write_run(info)
+    result = RunResult(run_id=writer.run_id, path=writer.path, status="running", info=info)
+    obs.on_run_start(result, total=len(config.inputs) * len(kernels) * proto.repeats)
+    thread = SamplerThread(sampler, period_s=proto.sample_period_s, clock=clock)
+    probe_reason = probe_unavailable_reason(device) if proto.probe else "probe disabled"
+    probe = None
+    try:
+        thread.start()
+        if probe_reason is None:
+            probe = InbandProbe(device, period_s=proto.probe_period_s, spin_us=proto.probe_spin_us)
+        for ci, spec in enumerate(config.inputs):
+            _run_config(ci, spec, config, kernels, device, ident, thread, probe, probe_reason, writer, result, obs,
+                        clock, sleep, make_inputs, check_finite, gate)
+        result.status = "complete"
+        writer.set_status("complete", finished_at=datetime.now(timezone.utc).isoformat())
+    except KeyboardInterrupt:
+        result.status = "incomplete"
+        writer.set_status("incomplete", f"interrupted by the user after {len(result.measurements)} measurements",
+                          finished_at=datetime.now(timezone.utc).isoformat())
+        raise
+    except BaseException as exc:
+        result.status = "failed"
+        detail = str(exc) if isinstance(exc, HarnessError) else f"{type(exc).__name__}: {exc}"
+        writer.set_status("failed", detail, finished_at=datetime.now(timezone.utc).isoformat())
+        raise
+    finally:
+        thread.stop()
+        sampler.close()
+        obs.on_run_end(result)
+    return result
+
+
+def _run_config(ci, spec, config, kernels, device, ident, thread, probe, probe_reason, writer, result, obs, clock,
+                sleep, make_inputs, check_finite, gate):
+    proto = config.protocol
+    inputs = make_inputs(spec, device=device.torch_device)
+    check_finite(inputs)
+    ready = []
+    base = {
+        "config_index": ci, "input_label": spec.label, "input_source": inputs.source, "input_seed": spec.seed,
+        "dtype": inputs.dtype, "batch": spec.shape.batch, "heads_q": spec.shape.heads_q,
+        "heads_kv": spec.shape.heads_kv, "seq_len": spec.shape.seq_len, "head_dim_qk": spec.shape.head_dim_qk,
+        "head_dim_v": spec.shape.head_dim_v, "causal": spec.shape.causal, "flops_per_launch": float(spec.shape.flops),
+    }
+    for kernel in kernels:
+        mid = f"c{ci}-{kernel.name}-gate"
+        try:
+            launch = kernel.prepare(inputs)
+            g = gate(kernel, inputs, launch) if config.gate else None
+            _check_stream(device, kernel, launch)
+            launcher = build_launcher(device, kernel, launch, strategy=config.launch, target_s=proto.graph_replay_s,
+                                      max_launches=proto.max_graph_launches)
+        except KernelError as exc:
+            row = {**base, "measurement_id": mid, "kernel": kernel.name, "kernel_source": kernel.source, "repeat": -1,
+                   "order_index": -1, "status": "gate_failed" if "gate" in str(exc) else "error", "error": str(exc)}
+            writer.append_measurement(measurement=row, chunks=[], samples=[], probes=[])
+            result.measurements.append(row)
+            obs.on_message(str(exc))
+            continue
+        ready.append((kernel, launch, launcher, g))
+    for rep in range(proto.repeats):
+        order = _rotate(ready, rep) if proto.rotate_order else ready
+        for oi, (kernel, launch, launcher, g) in enumerate(order):
+            first = rep == 0 and oi == 0
+            idle = proto.idle_before_config_s if first else proto.idle_before_kernel_s
+            mid = f"c{ci}-{kernel.name}-r{rep}"
+            obs.on_measurement_start(kernel=kernel.name, input_label=spec.label, repeat=rep)
+            row = _measure_one(kernel, launch, launcher, device, ident, thread, probe, proto, idle, clock, sleep, obs,
+                               inputs, mid)
+            row.update(base)
+            row.update({
+                "measurement_id": mid, "kernel": kernel.name, "kernel_source": kernel.source, "repeat": rep,
+                "order_index": oi, "launch_strategy": launcher.strategy, "launch_note": launcher.note or probe_reason_note(probe_reason),
+                "launches_per_call": launcher.launches_per_call,
+                "gate_max_abs_diff": g.max_abs_diff if g else None, "gate_snr_db": g.snr_db if g else None,
+            })
+            chunks, samples, probes = row.pop("_chunks"), row.pop("_samples"), row.pop("_probes")
+            writer.append_measurement(measurement=row, chunks=chunks, samples=samples, probes=probes)
+            result.measurements.append(row)
+            obs.on_measurement_end(row)
+    del ready, inputs
+    if device.kind == "cuda":
+        import torch
+
+        torch.cuda.empty_cache()
+
+
+def probe_reason_note(reason: str | None) -> str:
+    return f"in-band probe off: {reason}" if reason else ""
+
+
+def _measure_one(kernel, launch, launcher, device, ident, thread, probe, proto, idle, clock, sleep, obs, inputs, mid):
+    per_call_ns = None
+
+    def source_factory():
+        nonlocal per_call_ns
+        from harness.runner._launch import estimate_launch_ns
+
+        per_launch = estimate_launch_ns(device, launch, repeats=2)
+        per_call_ns = per_launch * launcher.launches_per_call
+        calls = max(1, round(proto.chunk_s * 1e9 / per_call_ns))
+        return PipelinedChunks(device, launcher, calls_per_chunk=calls, clock=clock)
+
+    if probe is not None:
+        probe.calibrate()
+    outcome = run_protocol(
+        source_factory, protocol=proto, idle_s=idle, clock=clock, sleep=sleep, on_phase=obs.on_phase,
+        on_chunk=lambda c, chk: obs.on_chunk(c, chk, thread.last_poll()),
+        on_window_start=(probe.start if probe is not None else (lambda: None)),
+    )
+    readings = probe.stop() if probe is not None else []
+    ph = outcome.phases
+    samples = thread.samples_between(ph.idle[0], ph.window[1])
+    summary = summarize_window(window_chunks=outcome.window_chunks, samples=samples, probes=readings,
+                               flops_per_launch=float(inputs.shape.flops), sm_count=ident.sm_count)
+    chunk_rows = []
+    for c in outcome.chunks:
+        inb = median([p.clock_mhz for p in readings if c.t_start_ns <= p.t_ns <= c.t_end_ns])
+        powers = [s.power_w for s in samples if c.t_start_ns <= s.t_ns <= c.t_end_ns and s.power_w is not None]
+        chunk_rows.append({
+            "measurement_id": mid, "chunk_index": c.index, "phase": c.phase, "t_start_ns": c.t_start_ns,
+            "t_end_ns": c.t_end_ns, "device_ns": c.device_ns, "launches": c.launches, "time_ns": c.time_ns,
+            "sm_clock_mhz": chunk_clock(samples, c.t_start_ns, c.t_end_ns), "inband_clock_mhz": inb,
+            "power_w": sum(powers) / len(powers) if powers else None,
+        })
+    settle = outcome.settle
+    return {
+        **summary,
+        "status": "ok" if outcome.settled else "unsettled",
+        "error": None if outcome.settled else (
+            f"warm-in reached the {proto.warmin_cap_s:g} s cap without settling ({settle.reason if settle else '?'}); "
+            f"the window was timed anyway and is marked unsettled"),
+        "settled": outcome.settled,
+        "settled_after_s": outcome.settled_after_s,
+        "settle_reason": settle.reason if settle else None,
+        "warmin_s": (ph.warmin[1] - ph.warmin[0]) * 1e-9,
+        "_chunks": chunk_rows,
+        "_samples": [_sample_row(s, _phase_of(s.t_ns, ph), mid) for s in samples],
+        "_probes": [{"measurement_id": mid, **dataclasses.asdict(p)} for p in readings],
+    }

@@ -1,0 +1,59 @@
+"""Telemetry: what the device's clock, power and limiters did while a kernel ran.
+
+A `Sampler` backend (NVML, host sysfs, a replayed recording, or none) is chosen by name with
+`create_sampler`, opened by its owner, and polled by a `SamplerThread` that keeps every `Sample` in
+the host's `time.monotonic_ns()` time base, so the runner can cut out a measurement window with
+`mark()` and `samples_between()`. Importing this package touches no vendor library: `pynvml` is
+imported inside `NvmlSampler.open()`.
+
+>>> from harness.telemetry import SamplerThread, create_sampler
+>>> sampler = create_sampler("host", pci_bus_id=None)
+>>> sampler.open()
+>>> with SamplerThread(sampler, period_s=0.01) as th:
+...     t0 = th.mark()
+...     t1 = th.mark()
+>>> sampler.close()
+>>> th.samples()[0].source
+'poll'
+>>> sorted(sampler.describe())
+['CPU frequency', 'package energy', 'package power', 'temperature']
+"""
+
+from harness.telemetry._factory import SAMPLER_NAMES, NullSampler, create_sampler
+from harness.telemetry._host import HostSampler
+from harness.telemetry._nvml import NvmlSampler
+from harness.telemetry._nvml_device import normalize_pci_bus_id, nvml_compute_processes
+from harness.telemetry._reasons import (
+    NVML_REASONS,
+    POWER_REASONS,
+    THERMAL_REASONS,
+    decode_nvml_reasons,
+    is_power_limited,
+    is_thermal_limited,
+)
+from harness.telemetry._replay import ReplaySampler, read_samples, write_samples
+from harness.telemetry._sample import SAMPLE_FIELDS, Sample, Sampler
+from harness.telemetry._thread import SamplerThread
+
+__all__ = [
+    "Sample",
+    "Sampler",
+    "SAMPLE_FIELDS",
+    "SamplerThread",
+    "create_sampler",
+    "SAMPLER_NAMES",
+    "NullSampler",
+    "NvmlSampler",
+    "HostSampler",
+    "ReplaySampler",
+    "write_samples",
+    "read_samples",
+    "NVML_REASONS",
+    "POWER_REASONS",
+    "THERMAL_REASONS",
+    "decode_nvml_reasons",
+    "is_power_limited",
+    "is_thermal_limited",
+    "normalize_pci_bus_id",
+    "nvml_compute_processes",
+]

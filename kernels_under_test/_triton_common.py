@@ -1,0 +1,341 @@
+"""The Triton attention forward shared by `triton-bf16`, `triton-fp8-exact` and `triton-fp8-lean`.
+
+This module imports triton at the top, so the kernel modules import it only inside `prepare()`
+(registration never needs triton). One jit kernel serves the three ways of forming P (constexpr MODE),
+so the loop structure, masking, GQA indexing and lazy rescale are the same code in all three and a
+difference in speed or error can only come from P:
+
+- MODE_BF16: p = exp2(s - m) in fp32, cast to the V dtype for the PV product (FlashAttention-2).
+- MODE_EXACT: p = exp2(s - m + o + sigma) rounded to e4m3 by the hardware conversion.
+- MODE_LEAN: the e4m3 code of p from one FMA (see triton_fp8.py for the derivation).
+
+Both FP8 modes scale each key block of p by 2^(o + sigma) before rounding and remove the factor with
+one fp32 multiply of that block's PV product, and sum the ROUNDED p into the row sum l.
+
+Scores are base 2: qk_scale = softmax scale * log2(e) * (q and k descales), so exp2 replaces exp.
+The causal loop is split into blocks that need no mask (all keys before the query block) and the
+diagonal blocks, so only the latter pay for the mask.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import triton
+import triton.language as tl
+
+__all__ = ["Config", "MODE_BF16", "MODE_EXACT", "MODE_LEAN", "attention_launch", "compile_for"]
+
+MODE_BF16, MODE_EXACT, MODE_LEAN = 0, 1, 2
+P_BLOCK = 64  # keys per power-of-two P scaling block in the FP8 modes (the protocol's 64)
+OMAX = tl.constexpr(100.0)  # cap on a block's offset o: 2^-(o + sigma) must stay a normal fp32 number
+MAGIC = tl.constexpr(8388608.0)  # 2^23: adding it leaves round-to-nearest(y) in the low mantissa bits
+
+
+@dataclass(frozen=True, kw_only=True)
+class Config:
+    """Launch parameters of one kernel for one head dim. FP8 modes need block_n == 64 (the P block)."""
+
+    block_m: int
+    block_n: int
+    num_warps: int
+    num_stages: int
+    rescale_branch: bool = False  # BF16 only: skip acc *= alpha when no row of the tile moved its max
+    use_tma: bool = True  # K/V through TMA descriptors where possible (sm_90+, 16-byte aligned rows)
+
+
+@triton.jit
+def _e4m3_bits_to_f32_scaled(bits):
+    # e4m3 bits 0EEEEMMM moved up by 20 land in an fp32's low exponent and top mantissa bits: the result
+    # is the e4m3 value times 2^-120, normals and subnormals alike, with integer ops instead of a cvt.
+    return (bits << 20).to(tl.float32, bitcast=True)
+
+
+@triton.jit
+def _pow2_int(e):
+    # 2^e for an integer-valued fp32 tensor e in [-126, 127], exactly (ex2.approx need not be exact).
+    return ((e.to(tl.int32) + 127) << 23).to(tl.float32, bitcast=True)
+
+
+@triton.jit
+def _load(ptrs, mask, MASKED: tl.constexpr):
+    if MASKED:
+        return tl.load(ptrs, mask=mask, other=0.0)
+    else:
+        return tl.load(ptrs)
+
+
+@triton.jit
+def _load_kv(K, K2, V, k_base, v_base, start_n, stride_kn, stride_vn, stride_vd, S,
+             DQK_LO: tl.constexpr, DQK_HI: tl.constexpr, DV: tl.constexpr, BLOCK_N: tl.constexpr,
+             MASKED: tl.constexpr, USE_TMA: tl.constexpr, V_T: tl.constexpr):
+    # K block [BLOCK_N, DQK_LO] (+ [BLOCK_N, DQK_HI]) and V block [BLOCK_N, DV]. With TMA the bases are
+    # row offsets into 2D views; rows past this head's S belong to the next head (finite values that the
+    # score mask and p = 0 discard) or past the tensor (zero-filled), so TMA loads need no mask.
+    if USE_TMA:
+        k = K.load([k_base + start_n, 0])
+        k2 = k
+        if DQK_HI > 0:
+            k2 = K2.load([k_base + start_n, DQK_LO])
+        if V_T:
+            v = tl.trans(V.load([v_base, start_n]))
+        else:
+            v = V.load([v_base + start_n, 0])
+    else:
+        offs_n = start_n + tl.arange(0, BLOCK_N)
+        offs_dl = tl.arange(0, DQK_LO)
+        offs_v = tl.arange(0, DV)
+        kmask = offs_n[:, None] < S
+        k = _load(k_base + offs_n[:, None] * stride_kn + offs_dl[None, :], kmask, MASKED)
+        k2 = k
+        if DQK_HI > 0:
+            offs_dh = DQK_LO + tl.arange(0, DQK_HI)
+            k2 = _load(k_base + offs_n[:, None] * stride_kn + offs_dh[None, :], kmask, MASKED)
+        v = _load(v_base + offs_n[:, None] * stride_vn + offs_v[None, :] * stride_vd, kmask, MASKED)
+    return k, k2, v
+
+
+@triton.jit
+def _stage(
+    acc, l_i, m_i, q_lo, q_hi, K, K2, V, k_base, v_base, stride_kn, stride_vn, stride_vd, qk_scale, lo, hi, offs_m, S,
+    DQK_LO: tl.constexpr, DQK_HI: tl.constexpr, DV: tl.constexpr, BLOCK_N: tl.constexpr,
+    MASKED: tl.constexpr, CAUSAL: tl.constexpr, MODE: tl.constexpr, TAU: tl.constexpr,
+    SIGMA: tl.constexpr, BETA: tl.constexpr, RESCALE_BRANCH: tl.constexpr, USE_TMA: tl.constexpr,
+    V_T: tl.constexpr,
+):
+    offs_nb = tl.arange(0, BLOCK_N)
+    for start_n in range(lo, hi, BLOCK_N):
+        start_n = tl.multiple_of(start_n, BLOCK_N)
+        offs_n = start_n + offs_nb
+        k, k2, v = _load_kv(K, K2, V, k_base, v_base, start_n, stride_kn, stride_vn, stride_vd, S,
+                            DQK_LO, DQK_HI, DV, BLOCK_N, MASKED, USE_TMA, V_T)
+        qk = tl.dot(q_lo, tl.trans(k))
+        if DQK_HI > 0:
+            # dqk = 192 is not a power of two: a second product over the last 64 dims (no padding to 256)
+            qk = tl.dot(q_hi, tl.trans(k2), qk)
+        if MASKED:
+            valid = offs_n[None, :] < S
+            if CAUSAL:
+                valid = valid & (offs_m[:, None] >= offs_n[None, :])
+            qk = tl.where(valid, qk, float("-inf"))
+
+        # Lazy rescale: move a row's reference max only when the block beats it by more than TAU
+        # (base-2 units); otherwise p may reach 2^TAU, which both bf16 and e4m3 (scaled by 2^SIGMA) hold.
+        m_blk = tl.max(qk, 1) * qk_scale
+        up = m_blk > m_i + TAU
+        m_new = tl.where(up, tl.maximum(m_i, m_blk), m_i)
+        alpha = tl.math.exp2(m_i - m_new)
+        m_i = m_new
+
+        if MODE == 0:
+            # Sum the p that multiplies V (rounded to bf16), so the weights sum to one: with the stale max
+            # of lazy rescale the largest p is not 1 and its rounding would otherwise bias peaked rows.
+            p = tl.math.exp2(qk * qk_scale - m_new[:, None]).to(v.dtype)
+            l_i = l_i * alpha + tl.sum(p.to(tl.float32), 1)
+            if RESCALE_BRANCH:
+                if tl.max(up.to(tl.int32), 0) > 0:
+                    acc = acc * alpha[:, None]
+            else:
+                acc = acc * alpha[:, None]
+            acc = tl.dot(p, v, acc)
+        else:
+            # o = whole binades from this block's max down to the row reference (0 when the reference is
+            # stale and the block is above it): the block's largest p lands in (1/2, 2^TAU] before SIGMA.
+            o = tl.minimum(tl.maximum(tl.floor(m_new - m_blk), 0.0), OMAX)
+            if MODE == 1:
+                p8 = tl.math.exp2(qk * qk_scale - (m_new - o - SIGMA)[:, None]).to(tl.float8e4nv)
+                bits = p8.to(tl.int8, bitcast=True).to(tl.int32)
+            else:
+                # y = 8(x + o + SIGMA + 7) - BETA with x = s - m: ONE FMA per element. Adding 2^23 is the
+                # float-to-int conversion: the fp32 ulp there is 1, so the add rounds y to nearest and
+                # leaves the integer in the low mantissa bits; the max with 2^23 sends y < 0 to code 0.
+                c0 = 8.0 * (SIGMA + 7.0 + o - m_new) - BETA
+                z = tl.maximum(tl.fma(qk, qk_scale * 8.0, c0[:, None]) + MAGIC, MAGIC)
+                bits = z.to(tl.int32, bitcast=True) & 0xFF
+                p8 = bits.to(tl.int8).to(tl.float8e4nv, bitcast=True)
+            # Row sum of the rounded p (what multiplies V), so the weights sum to one.
+            l_i = l_i * alpha + tl.sum(_e4m3_bits_to_f32_scaled(bits), 1) * _pow2_int(120.0 - SIGMA - o)
+            acc = acc * alpha[:, None] + tl.dot(p8, v) * _pow2_int(-SIGMA - o)[:, None]
+    return acc, l_i, m_i
+
+
+@triton.jit
+def _attn_fwd(
+    Q, K, K2, V, Out, qk_scale, out_scale,
+    stride_qb, stride_qh, stride_qm, stride_kb, stride_kh, stride_kn,
+    stride_vb, stride_vh, stride_vn, stride_vd, stride_ob, stride_oh, stride_om,
+    HQ, GROUP, S,
+    DQK_LO: tl.constexpr, DQK_HI: tl.constexpr, DV: tl.constexpr,
+    BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, CAUSAL: tl.constexpr, MODE: tl.constexpr,
+    TAU: tl.constexpr, SIGMA: tl.constexpr, BETA: tl.constexpr, RESCALE_BRANCH: tl.constexpr,
+    USE_TMA: tl.constexpr, V_T: tl.constexpr,
+):
+    pid_m = tl.program_id(0)
+    if CAUSAL:
+        # Longest rows first, so the short ones fill the tail of the last wave.
+        pid_m = tl.num_programs(0) - 1 - pid_m
+    bh = tl.program_id(1)
+    b = bh // HQ
+    h = bh % HQ
+    hk = h // GROUP  # GQA: index the shared KV head, never a repeated copy
+    q_base = Q + b.to(tl.int64) * stride_qb + h.to(tl.int64) * stride_qh
+    if USE_TMA:
+        kv_head = b * (HQ // GROUP) + hk
+        k_base = kv_head * S
+        v_base = kv_head * DV if V_T else kv_head * S
+    else:
+        k_base = K + b.to(tl.int64) * stride_kb + hk.to(tl.int64) * stride_kh
+        v_base = V + b.to(tl.int64) * stride_vb + hk.to(tl.int64) * stride_vh
+    o_base = Out + b.to(tl.int64) * stride_ob + h.to(tl.int64) * stride_oh
+
+    start_m = pid_m * BLOCK_M
+    offs_m = start_m + tl.arange(0, BLOCK_M)
+    offs_dl = tl.arange(0, DQK_LO)
+    q_lo = tl.load(q_base + offs_m[:, None] * stride_qm + offs_dl[None, :], mask=offs_m[:, None] < S, other=0.0)
+    q_hi = q_lo
+    if DQK_HI > 0:
+        offs_dh = DQK_LO + tl.arange(0, DQK_HI)
+        q_hi = tl.load(q_base + offs_m[:, None] * stride_qm + offs_dh[None, :], mask=offs_m[:, None] < S, other=0.0)
+
+    # A finite start for m: a row whose first block were fully masked would otherwise compute -inf - -inf.
+    m_i = tl.full([BLOCK_M], -1.0e30, tl.float32)
+    l_i = tl.zeros([BLOCK_M], tl.float32)
+    acc = tl.zeros([BLOCK_M, DV], tl.float32)
+    if CAUSAL:
+        full_end = (start_m // BLOCK_N) * BLOCK_N  # every key before this precedes every query row
+        end = tl.minimum(start_m + BLOCK_M, S)
+    else:
+        full_end = (S // BLOCK_N) * BLOCK_N
+        end = S
+    acc, l_i, m_i = _stage(
+        acc, l_i, m_i, q_lo, q_hi, K, K2, V, k_base, v_base, stride_kn, stride_vn, stride_vd, qk_scale, 0, full_end,
+        offs_m, S, DQK_LO, DQK_HI, DV, BLOCK_N, False, CAUSAL, MODE, TAU, SIGMA, BETA, RESCALE_BRANCH, USE_TMA, V_T,
+    )
+    acc, l_i, m_i = _stage(
+        acc, l_i, m_i, q_lo, q_hi, K, K2, V, k_base, v_base, stride_kn, stride_vn, stride_vd, qk_scale, full_end, end,
+        offs_m, S, DQK_LO, DQK_HI, DV, BLOCK_N, True, CAUSAL, MODE, TAU, SIGMA, BETA, RESCALE_BRANCH, USE_TMA, V_T,
+    )
+    out = acc * (out_scale / l_i)[:, None]
+    offs_v = tl.arange(0, DV)
+    o_ptrs = o_base + offs_m[:, None] * stride_om + offs_v[None, :]
+    tl.store(o_ptrs, out.to(Out.dtype.element_ty), mask=offs_m[:, None] < S)
+
+
+def split_qk_dim(dqk: int) -> tuple[int, int]:
+    """dqk as a power of two plus a power-of-two remainder (192 = 128 + 64), or raise ValueError."""
+    lo = 1 << (dqk.bit_length() - 1)
+    hi = dqk - lo
+    if dqk < 16 or (hi and (hi & (hi - 1) or hi < 16)):
+        raise ValueError(f"head dim {dqk} is not a power of two >= 16, nor one plus a power of two >= 16")
+    return lo, hi
+
+
+def _constexprs(*, mode, causal, dqk, dv, config, tau, sigma, beta, use_tma, v_transposed):
+    lo, hi = split_qk_dim(dqk)
+    return dict(
+        DQK_LO=lo, DQK_HI=hi, DV=dv, BLOCK_M=config.block_m, BLOCK_N=config.block_n, CAUSAL=bool(causal),
+        MODE=mode, TAU=float(tau), SIGMA=float(sigma), BETA=float(beta), RESCALE_BRANCH=bool(config.rescale_branch),
+        USE_TMA=bool(use_tma), V_T=bool(v_transposed),
+    )
+
+
+def tma_possible(q, k, v, *, v_transposed: bool) -> bool:
+    """TMA needs contiguous K and V whose rows are 16-byte multiples (an fp8 V^T row is S bytes)."""
+    if not (k.is_contiguous() and v.is_contiguous()):
+        return False
+    if q.is_cuda and torch_capability(q.device) < (9, 0):
+        return False
+    return all(t.shape[-1] * t.element_size() % 16 == 0 for t in (k, v))
+
+
+def torch_capability(device):
+    import torch
+
+    return torch.cuda.get_device_capability(device)
+
+
+def _descriptors(k, v, *, config, dqk_lo, dqk_hi, v_transposed):
+    from triton.tools.tensor_descriptor import TensorDescriptor
+
+    bn = config.block_n
+    k2d = k.reshape(-1, k.shape[-1])
+    v2d = v.reshape(-1, v.shape[-1])
+    kd = TensorDescriptor.from_tensor(k2d, [bn, dqk_lo])
+    kd2 = TensorDescriptor.from_tensor(k2d, [bn, dqk_hi]) if dqk_hi else kd
+    vd = TensorDescriptor.from_tensor(v2d, [v.shape[-2], bn] if v_transposed else [bn, v.shape[-1]])
+    return kd, kd2, vd
+
+
+def attention_launch(
+    *, mode: int, q, k, v, out, qk_scale: float, out_scale: float, causal: bool, config: Config,
+    tau: float, sigma: float = 0.0, beta: float = 0.0, v_transposed: bool = False,
+):
+    """A zero-argument closure launching the kernel once into `out` (q [B,Hq,S,dqk], k [B,Hkv,S,dqk]).
+
+    v is [B,Hkv,S,dv], or [B,Hkv,dv,S] when `v_transposed` (the K-major layout Hopper's FP8 wgmma wants
+    for its B operand). Everything that does not change between launches is bound here, once.
+    """
+    if mode != MODE_BF16 and config.block_n != P_BLOCK:
+        raise ValueError(f"FP8 kernels scale P per {P_BLOCK}-key block, so block_n must be {P_BLOCK}")
+    B, HQ, S, dqk = q.shape
+    dv = v.shape[-2] if v_transposed else v.shape[-1]
+    for name, t in (("q", q), ("k", k), ("out", out)):
+        if t.stride(-1) != 1:
+            raise ValueError(f"{name} must be contiguous in its last dim")
+    svn, svd = (v.stride(3), v.stride(2)) if v_transposed else (v.stride(2), v.stride(3))
+    use_tma = config.use_tma and tma_possible(q, k, v, v_transposed=v_transposed)
+    lo, hi = split_qk_dim(dqk)
+    kk, kk2, vv = _descriptors(k, v, config=config, dqk_lo=lo, dqk_hi=hi, v_transposed=v_transposed) if use_tma else (k, k, v)
+    args = (
+        q, kk, kk2, vv, out, float(qk_scale), float(out_scale),
+        q.stride(0), q.stride(1), q.stride(2), k.stride(0), k.stride(1), k.stride(2),
+        v.stride(0), v.stride(1), svn, svd, out.stride(0), out.stride(1), out.stride(2),
+        HQ, HQ // k.shape[1], S,
+    )
+    kw = _constexprs(mode=mode, causal=causal, dqk=dqk, dv=dv, config=config, tau=tau, sigma=sigma, beta=beta,
+                     use_tma=use_tma, v_transposed=v_transposed)
+    grid = (triton.cdiv(S, config.block_m), B * HQ)
+    kernel = _attn_fwd[grid]
+
+    def launch():
+        kernel(*args, **kw, num_warps=config.num_warps, num_stages=config.num_stages)
+        return out
+
+    return launch
+
+
+def compile_for(
+    *, mode: int, dqk: int, dv: int, causal: bool, config: Config, tau: float, sigma: float = 0.0, beta: float = 0.0,
+    v_transposed: bool = False, arch: int = 90,
+):
+    """Compile ahead of time for `sm_<arch>` without a GPU (ptxas ships with triton): SASS, registers, spills.
+
+    Disassemble `.asm["cubin"]` with triton's bundled cuobjdump (`-sass`, `-res-usage`: STACK > 0 is a
+    spill); `.metadata.shared` is the shared memory it needs. Strides are specialised as a launch would.
+    """
+    from triton.backends.compiler import GPUTarget
+    from triton.compiler import ASTSource
+
+    lo, hi = split_qk_dim(dqk)
+    elem = "fp8e4nv" if mode != MODE_BF16 else "bf16"
+    bn = config.block_n
+    if config.use_tma:
+        vblock = f"{dv},{bn}" if v_transposed else f"{bn},{dv}"
+        sig = {"Q": f"*{elem}", "K": f"tensordesc<{elem}[{bn},{lo}]>", "K2": f"tensordesc<{elem}[{bn},{hi or lo}]>",
+               "V": f"tensordesc<{elem}[{vblock}]>"}
+    else:
+        sig = {name: f"*{elem}" for name in ("Q", "K", "K2", "V")}
+    sig.update(Out="*bf16", qk_scale="fp32", out_scale="fp32")
+    for name in ("stride_qb", "stride_qh", "stride_qm", "stride_kb", "stride_kh", "stride_kn", "stride_vb",
+                 "stride_vh", "stride_vn", "stride_vd", "stride_ob", "stride_oh", "stride_om", "HQ", "GROUP", "S"):
+        sig[name] = "i32"
+    consts = _constexprs(mode=mode, causal=causal, dqk=dqk, dv=dv, config=config, tau=tau, sigma=sigma, beta=beta,
+                         use_tma=config.use_tma, v_transposed=v_transposed)
+    unit = ("stride_vn",) if v_transposed else ("stride_vd",)  # what the JIT specialises for unit strides
+    consts.update({name: 1 for name in unit})
+    sig.update({name: "constexpr" for name in consts})
+    attrs = {(i,): [["tt.divisibility", 16]] for i, name in enumerate(sig)
+             if sig[name].startswith("*") or (sig[name] == "i32" and name not in ("HQ", "GROUP"))}
+    src = ASTSource(fn=_attn_fwd, signature=sig, constexprs=consts, attrs=attrs)
+    opts = {"num_warps": config.num_warps, "num_stages": config.num_stages}
+    return triton.compile(src, target=GPUTarget("cuda", arch, 32), options=opts)
