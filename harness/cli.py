@@ -12,8 +12,10 @@ import typer
 __all__ = ["app", "main"]
 
 app = typer.Typer(add_completion=False, no_args_is_help=True, help="Sustained-clock benchmarks of GPU attention kernels.")
-list_app = typer.Typer(no_args_is_help=True, help="List kernels, telemetry backends and input sources.")
+list_app = typer.Typer(no_args_is_help=True, help="List kernels, models, telemetry backends and input sources.")
 app.add_typer(list_app, name="list")
+inputs_app = typer.Typer(no_args_is_help=True, help="Make inputs: controls shaped like a capture.")
+app.add_typer(inputs_app, name="inputs")
 
 
 def _console():
@@ -34,7 +36,7 @@ def sustained(
     batch: int = typer.Option(1, help="B"),
     heads: int = typer.Option(32, help="Hq"),
     heads_kv: Optional[int] = typer.Option(None, help="Hkv (default: Hq)"),
-    seq_len: int = typer.Option(16384, help="S"),
+    seq_len: Optional[int] = typer.Option(None, help="S (default 16384; with --model 8192 on a GPU, 1024 on the CPU)"),
     head_dim: int = typer.Option(128, help="dqk"),
     head_dim_v: Optional[int] = typer.Option(None, help="dv (default: dqk)"),
     dtype: str = typer.Option("bf16"),
@@ -55,6 +57,12 @@ def sustained(
     chunk_s: Optional[float] = typer.Option(None),
     sample_period_ms: Optional[float] = typer.Option(None),
     gate: bool = typer.Option(True, "--gate/--no-gate", help="correctness gate before timing"),
+    model: Optional[str] = typer.Option(None, help="time on captured activations of this model (see `bench list models`)"),
+    layer: List[int] = typer.Option([], "--layer", help="captured layer (repeatable; default: an early and a middle one)"),
+    control: List[str] = typer.Option(["gaussian:0.1"], "--control", help="control input of the capture's shape (repeatable)"),
+    text: str = typer.Option("pydoc", help="text for captures: pydoc, wikitext2:PATH or a file"),
+    weights: Optional[Path] = typer.Option(None, help="model weights (folder or GGUF file)"),
+    captures: Path = typer.Option(Path("captures"), help="captures root directory"),
 ) -> None:
     """Time kernels back to back until the clock settles, then over a window, with telemetry."""
     from harness.config import RunConfig, SustainedProtocol
@@ -68,11 +76,21 @@ def sustained(
             sample_period_s=sample_period_ms / 1000 if sample_period_ms else None, probe=probe,
         ).items() if v is not None}
         protocol = SustainedProtocol.quick(**overrides) if quick else SustainedProtocol(**overrides)
-        shape = AttentionShape(batch=batch, heads_q=heads, heads_kv=heads_kv or heads, seq_len=seq_len,
-                               head_dim_qk=head_dim, head_dim_v=head_dim_v, causal=causal)
+        if model:
+            from harness.capture import capture_progress, model_input_specs
+
+            with capture_progress(console) as progress:
+                inputs = model_input_specs(
+                    model, layers=tuple(layer), seq_len=seq_len or (1024 if device == "cpu" else 8192), text=text,
+                    weights=weights, root=captures, controls=tuple(control), dtype=dtype, seed=seed, progress=progress,
+                )
+        else:
+            shape = AttentionShape(batch=batch, heads_q=heads, heads_kv=heads_kv or heads, seq_len=seq_len or 16384,
+                                   head_dim_qk=head_dim, head_dim_v=head_dim_v, causal=causal)
+            inputs = tuple(InputSpec(shape=shape, dtype=dtype, source=s, seed=seed) for s in input_)
         kernels = tuple(kernel) or (("sdpa-cpu",) if device == "cpu" else ("sdpa-cudnn", "sdpa-flash"))
         config = RunConfig(
-            kernels=kernels, inputs=tuple(InputSpec(shape=shape, dtype=dtype, source=s, seed=seed) for s in input_),
+            kernels=kernels, inputs=inputs,
             device=device, telemetry=telemetry, protocol=protocol, results_dir=results, run_name=name, launch=launch,
             allow_busy=allow_busy, gate=gate,
         )
@@ -96,6 +114,77 @@ def _run_and_render(config, console) -> None:
     for table in sustained_tables(aggregate_repeats(result.measurements), title=f"{result.run_id} ({result.status})"):
         console.print(table)
     console.print(f"results: {result.path}")
+
+
+@app.command("capture")
+def capture_cmd(
+    model: str = typer.Option("smollm2-135m", help="registered model name, a local HF folder or a .gguf file"),
+    layers: str = typer.Option("3,15", help="comma-separated layer indices"),
+    seq_len: int = typer.Option(2048),
+    text: str = typer.Option("pydoc", help="pydoc, wikitext2:PATH or a text file"),
+    weights: Optional[Path] = typer.Option(None),
+    root: Path = typer.Option(Path("captures"), "--captures", help="captures root directory"),
+    dtype: str = typer.Option("float32", help="dtype of the forward pass (saved as bf16)"),
+    device: str = typer.Option("cpu"),
+    list_: bool = typer.Option(False, "--list", help="list existing captures instead"),
+) -> None:
+    """Capture the post-RoPE q, k, v a model's attention receives, verified against the model's output."""
+    from harness.capture import CaptureConfig, capture, capture_progress, list_captures
+    from harness.errors import HarnessError
+
+    console = _console()
+    try:
+        if list_:
+            for info in list_captures(root):
+                console.print(info)
+            return
+        config = CaptureConfig(model=model, layers=layers, seq_len=seq_len, text=text, weights=weights, root=root,
+                               dtype=dtype, device=device)
+        with capture_progress(console) as progress:
+            result = capture(config, progress=progress)
+    except HarnessError as exc:
+        _fail(exc)
+    for layer in result.layers:
+        st = layer.stats
+        console.print(
+            f"layer {layer.layer:2d}: {layer.path}  self-check max |diff| {layer.self_check_max_abs_diff:.3g} "
+            f"(tolerance {layer.tolerance:.3g})  q std {st.q_std:.3g}  k std {st.k_std:.3g}  logit std "
+            f"{st.logit_std:.3g}  sink mass {st.sink_mass:.3g}"
+        )
+    console.print("timings: " + ", ".join(f"{k} {v:.1f} s" for k, v in result.timings_s.items()))
+
+
+@inputs_app.command("synth")
+def inputs_synth(
+    like: Path = typer.Option(..., help="a capture layer file"),
+    dist: str = typer.Option("gaussian:0.1", help="gaussian:STD, gaussian:matched, zeros, constant:C, randbits"),
+    seed: int = typer.Option(0),
+) -> None:
+    """Write a control with the shapes and dtype of a capture."""
+    from harness.capture import save_like
+    from harness.errors import HarnessError
+
+    try:
+        path = save_like(like, dist=dist, seed=seed)
+    except HarnessError as exc:
+        _fail(exc)
+    _console().print(f"wrote {path}")
+
+
+@list_app.command("models")
+def list_models() -> None:
+    """Models whose attention inputs can be captured."""
+    from rich.table import Table
+
+    from harness.capture import MODELS
+
+    t = Table(title="models", title_justify="left")
+    for c in ("name", "source", "layers", "Hq/Hkv", "dqk/dv", "max S", "kind"):
+        t.add_column(c)
+    for m in MODELS.values():
+        t.add_row(m.name, m.hf_id or m.wheel or "", str(m.num_layers), f"{m.heads_q}/{m.heads_kv}",
+                  f"{m.head_dim_qk}/{m.head_dim_v}", str(m.max_positions), m.attention_kind + (" +qk-norm" if m.qk_norm else ""))
+    _console().print(t)
 
 
 @app.command()

@@ -34,7 +34,10 @@ class SustainedProtocol:
     idle_before_config_s: float = 5.0
     warmin_min_s: float = 1.0
     chunk_s: float = 0.5
-    settle_chunk_tol: float = 0.003  # two consecutive chunks agree within this (the paper's rule)
+    settle_chunk_tol: float = 0.003  # two consecutive chunks agree within this (the paper's rule) ...
+    # ... applied to blocks of this many chunks: the H200 at its power cap cycles with a ~1 s period, so
+    # single 0.5 s chunks alternate by ~1 % (sdpa-flash never settled in 12 s with blocks of one).
+    settle_block_chunks: int = 2
     settle_trend_window_s: float = 2.0  # ... and the least-squares trend over this trailing window
     settle_trend_tol: float = 0.003  # changes time per launch by less than this across the window
     warmin_cap_s: float = 30.0
@@ -56,6 +59,8 @@ class SustainedProtocol:
         for name in ("idle_before_kernel_s", "idle_before_config_s", "warmin_min_s", "settle_chunk_tol", "settle_trend_tol"):
             if getattr(self, name) < 0:
                 raise ConfigError(f"Protocol setting {name} must be >= 0, got {getattr(self, name)!r}.")
+        if self.settle_block_chunks < 1:
+            raise ConfigError(f"Protocol setting settle_block_chunks must be >= 1, got {self.settle_block_chunks}.")
         if self.repeats < 1:
             raise ConfigError(f"Protocol setting repeats must be >= 1, got {self.repeats}.")
         if self.warmin_cap_s < self.warmin_min_s:
@@ -74,7 +79,7 @@ class SustainedProtocol:
         """A short protocol for CPU dry runs and CI smoke tests. Its numbers are not sustained figures."""
         base = dict(
             idle_before_kernel_s=0.1, idle_before_config_s=0.2, warmin_min_s=0.2, chunk_s=0.1,
-            settle_chunk_tol=0.05, settle_trend_window_s=0.3, settle_trend_tol=0.05, warmin_cap_s=2.0,
+            settle_chunk_tol=0.05, settle_trend_window_s=0.3, settle_trend_tol=0.05, settle_block_chunks=1, warmin_cap_s=2.0,
             window_s=0.4, repeats=2, probe=False,
         )
         base.update(overrides)

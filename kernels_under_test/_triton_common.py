@@ -5,12 +5,16 @@ This module imports triton at the top, so the kernel modules import it only insi
 so the loop structure, masking, GQA indexing and lazy rescale are the same code in all three and a
 difference in speed or error can only come from P:
 
-- MODE_BF16: p = exp2(s - m) in fp32, cast to the V dtype for the PV product (FlashAttention-2).
+- MODE_BF16: p = exp2(s - m) rounded to the V dtype for the PV product (FlashAttention-2).
 - MODE_EXACT: p = exp2(s - m + o + sigma) rounded to e4m3 by the hardware conversion.
 - MODE_LEAN: the e4m3 code of p from one FMA (see triton_fp8.py for the derivation).
 
 Both FP8 modes scale each key block of p by 2^(o + sigma) before rounding and remove the factor with
-one fp32 multiply of that block's PV product, and sum the ROUNDED p into the row sum l.
+one fp32 multiply of that block's PV product. Every mode sums the ROUNDED p (what multiplies V) into
+the row sum l, so the weights sum to one.
+
+K and V arrive through TMA descriptors (host-side `TensorDescriptor`, built once in setup) when the
+rows are 16-byte multiples on sm_90+, else through masked pointer loads; Q is loaded once per program.
 
 Scores are base 2: qk_scale = softmax scale * log2(e) * (q and k descales), so exp2 replaces exp.
 The causal loop is split into blocks that need no mask (all keys before the query block) and the
@@ -24,7 +28,10 @@ from dataclasses import dataclass
 import triton
 import triton.language as tl
 
-__all__ = ["Config", "MODE_BF16", "MODE_EXACT", "MODE_LEAN", "attention_launch", "compile_for"]
+__all__ = [
+    "Config", "MODE_BF16", "MODE_EXACT", "MODE_LEAN", "P_BLOCK", "attention_launch", "compile_for", "split_qk_dim",
+    "tma_possible",
+]
 
 MODE_BF16, MODE_EXACT, MODE_LEAN = 0, 1, 2
 P_BLOCK = 64  # keys per power-of-two P scaling block in the FP8 modes (the protocol's 64)
@@ -240,24 +247,19 @@ def _constexprs(*, mode, causal, dqk, dv, config, tau, sigma, beta, use_tma, v_t
 
 
 def tma_possible(q, k, v, *, v_transposed: bool) -> bool:
-    """TMA needs contiguous K and V whose rows are 16-byte multiples (an fp8 V^T row is S bytes)."""
+    """TMA needs contiguous K and V whose rows are 16-byte multiples (an fp8 V^T row is S bytes), sm_90+."""
+    import torch
+
     if not (k.is_contiguous() and v.is_contiguous()):
         return False
-    if q.is_cuda and torch_capability(q.device) < (9, 0):
+    if q.is_cuda and (getattr(torch.version, "hip", None) or torch.cuda.get_device_capability(q.device) < (9, 0)):
         return False
     return all(t.shape[-1] * t.element_size() % 16 == 0 for t in (k, v))
 
 
-def torch_capability(device):
-    import torch
-
-    return torch.cuda.get_device_capability(device)
-
-
-def _descriptors(k, v, *, config, dqk_lo, dqk_hi, v_transposed):
+def _descriptors(k, v, *, bn, dqk_lo, dqk_hi, v_transposed):
     from triton.tools.tensor_descriptor import TensorDescriptor
 
-    bn = config.block_n
     k2d = k.reshape(-1, k.shape[-1])
     v2d = v.reshape(-1, v.shape[-1])
     kd = TensorDescriptor.from_tensor(k2d, [bn, dqk_lo])
@@ -285,7 +287,9 @@ def attention_launch(
     svn, svd = (v.stride(3), v.stride(2)) if v_transposed else (v.stride(2), v.stride(3))
     use_tma = config.use_tma and tma_possible(q, k, v, v_transposed=v_transposed)
     lo, hi = split_qk_dim(dqk)
-    kk, kk2, vv = _descriptors(k, v, config=config, dqk_lo=lo, dqk_hi=hi, v_transposed=v_transposed) if use_tma else (k, k, v)
+    kk, kk2, vv = (k, k, v)
+    if use_tma:
+        kk, kk2, vv = _descriptors(k, v, bn=config.block_n, dqk_lo=lo, dqk_hi=hi, v_transposed=v_transposed)
     args = (
         q, kk, kk2, vv, out, float(qk_scale), float(out_scale),
         q.stride(0), q.stride(1), q.stride(2), k.stride(0), k.stride(1), k.stride(2),

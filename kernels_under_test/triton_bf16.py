@@ -3,8 +3,10 @@
 Causal and non-causal, GQA by indexing the shared KV head (no repeated K/V), dqk = dv = 64 or 128 and
 dqk = 192 with dv = 128. Scores are base 2 (softmax scale * log2(e) folded into the one multiply that
 feeds exp2), softmax is online with a lazy rescale (tau = 0.5 binade, protocol.md "Lean P"), and in
-the causal case only the diagonal blocks are masked. The jit code is `_triton_common._attn_fwd`, shared
-with the FP8 kernels.
+the causal case only the diagonal blocks are masked. K and V come through TMA descriptors on sm_90+
+(masked pointer loads elsewhere). The row sum adds the bf16-rounded p that multiplies V, so the
+weights sum to one even though lazy rescale lets the largest p exceed 1. The jit code is
+`_triton_common._attn_fwd`, shared with the FP8 kernels.
 
 Tuning: `CONFIGS` maps (dqk, dv) to launch parameters and is read in `prepare()`, never at import, so a
 tuning script may edit it or pass `prepare(inputs, config={...})`. One config per shape and one launch
@@ -33,8 +35,10 @@ TAU = 0.5
 HEAD_DIMS = ((64, 64), (128, 128), (192, 128))
 LOG2E = math.log2(math.e)
 
-# Hopper (H200) starting points, checked ahead of time for sm_90 (no spills, HGMMA in the SASS; see
-# _triton_common.compile_for). Tune on the GPU: block_m x block_n tile, warps, software-pipeline stages.
+# Hopper (H200) starting points, checked ahead of time for sm_90 with triton 3.6 (HGMMA, no spills; see
+# _triton_common.compile_for and tests/kernels/test_triton_sass.py). Tune on the GPU: tile block_m x block_n,
+# num_warps, num_stages (software-pipeline depth); optional keys rescale_branch (skip acc *= alpha when no
+# row's max moved: a tile-wide branch) and use_tma (False: pointer loads).
 CONFIGS = {
     (64, 64): dict(block_m=128, block_n=128, num_warps=8, num_stages=3),
     (128, 128): dict(block_m=128, block_n=128, num_warps=8, num_stages=2),

@@ -78,6 +78,9 @@ def summarize_window(
     else:
         pl_frac = pl_ns / pl_span if pl_ns is not None and pl_span else None
     th_frac = th_ns / th_span if th_ns is not None and th_span else None
+    # The driver advances these counters in steps, so a fully limited window can read a little over 1.
+    pl_frac = min(pl_frac, 1.0) if pl_frac is not None else None
+    th_frac = min(th_frac, 1.0) if th_frac is not None else None
     inband = median([p.clock_mhz for p in probes if t0 <= p.t_ns <= t1])
     gpm = [s for s in inside if s.source == "gpm" and s.error is None]
     cyc_nvml = time_ns * sm_clock * 1e-3 if sm_clock else None

@@ -20,6 +20,7 @@ from harness.capture._fp8 import E4M3_MAX, e4m3_scale, quantize_e4m3_pow2, quant
 from harness.capture._load import CaptureInfo, capture_shape, capture_spec, list_captures, load_capture, source_loader
 from harness.capture._models import DEFAULT_MODEL, MODELS, ModelSpec, resolve_model
 from harness.capture._progress import capture_progress
+from harness.capture._suite import default_layers, model_input_specs
 from harness.capture._recompute import LayerStats
 from harness.capture._text import TEXT_SOURCES, load_text
 from harness.capture._weights import ResolvedWeights, resolve_weights
@@ -42,6 +43,8 @@ __all__ = [
     "ensure_capture",
     "parse_layers",
     "capture_progress",
+    "default_layers",
+    "model_input_specs",
     "load_capture",
     "capture_shape",
     "capture_spec",

@@ -23,10 +23,11 @@ class InputSpec:
     source: str = "gaussian:0.1"
     seed: int = 0
     scale: float | None = None  # softmax scale; None means 1/sqrt(dqk)
+    name: str | None = None  # a short label for tables; defaults to the source
 
     @property
     def label(self) -> str:
-        return self.source
+        return self.name or self.source
 
 
 @dataclass(frozen=True, kw_only=True, eq=False)

@@ -33,7 +33,7 @@ def sustained_tables(aggregates: list[dict], *, title: str = "Sustained results"
         ("in-band MHz", "right"), ("gap", "right"), ("Mcycles", "right"), ("settled", "right"), ("duty", "right"),
     ])
     power = _table(f"{title}: power and limiters", [
-        ("input", "left"), ("kernel", "left"), ("W", "right"), ("mJ/launch", "right"), ("TFLOP/s", "right"),
+        ("input", "left"), ("kernel", "left"), ("W", "right"), ("J/launch", "right"), ("TFLOP/s", "right"),
         ("TFLOP/J", "right"), ("pwr-lim", "right"), ("thm-lim", "right"), ("limiters", "left"),
     ])
     for a in timed:
@@ -49,7 +49,7 @@ def sustained_tables(aggregates: list[dict], *, title: str = "Sustained results"
             settled, fmt(a.get("duty_cycle"), ".4f"),
         )
         power.add_row(
-            a["input_label"], a["kernel"], fmt(a.get("power_w"), ".0f"), fmt(a.get("energy_per_launch_j"), ".3g", scale=1e3),
+            a["input_label"], a["kernel"], fmt(a.get("power_w"), ".0f"), fmt(a.get("energy_per_launch_j"), ".4g"),
             fmt(a.get("tflops"), ".4g"), fmt(a.get("tflop_per_j"), ".3f"),
             fmt(a.get("power_limited_frac"), ".0f", scale=100, suffix="%"),
             fmt(a.get("thermal_limited_frac"), ".0f", scale=100, suffix="%"), a.get("limiters") or "-",

@@ -84,6 +84,7 @@ def run_protocol(
             check = check_settled(
                 points, elapsed_s=elapsed, min_s=protocol.warmin_min_s, chunk_tol=protocol.settle_chunk_tol,
                 trend_window_s=protocol.settle_trend_window_s, trend_tol=protocol.settle_trend_tol,
+                block=protocol.settle_block_chunks,
             )
             out.settle = check
             on_chunk(chunk, check)

@@ -152,6 +152,13 @@ def test_bf16_matches_fp64(dims, source):
     _assert_as_good_as_ideal_bf16_p(_kernel("triton-bf16").prepare(x, config=SMALL)(), x)
 
 
+@pytest.mark.parametrize("dims", [SHAPES[0], SHAPES[3]], ids=["d64-causal", "d192/128-causal"])
+def test_bf16_pointer_loads_match_fp64(dims):
+    # The path without TMA descriptors (pre-Hopper GPUs, unaligned rows): masked pointer loads.
+    x = _inputs(_shape(*dims))
+    _assert_as_good_as_ideal_bf16_p(_kernel("triton-bf16").prepare(x, config=dict(SMALL, use_tma=False))(), x)
+
+
 @pytest.mark.parametrize("rescale_branch", [False, True])
 def test_bf16_lazy_rescale_with_rising_scores(rescale_branch):
     # Scores that grow along the keys move the row max in most blocks: the rescale path must be right,
@@ -226,10 +233,11 @@ def test_availability_sentences(monkeypatch):
 
     from kernels_under_test.triton_bf16 import triton_availability
 
-    assert _kernel("triton-bf16").unavailable_reason("cpu") is None  # TRITON_INTERPRET=1 here
+    monkeypatch.setenv("TRITON_INTERPRET", "1")
+    assert _kernel("triton-bf16").unavailable_reason("cpu") is None
     monkeypatch.delenv("TRITON_INTERPRET")
     assert "TRITON_INTERPRET=1" in _kernel("triton-fp8-lean").unavailable_reason("cpu")
-    if not torch.cuda.is_available():
+    if not ON_GPU:
         assert _kernel("triton-bf16").unavailable_reason("cuda") == "no CUDA GPU visible to PyTorch"
     monkeypatch.setattr(torch.cuda, "is_available", lambda: True)
     monkeypatch.setattr(torch.cuda, "get_device_capability", lambda *a: (8, 0))

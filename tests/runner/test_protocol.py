@@ -69,7 +69,7 @@ def test_drifting_kernel_settles_only_when_drift_stops():
 def test_cap_marks_unsettled_and_still_records_window():
     out, _ = run(lambda t: 1000.0 * (1 + 0.01 * t), warmin_cap_s=5.0)
     assert not out.settled and out.settled_after_s is None
-    assert out.settle.reason in ("still drifting", "last two chunks disagree")
+    assert out.settle.reason == "still drifting" or "disagree" in out.settle.reason
     assert out.warmin_chunks[-1].t_end_ns - out.phases.warmin[0] >= 5e9
     assert len(out.window_chunks) == 8
 

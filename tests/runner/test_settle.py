@@ -37,3 +37,17 @@ def test_jump_between_last_two_chunks_blocks_settling():
 def test_trend_change_is_relative_fitted_change():
     assert trend_change([(0, 1.0), (1, 1.1), (2, 1.2)]) == pytest.approx(0.2 / 1.1)
     assert trend_change([(0, 1.0), (1, 1.0)]) is None
+
+
+def test_power_cap_oscillation_settles_with_blocks_of_two():
+    # Recorded shape of sdpa-flash at the H200's 700 W cap: consecutive 0.5 s chunks alternate by ~1.2 %
+    # while the 1 s mean stays put. Single chunks never agree within 0.3 %; blocks of two do.
+    osc = pts([6.52 if i % 2 else 6.60 for i in range(12)])
+    assert not check_settled(osc, elapsed_s=6.0, **KW).settled
+    res = check_settled(osc, elapsed_s=6.0, block=2, **KW)
+    assert res.settled and res.chunk_change < 0.003
+
+
+def test_blocks_need_twice_the_chunks():
+    res = check_settled(pts([1.0] * 3), elapsed_s=1.5, block=2, **KW)
+    assert not res.settled and res.reason == "fewer than 4 chunks"
