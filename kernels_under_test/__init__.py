@@ -11,7 +11,12 @@ import importlib
 
 __all__ = ["register", "MODULES"]
 
-MODULES = ("kernels_under_test.sdpa", "kernels_under_test.reference")
+MODULES = (
+    "kernels_under_test.sdpa",
+    "kernels_under_test.reference",
+    "kernels_under_test.triton_bf16",
+    "kernels_under_test.triton_fp8",
+)
 
 
 def register(registry) -> None:

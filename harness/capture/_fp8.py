@@ -1,19 +1,16 @@
-"""FP8 (e4m3) copies of inputs with one power-of-two scale per tensor, from its absolute maximum.
+"""FP8 copies of captured inputs: per-tensor power-of-two scales computed after RoPE.
 
-A power-of-two scale is exact in any binary format, so quantizing and descaling add no error beyond
-the e4m3 rounding itself, and a kernel can fold the descale into the softmax scale.
+The quantization itself lives in `harness.kernels._quant` (the kernels and the error analysis use the
+same function); this module applies it to a whole AttentionInputs.
 """
 
 from __future__ import annotations
 
-import math
 from dataclasses import replace
 
-from harness.errors import InputError
+from harness.kernels._quant import E4M3_MAX, pow2_scale, quantize_e4m3_pow2
 
 __all__ = ["E4M3_MAX", "e4m3_scale", "quantize_e4m3_pow2", "quantize_inputs_e4m3"]
-
-E4M3_MAX = 448.0  # largest finite float8_e4m3fn
 
 
 def e4m3_scale(absmax: float) -> float:
@@ -22,31 +19,7 @@ def e4m3_scale(absmax: float) -> float:
     >>> e4m3_scale(1.0), e4m3_scale(448.0), e4m3_scale(0.0)
     (256.0, 1.0, 1.0)
     """
-    if not math.isfinite(absmax):
-        raise InputError(
-            f"Cannot scale a tensor with absolute maximum {absmax} to e4m3: it holds NaN or Inf. Recapture or "
-            f"regenerate the inputs."
-        )
-    if absmax == 0.0:
-        return 1.0
-    # Clamped so the scale itself stays a normal fp32 number.
-    return 2.0 ** max(-126, min(126, math.floor(math.log2(E4M3_MAX / absmax))))
-
-
-def quantize_e4m3_pow2(t):
-    """(e4m3 copy of t, descale): t ~= q_e4m3.float() * descale, descale a power of two.
-
-    >>> import torch
-    >>> q, descale = quantize_e4m3_pow2(torch.tensor([0.5, -3.0]))
-    >>> descale, q.float().mul(descale).tolist()
-    (0.0078125, [0.5, -3.0])
-    """
-    import torch
-
-    absmax = float(t.detach().abs().max()) if t.numel() else 0.0
-    scale = e4m3_scale(absmax)
-    q = (t.detach().to(torch.float32) * scale).to(torch.float8_e4m3fn)
-    return q, 1.0 / scale
+    return pow2_scale(absmax)
 
 
 def quantize_inputs_e4m3(inputs):

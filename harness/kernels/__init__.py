@@ -13,12 +13,22 @@ gate can check it.
 ['double']
 """
 
+from harness.kernels._error import ErrorReport, attention_error, kernel_reference_inputs
 from harness.kernels._gate import GateResult, GateTolerance, gate, gate_tolerance
 from harness.kernels._kernel import Kernel, Launch
 from harness.kernels._reference import reference_attention
+from harness.kernels._quant import dequantize, quantize_e4m3_pow2
 from harness.kernels._registry import KernelRegistry, default_registry
+from harness.kernels._repro import ReproReport, reproducibility
 
 __all__ = [
+    "ErrorReport",
+    "ReproReport",
+    "attention_error",
+    "dequantize",
+    "kernel_reference_inputs",
+    "quantize_e4m3_pow2",
+    "reproducibility",
     "Kernel",
     "Launch",
     "KernelRegistry",

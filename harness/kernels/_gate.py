@@ -102,12 +102,16 @@ def gate(kernel, inputs, launch, *, reference=None, check_fresh: bool = True) ->
     """
     import torch
 
+    from harness.kernels._error import kernel_reference_inputs
     from harness.kernels._reference import reference_attention
 
     tol = gate_tolerance(kernel.tolerance or inputs.dtype)
     v_rms = float(inputs.v.double().pow(2).mean().sqrt())
     if reference is None:
-        reference = reference_attention(inputs.q, inputs.k, inputs.v, scale=inputs.scale, causal=inputs.shape.causal)
+        # The reference is attention on exactly what the kernel multiplies: for FP8 kernels the quantized
+        # inputs, so the gate judges the kernel, not the (declared, separately reported) input quantization.
+        q, k, v = kernel_reference_inputs(kernel, inputs)
+        reference = reference_attention(q, k, v, scale=inputs.scale, causal=inputs.shape.causal)
     out = launch()
     _sync(out)
     result = compare_outputs(out, reference, kernel=kernel.name, tolerance=tol, v_rms=v_rms)
