@@ -79,7 +79,12 @@ def compare_outputs(out, ref, *, kernel: str, tolerance: GateTolerance, v_rms: f
     rms_ref = float(ref.pow(2).mean().sqrt())
     rms_diff = float(diff.pow(2).mean().sqrt()) if not nonfinite else math.inf
     rel = rms_diff / rms_ref if rms_ref > 0 else (0.0 if rms_diff == 0 else math.inf)
-    snr = math.inf if rms_diff == 0 else (20 * math.log10(rms_ref / rms_diff) if rms_ref > 0 else -math.inf)
+    if rms_diff == 0:
+        snr = math.inf
+    elif rms_ref > 0 and math.isfinite(rms_diff):
+        snr = 20 * math.log10(rms_ref / rms_diff)
+    else:
+        snr = -math.inf
     reasons = []
     if nonfinite:
         reasons.append(f"{nonfinite} NaN/Inf values in the output")
