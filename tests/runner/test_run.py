@@ -1,0 +1,178 @@
+"""run_sustained end to end on the CPU: real launches, injected telemetry, results on disk."""
+
+from __future__ import annotations
+
+import polars as pl
+import pytest
+
+from harness.config import RunConfig, SustainedProtocol
+from harness.errors import DeviceBusyError, UnknownKernelError, UnsupportedInputError
+from harness.inputs import AttentionShape, InputSpec
+from harness.kernels import KernelRegistry
+from harness.results import read_run
+from harness.runner import NullObserver, run_sustained
+from harness.telemetry import ReplaySampler, Sample
+
+SHAPE = AttentionShape(batch=1, heads_q=2, heads_kv=1, seq_len=64, head_dim_qk=16)
+PROTO = SustainedProtocol.quick(idle_before_kernel_s=0.0, idle_before_config_s=0.0, window_s=0.15, chunk_s=0.05,
+                                settle_trend_window_s=0.1, warmin_min_s=0.05, warmin_cap_s=0.5)
+
+
+def registry(calls: list | None = None) -> KernelRegistry:
+    reg = KernelRegistry()
+    for name in ("a", "b", "c"):
+        @reg.kernel(name, dtypes={"float32"}, devices={"cpu"})
+        def prepare(inputs, _name=name):
+            import torch.nn.functional as F
+
+            def launch():
+                if calls is not None:
+                    calls.append(_name)
+                return F.scaled_dot_product_attention(inputs.q, inputs.k, inputs.v, is_causal=True, scale=inputs.scale,
+                                                      enable_gqa=True)
+
+            return launch
+    return reg
+
+
+class FlakySampler:
+    """Readings where every `fail_every`-th read fails: the gaps must show, not vanish."""
+
+    name = "flaky"
+
+    def __init__(self, fail_every: int = 0):
+        self.n = 0
+        self.fail_every = fail_every
+
+    def open(self):
+        pass
+
+    def read(self):
+        import time
+
+        self.n += 1
+        if self.fail_every and self.n % self.fail_every == 0:
+            raise RuntimeError("NVML SM clock read failed: NVML_ERROR_GPU_IS_LOST")
+        return Sample(t_ns=time.monotonic_ns(), sm_clock_mhz=1500.0 + self.n % 3, power_w=690.0,
+                      reasons=0x4, reason_names="sw_power_cap")
+
+    def drain(self):
+        return []
+
+    def describe(self):
+        return {"flaky": "fails reads on purpose"}
+
+    def close(self):
+        pass
+
+
+def config(tmp_path, **kw) -> RunConfig:
+    base = dict(kernels=("a", "b", "c"), inputs=(InputSpec(shape=SHAPE, dtype="float32", source="gaussian:1"),),
+                device="cpu", protocol=PROTO, results_dir=tmp_path)
+    base.update(kw)
+    return RunConfig(**base)
+
+
+class Order(NullObserver):
+    def __init__(self):
+        self.started = []
+
+    def on_measurement_start(self, *, kernel, input_label, repeat):
+        self.started.append((repeat, kernel))
+
+
+def test_rotation_alignment_and_gaps(tmp_path):
+    obs = Order()
+    res = run_sustained(config(tmp_path, protocol=PROTO.replace(repeats=3)), observer=obs, registry=registry(),
+                        sampler=FlakySampler(fail_every=10))
+    # Kernel order is rotated between repeats so no kernel always runs first (warmest or coolest).
+    assert obs.started == [(0, "a"), (0, "b"), (0, "c"), (1, "b"), (1, "c"), (1, "a"), (2, "c"), (2, "a"), (2, "b")]
+    run = read_run(res.path)
+    assert run.info["status"] == "complete" and run.info["telemetry_backend"] == "host"
+    m = run.measurements.sort("measurement_id")
+    assert m.height == 9 and set(m["status"]) <= {"ok", "unsettled"}
+    # Every window sample lies inside its measurement's window, and the window is where the figures come from.
+    joined = run.samples.filter(pl.col("phase") == "window").join(
+        m.select("measurement_id", "window_start_ns", "window_end_ns"), on="measurement_id")
+    assert joined.height > 0
+    assert joined.filter((pl.col("t_ns") < pl.col("window_start_ns")) | (pl.col("t_ns") > pl.col("window_end_ns"))).height == 0
+    # The failed reads are kept as error rows with no values, and sampling resumed after them.
+    errors = run.samples.filter(pl.col("error").is_not_null())
+    good = run.samples.filter(pl.col("error").is_null())
+    assert errors.height > 0 and errors["sm_clock_mhz"].null_count() == errors.height
+    assert "GPU_IS_LOST" in errors["error"][0]
+    assert good.height > 5 * errors.height  # sampling resumed after each failure
+    assert m["sample_errors_in_window"].sum() == errors.filter(pl.col("phase") == "window").height
+    # Figures are recomputable from stored rows: cycles = time x clock.
+    for r in m.filter(pl.col("sm_clock_mhz").is_not_null()).iter_rows(named=True):
+        assert r["cycles_per_launch"] == pytest.approx(r["time_ns"] * r["sm_clock_mhz"] * 1e-3)
+        assert r["cycles_clock"] == "nvml"
+        chunks = run.chunks.filter((pl.col("measurement_id") == r["measurement_id"]) & (pl.col("phase") == "window"))
+        assert r["time_ns"] == pytest.approx(chunks["device_ns"].sum() / chunks["launches"].sum())
+        assert r["window_start_ns"] == chunks["t_start_ns"].min() and r["window_end_ns"] == chunks["t_end_ns"].max()
+
+
+def test_ctrl_c_keeps_finished_measurements_and_marks_incomplete(tmp_path):
+    class Interrupt(NullObserver):
+        def on_measurement_end(self, row):
+            raise KeyboardInterrupt
+
+    with pytest.raises(KeyboardInterrupt):
+        run_sustained(config(tmp_path), observer=Interrupt(), registry=registry(), sampler=FlakySampler())
+    (run_dir,) = tmp_path.iterdir()
+    run = read_run(run_dir)
+    assert run.info["status"] == "incomplete" and "interrupted" in run.info["status_detail"]
+    assert run.measurements.height == 1
+    assert run.chunks.height > 0 and run.samples.height > 0
+
+
+def test_unknown_kernel_lists_known_ones(tmp_path):
+    with pytest.raises(UnknownKernelError, match="Known kernels: a, b, c"):
+        run_sustained(config(tmp_path, kernels=("nope",)), registry=registry())
+
+
+def test_unsupported_dtype_is_refused_before_anything_runs(tmp_path):
+    spec = InputSpec(shape=SHAPE, dtype="bfloat16", source="gaussian:1")
+    with pytest.raises(UnsupportedInputError, match="does not support dtype 'bfloat16'; it supports float32"):
+        run_sustained(config(tmp_path, inputs=(spec,)), registry=registry())
+    assert list(tmp_path.iterdir()) == []
+
+
+def test_busy_gpu_is_refused_unless_allowed(tmp_path):
+    from harness.devices import ProcessInfo, check_idle
+    from harness.devices._cpu import CpuDevice
+
+    class Busy(CpuDevice):
+        def other_processes(self):
+            return [ProcessInfo(4242, 3 * 2**30)]
+
+    with pytest.raises(DeviceBusyError, match=r"busy: other compute processes are on it \(pid 4242 \(3072 MiB\)\).*--allow-busy"):
+        check_idle(Busy(), allow_busy=False)
+    assert [p.pid for p in check_idle(Busy(), allow_busy=True)] == [4242]
+    res = run_sustained(config(tmp_path, kernels=("a",), allow_busy=True, protocol=PROTO.replace(repeats=1)),
+                        registry=registry(), device=Busy(), sampler=FlakySampler())
+    assert '"pid": 4242' in read_run(res.path).info["busy_processes_json"]
+
+
+def test_gate_failure_is_recorded_and_not_timed(tmp_path):
+    reg = registry()
+
+    launches = []
+
+    @reg.kernel("zeros", dtypes={"float32"}, devices={"cpu"})
+    def zeros(inputs):
+        import torch
+
+        def launch():
+            launches.append(1)
+            return torch.zeros_like(inputs.q)
+
+        return launch
+
+    res = run_sustained(config(tmp_path, kernels=("zeros", "a"), protocol=PROTO.replace(repeats=1)), registry=reg,
+                        sampler=FlakySampler())
+    rows = {r["kernel"]: r for r in res.measurements}
+    assert rows["zeros"]["status"] == "gate_failed" and "failed the correctness gate" in rows["zeros"]["error"]
+    assert rows["zeros"].get("time_ns") is None
+    assert rows["a"]["status"] in ("ok", "unsettled")
+    assert len(launches) == 1  # the gate's one launch; never timed
