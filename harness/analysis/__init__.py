@@ -6,20 +6,58 @@
 """
 
 from harness.analysis._aggregate import MEDIAN_FIELDS, aggregate_repeats
+from harness.analysis._compare import (
+    BURST_STATUS,
+    SHAPE_COLUMNS,
+    SUSTAINED_STATUSES,
+    Comparison,
+    ComparisonRow,
+    RunSummary,
+    captured_control_pairs,
+    compare_inputs,
+    compare_measurements,
+    compare_runs,
+    parse_pairs,
+    parse_threshold,
+    shape_text,
+    summarize_run,
+)
+from harness.analysis._decompose import VERDICTS, Decomposition, Ratio, VerdictRule, decompose, geomean, limiter_label
 from harness.analysis._stats import bootstrap_ci, cv, mean, median, value_range
 from harness.analysis._window import POWER_REASONS, THERMAL_REASONS, chunk_clock, samples_in, summarize_window
 
 __all__ = [
+    "BURST_STATUS",
     "MEDIAN_FIELDS",
+    "SHAPE_COLUMNS",
+    "SUSTAINED_STATUSES",
+    "VERDICTS",
     "aggregate_repeats",
+    "Comparison",
+    "ComparisonRow",
+    "Decomposition",
     "POWER_REASONS",
+    "Ratio",
+    "RunSummary",
     "THERMAL_REASONS",
+    "VerdictRule",
     "bootstrap_ci",
+    "captured_control_pairs",
     "chunk_clock",
+    "compare_inputs",
+    "compare_measurements",
+    "compare_runs",
     "cv",
+    "decompose",
+    "geomean",
+    "limiter_label",
     "mean",
     "median",
+    "parse_pairs",
+    "parse_threshold",
     "samples_in",
+    "shape_text",
+    "summarize_run",
     "summarize_window",
     "value_range",
 ]

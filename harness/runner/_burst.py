@@ -1,0 +1,342 @@
+"""Kernel-only (burst) timing, per the protocol: 500 warm-up launches, then 100 timed launches whose time
+is the device time of every kernel the operation dispatched, from the profiler's trace, / launches.
+
+On CUDA the device times are CUPTI's kernel, memcpy and memset records (torch.profiler); every stream
+counts, so work on a side stream cannot hide. On the CPU there is no device trace: the time is the
+profiler's CPU op time of the top-level ops inside the timed range (what the launch closure called),
+which leaves out the Python loop around them.
+
+Burst rows go to the same store as sustained ones: a measurement row with status "burst" and
+launch_strategy "burst-profiler"; the window columns span the timed launches, so telemetry over them
+gives the clock and power the burst ran at. `--into RUN` appends them to an existing run, so one report
+puts burst next to sustained for each kernel.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import time
+import uuid
+from dataclasses import dataclass, field
+from datetime import datetime, timezone
+from pathlib import Path
+from typing import Callable, Sequence
+
+from harness.errors import ConfigError, KernelError, ResultsError
+
+__all__ = ["BurstConfig", "BurstProtocol", "KernelTimes", "ProfEvent", "device_time_from_events", "run_burst"]
+
+TIMED_RANGE = "harness::burst_timed"
+_DEVICE_ACTIVITIES = ("kernel", "gpu_memcpy", "gpu_memset")
+
+
+@dataclass(frozen=True, kw_only=True)
+class BurstProtocol:
+    warmup_launches: int = 500
+    timed_launches: int = 100
+    repeats: int = 3
+    idle_s: float = 2.0  # before each measurement, as in the sustained protocol: every burst starts rested
+    sample_period_s: float = 0.010
+
+    def __post_init__(self) -> None:
+        if self.warmup_launches < 0 or self.timed_launches < 1 or self.repeats < 1:
+            raise ConfigError("Burst protocol: warm-up launches >= 0, timed launches >= 1 and repeats >= 1.")
+        if self.idle_s < 0 or not self.sample_period_s > 0:
+            raise ConfigError("Burst protocol: idle_s >= 0 and sample_period_s > 0.")
+
+    def as_dict(self) -> dict:
+        return {"kind": "burst", **dataclasses.asdict(self)}
+
+
+@dataclass(frozen=True, kw_only=True)
+class BurstConfig:
+    kernels: tuple[str, ...]
+    inputs: tuple  # InputSpec, ...
+    device: str = "cuda:0"
+    telemetry: str = "auto"
+    protocol: BurstProtocol = field(default_factory=BurstProtocol)
+    results_dir: Path = Path("results")
+    run_name: str | None = None
+    into: Path | None = None  # append to this run directory instead of writing a new run
+    allow_busy: bool = False
+    gate: bool = True
+
+    def __post_init__(self) -> None:
+        if not self.kernels or not self.inputs:
+            raise ConfigError("bench burst needs at least one --kernel and one --input.")
+
+
+@dataclass(frozen=True, kw_only=True)
+class ProfEvent:
+    """One profiler record, reduced to what the timing needs (tests build these by hand)."""
+
+    name: str
+    on_device: bool
+    activity: str  # kineto's category: "kernel", "gpu_memcpy", "cpu_op", "user_annotation", ...
+    start_ns: int
+    duration_ns: int
+
+
+@dataclass(frozen=True, kw_only=True)
+class KernelTimes:
+    per_launch_ns: float
+    total_ns: int
+    launches: int
+    source: str  # "cupti" or "cpu-ops"
+    by_name: dict[str, tuple[int, int]]  # name -> (count, total ns)
+
+    def note(self) -> str:
+        what = ("kernel-only: CUPTI device time of every kernel/memcpy/memset in the timed range" if self.source == "cupti"
+                else "kernel-only on the CPU: profiler CPU time of the top-level ops in the timed range")
+        top = sorted(self.by_name.items(), key=lambda kv: -kv[1][1])[:4]
+        parts = [f"{c / self.launches:g}x {n[:60]} ({ns / c / 1e6:.4g} ms)" for n, (c, ns) in top]
+        return f"{what}; per launch: " + ", ".join(parts)
+
+
+def device_time_from_events(events: Sequence[ProfEvent], *, launches: int, device_kind: str) -> KernelTimes:
+    """Time per launch from the events of a profile that covered exactly the timed launches."""
+    if device_kind == "cpu":
+        ranges = [e for e in events if e.activity == "user_annotation" and e.name == TIMED_RANGE]
+        if not ranges:
+            raise KernelError(f"The CPU profile holds no {TIMED_RANGE!r} range; the timed launches were not recorded.")
+        r0, r1 = ranges[0].start_ns, ranges[0].start_ns + ranges[0].duration_ns
+        ops = sorted((e for e in events if e.activity == "cpu_op" and r0 <= e.start_ns <= r1),
+                     key=lambda e: (e.start_ns, -e.duration_ns))
+        picked, end = [], -1
+        for e in ops:  # top level: not inside the op kept before it (nested ops are its own dispatches)
+            if e.start_ns >= end:
+                picked.append(e)
+                end = e.start_ns + e.duration_ns
+        source = "cpu-ops"
+    else:
+        picked = [e for e in events if e.on_device and e.activity in _DEVICE_ACTIVITIES]
+        source = "cupti"
+    if not picked:
+        raise KernelError(
+            "The profiler recorded no kernel in the timed range. On CUDA this means CUPTI is unavailable to "
+            "torch.profiler (another profiler attached, or a build without Kineto/CUPTI); kernel-only timing "
+            "needs it. Run without ncu/nsys attached, or check torch.profiler on a small matmul."
+        )
+    by_name: dict[str, tuple[int, int]] = {}
+    for e in picked:
+        c, ns = by_name.get(e.name, (0, 0))
+        by_name[e.name] = (c + 1, ns + e.duration_ns)
+    total = sum(e.duration_ns for e in picked)
+    return KernelTimes(per_launch_ns=total / launches, total_ns=total, launches=launches, source=source, by_name=by_name)
+
+
+def _events(prof) -> list[ProfEvent]:
+    out = []
+    for e in prof.profiler.kineto_results.events():
+        out.append(ProfEvent(name=e.name(), on_device="CPU" not in str(e.device_type()), activity=e.activity_type(),
+                             start_ns=e.start_ns(), duration_ns=e.duration_ns()))
+    return out
+
+
+def _profile_one(device, launch, proto: BurstProtocol, *, clock, sleep, on_phase) -> tuple[KernelTimes, dict]:
+    """Idle, warm up, time. The profiler is entered first, so CUPTI's start-up cost falls before the idle
+    and the warm-up runs in the profiler's own warm-up step: the timed launches follow without a gap."""
+    import torch
+    from torch.profiler import ProfilerActivity, profile, record_function, schedule
+
+    activities = [ProfilerActivity.CPU] + ([ProfilerActivity.CUDA] if device.kind == "cuda" else [])
+    with torch.no_grad(), profile(activities=activities, schedule=schedule(wait=0, warmup=1, active=1, repeat=1)) as prof:
+        on_phase("idle")
+        t_idle = clock()
+        sleep(proto.idle_s)
+        on_phase("warmup")
+        t_warm = clock()
+        for _ in range(proto.warmup_launches):
+            launch()
+        device.synchronize()
+        prof.step()
+        on_phase("timed")
+        t0 = clock()
+        with record_function(TIMED_RANGE):
+            for _ in range(proto.timed_launches):
+                launch()
+        device.synchronize()
+        t1 = clock()
+        prof.step()
+    times = device_time_from_events(_events(prof), launches=proto.timed_launches, device_kind=device.kind)
+    return times, {"idle": (t_idle, t_warm), "warmup": (t_warm, t0), "timed": (t0, t1)}
+
+
+class _AppendWriter:
+    """Adds parts to an existing run directory (`--into`); names cannot collide with the run's own parts."""
+
+    def __init__(self, run_dir: Path, ident, command: str, proto: BurstProtocol) -> None:
+        from harness.results import read_table, write_table_atomic
+        from harness.results._provenance import to_json
+
+        run_dir = Path(run_dir)
+        if not (run_dir / "runs.parquet").is_file():
+            raise ResultsError(f"--into {run_dir}: not a run directory (no runs.parquet). Pass a directory that "
+                               f"`bench sustained` wrote, or leave --into out to start a new run.")
+        info = read_table(run_dir, "runs").row(0, named=True)
+        if info.get("status") == "running":
+            raise ResultsError(f"--into {run_dir}: that run is still marked running (in progress, or killed). "
+                               f"Append only to a finished run, or leave --into out.")
+        theirs, mine = (info.get("pci_bus_id"), info.get("device_name")), (ident.pci_bus_id, ident.name)
+        if theirs != mine:
+            raise ResultsError(f"--into {run_dir}: that run was measured on {theirs[1]} ({theirs[0]}), this burst "
+                               f"runs on {mine[1]} ({mine[0]}). Burst and sustained figures side by side must come "
+                               f"from the same GPU; leave --into out to write a separate run.")
+        self.path, self.run_id = run_dir, info["run_id"]
+        self._stamp = datetime.now(timezone.utc).strftime("%Y%m%d%H%M%S") + uuid.uuid4().hex[:4]
+        self._part = 0
+        note = f"burst appended {datetime.now(timezone.utc).isoformat()} by `{command}` with {to_json(proto.as_dict())}"
+        info["notes"] = "; ".join(x for x in (info.get("notes"), note) if x)
+        write_table_atomic(run_dir / "runs.parquet", "runs", [info])
+        self._write = write_table_atomic
+
+    def append_measurement(self, *, measurement, chunks, samples, probes) -> None:
+        part = f"part-burst-{self._stamp}-{self._part:03d}.parquet"
+        self._part += 1
+        for table, rows in (("samples", samples), ("chunks", chunks), ("probes", probes)):
+            self._write(self.path / table / part, table, [{**r, "run_id": self.run_id} for r in rows])
+        self._write(self.path / "measurements" / part, "measurements", [{**measurement, "run_id": self.run_id}])
+
+    def set_status(self, *args, **kw) -> None:
+        pass  # the run's status is the sustained run's; a failed burst leaves it alone
+
+
+def run_burst(
+    config: BurstConfig,
+    *,
+    observer=None,
+    registry=None,
+    device=None,
+    sampler=None,
+    clock: Callable[[], int] = time.monotonic_ns,
+    sleep: Callable[[float], None] = time.sleep,
+    command: str = "",
+):
+    """Time every kernel x input kernel-only and write the rows (a new run, or appended `into` one)."""
+    from harness.devices import check_idle, open_device
+    from harness.inputs import check_finite, make_inputs
+    from harness.kernels import default_registry, gate
+    from harness.results import RunWriter, git_state, host_facts, new_run_id, software_versions
+    from harness.results._provenance import to_json
+    from harness.runner._observer import NullObserver
+    from harness.runner._run import RunResult, _rotate, _sample_row
+    from harness.telemetry import SamplerThread, create_sampler
+
+    obs = observer or NullObserver()
+    proto = config.protocol
+    registry = registry or default_registry()
+    kernels = [registry.get(name) for name in config.kernels]
+    device = device or open_device(config.device)
+    for spec in config.inputs:
+        for k in kernels:
+            k.check_supports(dtype=spec.dtype, head_dim_qk=spec.shape.head_dim_qk, head_dim_v=spec.shape.head_dim_v,
+                             causal=spec.shape.causal, device_kind=device.kind)
+    busy = check_idle(device, allow_busy=config.allow_busy)
+    ident = device.identity()
+    telemetry_name = config.telemetry if config.telemetry != "auto" else device.default_telemetry()
+    sampler = sampler or create_sampler(telemetry_name, pci_bus_id=ident.pci_bus_id)
+    if config.into is not None:
+        writer = _AppendWriter(config.into, ident, command, proto)
+        info = {"run_id": writer.run_id}
+    else:
+        writer = RunWriter(config.results_dir, new_run_id(config.run_name))
+        commit, dirty = git_state(Path(__file__).resolve().parent)
+        info = {
+            "status": "running", "status_detail": "", "started_at": datetime.now(timezone.utc).isoformat(),
+            "command": command, "harness_version": software_versions().get("harness"), "git_commit": commit,
+            "git_dirty": dirty, **host_facts(), "versions_json": to_json(software_versions()),
+            "kernel_sources_json": to_json({k.name: {"source": k.source} for k in kernels}),
+            "device_kind": ident.kind, "device_name": ident.name, "device_index": ident.index,
+            "pci_bus_id": ident.pci_bus_id, "driver": ident.driver, "runtime": ident.runtime,
+            "compute_capability": ident.compute_capability, "sm_count": ident.sm_count,
+            "memory_bytes": ident.memory_bytes, "power_limit_w": ident.power_limit_w,
+            "max_sm_clock_mhz": ident.max_sm_clock_mhz, "telemetry_backend": telemetry_name,
+            "protocol_json": to_json(proto.as_dict()), "allow_busy": config.allow_busy,
+            "config_json": to_json({**dataclasses.asdict(config), "protocol": None}),
+            "busy_processes_json": to_json([dataclasses.asdict(p) for p in busy]), "notes": "",
+        }
+    sampler.open()
+    if config.into is None:
+        info["telemetry_json"] = to_json(sampler.describe())
+        writer.write_run(info)
+    result = RunResult(run_id=writer.run_id, path=writer.path, status="running", info=info)
+    obs.on_run_start(result, total=len(config.inputs) * len(kernels) * proto.repeats)
+    thread = SamplerThread(sampler, period_s=proto.sample_period_s, clock=clock)
+    try:
+        thread.start()
+        for ci, spec in enumerate(config.inputs):
+            inputs = make_inputs(spec, device=device.torch_device)
+            check_finite(inputs)
+            base = {
+                "config_index": ci, "input_label": spec.label, "input_source": inputs.source, "input_seed": spec.seed,
+                "dtype": inputs.dtype, "batch": spec.shape.batch, "heads_q": spec.shape.heads_q,
+                "heads_kv": spec.shape.heads_kv, "seq_len": spec.shape.seq_len, "head_dim_qk": spec.shape.head_dim_qk,
+                "head_dim_v": spec.shape.head_dim_v, "causal": spec.shape.causal,
+                "flops_per_launch": float(spec.shape.flops),
+            }
+            ready = []
+            for kernel in kernels:
+                try:
+                    launch = kernel.prepare(inputs)
+                    g = gate(kernel, inputs, launch) if config.gate else None
+                except KernelError as exc:  # recorded like the sustained runner does: the others still run
+                    row = {**base, "measurement_id": f"b{ci}-{kernel.name}-gate", "kernel": kernel.name,
+                           "kernel_source": kernel.source, "repeat": -1, "order_index": -1,
+                           "status": "gate_failed" if "gate" in str(exc) else "error", "error": str(exc)}
+                    writer.append_measurement(measurement=row, chunks=[], samples=[], probes=[])
+                    result.measurements.append(row)
+                    obs.on_message(str(exc))
+                    continue
+                ready.append((kernel, launch, g))
+            for rep in range(proto.repeats):
+                for oi, (kernel, launch, g) in enumerate(_rotate(ready, rep)):
+                    obs.on_measurement_start(kernel=kernel.name, input_label=spec.label, repeat=rep)
+                    row, chunks, samples = _measure(launch, device, ident, thread, proto, clock, sleep, obs, inputs,
+                                                    mid=f"b{ci}-{kernel.name}-r{rep}", sample_row=_sample_row)
+                    row.update({
+                        **base, "kernel": kernel.name, "kernel_source": kernel.source, "repeat": rep, "order_index": oi,
+                        "gate_max_abs_diff": g.max_abs_diff if g else None, "gate_snr_db": g.snr_db if g else None,
+                    })
+                    writer.append_measurement(measurement=row, chunks=chunks, samples=samples, probes=[])
+                    result.measurements.append(row)
+                    obs.on_measurement_end(row)
+        result.status = "complete"
+        writer.set_status("complete", finished_at=datetime.now(timezone.utc).isoformat())
+    except BaseException as exc:
+        result.status = "failed"
+        writer.set_status("failed", str(exc), finished_at=datetime.now(timezone.utc).isoformat())
+        raise
+    finally:
+        thread.stop()
+        sampler.close()
+        obs.on_run_end(result)
+    return result
+
+
+def _measure(launch, device, ident, thread, proto, clock, sleep, obs, inputs, *, mid, sample_row):
+    from types import SimpleNamespace
+
+    from harness.analysis import summarize_window
+
+    times, phases = _profile_one(device, launch, proto, clock=clock, sleep=sleep, on_phase=obs.on_phase)
+    t0, t1 = phases["timed"]
+    # One chunk spanning the timed launches lets summarize_window give the clock, power and limiters of
+    # the burst exactly as it does for a sustained window.
+    chunk = SimpleNamespace(t_start_ns=t0, t_end_ns=t1, device_ns=times.total_ns, launches=times.launches)
+    samples = thread.samples_between(phases["idle"][0], t1)
+    summary = summarize_window(window_chunks=[chunk], samples=samples, probes=[],
+                               flops_per_launch=float(inputs.shape.flops), sm_count=ident.sm_count)
+    row = {
+        **summary, "measurement_id": mid, "status": "burst", "error": None,
+        "launch_strategy": "burst-profiler", "launch_note": times.note(), "launches_per_call": 1,
+        "settled": None, "settled_after_s": None, "settle_reason": None,
+        "warmin_s": (phases["warmup"][1] - phases["warmup"][0]) * 1e-9,
+    }
+    chunks = [{"measurement_id": mid, "chunk_index": 0, "phase": "burst", "t_start_ns": t0, "t_end_ns": t1,
+               "device_ns": times.total_ns, "launches": times.launches, "time_ns": times.per_launch_ns,
+               "sm_clock_mhz": summary["sm_clock_mhz"], "inband_clock_mhz": None, "power_w": summary["power_w"]}]
+
+    def phase_of(t):
+        return next((name for name, (a, b) in phases.items() if a <= t <= b), "between")
+
+    return row, chunks, [sample_row(s, phase_of(s.t_ns), mid) for s in samples]
