@@ -6,6 +6,19 @@ from harness.inputs import AttentionShape, InputSpec, make_inputs
 from harness.kernels import default_registry
 
 
+def shape_args(ap, *, kernel: str = "sdpa-cudnn", results: str | None = None):
+    """The options every benchmark shares: one kernel on one input of one attention shape."""
+    ap.add_argument("--kernel", default=kernel)
+    ap.add_argument("--input", default="gaussian:0.1")
+    ap.add_argument("--seq-len", type=int, default=16384)
+    ap.add_argument("--heads", type=int, default=32)
+    ap.add_argument("--head-dim", type=int, default=128)
+    if results is not None:
+        ap.add_argument("--pairs", type=int, default=3)
+        ap.add_argument("--results", default=results)
+    return ap
+
+
 def prepared(kernel_name: str, *, source: str, seq_len: int, heads: int, head_dim: int, device: str = "cuda"):
     shape = AttentionShape(batch=1, heads_q=heads, heads_kv=heads, seq_len=seq_len, head_dim_qk=head_dim)
     inputs = make_inputs(InputSpec(shape=shape, dtype="bfloat16", source=source), device=device)

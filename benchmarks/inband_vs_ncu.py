@@ -79,12 +79,10 @@ def parse_ncu_csv(text: str) -> dict[str, float]:
 
 
 def main() -> None:
+    from benchmarks._common import shape_args
+
     ap = argparse.ArgumentParser()
-    ap.add_argument("--kernel", default="sdpa-cudnn")
-    ap.add_argument("--input", default="gaussian:0.1")
-    ap.add_argument("--seq-len", type=int, default=16384)
-    ap.add_argument("--heads", type=int, default=32)
-    ap.add_argument("--head-dim", type=int, default=128)
+    shape_args(ap)
     ap.add_argument("--warm-s", type=float, default=6.0)
     ap.add_argument("--child", action="store_true")
     args = ap.parse_args()

@@ -10,19 +10,13 @@ from __future__ import annotations
 
 import argparse
 
-from benchmarks._common import alternate, paired_ratios
+from benchmarks._common import alternate, paired_ratios, shape_args
 from harness.analysis import median
 
 
 def main() -> None:
     ap = argparse.ArgumentParser()
-    ap.add_argument("--kernel", default="sdpa-cudnn")
-    ap.add_argument("--input", default="gaussian:0.1")
-    ap.add_argument("--seq-len", type=int, default=16384)
-    ap.add_argument("--heads", type=int, default=32)
-    ap.add_argument("--head-dim", type=int, default=128)
-    ap.add_argument("--pairs", type=int, default=3)
-    ap.add_argument("--results", default="results/bench-probe-effect")
+    shape_args(ap, results="results/bench-probe-effect")
     args = ap.parse_args()
     rows = alternate(
         arms={"probe": {"protocol": {"probe": True}}, "no-probe": {"protocol": {"probe": False}}},

@@ -11,20 +11,14 @@ from __future__ import annotations
 
 import argparse
 
-from benchmarks._common import alternate, paired_ratios
+from benchmarks._common import alternate, paired_ratios, shape_args
 from harness.analysis import median
 
 
 def main() -> None:
     ap = argparse.ArgumentParser()
-    ap.add_argument("--kernel", default="sdpa-cudnn")
-    ap.add_argument("--input", default="gaussian:0.1")
-    ap.add_argument("--seq-len", type=int, default=16384)
-    ap.add_argument("--heads", type=int, default=32)
-    ap.add_argument("--head-dim", type=int, default=128)
-    ap.add_argument("--pairs", type=int, default=3)
+    shape_args(ap, results="results/bench-sampler-cost")
     ap.add_argument("--period-ms", type=float, default=10.0)
-    ap.add_argument("--results", default="results/bench-sampler-cost")
     args = ap.parse_args()
     proto = {"probe": False, "sample_period_s": args.period_ms / 1000}
     rows = alternate(
