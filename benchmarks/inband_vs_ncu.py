@@ -85,6 +85,8 @@ def main() -> None:
     shape_args(ap)
     ap.add_argument("--warm-s", type=float, default=6.0)
     ap.add_argument("--child", action="store_true")
+    ap.add_argument("--metrics", default=METRICS, help="comma-separated ncu metrics (the clock ones are always added)")
+    ap.add_argument("--raw", default=None, help="write ncu's raw CSV output to this file (a fixture for parsers)")
     args = ap.parse_args()
     if args.child:
         child(args)
@@ -92,11 +94,15 @@ def main() -> None:
     ncu = shutil.which("ncu")
     if ncu is None:
         sys.exit("ncu is not on PATH: install Nsight Compute to run this cross-check")
-    cmd = [ncu, "--clock-control", "none", "--profile-from-start", "off", "--metrics", METRICS, "--csv",
+    metrics = ",".join(dict.fromkeys([*METRICS.split(","), *args.metrics.split(",")]))
+    cmd = [ncu, "--clock-control", "none", "--profile-from-start", "off", "--metrics", metrics, "--csv",
            sys.executable, "-m", "benchmarks.inband_vs_ncu", "--child", "--kernel", args.kernel, "--input", args.input,
            "--seq-len", str(args.seq_len), "--heads", str(args.heads), "--head-dim", str(args.head_dim),
            "--warm-s", str(args.warm_s)]
     proc = subprocess.run(cmd, capture_output=True, text=True)
+    if args.raw:
+        with open(args.raw, "w") as f:
+            f.write(proc.stdout)
     child_line = next((l for l in proc.stdout.splitlines() if l.startswith("CHILD ")), None)
     if child_line is None:
         sys.exit(f"child failed (rc {proc.returncode}):\n{proc.stdout[-3000:]}\n{proc.stderr[-3000:]}")
