@@ -246,6 +246,18 @@ def list_telemetry() -> None:
         typer.echo(f"{name:8} {text}")
 
 
+from harness import _cli_analysis  # noqa: E402  (command functions only; nothing heavy at import)
+
+app.command("compare")(_cli_analysis.compare)
+app.command("report")(_cli_analysis.report)
+app.command("burst")(_cli_analysis.burst)
+
+from harness import _cli_commits  # noqa: E402  (command functions only; nothing heavy at import)
+
+app.command("commits")(_cli_commits.commits)
+app.command("nightly")(_cli_commits.nightly)
+
+
 def main() -> None:
     app()
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 import shutil
 from dataclasses import dataclass
 
-__all__ = ["Check", "diagnose"]
+__all__ = ["Check", "diagnose", "amd_checks"]
 
 
 @dataclass(frozen=True)
@@ -15,19 +15,68 @@ class Check:
     detail: str
 
 
-def diagnose(*, device: str | None = None, nvml=None) -> list[Check]:
+def _status(text: str) -> str:
+    """A backend's describe() entry is "ok", "ok: <detail>", or a sentence saying what is missing."""
+    return "ok" if text == "ok" or text.startswith("ok:") else "missing"
+
+
+def amd_checks(*, amdsmi=None) -> list[Check]:
+    """The AMD section: that this path is untried, HIP, and whether amdsmi, its library and ROCm agree.
+
+    Runs before the device is opened, so a broken amdsmi install is explained even when no GPU opens.
+    """
+    from harness.errors import HarnessError
+    from harness.telemetry._amdsmi_device import CACHE_VAR, amdsmi_versions, import_amdsmi
+
+    checks = [Check("AMD path", "warn", "the AMD path (ROCm device, amdsmi telemetry) has not run on AMD hardware here: "
+                    "it was built against amdsmi 7.0.2's documented interface and tested on CPU with fakes. Treat "
+                    "its numbers as unverified until they agree with `amd-smi metric` on a real GPU")]
+    import torch
+
+    hip = getattr(torch.version, "hip", None)
+    checks.append(Check("HIP", "ok" if hip else "missing", f"PyTorch built for ROCm, HIP {hip}" if hip else
+                        "this PyTorch is not a ROCm build: install PyTorch for ROCm to use --device rocm"))
+    try:
+        module, cache_note = import_amdsmi(amdsmi)
+    except HarnessError as exc:
+        return checks + [Check("amdsmi", "missing", str(exc))]
+    v = amdsmi_versions(module)
+    checks.append(Check("amdsmi package", "ok" if v["package"] else "warn", v["package"] or "version unknown"))
+    checks.append(Check("libamd_smi", "ok" if v["library"] else "missing", v["library"] or v.get("library_error") or "?"))
+    checks.append(Check("ROCm", "ok" if v["rocm"] else "warn", v["rocm"] or v.get("rocm_error") or "?"))
+    if v["package"] and v["rocm"]:
+        # The PyPI package is numbered like ROCm; a different major.minor is the mismatch that breaks imports.
+        same = v["package"].split(".")[:2] == v["rocm"].split(".")[:2]
+        checks.append(Check("amdsmi version match", "ok" if same else "warn",
+                            f"package {v['package']} matches ROCm {v['rocm']}" if same else
+                            f"package {v['package']} vs ROCm {v['rocm']}: install the copy that ships with ROCm "
+                            "(`python3 -m pip install /opt/rocm/share/amd_smi`)"))
+    checks.append(Check("metrics cache", "ok" if _status(cache_note) == "ok" else "warn",
+                        f"{CACHE_VAR}=0" if cache_note == "ok" else cache_note))
+    prof = shutil.which("rocprofv3")
+    checks.append(Check("rocprofv3", "ok" if prof else "info", prof or
+                        "not on PATH. ROCm's kernel tracer, for checking kernel times by hand with "
+                        "`rocprofv3 --kernel-trace -f csv`; the harness does not call it yet"))
+    return checks
+
+
+def diagnose(*, device: str | None = None, nvml=None, amdsmi=None) -> list[Check]:
     """Every check is independent: one failure never hides the others."""
     checks: list[Check] = []
     try:
         import torch
 
         cuda = torch.cuda.is_available()
-        checks.append(Check("torch", "ok", f"{torch.__version__} (CUDA {torch.version.cuda or 'none'})"))
+        hip = getattr(torch.version, "hip", None)
+        build = f"HIP {hip}" if hip else f"CUDA {torch.version.cuda or 'none'}"
+        checks.append(Check("torch", "ok", f"{torch.__version__} ({build})"))
     except ImportError:
         return [Check("torch", "missing", "PyTorch is not installed: pip install torch (CPU machines: torch==2.13.0)")]
     spec = device or ("cuda:0" if cuda else "cpu")
     checks.append(Check("device", "info", f"checking {spec}"))
-    if spec.startswith("cuda") and not cuda:
+    if spec.split(":")[0] == "rocm" or (hip and spec.startswith("cuda")):
+        checks.extend(amd_checks(amdsmi=amdsmi))
+    if spec.startswith("cuda") and not cuda and not hip:
         checks.append(Check("cuda", "missing", "PyTorch sees no CUDA GPU: this machine can only run --device cpu"))
         spec = "cpu"
     from harness.devices import open_device
@@ -35,7 +84,7 @@ def diagnose(*, device: str | None = None, nvml=None) -> list[Check]:
     from harness.telemetry import create_sampler
 
     try:
-        dev = open_device(spec, nvml=nvml)
+        dev = open_device(spec, nvml=nvml, amdsmi=amdsmi)
         ident = dev.identity()
         checks.append(Check("identity", "ok", ", ".join(f"{k}={v}" for k, v in ident.as_dict().items() if v is not None)))
     except HarnessError as exc:
@@ -43,25 +92,32 @@ def diagnose(*, device: str | None = None, nvml=None) -> list[Check]:
         return checks
     backend = dev.default_telemetry()
     try:
-        sampler = create_sampler(backend, pci_bus_id=ident.pci_bus_id, **({"nvml": nvml} if backend == "nvml" and nvml else {}))
+        injected = {"nvml": nvml, "amdsmi": amdsmi}.get(backend)
+        sampler = create_sampler(backend, pci_bus_id=ident.pci_bus_id, **({backend: injected} if injected else {}))
         sampler.open()
         try:
             sample = sampler.read()
             for cap, text in sampler.describe().items():
-                checks.append(Check(f"{backend}: {cap}", "ok" if text == "ok" else "missing", text))
+                if cap == "metrics cache":
+                    continue  # the AMD section reported it as found, before this process set the variable
+                checks.append(Check(f"{backend}: {cap}", _status(text), text))
             checks.append(Check(f"{backend}: reading", "ok", f"clock {sample.sm_clock_mhz} MHz, power {sample.power_w} W, "
                                                          f"reasons {sample.reason_names}"))
         finally:
             sampler.close()
     except HarnessError as exc:
         checks.append(Check(f"telemetry {backend}", "missing", str(exc)))
-    if dev.kind == "cuda":
+    if dev.kind in ("cuda", "rocm"):
         try:
             others = dev.other_processes()
             checks.append(Check("idle", "ok" if not others else "warn",
                                 "no other compute process" if not others else f"other processes: {[p.pid for p in others]}"))
         except HarnessError as exc:
             checks.append(Check("idle", "missing", str(exc)))
+    if dev.kind == "rocm":
+        checks.append(Check("in-band clock probe", "missing", "not built for AMD (an s_memtime / s_memrealtime probe "
+                            "would be the AMD form): cycles use the amdsmi clock of the slowest XCD"))
+    if dev.kind == "cuda":
         from harness.runner import probe_unavailable_reason
 
         reason = probe_unavailable_reason(dev)

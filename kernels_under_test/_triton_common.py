@@ -6,7 +6,8 @@ so the loop structure, masking, GQA indexing and lazy rescale are the same code 
 difference in speed or error can only come from P:
 
 - MODE_BF16: p = exp2(s - m) rounded to the V dtype for the PV product (FlashAttention-2).
-- MODE_EXACT: p = exp2(s - m + o + sigma) rounded to e4m3 by the hardware conversion.
+- MODE_EXACT: p = exp2(s - m + o + sigma) rounded to e4m3 by the hardware conversion (inline PTX,
+  see `_e4m3_codes`; the Triton interpreter needs the tests' emulation of it).
 - MODE_LEAN: the e4m3 code of p from one FMA (see triton_fp8.py for the derivation).
 
 Both FP8 modes scale each key block of p by 2^(o + sigma) before rounding and remove the factor with
@@ -49,13 +50,51 @@ class Config:
     num_stages: int
     rescale_branch: bool = False  # BF16 only: skip acc *= alpha when no row of the tile moved its max
     use_tma: bool = True  # K/V through TMA descriptors where possible (sm_90+, 16-byte aligned rows)
+    pack_p: bool = False  # BF16 only: round p two at a time (one cvt.rn.bf16x2.f32) instead of one F2F each
 
 
 @triton.jit
 def _e4m3_bits_to_f32_scaled(bits):
     # e4m3 bits 0EEEEMMM moved up by 20 land in an fp32's low exponent and top mantissa bits: the result
     # is the e4m3 value times 2^-120, normals and subnormals alike, with integer ops instead of a cvt.
+    # Bits 12 and up of `bits` leave the register in the shift, so they may hold anything.
     return (bits << 20).to(tl.float32, bitcast=True)
+
+
+@triton.jit
+def _e4m3_codes(x):
+    # The e4m3 codes (uint8) of fp32 x, by the hardware conversion (round to nearest even, saturating),
+    # four to a 32-bit register. Not `x.to(tl.float8e4nv)` plus a bitcast: that leaves each pair of codes
+    # in a 16-bit register with two readers (the PV operand and the row sum), and ptxas 12.8 (triton 3.6)
+    # then reads half of the row sum's pairs at the loop head, one trip early: the previous block's P,
+    # and on the first trip registers nothing wrote (garbage bytes, sign-extended and shifted into an
+    # fp32 exponent, can be huge, -inf or NaN in l: the NaN triton-fp8-exact gave on the H200). ptxas
+    # 13.4 (triton 3.9) segfaults on the same PTX.
+    # tests/kernels/test_triton_sass.py checks the SASS for such loop-head reads.
+    return tl.inline_asm_elementwise(
+        "{ .reg .b16 lo, hi; cvt.rn.satfinite.e4m3x2.f32 lo, $2, $1; cvt.rn.satfinite.e4m3x2.f32 hi, $4, $3; "
+        "mov.b32 $0, {lo, hi}; }",
+        "=r,r,r,r,r", [x], dtype=tl.uint8, is_pure=True, pack=4,
+    )
+
+
+@triton.jit
+def _round_pairs(p, BF16: tl.constexpr):
+    # (p rounded to bf16/fp16 for the PV product, the same rounded values in fp32 for the row sum), two
+    # elements per conversion (F2FP.*.PACK_AB). `p.to(tl.bfloat16)` compiles to one F2F per element on
+    # sm_90, which competes with MUFU.EX2 for the same quarter-rate unit; this halves those conversions.
+    # The results stay in 32-bit registers (see _e4m3_codes for what 16-bit ones can do to ptxas).
+    if BF16:
+        return tl.inline_asm_elementwise(
+            "cvt.rn.bf16x2.f32 $0, $4, $3; shl.b32 $1, $0, 16; and.b32 $2, $0, 0xffff0000;",
+            "=r,=r,=r,r,r", [p], dtype=(tl.bfloat16, tl.float32), is_pure=True, pack=2,
+        )
+    else:
+        return tl.inline_asm_elementwise(
+            "{ .reg .b16 lo, hi; cvt.rn.f16x2.f32 $0, $4, $3; mov.b32 {lo, hi}, $0; cvt.f32.f16 $1, lo; "
+            "cvt.f32.f16 $2, hi; }",
+            "=r,=r,=r,r,r", [p], dtype=(tl.float16, tl.float32), is_pure=True, pack=2,
+        )
 
 
 @triton.jit
@@ -108,7 +147,7 @@ def _stage(
     DQK_LO: tl.constexpr, DQK_HI: tl.constexpr, DV: tl.constexpr, BLOCK_N: tl.constexpr,
     MASKED: tl.constexpr, CAUSAL: tl.constexpr, MODE: tl.constexpr, TAU: tl.constexpr,
     SIGMA: tl.constexpr, BETA: tl.constexpr, RESCALE_BRANCH: tl.constexpr, USE_TMA: tl.constexpr,
-    V_T: tl.constexpr,
+    V_T: tl.constexpr, PACK_P: tl.constexpr,
 ):
     offs_nb = tl.arange(0, BLOCK_N)
     for start_n in range(lo, hi, BLOCK_N):
@@ -137,8 +176,12 @@ def _stage(
         if MODE == 0:
             # Sum the p that multiplies V (rounded to bf16), so the weights sum to one: with the stale max
             # of lazy rescale the largest p is not 1 and its rounding would otherwise bias peaked rows.
-            p = tl.math.exp2(qk * qk_scale - m_new[:, None]).to(v.dtype)
-            l_i = l_i * alpha + tl.sum(p.to(tl.float32), 1)
+            if PACK_P:
+                p, p32 = _round_pairs(tl.math.exp2(qk * qk_scale - m_new[:, None]), v.dtype == tl.bfloat16)
+                l_i = l_i * alpha + tl.sum(p32, 1)
+            else:
+                p = tl.math.exp2(qk * qk_scale - m_new[:, None]).to(v.dtype)
+                l_i = l_i * alpha + tl.sum(p.to(tl.float32), 1)
             if RESCALE_BRANCH:
                 if tl.max(up.to(tl.int32), 0) > 0:
                     acc = acc * alpha[:, None]
@@ -150,15 +193,18 @@ def _stage(
             # stale and the block is above it): the block's largest p lands in (1/2, 2^TAU] before SIGMA.
             o = tl.minimum(tl.maximum(tl.floor(m_new - m_blk), 0.0), OMAX)
             if MODE == 1:
-                p8 = tl.math.exp2(qk * qk_scale - (m_new - o - SIGMA)[:, None]).to(tl.float8e4nv)
-                bits = p8.to(tl.int8, bitcast=True).to(tl.int32)
+                codes = _e4m3_codes(tl.math.exp2(qk * qk_scale - (m_new - o - SIGMA)[:, None]))
+                bits = codes.to(tl.int32)
+                p8 = codes.to(tl.float8e4nv, bitcast=True)
             else:
                 # y = 8(x + o + SIGMA + 7) - BETA with x = s - m: ONE FMA per element. Adding 2^23 is the
                 # float-to-int conversion: the fp32 ulp there is 1, so the add rounds y to nearest and
                 # leaves the integer in the low mantissa bits; the max with 2^23 sends y < 0 to code 0.
+                # z's bits are 0x4B000000 + code: the int8 truncation keeps the code, and the row sum's
+                # << 20 shifts 0x4B000000 out of the register, so no & 0xFF is needed (one op less each).
                 c0 = 8.0 * (SIGMA + 7.0 + o - m_new) - BETA
                 z = tl.maximum(tl.fma(qk, qk_scale * 8.0, c0[:, None]) + MAGIC, MAGIC)
-                bits = z.to(tl.int32, bitcast=True) & 0xFF
+                bits = z.to(tl.int32, bitcast=True)
                 p8 = bits.to(tl.int8).to(tl.float8e4nv, bitcast=True)
             # Row sum of the rounded p (what multiplies V), so the weights sum to one.
             l_i = l_i * alpha + tl.sum(_e4m3_bits_to_f32_scaled(bits), 1) * _pow2_int(120.0 - SIGMA - o)
@@ -175,7 +221,7 @@ def _attn_fwd(
     DQK_LO: tl.constexpr, DQK_HI: tl.constexpr, DV: tl.constexpr,
     BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, CAUSAL: tl.constexpr, MODE: tl.constexpr,
     TAU: tl.constexpr, SIGMA: tl.constexpr, BETA: tl.constexpr, RESCALE_BRANCH: tl.constexpr,
-    USE_TMA: tl.constexpr, V_T: tl.constexpr,
+    USE_TMA: tl.constexpr, V_T: tl.constexpr, PACK_P: tl.constexpr,
 ):
     pid_m = tl.program_id(0)
     if CAUSAL:
@@ -217,10 +263,12 @@ def _attn_fwd(
     acc, l_i, m_i = _stage(
         acc, l_i, m_i, q_lo, q_hi, K, K2, V, k_base, v_base, stride_kn, stride_vn, stride_vd, qk_scale, 0, full_end,
         offs_m, S, DQK_LO, DQK_HI, DV, BLOCK_N, False, CAUSAL, MODE, TAU, SIGMA, BETA, RESCALE_BRANCH, USE_TMA, V_T,
+        PACK_P,
     )
     acc, l_i, m_i = _stage(
         acc, l_i, m_i, q_lo, q_hi, K, K2, V, k_base, v_base, stride_kn, stride_vn, stride_vd, qk_scale, full_end, end,
         offs_m, S, DQK_LO, DQK_HI, DV, BLOCK_N, True, CAUSAL, MODE, TAU, SIGMA, BETA, RESCALE_BRANCH, USE_TMA, V_T,
+        PACK_P,
     )
     out = acc * (out_scale / l_i)[:, None]
     offs_v = tl.arange(0, DV)
@@ -242,7 +290,7 @@ def _constexprs(*, mode, causal, dqk, dv, config, tau, sigma, beta, use_tma, v_t
     return dict(
         DQK_LO=lo, DQK_HI=hi, DV=dv, BLOCK_M=config.block_m, BLOCK_N=config.block_n, CAUSAL=bool(causal),
         MODE=mode, TAU=float(tau), SIGMA=float(sigma), BETA=float(beta), RESCALE_BRANCH=bool(config.rescale_branch),
-        USE_TMA=bool(use_tma), V_T=bool(v_transposed),
+        USE_TMA=bool(use_tma), V_T=bool(v_transposed), PACK_P=bool(config.pack_p),
     )
 
 
@@ -279,6 +327,8 @@ def attention_launch(
     """
     if mode != MODE_BF16 and config.block_n != P_BLOCK:
         raise ValueError(f"FP8 kernels scale P per {P_BLOCK}-key block, so block_n must be {P_BLOCK}")
+    if mode != MODE_BF16 and config.pack_p:
+        raise ValueError("pack_p applies to the BF16 kernel only (FP8 P is converted four at a time already)")
     B, HQ, S, dqk = q.shape
     dv = v.shape[-2] if v_transposed else v.shape[-1]
     for name, t in (("q", q), ("k", k), ("out", out)):

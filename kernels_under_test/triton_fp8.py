@@ -10,7 +10,8 @@ block's p is stored as the e4m3 value of P = p * 2^(o + sigma), sigma = 6. The P
 and its row sum are multiplied by 2^-(o + sigma) in fp32; the row sum adds the ROUNDED P, so the
 weights that multiply V sum to one. Lazy rescale tau = 0.125 binade.
 
-- exact: P = exp2(s - m + o + sigma), then the hardware round-to-nearest-even conversion to e4m3.
+- exact: P = exp2(s - m + o + sigma), then the hardware round-to-nearest-even conversion to e4m3
+  (cvt.rn.satfinite, four codes to a 32-bit register: see _triton_common._e4m3_codes for why).
 - lean: the e4m3 code of P from one FMA, no exp2 and no conversion (protocol.md "Lean P").
 
 Lean P, derived. A positive e4m3fn code k = 8E + F (E: 4 exponent bits, F: 3 mantissa bits) is the value

@@ -25,6 +25,7 @@ __all__ = [
     "Comparison",
     "ComparisonRow",
     "RunSummary",
+    "aggregate_measurements",
     "captured_control_pairs",
     "compare_inputs",
     "compare_measurements",
@@ -50,7 +51,8 @@ def _shape_key(row: dict) -> tuple:
 def shape_text(row: dict) -> str:
     """`B=1 H=32/32 S=16384 d=128/128 causal bf16`: what a time ratio is only meaningful within."""
     return (f"B={row['batch']} H={row['heads_q']}/{row['heads_kv']} S={row['seq_len']} "
-            f"d={row['head_dim_qk']}/{row['head_dim_v']} {'causal' if row['causal'] else 'non-causal'} {_shape_key(row)[0]}")
+            f"d={row['head_dim_qk']}/{row['head_dim_v']} {'causal' if row['causal'] else 'non-causal'} "
+            f"{_shape_key(row)[0]}")
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -194,8 +196,8 @@ def compare_measurements(
         if not pairs:
             hint = f"{labels_a[0]}={labels_b[0]}"
             raise ResultsError(
-                f"{name_a} and {name_b} share no input label ({name_a}: {', '.join(labels_a)}; {name_b}: "
-                f"{', '.join(labels_b)}). Say which inputs correspond, e.g. --pair-inputs {hint}."
+                f"The runs share no input label: {name_a} has {', '.join(labels_a)}; {name_b} has "
+                f"{', '.join(labels_b)}. Say which inputs correspond, e.g. --pair-inputs {hint}."
             )
     for la, lb in pairs:
         for label, labels, name in ((la, labels_a, name_a), (lb, labels_b, name_b)):
@@ -211,6 +213,10 @@ def compare_measurements(
         for r in rows_b:
             if r["input_label"] == lb:
                 kb.setdefault(r["kernel"], []).append(r)
+        for label, groups, name in ((la, ka, name_a), (lb, kb, name_b)):
+            if len({_shape_key(r) for rs in groups.values() for r in rs}) > 1:
+                raise ResultsError(f"{name} holds input {label!r} at more than one shape; a comparison by label "
+                                   f"cannot tell them apart. Give the inputs distinct names.")
         first_a, first_b = next(iter(ka.values()))[0], next(iter(kb.values()))[0]
         if _shape_key(first_a) != _shape_key(first_b):
             raise _shape_mismatch(name_a, name_b, la, lb, first_a, first_b)
@@ -237,7 +243,8 @@ def _row(kernel, la, lb, ra, rb, rule, max_clock_mhz) -> ComparisonRow:
         time=d.time, cycles=d.cycles, clock=d.clock, clock_source=source,
         clock_a_mhz=geomean(clocks_a) if clocks_a else None, clock_b_mhz=geomean(clocks_b) if clocks_b else None,
         power_a_w=geomean(powers_a) if powers_a else None, power_b_w=geomean(powers_b) if powers_b else None,
-        limiter_a=limiter_label(ra, max_clock_mhz=max_clock_mhz), limiter_b=limiter_label(rb, max_clock_mhz=max_clock_mhz),
+        limiter_a=limiter_label(ra, max_clock_mhz=max_clock_mhz),
+        limiter_b=limiter_label(rb, max_clock_mhz=max_clock_mhz),
         verdict=d.verdict, note=f"{unsettled} unsettled repeat(s)" if unsettled else "",
     )
 
@@ -272,7 +279,8 @@ def compare_runs(
     )
     if run_a.info.get("device_name") != run_b.info.get("device_name"):
         note = f"different devices: {run_a.info.get('device_name')} vs {run_b.info.get('device_name')}"
-        rows = tuple(ComparisonRow(**{**_fields(r), "note": "; ".join(x for x in (r.note, note) if x)}) for r in cmp.rows)
+        rows = tuple(ComparisonRow(**{**_fields(r), "note": "; ".join(x for x in (r.note, note) if x)})
+                     for r in cmp.rows)
         cmp = Comparison(name_a=cmp.name_a, name_b=cmp.name_b, rule=rule, rows=rows, unmatched=cmp.unmatched)
     return cmp
 
@@ -323,17 +331,22 @@ class RunSummary:
         return {r.input_a for r in self.inputs.rows}
 
 
-def _aggregate(rows: list[dict], max_clock) -> list[dict]:
+def aggregate_measurements(rows: Sequence[dict], *, max_clock_mhz: float | None = None) -> list[dict]:
+    """`aggregate_repeats` of measurement rows (dicts), with each group's limiter, shape and launch note.
+
+    Burst rows count as timed (their protocol's timed launches); pass sustained and burst rows separately.
+    """
     from harness.analysis._aggregate import aggregate_repeats
 
+    rows = [{**r, "status": "ok"} if r.get("status") == BURST_STATUS else r for r in rows]
     out = []
     for agg in aggregate_repeats(rows):
         mine = [r for r in rows if r["input_label"] == agg["input_label"] and r["kernel"] == agg["kernel"]
                 and r["config_index"] == agg["config_index"]]
         timed = [r for r in mine if r["status"] in SUSTAINED_STATUSES and r.get("time_ns")]
         out.append({**agg, "shape": shape_text(mine[0]) if mine[0].get("batch") is not None else "",
-                    "limiter": limiter_label(timed, max_clock_mhz=max_clock) if timed else "",
-                    "launch_note": mine[0].get("launch_note") or ""})
+                    "limiter": limiter_label(timed, max_clock_mhz=max_clock_mhz) if timed else "",
+                    "launch_note": next((r.get("launch_note") for r in timed if r.get("launch_note")), "")})
     return out
 
 
@@ -344,8 +357,7 @@ def summarize_run(run, *, rule: VerdictRule = VerdictRule()) -> RunSummary:
     m = run.measurements
     max_clock = run.info.get("max_sm_clock_mhz")
     sustained_rows = m.filter(pl.col("status") != BURST_STATUS).to_dicts()
-    # aggregate_repeats reduces rows whose status is "ok"; a burst row is the timed row of its protocol.
-    burst_rows = [{**r, "status": "ok"} for r in m.filter(pl.col("status") == BURST_STATUS).to_dicts()]
+    burst_rows = m.filter(pl.col("status") == BURST_STATUS).to_dicts()
     bvs = None
     burst_frame = m.filter(pl.col("status") == BURST_STATUS)
     sustained_frame = m.filter(pl.col("status").is_in(list(SUSTAINED_STATUSES)))
@@ -366,6 +378,7 @@ def summarize_run(run, *, rule: VerdictRule = VerdictRule()) -> RunSummary:
         notes.append(f"inputs not compared: {exc}")
     return RunSummary(
         run_id=run.info.get("run_id") or run.path.name, info=run.info,
-        sustained=tuple(_aggregate(sustained_rows, max_clock)), burst=tuple(_aggregate(burst_rows, max_clock)),
+        sustained=tuple(aggregate_measurements(sustained_rows, max_clock_mhz=max_clock)),
+        burst=tuple(aggregate_measurements(burst_rows, max_clock_mhz=max_clock)),
         inputs=inputs, burst_vs_sustained=bvs, notes=tuple(notes),
     )

@@ -19,6 +19,7 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass
 from typing import Sequence
+from harness.analysis._window import POWER_REASONS as _POWER, THERMAL_REASONS as _THERMAL
 
 __all__ = ["VerdictRule", "Ratio", "Decomposition", "decompose", "geomean", "limiter_label", "VERDICTS"]
 
@@ -134,10 +135,6 @@ def decompose(
     return Decomposition(time=time, cycles=cycles, clock=clock, verdict=verdict)
 
 
-_POWER = {"sw_power_cap", "hw_power_brake"}
-_THERMAL = {"sw_thermal", "hw_thermal"}
-
-
 def limiter_label(rows: Sequence[dict], *, max_clock_mhz: float | None = None) -> str:
     """What held the clock during the windows of these repeats, in words a reader can act on.
 
@@ -160,10 +157,11 @@ def limiter_label(rows: Sequence[dict], *, max_clock_mhz: float | None = None) -
             if name:
                 shares[name] = max(shares.get(name, 0.0), float(share or 1))
     skip = {"gpu_idle"} | (_POWER if pl_frac is not None else set()) | (_THERMAL if th_frac is not None else set())
-    parts += [n.replace("_", " ") for n, s in sorted(shares.items(), key=lambda kv: -kv[1]) if s >= 0.5 and n not in skip]
+    parts += [n.replace("_", " ") for n, s in sorted(shares.items(), key=lambda kv: -kv[1])
+              if s >= 0.5 and n not in skip]
     if parts:
         return ", ".join(parts)
     clock = median([r.get("sm_clock_mhz") for r in rows])
     if clock is not None and max_clock_mhz and clock >= max_clock_mhz - 1:
-        return "none (NVML clock at max)"
+        return "none (NVML at max clock)"
     return "none"

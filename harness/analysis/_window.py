@@ -12,8 +12,9 @@ from harness.analysis._stats import cv, median
 
 __all__ = ["summarize_window", "samples_in", "chunk_clock", "POWER_REASONS", "THERMAL_REASONS"]
 
-POWER_REASONS = {"sw_power_cap", "hw_power_brake"}
-THERMAL_REASONS = {"sw_thermal", "hw_thermal"}
+# NVML's names, then amdsmi's (harness.telemetry decodes both into these names).
+POWER_REASONS = {"sw_power_cap", "hw_power_brake", "ppt_power"}
+THERMAL_REASONS = {"sw_thermal", "hw_thermal", "socket_thermal", "prochot", "vr_thermal", "hbm_thermal"}
 
 
 def samples_in(samples: Sequence, t0: int, t1: int) -> list:

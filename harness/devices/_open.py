@@ -6,18 +6,36 @@ from harness.errors import DeviceBusyError, DeviceError, TelemetryError
 __all__ = ["open_device", "check_idle"]
 
 
-def open_device(spec: str, *, nvml=None) -> Device:
-    """A device from `cpu`, `cuda`, `cuda:N` or `cuda:<PCI bus id>`."""
+def open_device(spec: str, *, nvml=None, amdsmi=None) -> Device:
+    """A device from `cpu`, `cuda[:N|:<PCI bus id>]` or `rocm[:N|:<PCI bus id>]`.
+
+    On PyTorch's ROCm (HIP) build `cuda:...` names an AMD GPU (HIP keeps the torch.cuda API), so it
+    opens the ROCm device, identified and monitored through amdsmi, not NVML; its `kind` is "rocm".
+    `nvml` / `amdsmi` inject stand-ins for the vendor modules (tests).
+    """
     kind, _, rest = spec.partition(":")
     if kind == "cpu":
         from harness.devices._cpu import CpuDevice
 
         return CpuDevice(spec)
+    if kind == "rocm":
+        from harness.devices._rocm import RocmDevice, resolve_rocm_index
+
+        return RocmDevice(spec, resolve_rocm_index(spec, rest), amdsmi=amdsmi)
     if kind == "cuda":
+        from harness.devices._rocm import is_hip_build
+
+        if is_hip_build():
+            from harness.devices._rocm import RocmDevice, resolve_rocm_index
+
+            return RocmDevice(spec, resolve_rocm_index(spec, rest), amdsmi=amdsmi)
         from harness.devices._cuda import CudaDevice, resolve_cuda_index
 
         return CudaDevice(spec, resolve_cuda_index(spec, rest), nvml=nvml)
-    raise DeviceError(f"Unknown device {spec!r}. Use cpu, cuda, cuda:N or cuda:<PCI bus id> (e.g. cuda:0000:1B:00.0).")
+    raise DeviceError(
+        f"Unknown device {spec!r}. Use cpu, cuda, cuda:N or cuda:<PCI bus id> (e.g. cuda:0000:1B:00.0) for NVIDIA, "
+        "or rocm, rocm:N or rocm:<PCI bus id> for AMD."
+    )
 
 
 def check_idle(device: Device, *, allow_busy: bool) -> list:
@@ -29,7 +47,8 @@ def check_idle(device: Device, *, allow_busy: bool) -> list:
             return []
         raise DeviceBusyError(
             f"Cannot tell whether other processes are using {device.spec}: {exc} The harness refuses to measure a "
-            f"GPU it cannot check. Make NVML usable, or pass --allow-busy to run unchecked (recorded in the results)."
+            f"GPU it cannot check. Make {'amdsmi' if device.kind == 'rocm' else 'NVML'} usable, or pass --allow-busy to "
+            f"run unchecked (recorded in the results)."
         ) from None
     if others and not allow_busy:
         listing = ", ".join(

@@ -1,11 +1,41 @@
-"""Report: terminal tables and the live view (HTML and Markdown reports build on the same figures).
+"""Report: terminal tables, the live view, and the HTML report with its Markdown twin.
 
 >>> from harness.report import fmt
 >>> fmt(0.00321, ".2f", scale=1e3, suffix=" ms")
 '3.21 ms'
 """
 
+from harness.report._html import Report, build_report, render_html, report_header, write_report
 from harness.report._live import LiveView
+from harness.report._markdown import (
+    Figure,
+    ReportTable,
+    Section,
+    burst_tables,
+    comparison_markdown,
+    comparison_tables,
+    render_markdown,
+    run_sections,
+    run_tables,
+)
 from harness.report._tables import fmt, sustained_tables
 
-__all__ = ["LiveView", "fmt", "sustained_tables"]
+__all__ = [
+    "Figure",
+    "LiveView",
+    "Report",
+    "ReportTable",
+    "Section",
+    "build_report",
+    "burst_tables",
+    "comparison_markdown",
+    "comparison_tables",
+    "fmt",
+    "render_html",
+    "render_markdown",
+    "report_header",
+    "run_sections",
+    "run_tables",
+    "sustained_tables",
+    "write_report",
+]

@@ -6,6 +6,7 @@
 True
 """
 
+from harness.runner._burst import BurstConfig, BurstProtocol, KernelTimes, ProfEvent, device_time_from_events, run_burst
 from harness.runner._chunks import Chunk, ChunkSource, PipelinedChunks
 from harness.runner._launch import Launcher, build_launcher, estimate_launch_ns
 from harness.runner._measure import MeasureOutcome, PhaseTimes, run_protocol
@@ -15,22 +16,28 @@ from harness.runner._run import RunResult, run_sustained
 from harness.runner._settle import SettleCheck, check_settled, trend_change
 
 __all__ = [
+    "BurstConfig",
+    "BurstProtocol",
     "Chunk",
     "ChunkSource",
     "InbandProbe",
+    "KernelTimes",
     "Launcher",
     "MeasureOutcome",
     "NullObserver",
     "PhaseTimes",
     "PipelinedChunks",
+    "ProfEvent",
     "ProbeReading",
     "RunObserver",
     "RunResult",
     "SettleCheck",
     "build_launcher",
     "check_settled",
+    "device_time_from_events",
     "estimate_launch_ns",
     "probe_unavailable_reason",
+    "run_burst",
     "run_protocol",
     "run_sustained",
     "summarize_probe_blocks",

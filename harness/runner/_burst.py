@@ -86,8 +86,9 @@ class KernelTimes:
     by_name: dict[str, tuple[int, int]]  # name -> (count, total ns)
 
     def note(self) -> str:
-        what = ("kernel-only: CUPTI device time of every kernel/memcpy/memset in the timed range" if self.source == "cupti"
-                else "kernel-only on the CPU: profiler CPU time of the top-level ops in the timed range")
+        what = ("kernel-only: CUPTI device time of every kernel/memcpy/memset in the timed range"
+                if self.source == "cupti" else
+                "kernel-only on the CPU: profiler CPU time of the top-level ops in the timed range")
         top = sorted(self.by_name.items(), key=lambda kv: -kv[1][1])[:4]
         parts = [f"{c / self.launches:g}x {n[:60]} ({ns / c / 1e6:.4g} ms)" for n, (c, ns) in top]
         return f"{what}; per launch: " + ", ".join(parts)
@@ -122,14 +123,33 @@ def device_time_from_events(events: Sequence[ProfEvent], *, launches: int, devic
         c, ns = by_name.get(e.name, (0, 0))
         by_name[e.name] = (c + 1, ns + e.duration_ns)
     total = sum(e.duration_ns for e in picked)
-    return KernelTimes(per_launch_ns=total / launches, total_ns=total, launches=launches, source=source, by_name=by_name)
+    return KernelTimes(per_launch_ns=total / launches, total_ns=total, launches=launches, source=source,
+                       by_name=by_name)
 
 
 def _events(prof) -> list[ProfEvent]:
+    """The profile's complete events, read from its Chrome trace: that export is the same in every torch
+    version, while the in-memory kineto event API is not (activity_type() is recent)."""
+    import json
+    import os
+    import tempfile
+
+    fd, path = tempfile.mkstemp(suffix=".json")
+    os.close(fd)
+    try:
+        prof.export_chrome_trace(path)
+        with open(path, encoding="utf-8") as f:
+            trace = json.load(f)
+    finally:
+        os.unlink(path)
     out = []
-    for e in prof.profiler.kineto_results.events():
-        out.append(ProfEvent(name=e.name(), on_device="CPU" not in str(e.device_type()), activity=e.activity_type(),
-                             start_ns=e.start_ns(), duration_ns=e.duration_ns()))
+    for e in trace.get("traceEvents", []) if isinstance(trace, dict) else trace:
+        if e.get("ph") != "X" or "dur" not in e:
+            continue
+        cat = str(e.get("cat", "")).lower()
+        out.append(ProfEvent(name=str(e.get("name", "")), on_device=cat in (*_DEVICE_ACTIVITIES, "gpu_user_annotation"),
+                             activity=cat, start_ns=round(float(e["ts"]) * 1000),
+                             duration_ns=round(float(e["dur"]) * 1000)))
     return out
 
 
@@ -140,7 +160,8 @@ def _profile_one(device, launch, proto: BurstProtocol, *, clock, sleep, on_phase
     from torch.profiler import ProfilerActivity, profile, record_function, schedule
 
     activities = [ProfilerActivity.CPU] + ([ProfilerActivity.CUDA] if device.kind == "cuda" else [])
-    with torch.no_grad(), profile(activities=activities, schedule=schedule(wait=0, warmup=1, active=1, repeat=1)) as prof:
+    steps = schedule(wait=0, warmup=1, active=1, repeat=1)
+    with torch.no_grad(), profile(activities=activities, schedule=steps) as prof:
         on_phase("idle")
         t_idle = clock()
         sleep(proto.idle_s)
@@ -166,14 +187,17 @@ class _AppendWriter:
     """Adds parts to an existing run directory (`--into`); names cannot collide with the run's own parts."""
 
     def __init__(self, run_dir: Path, ident, command: str, proto: BurstProtocol) -> None:
-        from harness.results import read_table, write_table_atomic
+        from harness.results import write_table_atomic
         from harness.results._provenance import to_json
 
         run_dir = Path(run_dir)
         if not (run_dir / "runs.parquet").is_file():
             raise ResultsError(f"--into {run_dir}: not a run directory (no runs.parquet). Pass a directory that "
                                f"`bench sustained` wrote, or leave --into out to start a new run.")
-        info = read_table(run_dir, "runs").row(0, named=True)
+        import pyarrow.parquet as pq
+
+        # pyarrow, not polars: the GPU machine that appends the burst may have no polars.
+        info = pq.read_table(run_dir / "runs.parquet").to_pylist()[0]
         if info.get("status") == "running":
             raise ResultsError(f"--into {run_dir}: that run is still marked running (in progress, or killed). "
                                f"Append only to a finished run, or leave --into out.")
@@ -326,9 +350,24 @@ def _measure(launch, device, ident, thread, proto, clock, sleep, obs, inputs, *,
     samples = thread.samples_between(phases["idle"][0], t1)
     summary = summarize_window(window_chunks=[chunk], samples=samples, probes=[],
                                flops_per_launch=float(inputs.shape.flops), sm_count=ident.sm_count)
+    note = times.note()
+    if summary["sm_clock_mhz"] is None and summary["power_w"] is None:
+        # Timed launches shorter than the sampling period hold no sample; the card state just around them
+        # (end of warm-up, first idle moment) is the nearest reading, and the note says it was used.
+        pad = int(2 * proto.sample_period_s * 1e9)
+        wide = SimpleNamespace(t_start_ns=t0 - pad, t_end_ns=t1 + pad, device_ns=times.total_ns,
+                               launches=times.launches)
+        around = summarize_window(window_chunks=[wide], samples=samples, probes=[],
+                                  flops_per_launch=float(inputs.shape.flops), sm_count=ident.sm_count)
+        keep = ("sm_clock_mhz", "cycles_clock", "cycles_per_launch", "cycles_per_launch_nvml", "power_w",
+                "temp_max_c", "reasons_mask", "reason_names", "flop_per_cycle_per_sm", "tflop_per_j",
+                "energy_per_launch_from_power_j")
+        if around["sm_clock_mhz"] is not None or around["power_w"] is not None:
+            summary.update({k: around[k] for k in keep})
+            note += f"; clock and power from samples within {pad / 1e6:g} ms of the timed launches (they were shorter)"
     row = {
         **summary, "measurement_id": mid, "status": "burst", "error": None,
-        "launch_strategy": "burst-profiler", "launch_note": times.note(), "launches_per_call": 1,
+        "launch_strategy": "burst-profiler", "launch_note": note, "launches_per_call": 1,
         "settled": None, "settled_after_s": None, "settle_reason": None,
         "warmin_s": (phases["warmup"][1] - phases["warmup"][0]) * 1e-9,
     }

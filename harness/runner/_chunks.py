@@ -44,7 +44,7 @@ class PipelinedChunks:
         self._launcher = launcher
         self._calls = max(1, calls_per_chunk)
         self._clock = clock
-        self._lookahead = 1 if device.kind == "cuda" else 0
+        self._lookahead = 1 if device.kind in ("cuda", "rocm") else 0
         self._pending: deque = deque()
 
     @property

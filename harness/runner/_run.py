@@ -59,7 +59,7 @@ def _check_stream(device, kernel, launch) -> None:
     The device time that events measure is compared with the host wall time of the same launches with a
     device-wide synchronize; work launched on a side stream shows up only in the latter.
     """
-    if device.kind != "cuda":
+    if device.kind not in ("cuda", "rocm"):
         return
     device.synchronize()
     t0 = time.perf_counter_ns()
@@ -223,7 +223,7 @@ def _run_config(ci, spec, config, kernels, device, ident, thread, probe, probe_r
             result.measurements.append(row)
             obs.on_measurement_end(row)
     del ready, inputs
-    if device.kind == "cuda":
+    if device.kind in ("cuda", "rocm"):
         import torch
 
         torch.cuda.empty_cache()

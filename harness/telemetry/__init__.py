@@ -1,10 +1,11 @@
 """Telemetry: what the device's clock, power and limiters did while a kernel ran.
 
-A `Sampler` backend (NVML, host sysfs, a replayed recording, or none) is chosen by name with
+A `Sampler` backend (NVML, amdsmi, host sysfs, a replayed recording, or none) is chosen by name with
 `create_sampler`, opened by its owner, and polled by a `SamplerThread` that keeps every `Sample` in
 the host's `time.monotonic_ns()` time base, so the runner can cut out a measurement window with
 `mark()` and `samples_between()`. Importing this package touches no vendor library: `pynvml` is
-imported inside `NvmlSampler.open()`.
+imported inside `NvmlSampler.open()`, `amdsmi` inside `AmdsmiSampler.open()` (the AMD path has not run
+on AMD hardware here).
 
 >>> from harness.telemetry import SamplerThread, create_sampler
 >>> sampler = create_sampler("host", pci_bus_id=None)
@@ -19,6 +20,14 @@ imported inside `NvmlSampler.open()`.
 ['CPU frequency', 'package energy', 'package power', 'temperature']
 """
 
+from harness.telemetry._amdsmi import (
+    AMD_POWER_REASONS,
+    AMD_REASONS,
+    AMD_THERMAL_REASONS,
+    AmdsmiSampler,
+    decode_amd_reasons,
+)
+from harness.telemetry._amdsmi_device import amdsmi_gpu_processes
 from harness.telemetry._factory import SAMPLER_NAMES, NullSampler, create_sampler
 from harness.telemetry._host import HostSampler
 from harness.telemetry._nvml import NvmlSampler
@@ -44,6 +53,7 @@ __all__ = [
     "SAMPLER_NAMES",
     "NullSampler",
     "NvmlSampler",
+    "AmdsmiSampler",
     "HostSampler",
     "ReplaySampler",
     "write_samples",
@@ -56,4 +66,9 @@ __all__ = [
     "is_thermal_limited",
     "normalize_pci_bus_id",
     "nvml_compute_processes",
+    "AMD_REASONS",
+    "AMD_POWER_REASONS",
+    "AMD_THERMAL_REASONS",
+    "decode_amd_reasons",
+    "amdsmi_gpu_processes",
 ]

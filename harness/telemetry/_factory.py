@@ -1,4 +1,4 @@
-"""Choosing a telemetry backend by name (`--telemetry nvml|host|replay|none`). Nothing is opened here."""
+"""Choosing a telemetry backend by name (`--telemetry nvml|amdsmi|host|replay|none`). Nothing is opened here."""
 
 from __future__ import annotations
 
@@ -10,7 +10,7 @@ from harness.telemetry._sample import Sample, Sampler
 
 __all__ = ["create_sampler", "NullSampler", "SAMPLER_NAMES"]
 
-SAMPLER_NAMES: tuple[str, ...] = ("nvml", "host", "replay", "none")
+SAMPLER_NAMES: tuple[str, ...] = ("nvml", "host", "replay", "none", "amdsmi")
 
 
 class NullSampler:
@@ -41,6 +41,7 @@ def create_sampler(name: str, *, pci_bus_id: str | None = None, **kw: Any) -> Sa
     """The backend called `name`, created but not opened; `kw` goes to its constructor.
 
     - "nvml": `NvmlSampler(pci_bus_id, gpm=..., nvml=...)`; needs `pci_bus_id`.
+    - "amdsmi": `AmdsmiSampler(pci_bus_id, amdsmi=...)`; needs `pci_bus_id`. Not yet run on AMD hardware.
     - "host": `HostSampler(root=...)`.
     - "replay": `ReplaySampler(path)`; needs `path=` (a file written by `write_samples`).
     - "none": `NullSampler()`.
@@ -75,11 +76,16 @@ def create_sampler(name: str, *, pci_bus_id: str | None = None, **kw: Any) -> Sa
     if name == "none":
         return NullSampler(**kw)
     if name == "amdsmi":
-        raise TelemetryError(
-            "The AMD telemetry backend (amdsmi) is not built yet; it is tracked as a separate issue. On an AMD "
-            "GPU use --telemetry host or --telemetry none for now."
-        )
+        from harness.telemetry._amdsmi import AmdsmiSampler
+
+        if pci_bus_id is None:
+            raise TelemetryError(
+                "--telemetry amdsmi needs the GPU's PCI bus id, and none was given (the device may not be an AMD "
+                "GPU, or PyTorch did not report its bus id). Use --device rocm:N (or rocm:<PCI bus id>), or "
+                "--telemetry host or --telemetry none on a machine without an AMD GPU."
+            )
+        return AmdsmiSampler(pci_bus_id, **kw)
     raise TelemetryError(
         f"Unknown telemetry backend {name!r}. Choose one of: {', '.join(SAMPLER_NAMES)} "
-        "(nvml for NVIDIA GPUs, host for CPU sysfs, replay for a recording, none for off)."
+        "(nvml for NVIDIA GPUs, amdsmi for AMD GPUs, host for CPU sysfs, replay for a recording, none for off)."
     )

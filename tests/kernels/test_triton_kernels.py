@@ -5,7 +5,9 @@ are wrong, so this module fixes them for its own tests (and only where a probe s
 - tl.dot on bf16 multiplies the raw bit patterns (bf16 is stored as uint16): garbage;
 - fp32 -> fp8e4nv rounding loses the carry into the next binade (7.99 -> 4.0) and flushes subnormals;
 - fp32 -> bf16 truncates instead of rounding to nearest even.
-The fixes use torch's conversions, which round to nearest even like the GPU. A fourth limit cannot be
+The fixes use torch's conversions, which round to nearest even like the GPU. The interpreter also runs
+no inline PTX: the one block the kernels use (fp32 -> e4m3 codes by cvt.rn.satfinite, saturating at
+448 like the GPU, see _triton_common._e4m3_codes) is emulated the same way. A fourth limit cannot be
 patched: in triton 3.6 with numpy >= 2.3 a loop bound computed from tl.program_id does not convert to
 an int; the module is skipped then, saying so (triton 3.9 fixed it).
 """
@@ -50,6 +52,8 @@ FP8_SMALL = dict(block_m=32, block_n=64, num_warps=4, num_stages=1)
 
 
 def _patch_interpreter(mp: pytest.MonkeyPatch) -> None:
+    from types import SimpleNamespace as types_namespace
+
     import numpy as np
     import triton.language as tl
     from triton.runtime import interpreter as it
@@ -66,6 +70,7 @@ def _patch_interpreter(mp: pytest.MonkeyPatch) -> None:
         return t.clamp(-448.0, 448.0).to(torch.float8_e4m3fn).view(torch.uint8).numpy()  # cvt.rn.satfinite
 
     orig_dot, orig_fp_to_fp, orig_cast = builder.create_dot, builder.create_fp_to_fp, builder.cast_impl
+    orig_asm = builder.create_inline_asm
 
     def create_dot(self, a, b, d, *args):
         if a.dtype.scalar == tl.bfloat16 or b.dtype.scalar == tl.bfloat16:
@@ -83,7 +88,26 @@ def _patch_interpreter(mp: pytest.MonkeyPatch) -> None:
             return it.TensorHandle(f32_to(src.data, tl.bfloat16), tl.bfloat16)
         return orig_cast(self, src, dst_type)
 
+    def create_inline_asm(self, asm, constraints, values, types, is_pure, pack):
+        # The interpreter runs no PTX; emulate, element by element, the inline PTX the kernels use:
+        # _e4m3_codes: fp32 -> e4m3 codes by cvt.rn.satfinite (round to nearest even, saturating at 448;
+        # the PTX triton 3.6 emits for `.to(tl.float8e4nv)` too); _round_pairs: fp32 -> bf16 / fp16 by
+        # cvt.rn.{bf16,f16}x2.f32 (round to nearest even), plus the rounded values back in fp32.
+        data = values[0].data if len(values) == 1 else None
+        if data is not None and "cvt.rn.satfinite.e4m3x2.f32" in asm:
+            out = [it.TensorHandle(f32_to(data, tl.float8e4nv), tl.uint8)]
+        elif data is not None and "cvt.rn.bf16x2.f32" in asm:
+            bits = f32_to(data, tl.bfloat16)
+            out = [it.TensorHandle(bits, tl.bfloat16), it.TensorHandle(bf16_bits_to_f32(bits), tl.float32)]
+        elif data is not None and "cvt.rn.f16x2.f32" in asm:
+            half = torch.from_numpy(np.ascontiguousarray(data, dtype=np.float32)).half()
+            out = [it.TensorHandle(half.numpy(), tl.float16), it.TensorHandle(half.float().numpy(), tl.float32)]
+        else:
+            return orig_asm(self, asm, constraints, values, types, is_pure, pack)
+        return types_namespace(get_result=lambda i: out[i])
+
     mp.setattr(builder, "create_dot", create_dot)
+    mp.setattr(builder, "create_inline_asm", create_inline_asm)
     mp.setattr(builder, "create_fp_to_fp", create_fp_to_fp)
     mp.setattr(builder, "cast_impl", cast_impl)
 
@@ -169,6 +193,25 @@ def test_bf16_lazy_rescale_with_rising_scores(rescale_branch):
     _assert_as_good_as_ideal_bf16_p(_kernel("triton-bf16").prepare(x, config=dict(SMALL, rescale_branch=rescale_branch))(), x)
 
 
+@pytest.mark.parametrize("dtype", ["bfloat16", "float16"])
+def test_bf16_packed_p_rounding_is_bitwise_the_same(dtype):
+    # pack_p rounds p two at a time (cvt.rn.bf16x2.f32) instead of one conversion each: same rounding,
+    # so the same output bit for bit; and the row sum still adds the rounded p.
+    x = _inputs(_shape(1, 2, 1, 96, 64, 64, True), source="gaussian:1.0", dtype=dtype)
+    kernel = _kernel("triton-bf16")
+    plain = kernel.prepare(x, config=SMALL)().clone()
+    packed = kernel.prepare(x, config=dict(SMALL, pack_p=True))()
+    assert torch.equal(plain.view(torch.int16), packed.view(torch.int16))
+    if dtype == "bfloat16":
+        _assert_as_good_as_ideal_bf16_p(packed, x)
+
+
+def test_pack_p_is_refused_for_fp8():
+    x = _inputs(_shape(1, 1, 1, 32, 64, 64, True))
+    with pytest.raises(ValueError, match="pack_p applies to the BF16 kernel only"):
+        _kernel("triton-fp8-lean").prepare(x, config=dict(FP8_SMALL, pack_p=True))
+
+
 def test_bf16_default_config_passes_the_full_gate():
     # The table's Hopper config (block 128) on a short sequence, through the harness gate: output
     # poisoned and relaunched, inputs changed in place.
@@ -203,6 +246,32 @@ def test_fp8_peaked_scores_use_block_offsets(name):
     kernel = _kernel(name)
     report = attention_error(kernel, x, launch=kernel.prepare(x, config=dict(FP8_SMALL, block_m=64)))
     _assert_close_to_its_p_emulation(report)
+
+
+@pytest.mark.skipif(ON_GPU, reason="reads the interpreter's values of P before the e4m3 conversion")
+@pytest.mark.parametrize("source", ["gaussian:3.0", "gaussian:1.0"])
+def test_fp8_exact_p_stays_far_below_the_e4m3_limit(monkeypatch, source):
+    # The conversion saturates (cvt.rn.satfinite; e4m3fn has no inf and 0x7F is NaN), but it never has
+    # to: with block offsets o and lazy rescale the largest P is 2^(SIGMA + TAU) = 69.8 < 448, and no P is
+    # NaN or inf, fully masked blocks and diagonal rows included. (The H200's NaN was not here: see
+    # _triton_common._e4m3_codes and test_triton_sass.py.)
+    from triton.runtime import interpreter as it
+
+    from kernels_under_test.triton_fp8 import SIGMA, TAU
+
+    seen = []
+    inner = it.InterpreterBuilder.create_inline_asm
+
+    def spy(self, asm, constraints, values, types, is_pure, pack):
+        seen.append(values[0].data.copy())
+        return inner(self, asm, constraints, values, types, is_pure, pack)
+
+    monkeypatch.setattr(it.InterpreterBuilder, "create_inline_asm", spy)
+    x = _inputs(_shape(1, 2, 1, 192, 64, 64, True), source=source)
+    _kernel("triton-fp8-exact").prepare(x, config=dict(FP8_SMALL, block_m=64))()
+    p = np.concatenate([a.ravel() for a in seen])
+    assert len(seen) == 12 and np.isfinite(p).all() and p.min() >= 0.0  # (1 + 2 + 3 key blocks) x 2 heads
+    assert 2.0**SIGMA / 2 < p.max() <= 2.0 ** (SIGMA + TAU) * (1 + 1e-6)
 
 
 def test_fp8_kernels_pass_the_gate_against_their_quantized_inputs():

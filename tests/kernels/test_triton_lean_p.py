@@ -93,3 +93,22 @@ def test_lean_p_costs_some_accuracy_compared_with_exact_p():
     }
     # The paper saw 1.22-1.36x; any ratio far outside says the emulation drifted from the formula.
     assert 1.05 < err["lean"] / err["exact"] < 1.6, err
+
+
+def test_rounding_p_alone_misses_the_fp8_gate_on_the_first_rows_of_std1_inputs():
+    # Why an FP8 kernel fails the gate's max |diff| < 0.03 on std-1 Gaussian inputs: with the exact row
+    # max and fp64 sums, rounding p per value (lean within 7.5 %, exact within 6.25 %) already moves the
+    # output of a row with a handful of keys by up to ~0.04 (exact) / ~0.06 (lean). Long rows average it
+    # out. (On the H200 inputs, B1 H32 S16384 d128 seed 0, the lean emulation gives max |diff| 0.0636 at
+    # head 1 row 1, what triton-fp8-lean measured; exact P 0.045.)
+    g = torch.Generator().manual_seed(0)
+    q, k, v = (torch.randn(1, 8, 512, 128, generator=g, dtype=torch.float64) for _ in range(3))
+    ref = reference_attention(q, k, v, scale=128**-0.5, causal=True)
+    row_max = {
+        mode: (emulate_p_attention(q, k, v, scale=128**-0.5, causal=True, p_mode=mode) - ref).abs().amax(-1)[0]
+        for mode in ("exact", "lean")
+    }
+    for mode, limit in (("exact", 0.035), ("lean", 0.05)):
+        assert row_max[mode][:, :16].max() > limit, mode  # rows 0..15: 1 to 16 keys
+        assert row_max[mode][:, 256:].max() < 0.02, mode  # rows with >= 257 keys
+    assert row_max["lean"][:, :16].max() > row_max["exact"][:, :16].max()

@@ -50,7 +50,7 @@ def test_factory_builds_each_backend_without_opening_it(fake_nvml):
 @pytest.mark.parametrize(
     "name, kw, words",
     [("nvidia", {}, ["Unknown telemetry backend 'nvidia'", "nvml, host, replay, none"]),
-     ("amdsmi", {}, ["AMD telemetry backend", "not built yet"]),
+     ("amdsmi", {}, ["--telemetry amdsmi needs the GPU's PCI bus id", "--device rocm:N"]),
      ("nvml", {}, ["needs the GPU's PCI bus id"]),
      ("replay", {}, ["needs the recording", "path="])],
 )

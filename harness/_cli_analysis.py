@@ -1,0 +1,162 @@
+"""`bench compare`, `bench report` and `bench burst`: parse, call the library, render. No logic of their own.
+
+The functions are registered on the `bench` app in `harness.cli` (`app.command()(compare)`, ...); tests
+wrap them in a Typer app of their own.
+"""
+
+from __future__ import annotations
+
+import shlex
+import sys
+from pathlib import Path
+from typing import List, Optional
+
+import typer
+
+__all__ = ["burst", "compare", "report"]
+
+SLOWDOWN_EXIT = 1  # a slowdown beyond --fail-on-slowdown; bad input exits 2 (harness.cli._fail)
+
+
+def _console():
+    from harness.cli import _console as console
+
+    return console()
+
+
+def _fail(exc) -> None:
+    from harness.cli import _fail as fail
+
+    fail(exc)
+
+
+def compare(
+    run_a: Path = typer.Argument(..., help="baseline run directory (A)"),
+    run_b: Path = typer.Argument(..., help="run directory to judge (B)"),
+    pair_inputs: List[str] = typer.Option([], "--pair-inputs",
+                                          help="A_LABEL=B_LABEL (repeatable); default: same labels"),
+    fail_on_slowdown: Optional[str] = typer.Option(None, help="exit 1 when B is slower by more than this, e.g. 2%"),
+    md: Optional[Path] = typer.Option(None, "--md", help="also write the comparison as Markdown (CI summaries)"),
+    allow_incomplete: bool = typer.Option(False, help="compare runs that stopped early"),
+    seed: int = typer.Option(0, help="bootstrap seed"),
+) -> None:
+    """Same kernels in two runs: time B/A = cycles B/A x clock A/B, limiters, and a verdict per kernel x input."""
+    from harness.analysis import VerdictRule, compare_runs, parse_pairs, parse_threshold
+    from harness.errors import HarnessError
+    from harness.report import comparison_markdown, comparison_tables
+    from harness.results import read_run
+
+    console = _console()
+    try:
+        pairs = parse_pairs(pair_inputs)
+        threshold = parse_threshold(fail_on_slowdown) if fail_on_slowdown is not None else None
+        cmp = compare_runs(read_run(run_a), read_run(run_b), pairs=pairs, rule=VerdictRule(seed=seed),
+                           allow_incomplete=allow_incomplete)
+    except HarnessError as exc:
+        _fail(exc)
+    for table in comparison_tables(cmp, title=f"{cmp.name_b} vs {cmp.name_a}"):
+        console.print(table.to_rich())
+    if cmp.unmatched:
+        console.print("not compared (one side only): " + "; ".join(cmp.unmatched), highlight=False)
+    if md is not None:
+        md.write_text(comparison_markdown(cmp, threshold=threshold), encoding="utf-8")
+        console.print(f"markdown: {md}")
+    slow = cmp.slowdowns(threshold) if threshold is not None else ()
+    if slow:
+        console.print(f"[bold red]slower beyond {threshold:.1%}:[/] " + "; ".join(
+            f"{r.kernel} on {r.input_b} {r.time.change:+.2%}" for r in slow), highlight=False)
+        raise typer.Exit(SLOWDOWN_EXIT)
+
+
+def report(
+    run: Path = typer.Argument(..., help="run directory"),
+    html: Optional[Path] = typer.Option(None, "--html", help="write one self-contained HTML file here"),
+    md: Optional[Path] = typer.Option(None, "--md", help="write the Markdown twin here (figures as PNG beside it)"),
+    seed: int = typer.Option(0, help="bootstrap seed"),
+) -> None:
+    """The figures of one run as terminal tables, and optionally an HTML page and its Markdown twin."""
+    from harness.analysis import VerdictRule
+    from harness.errors import HarnessError
+    from harness.report import build_report, write_report
+    from harness.results import read_run
+
+    console = _console()
+    try:
+        rep = build_report(read_run(run), rule=VerdictRule(seed=seed), figures=html is not None or md is not None)
+    except HarnessError as exc:
+        _fail(exc)
+    console.print(f"[bold]{rep.title}[/]: {rep.header}", highlight=False)
+    for section in rep.sections:
+        for table in section.tables:
+            console.print(table.to_rich())
+        if section.text and not section.tables and not section.figures:
+            console.print(section.text, highlight=False)
+    for path in write_report(rep, html=html, md=md):
+        console.print(f"wrote {path}")
+
+
+def burst(
+    kernel: List[str] = typer.Option([], "--kernel", "-k", help="kernel name or module:function (repeatable)"),
+    input_: List[str] = typer.Option(["gaussian:0.1"], "--input", "-i", help="input source (repeatable)"),
+    batch: int = typer.Option(1, help="B"),
+    heads: int = typer.Option(32, help="Hq"),
+    heads_kv: Optional[int] = typer.Option(None, help="Hkv (default: Hq)"),
+    seq_len: int = typer.Option(16384, help="S"),
+    head_dim: int = typer.Option(128, help="dqk"),
+    head_dim_v: Optional[int] = typer.Option(None, help="dv (default: dqk)"),
+    dtype: str = typer.Option("bf16"),
+    causal: bool = typer.Option(True, "--causal/--no-causal"),
+    seed: int = typer.Option(0),
+    device: str = typer.Option("cuda:0", help="cpu, cuda:N or cuda:<PCI bus id>"),
+    telemetry: str = typer.Option("auto", help="auto, nvml, host, none"),
+    results: Path = typer.Option(Path("results"), help="results root directory (a new run)"),
+    name: Optional[str] = typer.Option(None, help="a name for the run id"),
+    into: Optional[Path] = typer.Option(None, help="append to this run directory (burst next to its sustained rows)"),
+    warmup: int = typer.Option(500, help="warm-up launches"),
+    timed: int = typer.Option(100, help="timed launches"),
+    repeats: int = typer.Option(3),
+    idle_s: float = typer.Option(2.0, help="idle before each measurement"),
+    allow_busy: bool = typer.Option(False, help="run even if other processes use the GPU (recorded)"),
+    gate: bool = typer.Option(True, "--gate/--no-gate", help="correctness gate before timing"),
+) -> None:
+    """Kernel-only timing: device time of every kernel a launch dispatches (profiler trace), after a warm-up."""
+    from harness.analysis import BURST_STATUS, aggregate_measurements
+    from harness.errors import HarnessError
+    from harness.inputs import AttentionShape, InputSpec
+    from harness.report import LiveView, burst_tables
+    from harness.runner import BurstConfig, BurstProtocol, run_burst
+
+    console = _console()
+    try:
+        shape = AttentionShape(batch=batch, heads_q=heads, heads_kv=heads_kv or heads, seq_len=seq_len,
+                               head_dim_qk=head_dim, head_dim_v=head_dim_v, causal=causal)
+        config = BurstConfig(
+            kernels=tuple(kernel) or (("sdpa-cpu",) if device == "cpu" else ("sdpa-cudnn", "sdpa-flash")),
+            inputs=tuple(InputSpec(shape=shape, dtype=dtype, source=s, seed=seed) for s in input_),
+            device=device, telemetry=telemetry, results_dir=results, run_name=name, into=into,
+            allow_busy=allow_busy, gate=gate,
+            protocol=BurstProtocol(warmup_launches=warmup, timed_launches=timed, repeats=repeats, idle_s=idle_s),
+        )
+        command = " ".join(shlex.quote(a) for a in ["bench", *sys.argv[1:]])
+        result = run_burst(config, observer=LiveView(console), command=command)
+    except HarnessError as exc:
+        _fail(exc)
+    rows = [r for r in result.measurements if r.get("status") == BURST_STATUS]
+    bvs = None
+    if into is not None:
+        bvs = _burst_vs_sustained(result.path, console)
+    for table in burst_tables(aggregate_measurements(rows), bvs=bvs):
+        console.print(table.to_rich())
+    console.print(f"results: {result.path}")
+
+
+def _burst_vs_sustained(path: Path, console):
+    """The run's burst vs sustained comparison, or None where polars (the analysis extra) is missing."""
+    try:
+        from harness.analysis import summarize_run
+        from harness.results import read_run
+
+        return summarize_run(read_run(path)).burst_vs_sustained
+    except ImportError as exc:
+        console.print(f"burst vs sustained not shown ({exc}); run `bench report {path}` where polars is installed.")
+        return None

@@ -1,0 +1,68 @@
+"""Comparing kernel code over time: revisions of a repository (`bench commits`) and the nightly baseline.
+
+`compare_commits` checks each revision out into its own git worktree, imports that revision's kernel
+in its own worker process, times the revisions interleaved (A B A B) on one device with identical
+inputs, and decomposes each later revision against the first: time = cycles x clock.
+
+`run_nightly` / `judge_nightly` are the nightly CI job: the suite, compared with a stored baseline,
+with a Markdown summary, the HTML report and a verdict.
+
+>>> from harness.commits import VERDICT_EXIT
+>>> VERDICT_EXIT["fail"], VERDICT_EXIT["across machines"]
+(1, 0)
+"""
+
+from harness.commits._git import DirtyWorktreeError, Revision, RevisionError, check_clean, repo_root, resolve_revision
+from harness.commits._loader import MissingKernelError, load_revision_kernel, revision_entry_points
+from harness.commits._result import (
+    CLOCK_UNKNOWN_BASIS,
+    CommitComparison,
+    CommitsResult,
+    Factors,
+    RevisionRun,
+    commits_markdown,
+    commits_table,
+    factors,
+)
+from harness.commits._nightly import (
+    VERDICT_EXIT,
+    NightlyResult,
+    capture_suite,
+    judge_nightly,
+    machine_warning,
+    read_baseline,
+    run_nightly,
+    store_baseline,
+)
+from harness.commits._session import CommitsConfig, WorkerError, compare_commits
+
+__all__ = [
+    "CLOCK_UNKNOWN_BASIS",
+    "CommitComparison",
+    "CommitsConfig",
+    "CommitsResult",
+    "DirtyWorktreeError",
+    "Factors",
+    "MissingKernelError",
+    "NightlyResult",
+    "Revision",
+    "RevisionError",
+    "RevisionRun",
+    "VERDICT_EXIT",
+    "WorkerError",
+    "capture_suite",
+    "check_clean",
+    "commits_markdown",
+    "commits_table",
+    "compare_commits",
+    "factors",
+    "judge_nightly",
+    "load_revision_kernel",
+    "machine_warning",
+    "read_baseline",
+    "repo_root",
+    "resolve_revision",
+    "revision_entry_points",
+    "run_nightly",
+    "store_baseline",
+]

@@ -1,0 +1,225 @@
+"""The nightly job: run the suite, judge it against the stored baseline, write what CI shows and keeps.
+
+`run_nightly` runs `run_sustained` on the suite (captured + control inputs) and hands the run to
+`judge_nightly`, which is pure apart from its files: it compares the run with the baseline stored in
+`baseline_dir` (`compare_runs`: time = cycles x clock per kernel x input, with the noise rule), writes
+`summary.md` (for $GITHUB_STEP_SUMMARY), `report.html` + `report.md`, and `verdict.json`, and stores
+the run as the new baseline only when asked (`update_baseline`).
+
+Verdicts: `pass`, `fail` (a kernel x input is `slower` by the noise rule and by more than the
+threshold), `no baseline` (nothing stored yet), `across machines` (the baseline is from another GPU
+model: compared and shown, with a warning, but not judged: a hardware change is not a code change),
+`not comparable` (the suite changed: no input or shape in common; store a new baseline).
+"""
+
+from __future__ import annotations
+
+import json
+import re
+import shutil
+from dataclasses import dataclass, field
+from datetime import datetime, timezone
+from pathlib import Path
+
+from harness.errors import ResultsError
+
+__all__ = ["NightlyResult", "judge_nightly", "run_nightly", "capture_suite", "read_baseline", "store_baseline",
+           "machine_warning", "VERDICT_EXIT"]
+
+VERDICT_EXIT = {"pass": 0, "no baseline": 0, "across machines": 0, "fail": 1, "not comparable": 2}
+_RUN = "run"  # the baseline run's folder inside baseline_dir
+_META = "BASELINE.json"
+
+
+@dataclass(frozen=True, kw_only=True)
+class NightlyResult:
+    verdict: str
+    exit_code: int
+    run_dir: Path
+    summary_md: Path
+    report_html: Path
+    verdict_json: Path
+    comparison: object | None  # harness.analysis.Comparison of baseline (A) vs tonight (B)
+    warnings: tuple[str, ...] = ()
+    baseline_updated: bool = False
+    slowdowns: tuple = field(default=())
+
+
+def capture_suite(paths, *, controls=("gaussian:0.1",), dtype: str = "bfloat16", seed: int = 0) -> tuple:
+    """InputSpecs for explicit capture layer files, each followed by its same-shape controls.
+
+    Labelled like `bench sustained --model` does (`L03:captured`, `L03:gaussian:0.1`), so the report
+    pairs each capture with its controls.
+    """
+    import dataclasses
+
+    from harness.capture import capture_spec
+
+    out = []
+    for path in paths:
+        m = re.search(r"layer(\d+)", Path(path).name)
+        tag = f"L{int(m.group(1)):02d}" if m else Path(path).stem
+        captured = dataclasses.replace(capture_spec(path, dtype=dtype, seed=seed), name=f"{tag}:captured")
+        out.append(captured)
+        out.extend(dataclasses.replace(captured, source=c, name=f"{tag}:{c}") for c in controls)
+    return tuple(out)
+
+
+def read_baseline(baseline_dir: Path):
+    """The stored baseline run, or None when there is none yet."""
+    from harness.results import read_run
+
+    run_dir = Path(baseline_dir) / _RUN
+    return read_run(run_dir) if (run_dir / "runs.parquet").is_file() else None
+
+
+def store_baseline(run_dir: Path, baseline_dir: Path, *, reason: str) -> Path:
+    """Copy a complete run into `baseline_dir/run`, replacing the old one only once the copy is whole."""
+    from harness.results import read_run
+
+    run = read_run(run_dir)
+    if not run.complete:
+        raise ResultsError(f"Run {run_dir} is {run.info.get('status')!r}, not complete: it is not stored as the baseline.")
+    baseline_dir = Path(baseline_dir)
+    baseline_dir.mkdir(parents=True, exist_ok=True)
+    tmp, old, target = baseline_dir / f".{_RUN}.new", baseline_dir / f".{_RUN}.old", baseline_dir / _RUN
+    for p in (tmp, old):
+        shutil.rmtree(p, ignore_errors=True)
+    shutil.copytree(run_dir, tmp)
+    if target.exists():
+        target.rename(old)
+    tmp.rename(target)
+    shutil.rmtree(old, ignore_errors=True)
+    meta = {"run_id": run.info.get("run_id"), "device_name": run.info.get("device_name"),
+            "git_commit": run.info.get("git_commit"), "stored_at": datetime.now(timezone.utc).isoformat(),
+            "reason": reason}
+    (baseline_dir / _META).write_text(json.dumps(meta, indent=1) + "\n", encoding="utf-8")
+    return target
+
+
+def machine_warning(baseline_info: dict, run_info: dict) -> str | None:
+    """A warning when the baseline and the run come from different GPU models (None when they match)."""
+    a, b = baseline_info.get("device_name"), run_info.get("device_name")
+    if a == b:
+        return None
+    return (f"The baseline was measured on {a} and this run on {b}: the comparison is across machines. Its ratios "
+            f"include the hardware, not only the code, so no slowdown verdict is drawn from it. Store a baseline "
+            f"on this machine (run with the update-baseline request) to judge code changes again.")
+
+
+def _slowdown_rows(comparison, threshold: float) -> list[dict]:
+    return [{"kernel": r.kernel, "input": r.input_b, "time_ratio": r.time.value, "low": r.time.low,
+             "high": r.time.high, "cycles_ratio": r.cycles.value if r.cycles else None,
+             "clock_ratio": r.clock.value if r.clock else None} for r in comparison.slowdowns(threshold)]
+
+
+def _summary(*, verdict, sentence, warnings, comparison, summary, run, baseline, report_name) -> str:
+    from harness.report import comparison_tables, run_tables
+
+    lines = [f"# Nightly sustained benchmark: {verdict.upper()}", "", sentence, ""]
+    lines += [f"> **Warning:** {w}\n" for w in warnings]
+    info = run.info
+    lines += [f"Tonight: run `{info.get('run_id')}` on {info.get('device_name')} (driver {info.get('driver')}), "
+              f"harness {str(info.get('git_commit') or '?')[:12]}"
+              + (f"; baseline: run `{baseline.info.get('run_id')}` on {baseline.info.get('device_name')}, "
+                 f"harness {str(baseline.info.get('git_commit') or '?')[:12]}." if baseline is not None else "."), ""]
+    if comparison is not None and comparison.rows:
+        lines += ["## Tonight (B) against the baseline (A)", ""]
+        lines += [t.to_markdown() + "\n" for t in comparison_tables(comparison, title="Decomposition: time = cycles / clock",
+                                                                    input_columns=("baseline", "tonight"))]
+        if any(r.clock is None for r in comparison.rows):
+            lines += ["Where the cycles and clock factors show '-', no clock was recorded (no clock telemetry on this "
+                      "device): the clock factor is unknown, and the time ratio is attributed to cycles only on the "
+                      "assumption that both nights ran at the same clock.", ""]
+        if comparison.unmatched:
+            lines += ["Not compared (on one side only): " + "; ".join(comparison.unmatched), ""]
+    if summary.inputs.rows:
+        lines += ["## Captured against control inputs (tonight)", ""]
+        lines += [t.to_markdown() + "\n" for t in comparison_tables(summary.inputs, title="Inputs: B relative to A")]
+    tables = run_tables(summary)
+    if tables:
+        lines += ["## Tonight's sustained figures", "", tables[0].to_markdown(), ""]
+    lines += [f"The full report is the `{report_name}` artifact; the run's Parquet tables are the results artifact."]
+    return "\n".join(lines).rstrip() + "\n"
+
+
+def judge_nightly(run_dir: Path, *, out_dir: Path, baseline_dir: Path, threshold: float = 0.02,
+                  update_baseline: bool = False, rule=None, figures: bool = True) -> NightlyResult:
+    """Compare a finished run with the stored baseline and write summary.md, report.html/.md and verdict.json."""
+    from harness.analysis import VerdictRule, compare_runs, summarize_run
+    from harness.report import build_report, write_report
+    from harness.results import read_run
+
+    rule = rule or VerdictRule()
+    out_dir = Path(out_dir)
+    out_dir.mkdir(parents=True, exist_ok=True)
+    run = read_run(run_dir)
+    baseline = read_baseline(baseline_dir)
+    warnings: list[str] = []
+    comparison, slow = None, []
+    if baseline is None:
+        verdict = "no baseline"
+        sentence = (f"No baseline is stored in {baseline_dir} yet, so nothing was judged. Request a baseline update "
+                    f"to store this run as the one later nights are compared with.")
+    else:
+        try:
+            comparison = compare_runs(baseline, run, rule=rule, allow_incomplete=False)
+        except ResultsError as exc:  # the suite changed under the baseline: say so in the summary, fail the job
+            comparison, error = None, str(exc)
+        else:
+            error = None
+            slow = _slowdown_rows(comparison, threshold)
+        warning = machine_warning(baseline.info, run.info)
+        if error:
+            verdict = "not comparable"
+            sentence = f"Tonight's run cannot be compared with the baseline: {error}"
+            warnings += [warning] if warning else []
+        elif warning:
+            warnings.append(warning)
+            verdict = "across machines"
+            sentence = f"Compared across machines (see the warning): {len(slow)} kernel x input would count as slower."
+        elif slow:
+            verdict = "fail"
+            sentence = (f"{len(slow)} kernel x input ran slower than the baseline beyond the noise rule and by more than "
+                        f"{threshold:.1%}: " + ", ".join(f"{s['kernel']} @ {s['input']} x{s['time_ratio']:.3f}" for s in slow)
+                        + ". The decomposition below says whether cycles (the code) or the clock carried it.")
+        else:
+            verdict = "pass"
+            sentence = (f"No kernel x input ran slower than the baseline beyond the noise rule by more than {threshold:.1%} "
+                        f"({len(comparison.rows)} compared). Rule: {rule.describe()}.")
+    report = build_report(run, rule=rule, figures=figures)
+    html, md = out_dir / "report.html", out_dir / "report.md"
+    write_report(report, html=html, md=md)
+    summary = summarize_run(run, rule=rule)
+    updated = False
+    if update_baseline:
+        store_baseline(Path(run_dir), Path(baseline_dir), reason=f"update requested; verdict before the update: {verdict}")
+        updated = True
+        sentence += f" This run is now the baseline (stored in {baseline_dir}, as requested)."
+    text = _summary(verdict=verdict, sentence=sentence, warnings=warnings, comparison=comparison, summary=summary,
+                    run=run, baseline=baseline, report_name=html.name)
+    summary_md = out_dir / "summary.md"
+    summary_md.write_text(text, encoding="utf-8")
+    # An accepted update is the user's decision that tonight's numbers are right: the job succeeds.
+    exit_code = 0 if updated else VERDICT_EXIT[verdict]
+    verdict_json = out_dir / "verdict.json"
+    verdict_json.write_text(json.dumps({
+        "verdict": verdict, "exit_code": exit_code, "threshold": threshold, "rule": rule.describe(),
+        "slowdowns": slow, "run_dir": str(run_dir), "run_id": run.info.get("run_id"),
+        "device_name": run.info.get("device_name"), "baseline_run_id": baseline.info.get("run_id") if baseline else None,
+        "baseline_device_name": baseline.info.get("device_name") if baseline else None, "warnings": warnings,
+        "baseline_updated": updated,
+    }, indent=1, default=str) + "\n", encoding="utf-8")
+    return NightlyResult(verdict=verdict, exit_code=exit_code, run_dir=Path(run_dir), summary_md=summary_md,
+                         report_html=html, verdict_json=verdict_json, comparison=comparison, warnings=tuple(warnings),
+                         baseline_updated=updated, slowdowns=tuple(slow))
+
+
+def run_nightly(config, *, out_dir: Path, baseline_dir: Path, threshold: float = 0.02, update_baseline: bool = False,
+                rule=None, figures: bool = True, observer=None, command: str = "") -> NightlyResult:
+    """Run the suite described by `config` (a RunConfig) and judge it (see `judge_nightly`)."""
+    from harness.runner import run_sustained
+
+    result = run_sustained(config, observer=observer, command=command)
+    return judge_nightly(result.path, out_dir=out_dir, baseline_dir=baseline_dir, threshold=threshold,
+                         update_baseline=update_baseline, rule=rule, figures=figures)

@@ -1,0 +1,218 @@
+"""`compare_commits`: one worker process per revision, repeats interleaved A B A B on one device.
+
+Why persistent workers rather than a fresh process per measurement: a worker imports its revision's
+kernel, prepares it (compiling a Triton kernel once), gates it and builds its inputs once, then times
+one repeat per request. A fresh process per repeat would pay the import, the compile and the CUDA
+context again before every repeat, and would put a cold context rather than a prepared kernel at the
+start of each warm-in. Only one worker measures at a time; the others sit blocked on their pipe.
+
+Inputs are identical by construction: every worker receives the same InputSpec (shape, dtype, source,
+seed) and runs this same harness, whose synthetic inputs are drawn from a seeded CPU generator.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import queue
+import subprocess
+import sys
+import tempfile
+import threading
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import TYPE_CHECKING, Callable
+
+from harness.commits._git import Revision, check_clean, repo_root, resolve_revision, worktrees
+from harness.commits._result import CommitComparison, CommitsResult, RevisionRun
+from harness.config import SustainedProtocol
+from harness.errors import ConfigError, HarnessError, KernelError
+from harness.inputs import InputSpec
+
+if TYPE_CHECKING:
+    from harness.analysis import VerdictRule
+
+__all__ = ["CommitsConfig", "compare_commits", "WorkerError"]
+
+
+class WorkerError(KernelError):
+    """A revision's worker failed: its kernel is missing, failed the gate, or crashed."""
+
+
+@dataclass(frozen=True, kw_only=True)
+class CommitsConfig:
+    """One `bench commits` invocation. `revisions[0]` is the base every other revision is compared with."""
+
+    repo: Path
+    kernel: str
+    revisions: tuple[str, ...]
+    input: InputSpec
+    device: str = "cuda:0"
+    telemetry: str = "auto"
+    protocol: SustainedProtocol = field(default_factory=SustainedProtocol)
+    results_dir: Path = Path("results")
+    launch: str = "auto"
+    gate: bool = True
+    allow_dirty: bool = False
+    allow_busy: bool = False
+    rule: VerdictRule | None = None  # None: the analysis package's default noise rule
+    python: str = sys.executable
+    startup_timeout_s: float = 1800.0  # import + compile + gate, per worker (Triton autotuning can be slow)
+
+    def __post_init__(self) -> None:
+        if len(self.revisions) < 2:
+            raise ConfigError(f"`bench commits` needs at least two revisions to compare, got {list(self.revisions)}.")
+        if not self.kernel:
+            raise ConfigError("Name the kernel to compare with --kernel (a registered name or module:function).")
+
+
+class _Worker:
+    """One revision's process and a thread reading its JSON lines, so every wait can time out."""
+
+    def __init__(self, *, revision: Revision, argv: list[str], env: dict, cwd: Path, log: Path) -> None:
+        self.revision = revision
+        self.log = log
+        self._stderr = open(log, "w", encoding="utf-8")
+        self.proc = subprocess.Popen(argv, stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=self._stderr,
+                                     env=env, cwd=cwd, text=True, bufsize=1)
+        self.lines: queue.Queue = queue.Queue()
+        threading.Thread(target=self._read, daemon=True).start()
+
+    def _read(self) -> None:
+        for line in self.proc.stdout:
+            self.lines.put(line)
+        self.lines.put(None)
+
+    def send(self, op: str) -> None:
+        try:
+            self.proc.stdin.write(json.dumps({"op": op}) + "\n")
+            self.proc.stdin.flush()
+        except (BrokenPipeError, OSError):
+            pass  # the worker is gone; the next expect() reports why
+
+    def _stderr_tail(self, n: int = 15) -> str:
+        if not self._stderr.closed:
+            self._stderr.flush()
+        lines = self.log.read_text(encoding="utf-8", errors="replace").strip().splitlines()
+        return "\n".join(lines[-n:])
+
+    def expect(self, events: tuple[str, ...], *, timeout: float, on_message: Callable[[str], None]) -> dict:
+        while True:
+            try:
+                line = self.lines.get(timeout=timeout)
+            except queue.Empty:
+                self.stop()
+                raise WorkerError(f"The worker of revision {self.revision.describe()} sent nothing for {timeout:.0f} s "
+                                  f"(waiting for {'/'.join(events)}); it was stopped. Last lines of its log:\n"
+                                  f"{self._stderr_tail()}") from None
+            if line is None:
+                self.proc.wait(timeout=30)
+                raise WorkerError(
+                    f"The worker of revision {self.revision.describe()} exited (status {self.proc.returncode}) while "
+                    f"{'/'.join(events)} was expected. Last lines of its log:\n{self._stderr_tail()}")
+            try:
+                msg = json.loads(line)
+            except json.JSONDecodeError:
+                continue  # not protocol (cannot happen: the worker sends prints to stderr); never fatal
+            if msg.get("event") == "message":
+                on_message(f"{self.revision.describe()}: {msg['text']}")
+            elif msg.get("event") == "error":
+                raise WorkerError(msg["message"])
+            elif msg.get("event") in events:
+                return msg
+
+    def stop(self) -> None:
+        if self.proc.poll() is None:
+            self.send("stop")
+            try:
+                self.proc.stdin.close()
+                self.proc.wait(timeout=60)
+            except (subprocess.TimeoutExpired, OSError):
+                self.proc.kill()
+                self.proc.wait()
+        self._stderr.close()
+
+
+def _harness_root() -> Path:
+    import harness
+
+    return Path(harness.__file__).resolve().parent.parent
+
+
+def _measure_timeout(p: SustainedProtocol) -> float:
+    # A repeat is idle + warm-in (capped) + window; the rest covers launch estimation and slow first chunks.
+    return p.idle_before_config_s + p.warmin_cap_s + p.window_s + 300.0
+
+
+def compare_commits(config: CommitsConfig, *, on_message: Callable[[str], None] = lambda text: None,
+                    command: str = "") -> CommitsResult:
+    """Measure `config.kernel` at every revision, interleaved, and compare each with the first.
+
+    Raises `RevisionError` for a revision git cannot resolve, `DirtyWorktreeError` for uncommitted
+    changes (unless `allow_dirty`), and `WorkerError` when a revision's kernel is missing or fails.
+    """
+    from harness.analysis import VerdictRule, compare_runs
+    from harness.commits._worker import spec_to_json
+    from harness.results import read_run
+
+    rule = config.rule or VerdictRule()
+    root = repo_root(config.repo)
+    revisions = [resolve_revision(root, r) for r in config.revisions]  # all checked before anything runs
+    dirty = check_clean(root, allow_dirty=config.allow_dirty)
+    results_dir = Path(config.results_dir).resolve()
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join(
+        [str(_harness_root())] + ([os.environ["PYTHONPATH"]] if os.environ.get("PYTHONPATH") else []))}
+    names = ", ".join(r.describe() for r in revisions)
+    with tempfile.TemporaryDirectory(prefix="bench-commits-") as tmp, worktrees(root, revisions, root=Path(tmp)) as trees:
+        cwd = Path(tmp) / "cwd"  # not a tree: `-m` puts the cwd first on sys.path, and a tree may hold a harness/
+        cwd.mkdir()
+        workers: list[_Worker] = []
+        try:
+            for i, rev in enumerate(revisions):
+                notes = (f"bench commits {names} in {root}: this run is revision {rev.describe()} = {rev.commit}"
+                         + (f"; --allow-dirty with uncommitted changes to {', '.join(dirty)} (not measured)" if dirty else ""))
+                spec = spec_to_json(
+                    tree=str(trees[rev.commit]), revision_text=rev.describe(), kernel=config.kernel,
+                    input=config.input, protocol=config.protocol,
+                    device=config.device, telemetry=config.telemetry, results_dir=str(results_dir),
+                    run_name=f"commits-{i}-{rev.short[:8]}", launch=config.launch, gate=config.gate,
+                    allow_busy=config.allow_busy, notes=notes, command=command,
+                )
+                workers.append(_Worker(revision=rev, argv=[config.python, "-m", "harness.commits._worker", "--spec", spec],
+                                       env=env, cwd=cwd, log=Path(tmp) / f"worker-{i}.log"))
+            for w in workers:  # every revision prepared and gated before the first timed repeat
+                msg = w.expect(("waiting", "done"), timeout=config.startup_timeout_s, on_message=on_message)
+                if msg["event"] == "done":
+                    why = "; ".join(msg.get("messages") or []) or "no repeat was timed"
+                    raise WorkerError(f"Kernel {config.kernel!r} at revision {w.revision.describe()} was not timed: {why}")
+            on_message(f"all {len(workers)} revisions ready; timing {config.protocol.repeats} interleaved repeat(s)")
+            timeout = _measure_timeout(config.protocol)
+            for rep in range(config.protocol.repeats):
+                for w in workers:
+                    if rep:
+                        w.expect(("waiting",), timeout=timeout, on_message=on_message)
+                    w.send("go")
+                    row = w.expect(("measured",), timeout=timeout, on_message=on_message)["row"]
+                    on_message(f"repeat {rep} {w.revision.describe()}: {row['time_ns'] / 1e6:.4f} ms/launch "
+                               f"({row['status']})")
+            done = [w.expect(("done",), timeout=300, on_message=on_message) for w in workers]
+        finally:
+            for w in workers:
+                w.stop()
+    runs = tuple(RevisionRun(revision=rev, run_dir=Path(d["run_dir"]), status=d["status"]) for rev, d in zip(revisions, done))
+    read = [read_run(r.run_dir) for r in runs]
+    comparisons = tuple(
+        CommitComparison(base=runs[0], head=runs[i],
+                         comparison=compare_runs(read[0], read[i], rule=rule))
+        for i in range(1, len(runs))
+    )
+    for c in comparisons:
+        if not c.comparison.rows:
+            raise HarnessError(f"Revision {c.head.revision.describe()} produced no timed measurement to compare "
+                               f"({', '.join(c.comparison.unmatched) or 'nothing matched'}).")
+    info = read[0].info
+    return CommitsResult(
+        kernel=done[0]["kernel"], input_label=config.input.label, device=config.device,
+        device_name=info.get("device_name") or config.device, repo=root, runs=runs, comparisons=comparisons,
+        rule=rule, dirty_files=tuple(dirty),
+    )

@@ -1,0 +1,170 @@
+"""One revision's measuring process: `python -m harness.commits._worker --spec JSON`.
+
+The orchestrator (`compare_commits`) starts one worker per revision. A worker imports that revision's
+kernel, then runs the ordinary `run_sustained` for it with one repeat per request: its observer blocks
+before every measurement until the orchestrator says `go`, so the revisions' repeats interleave
+(A B A B) while each worker keeps its prepared, gated kernel, its inputs and its own results run.
+
+Protocol: JSON lines. Worker -> orchestrator on the original stdout (the kernel's own prints are sent
+to stderr, so they cannot corrupt it): `{"event": "waiting", "repeat": r}` before each repeat,
+`{"event": "measured", "row": {...}}` after it, `{"event": "message", "text": ...}` for the runner's
+notes, then `{"event": "done", "run_dir": ..., "status": ...}` or `{"event": "error", "kind": ...,
+"message": ...}`. Orchestrator -> worker on stdin: `{"op": "go"}` or `{"op": "stop"}` (EOF = stop).
+"""
+
+from __future__ import annotations
+
+import argparse
+import dataclasses
+import json
+import os
+import sys
+from pathlib import Path
+
+__all__ = ["main", "spec_to_json", "input_spec_from_dict", "MEASURED_FIELDS"]
+
+# What the orchestrator shows live; the full rows are read back from each worker's results run.
+MEASURED_FIELDS = ("measurement_id", "repeat", "status", "time_ns", "sm_clock_mhz", "inband_clock_mhz",
+                   "cycles_per_launch", "settled_after_s", "power_w")
+
+
+class _Stopped(Exception):
+    """The orchestrator asked this worker to stop before its next repeat (another revision failed)."""
+
+
+class _Channel:
+    def __init__(self, out, inp) -> None:
+        self._out, self._in = out, inp
+
+    def send(self, **message) -> None:
+        self._out.write(json.dumps(message, default=str) + "\n")
+        self._out.flush()
+
+    def receive(self) -> dict:
+        line = self._in.readline()
+        return json.loads(line) if line.strip() else {"op": "stop"}
+
+
+class _Relay:
+    """A RunObserver that turns the runner's measurement loop into one repeat per `go`."""
+
+    def __init__(self, channel: _Channel) -> None:
+        self.channel = channel
+        self.messages: list[str] = []
+
+    def on_run_start(self, result, *, total: int) -> None:
+        self.channel.send(event="started", run_dir=str(result.path), total=total)
+
+    def on_measurement_start(self, *, kernel: str, input_label: str, repeat: int) -> None:
+        self.channel.send(event="waiting", repeat=repeat)
+        if self.channel.receive().get("op") != "go":
+            raise _Stopped(f"stopped by the orchestrator before repeat {repeat}")
+
+    def on_phase(self, phase: str) -> None:
+        pass
+
+    def on_chunk(self, chunk, check, last_sample) -> None:
+        pass
+
+    def on_measurement_end(self, row: dict) -> None:
+        self.channel.send(event="measured", row={k: row.get(k) for k in MEASURED_FIELDS})
+
+    def on_message(self, text: str) -> None:
+        self.messages.append(text)
+        self.channel.send(event="message", text=text)
+
+    def on_run_end(self, result) -> None:
+        pass
+
+
+def _parent_of(pid: int) -> int | None:
+    try:
+        stat = Path(f"/proc/{pid}/stat").read_text()
+        return int(stat.rsplit(")", 1)[1].split()[1])
+    except (OSError, ValueError, IndexError):
+        return None
+
+
+class _SiblingsTolerated:
+    """The device, except that the other workers of the same comparison do not count as busy.
+
+    They hold a CUDA context on this GPU but sit blocked on their pipe while this worker measures, so
+    they cannot change its clock; any other process still makes the run refuse the GPU.
+    """
+
+    def __init__(self, device, *, orchestrator_pid: int) -> None:
+        self._device = device
+        self._orchestrator = orchestrator_pid
+
+    def __getattr__(self, name):
+        return getattr(self._device, name)
+
+    def other_processes(self):
+        return [p for p in self._device.other_processes() if _parent_of(p.pid) != self._orchestrator]
+
+
+def input_spec_from_dict(d: dict):
+    from harness.inputs import AttentionShape, InputSpec
+
+    return InputSpec(**{**d, "shape": AttentionShape(**d["shape"])})
+
+
+def spec_to_json(**spec) -> str:
+    """The worker's `--spec`: dataclasses (InputSpec, SustainedProtocol) become plain dicts."""
+    return json.dumps({k: dataclasses.asdict(v) if dataclasses.is_dataclass(v) else v for k, v in spec.items()},
+                      default=str)
+
+
+def _run(spec: dict, channel: _Channel) -> int:
+    from harness.commits._loader import MissingKernelError, load_revision_kernel
+    from harness.config import RunConfig, SustainedProtocol
+    from harness.devices import open_device
+    from harness.errors import HarnessError
+    from harness.kernels import KernelRegistry
+    from harness.runner import run_sustained
+
+    try:
+        kernel = load_revision_kernel(Path(spec["tree"]), spec["kernel"], revision=spec["revision_text"])
+        registry = KernelRegistry()
+        registry.add(kernel)
+        config = RunConfig(
+            kernels=(kernel.name,), inputs=(input_spec_from_dict(spec["input"]),), device=spec["device"],
+            telemetry=spec["telemetry"], protocol=SustainedProtocol(**spec["protocol"]),
+            results_dir=Path(spec["results_dir"]), run_name=spec["run_name"], launch=spec["launch"],
+            allow_busy=spec["allow_busy"], gate=spec["gate"], notes=spec["notes"],
+        )
+        device = _SiblingsTolerated(open_device(config.device), orchestrator_pid=os.getppid())
+        relay = _Relay(channel)
+        result = run_sustained(config, observer=relay, registry=registry, device=device, command=spec["command"])
+    except _Stopped as exc:
+        channel.send(event="error", kind="stopped", message=str(exc))
+        return 4
+    except HarnessError as exc:
+        kind = "missing_kernel" if isinstance(exc, MissingKernelError) else type(exc).__name__
+        channel.send(event="error", kind=kind, message=str(exc))
+        return 3
+    except Exception as exc:  # a kernel's own bug: reported with its type, the traceback is on stderr
+        import traceback
+
+        traceback.print_exc()
+        channel.send(event="error", kind=type(exc).__name__, message=f"{type(exc).__name__}: {exc}")
+        return 5
+    channel.send(event="done", run_dir=str(result.path), status=result.status, kernel=kernel.name,
+                 kernel_source=kernel.source, messages=relay.messages)
+    return 0
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="python -m harness.commits._worker", description=__doc__.split("\n")[0])
+    parser.add_argument("--spec", required=True, help="JSON from spec_to_json")
+    args = parser.parse_args(argv)
+    # Keep the real stdout for the protocol and point fd 1 at stderr, so a kernel that prints (or a
+    # library that logs to stdout) cannot write into the JSON stream.
+    protocol_out = os.fdopen(os.dup(1), "w", buffering=1)
+    sys.stdout.flush()
+    os.dup2(2, 1)
+    return _run(json.loads(args.spec), _Channel(protocol_out, sys.stdin))
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,252 @@
+"""pytest plugin: the `sustained` fixture, sustained-clock kernel timing on top of pytest-benchmark.
+
+    def test_fa(sustained):
+        sustained(kernel, inputs)   # a Kernel or a kernel name; an InputSpec or AttentionInputs
+
+The fixture runs the harness's sustained protocol (idle, warm-in until the clock settles, timed
+windows, repeats) through `run_sustained`, then hands pytest-benchmark the windows' per-chunk times:
+each round is one window chunk and its value the device time per launch over that chunk. So
+`--benchmark-autosave`, `--benchmark-compare` and `--benchmark-compare-fail=median:5%` work unchanged,
+and `extra_info` carries what pytest-benchmark cannot see: clock (NVML and in-band), power, cycles
+per launch, limiter, settled-after, and the results run the figures came from.
+
+How the times get in: pytest-benchmark times a callable itself (`benchmark(fn)`, `benchmark.pedantic`)
+with a host timer, which would time the launches' host side, not the kernel, and not at a settled
+clock. Its fixture records statistics through `_make_stats(iterations)`, which creates the
+`Metadata` (stats + options), registers it with the session and sets `benchmark.stats`; every
+`stats.update(seconds)` adds one round. That is the path pytest-benchmark's own modes take, so saved
+JSON, comparisons and `--benchmark-compare-fail` see ordinary rounds. It is a private method; the
+alternatives (a replaying fake `timer` passed to `pedantic`, or assembling `Metadata` by hand) lean
+on private behaviour as much and are harder to read. The fixture also sets the fixture's mode, so a
+second use in one test fails as pytest-benchmark's own modes do.
+
+Options: --sustained-device, --sustained-quick, --sustained-telemetry, --sustained-results,
+--sustained-repeats, --sustained-window-s, --sustained-no-gate, --sustained-allow-busy.
+Importing this module imports pytest only; torch and the harness load when a test uses the fixture.
+"""
+
+from __future__ import annotations
+
+import itertools
+import re
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import pytest
+
+__all__ = ["SustainedResult", "sustained", "pytest_addoption", "STATS_NOTE"]
+
+STATS_NOTE = ("rounds are the timed windows' chunks of every repeat; each value is the device time per launch over "
+              "that chunk, in seconds, measured at a settled clock by the harness's sustained protocol")
+_given = itertools.count()
+_DEVICES = pytest.StashKey[set]()  # GPU models the fixture measured on in this session
+
+
+def pytest_addoption(parser) -> None:
+    group = parser.getgroup("sustained", "sustained-clock kernel benchmarks (harness `sustained` fixture)")
+    group.addoption("--sustained-device", default=None, help="cpu, cuda:N or cuda:<PCI bus id> (default: cuda:0 if "
+                    "PyTorch sees a GPU, else cpu)")
+    group.addoption("--sustained-quick", action="store_true", help="short protocol for dry runs (not sustained figures)")
+    group.addoption("--sustained-telemetry", default="auto", help="auto, nvml, host or none")
+    group.addoption("--sustained-results", default=None, help="keep each test's results run here (default: pytest's "
+                    "temporary directory)")
+    group.addoption("--sustained-repeats", type=int, default=None, help="repeats per test (default: the protocol's)")
+    group.addoption("--sustained-window-s", type=float, default=None, help="timed window per repeat, seconds")
+    group.addoption("--sustained-no-gate", action="store_true", help="skip the correctness gate before timing")
+    group.addoption("--sustained-allow-busy", action="store_true", help="time even if other processes use the GPU "
+                    "(recorded)")
+
+
+def _device(config) -> str:
+    spec = config.getoption("sustained_device")
+    if spec:
+        return spec
+    import torch
+
+    return "cuda:0" if torch.cuda.is_available() else "cpu"
+
+
+def _protocol(config):
+    from harness.config import SustainedProtocol
+
+    overrides = {k: v for k, v in dict(repeats=config.getoption("sustained_repeats"),
+                                       window_s=config.getoption("sustained_window_s")).items() if v is not None}
+    return SustainedProtocol.quick(**overrides) if config.getoption("sustained_quick") else SustainedProtocol(**overrides)
+
+
+@dataclass(frozen=True, kw_only=True)
+class SustainedResult:
+    """What one `sustained(...)` call measured: the results run, its timed rows and the extra_info given."""
+
+    run_dir: Path | None
+    rows: tuple[dict, ...] = ()
+    chunk_times_s: tuple[float, ...] = ()
+    extra_info: dict = field(default_factory=dict)
+
+
+def _kernel_and_registry(kernel):
+    from harness.kernels import Kernel, KernelRegistry, default_registry
+
+    if isinstance(kernel, Kernel):
+        registry = KernelRegistry()
+        registry.add(kernel)
+        return kernel, registry
+    if isinstance(kernel, str):
+        registry = default_registry()
+        return registry.get(kernel), registry
+    raise TypeError(f"sustained(kernel, inputs): kernel must be a harness.kernels.Kernel or a kernel name, "
+                    f"not {type(kernel).__name__}")
+
+
+def _input_spec(inputs):
+    """An InputSpec as given, or one whose source hands back the given AttentionInputs (moved to the device)."""
+    from harness.inputs import AttentionInputs, InputSpec, register_source
+
+    if isinstance(inputs, InputSpec):
+        return inputs
+    if isinstance(inputs, AttentionInputs):
+        prefix = f"pytest-given-{next(_given)}"
+        given = inputs
+
+        def load(spec, device):
+            from dataclasses import replace
+
+            return replace(given, q=given.q.to(device), k=given.k.to(device), v=given.v.to(device))
+
+        register_source(prefix, load)
+        return InputSpec(shape=inputs.shape, dtype=inputs.dtype, source=f"{prefix}:{inputs.source}",
+                         seed=inputs.seed or 0, scale=inputs.scale, name=f"given:{inputs.source}")
+    raise TypeError(f"sustained(kernel, inputs): inputs must be a harness.inputs.InputSpec or AttentionInputs, "
+                    f"not {type(inputs).__name__}")
+
+
+def _window_chunk_times(run_dir: Path, ids: set[str]) -> list[float]:
+    """Per-launch seconds of every window chunk of the timed measurements, in order (pyarrow only)."""
+    import pyarrow.parquet as pq
+
+    rows = pq.read_table(run_dir / "chunks").to_pylist()
+    rows = [r for r in rows if r["phase"] == "window" and r["measurement_id"] in ids and r["time_ns"]]
+    rows.sort(key=lambda r: (r["measurement_id"], r["chunk_index"]))
+    return [r["time_ns"] * 1e-9 for r in rows]
+
+
+def _extra_info(rows: list[dict], info: dict, spec, kernel, run_dir: Path, protocol, quick: bool) -> dict:
+    """The sustained figures pytest-benchmark has no field for: medians over repeats, plus provenance."""
+    from harness.analysis import limiter_label, median
+
+    def med(key):
+        return median([r.get(key) for r in rows])
+
+    inband, nvml = med("inband_clock_mhz"), med("sm_clock_mhz")
+    return {
+        "harness_run_dir": str(run_dir), "kernel": kernel.name, "kernel_source": kernel.source,
+        "input": spec.label, "shape": spec.shape.label(), "dtype": spec.dtype, "device": info.get("device_kind"),
+        "device_name": info.get("device_name"), "telemetry": info.get("telemetry_backend"),
+        "protocol": "quick (not sustained figures)" if quick else "sustained", "repeats": len(rows),
+        "window_s": protocol.window_s, "time_ns": med("time_ns"),
+        "sm_clock_mhz": nvml, "inband_clock_mhz": inband,
+        "clock_mhz": inband if inband is not None else nvml,
+        "clock_source": "inband" if inband is not None else ("nvml" if nvml is not None else "none"),
+        "cycles_per_launch": med("cycles_per_launch"), "cycles_clock": rows[0].get("cycles_clock") or "none",
+        "power_w": med("power_w"), "energy_per_launch_j": med("energy_per_launch_j"), "temp_max_c": med("temp_max_c"),
+        "limiter": limiter_label(rows, max_clock_mhz=info.get("max_sm_clock_mhz")),
+        "power_limited_frac": med("power_limited_frac"), "settled_after_s": med("settled_after_s"),
+        "unsettled_repeats": sum(r["status"] == "unsettled" for r in rows), "tflops": med("tflops"),
+        "stats_note": STATS_NOTE,
+    }
+
+
+class _Sustained:
+    """The callable the fixture returns; one use per test, like pytest-benchmark's own fixture."""
+
+    def __init__(self, benchmark, request, results_root: Path) -> None:
+        self._benchmark, self._request, self._root = benchmark, request, results_root
+
+    def __call__(self, kernel, inputs, *, protocol=None, launch: str = "auto") -> SustainedResult:
+        from harness.config import RunConfig
+        from harness.errors import HarnessError
+        from harness.runner import run_sustained
+
+        bench, config = self._benchmark, self._request.config
+        if bench._mode:
+            raise pytest.UsageError(f"The benchmark fixture of this test was already used in {bench._mode} mode; "
+                                    f"call sustained(...) once per test (parametrize for several inputs).")
+        try:
+            k, registry = _kernel_and_registry(kernel)
+        except HarnessError as exc:  # an unknown name: the message lists the known ones
+            bench.has_error = True
+            pytest.fail(f"sustained: {exc}", pytrace=False)
+        spec = _input_spec(inputs)
+        device = _device(config)
+        if bench.disabled:  # --benchmark-disable: run once, untimed, as pytest-benchmark does
+            from harness.devices import open_device
+            from harness.inputs import make_inputs
+
+            k.prepare(make_inputs(spec, device=open_device(device).torch_device))()
+            bench._mode = "sustained(...)"
+            return SustainedResult(run_dir=None)
+        proto = protocol or _protocol(config)
+        name = re.sub(r"[^A-Za-z0-9._-]+", "-", self._request.node.name).strip("-")[:60] or "test"
+        run = RunConfig(kernels=(k.name,), inputs=(spec,), device=device, telemetry=config.getoption("sustained_telemetry"),
+                        protocol=proto, results_dir=self._root, run_name=name, launch=launch,
+                        gate=not config.getoption("sustained_no_gate"),
+                        allow_busy=config.getoption("sustained_allow_busy"), notes=f"pytest {self._request.node.nodeid}")
+        bench._mode = "sustained(...)"
+        try:
+            result = run_sustained(run, registry=registry, command=f"pytest {self._request.node.nodeid}")
+        except HarnessError as exc:  # a message the user can act on; a traceback into the runner would hide it
+            bench.has_error = True
+            pytest.fail(f"sustained: {exc}", pytrace=False)
+        rows = [r for r in result.measurements if r.get("status") in ("ok", "unsettled") and r.get("time_ns")]
+        if not rows:
+            why = "; ".join(r.get("error") or r.get("status", "?") for r in result.measurements) or "no measurement"
+            bench.has_error = True
+            pytest.fail(f"sustained: kernel {k.name!r} on {spec.label} was not timed: {why}", pytrace=False)
+        times = _window_chunk_times(result.path, {r["measurement_id"] for r in rows})
+        stats = bench._make_stats(1)  # one launch per value: the chunk times are already per launch
+        # The fixture's host timer timed nothing here; say what did, in the saved JSON's options.
+        stats.options = {**stats.options, "timer": "harness sustained protocol: device time per launch per window chunk"}
+        for t in times:
+            stats.update(t)
+        extra = _extra_info(rows, result.info, spec, k, result.path, proto, config.getoption("sustained_quick"))
+        bench.extra_info.update(extra)
+        config.stash.setdefault(_DEVICES, set()).add(str(result.info.get("device_name")))
+        return SustainedResult(run_dir=result.path, rows=tuple(rows), chunk_times_s=tuple(times), extra_info=extra)
+
+
+@pytest.fixture
+def sustained(benchmark, request, tmp_path_factory):
+    """`sustained(kernel, inputs)`: time a kernel at sustained clocks and report it through pytest-benchmark."""
+    option = request.config.getoption("sustained_results")
+    root = Path(option) if option else tmp_path_factory.getbasetemp() / "sustained-runs"
+    return _Sustained(benchmark, request, root)
+
+
+def _device_name(config) -> str:
+    names = config.stash.get(_DEVICES, None)
+    if names:
+        return ", ".join(sorted(names))
+    try:
+        from harness.devices import open_device
+
+        return open_device(_device(config)).identity().name
+    except Exception as exc:  # machine_info is descriptive; an unopenable device is named, not fatal
+        return f"{_device(config)} ({type(exc).__name__})"
+
+
+@pytest.hookimpl(optionalhook=True)
+def pytest_benchmark_update_machine_info(config, machine_info) -> None:
+    # pytest-benchmark warns when machine_info differs between saved runs; naming the GPU model makes a
+    # comparison across GPUs visible there (the host CPU alone says nothing about it).
+    # Called only when benchmarks are saved or compared, so opening the device here costs nothing otherwise.
+    machine_info["harness_device"] = _device_name(config)
+
+
+@pytest.hookimpl(optionalhook=True)
+def pytest_benchmark_compare_machine_info(config, benchmarksession, machine_info, compared_benchmark) -> None:
+    saved = (compared_benchmark.get("machine_info") or {}).get("harness_device")
+    now = machine_info.get("harness_device")
+    if saved and now and saved != now:
+        benchmarksession.logger.warning(
+            f"The saved benchmarks ran on {saved} and these on {now}: the comparison is across machines, so its "
+            f"differences include the hardware, not only the code.")

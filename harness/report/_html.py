@@ -1,0 +1,117 @@
+"""One self-contained HTML file per run (figures embedded as base64 PNG, no external assets) and its
+Markdown twin, both from the same sections (`_markdown.run_sections`).
+
+>>> from harness.report import render_html
+>>> "<h1>t</h1>" in render_html("t", "h", [])
+True
+"""
+
+from __future__ import annotations
+
+import base64
+import html as _html
+from dataclasses import dataclass
+from pathlib import Path
+
+from harness.report._markdown import Figure, Section, render_markdown, run_sections
+
+__all__ = ["Report", "build_report", "render_html", "write_report", "report_header"]
+
+_CSS = """
+body{font-family:system-ui,-apple-system,"Segoe UI",sans-serif;margin:24px auto;max-width:1320px;color:#222;
+line-height:1.4;padding:0 16px}
+h1{font-size:22px;margin-bottom:4px}h2{font-size:18px;border-bottom:1px solid #ddd;padding-bottom:3px;margin-top:28px}
+h3{font-size:14px;margin:14px 0 4px}
+table{border-collapse:collapse;font-size:12.5px;margin:4px 0}
+th,td{border:1px solid #ddd;padding:3px 7px;vertical-align:top}th{background:#f4f4f4;text-align:left}
+td.num,th.num{text-align:right;font-variant-numeric:tabular-nums;white-space:nowrap}
+.caption,.figcap{color:#555;font-size:12px;max-width:1100px;margin:2px 0 10px}
+.banner{background:#fff3cd;border:1px solid #e0c36c;padding:8px 12px;margin:10px 0}
+.header{color:#444;font-size:13px}img{max-width:100%;border:1px solid #eee}.scroll{overflow-x:auto}
+td:first-child{white-space:nowrap}
+
+"""
+
+
+@dataclass(frozen=True, kw_only=True)
+class Report:
+    title: str
+    header: str
+    summary: object  # RunSummary
+    figures: dict[str, Figure]
+    sections: list[Section]
+
+
+def report_header(summary) -> str:
+    """One paragraph: what ran, on what, and how complete the run is."""
+    info = summary.info
+    timed = [a for a in summary.sustained if a.get("repeats")]
+    kernels = list(dict.fromkeys(a["kernel"] for a in summary.sustained))
+    inputs = list(dict.fromkeys(a["input_label"] for a in summary.sustained))
+    shapes = sorted({a["shape"] for a in timed if a.get("shape")})
+    limit = info.get("power_limit_w")
+    text = (f"{info.get('device_name')} (driver {info.get('driver')}, power limit "
+            f"{f'{limit:.0f}' if limit else '?'} W): {len(kernels)} kernel(s) x {len(inputs)} input(s), "
+            f"{', '.join(shapes) or 'no timed shape'}; {len(timed)} of {len(summary.sustained)} kernel x input "
+            f"timed at sustained clocks" + (f", {len(summary.burst)} with burst timing" if summary.burst else "") + ".")
+    if info.get("status") != "complete":
+        text += (f" WARNING: the run is {info.get('status')!r}"
+                 + (f" ({info['status_detail']})" if info.get("status_detail") else "")
+                 + ": figures may lack kernels or repeats.")
+    return text
+
+
+def build_report(run, *, rule=None, figures: bool = True) -> Report:
+    """Summary, figures and sections of a run (pure: nothing is written)."""
+    from harness.analysis import VerdictRule, summarize_run
+    from harness.report._plots import report_figures
+
+    summary = summarize_run(run, rule=rule or VerdictRule())
+    figs = report_figures(run, summary) if figures else {}
+    return Report(title=f"Run {summary.run_id}", header=report_header(summary), summary=summary, figures=figs,
+                  sections=run_sections(summary, figures=figs))
+
+
+def render_html(title: str, header: str, sections: list[Section]) -> str:
+    e = _html.escape
+    banner = "WARNING" in header
+    out = ["<!DOCTYPE html><html><head><meta charset='utf-8'>", f"<title>{e(title)}</title><style>{_CSS}</style>",
+           "</head><body>", f"<h1>{e(title)}</h1>",
+           f"<p class='{'banner' if banner else 'header'}'>{e(header)}</p>"]
+    if sections:
+        out.append("<p class='header'>" + " · ".join(
+            f"<a href='#s{i}'>{e(s.title)}</a>" for i, s in enumerate(sections)) + "</p>")
+    for i, s in enumerate(sections):
+        out.append(f"<h2 id='s{i}'>{e(s.title)}</h2>")
+        if s.text:
+            out.append(f"<p>{e(s.text)}</p>")
+        out += [t.to_html() for t in s.tables]
+        for f in s.figures:
+            data = base64.b64encode(f.png).decode("ascii")
+            out.append(f"<figure><img alt='{e(f.title)}' src='data:image/png;base64,{data}'>"
+                       f"<figcaption class='figcap'><b>{e(f.title)}.</b> {e(f.caption)}</figcaption></figure>")
+    out.append("</body></html>")
+    return "\n".join(out)
+
+
+def write_report(report: Report, *, html: Path | None = None, md: Path | None = None) -> list[Path]:
+    """Write the HTML page and/or the Markdown twin; the twin's figures go beside it as PNG files."""
+    written = []
+    if html is not None:
+        html = Path(html)
+        html.parent.mkdir(parents=True, exist_ok=True)
+        html.write_text(render_html(report.title, report.header, report.sections), encoding="utf-8")
+        written.append(html)
+    if md is not None:
+        md = Path(md)
+        md.parent.mkdir(parents=True, exist_ok=True)
+        paths = {}
+        for key, fig in report.figures.items():
+            png = md.with_name(f"{md.stem}-{key}.png")
+            png.write_bytes(fig.png)
+            paths[key] = png.name
+            written.append(png)
+        text = render_markdown(report.title, report.header, report.sections, image_paths=paths)
+        md.write_text(text, encoding="utf-8")
+        written.append(md)
+    return written

@@ -1,0 +1,320 @@
+"""Report tables and sections, rendered as rich tables, Markdown and HTML from the same strings.
+
+Every number a report shows is formatted once, here, into a `ReportTable`; the terminal, the Markdown
+twin and the HTML page render that table, so they cannot disagree.
+"""
+
+from __future__ import annotations
+
+import html as _html
+import json
+from dataclasses import dataclass, field
+
+from harness.report._tables import fmt
+
+__all__ = [
+    "Figure",
+    "ReportTable",
+    "Section",
+    "burst_tables",
+    "comparison_markdown",
+    "comparison_tables",
+    "render_markdown",
+    "run_sections",
+    "run_tables",
+]
+
+
+@dataclass(frozen=True, kw_only=True)
+class ReportTable:
+    title: str
+    columns: tuple[str, ...]
+    rows: tuple[tuple[str, ...], ...]
+    caption: str = ""
+    left: int = 2  # leading text columns; the rest are numbers and align right ...
+    text_tail: int = 0  # ... except this many trailing text columns (limiter, verdict)
+
+    def _left(self, i: int) -> bool:
+        return i < self.left or i >= len(self.columns) - self.text_tail
+
+    def to_rich(self):
+        from rich.table import Table
+
+        t = Table(title=self.title or None, title_justify="left", header_style="bold", pad_edge=False,
+                  caption=self.caption or None, caption_justify="left")
+        for i, c in enumerate(self.columns):
+            t.add_column(c, justify="left" if self._left(i) else "right", overflow="fold")
+        for r in self.rows:
+            t.add_row(*r)
+        return t
+
+    def to_markdown(self) -> str:
+        esc = [[c.replace("|", "\\|") for c in row] for row in (self.columns, *self.rows)]
+        align = ["---" if self._left(i) else "---:" for i in range(len(self.columns))]
+        lines = ([f"**{self.title}**", ""] if self.title else []) + [
+            "| " + " | ".join(esc[0]) + " |", "| " + " | ".join(align) + " |"]
+        lines += ["| " + " | ".join(r) + " |" for r in esc[1:]]
+        if self.caption:
+            lines += ["", f"_{self.caption}_"]
+        return "\n".join(lines)
+
+    def to_html(self) -> str:
+        e = _html.escape
+        cls = ['' if self._left(i) else ' class="num"' for i in range(len(self.columns))]
+        head = "".join(f"<th{cls[i]}>{e(c)}</th>" for i, c in enumerate(self.columns))
+        body = "".join("<tr>" + "".join(f"<td{cls[i]}>{e(c)}</td>" for i, c in enumerate(r)) + "</tr>"
+                       for r in self.rows)
+        cap = f'<p class="caption">{e(self.caption)}</p>' if self.caption else ""
+        head_html = f"<h3>{e(self.title)}</h3>" if self.title else ""
+        return (f"{head_html}<div class='scroll'><table><thead><tr>{head}</tr></thead><tbody>{body}"
+                f"</tbody></table></div>{cap}")
+
+
+@dataclass(frozen=True, kw_only=True)
+class Figure:
+    key: str  # file-name friendly
+    title: str
+    caption: str
+    png: bytes
+
+
+@dataclass(frozen=True, kw_only=True)
+class Section:
+    title: str
+    text: str = ""
+    tables: tuple[ReportTable, ...] = ()
+    figures: tuple[Figure, ...] = field(default=())
+
+
+def _ratio(r) -> str:
+    if r is None:
+        return "-"
+    if r.low is None:
+        return f"{r.value:.4f}"
+    return f"{r.value:.4f} [{r.low:.4f}, {r.high:.4f}]"
+
+
+def comparison_tables(cmp, *, title: str = "B vs A", input_columns: tuple[str, str] = ("A", "B")) -> list[ReportTable]:
+    """The decomposition table of a `Comparison` (two runs, two inputs, or burst vs sustained).
+
+    `input_columns` names the sides in the headers; when every row pairs an input with itself (burst vs
+    sustained of one input) a single input column is shown.
+    """
+    if not cmp.rows:
+        return []
+    level = f"{cmp.rule.level:.0%}"
+    a, b = input_columns
+    one_input = all(r.input_a == r.input_b for r in cmp.rows)
+    inputs = (lambda r: (r.input_a,)) if one_input else (lambda r: (r.input_a, r.input_b))
+    rows = tuple((
+        r.kernel, *inputs(r), fmt(r.time_a_ns, ".4f", scale=1e-6), fmt(r.time_b_ns, ".4f", scale=1e-6),
+        _ratio(r.time), _ratio(r.cycles), _ratio(r.clock),
+        f"{fmt(r.clock_a_mhz, '.0f')} / {fmt(r.clock_b_mhz, '.0f')}" + (" (NVML)" if r.clock_source == "nvml" else ""),
+        r.limiter_a if r.limiter_a == r.limiter_b else f"{r.limiter_a} / {r.limiter_b}",
+        r.verdict + (f" ({r.note})" if r.note else ""),
+    ) for r in cmp.rows)
+    sources = {r.clock_source for r in cmp.rows}
+    clock = ("in-band (SM cycles counted per ns)" if sources == {"inband"} else
+             "NVML" if sources == {"nvml"} else "in-band where both sides have it, else NVML (marked)")
+    return [ReportTable(
+        title=title, left=2 if one_input else 3, text_tail=2,
+        columns=("kernel", *(("input",) if one_input else (f"input {a}", f"input {b}")), f"{a} ms", f"{b} ms",
+                 f"time {b}/{a}", f"= cycles {b}/{a}", f"x clock {a}/{b}", f"SM MHz {a} / {b}",
+                 f"limiter ({a} / {b})", f"verdict: {b} vs {a}"),
+        rows=rows,
+        caption=(f"ms: geometric means over repeats; ratios with their [{level} bootstrap interval]. time = cycles / "
+                 f"clock, so time {b}/{a} = cycles {b}/{a} x clock {a}/{b} exactly; clock {a}/{b} > 1 means {b} ran "
+                 f"at a lower clock. Clock: {clock}. Verdict{'' if (a, b) == ('A', 'B') else f' ({a} = A, {b} = B)'}: "
+                 f"{cmp.rule.describe()}."),
+    )]
+
+
+def run_tables(summary) -> list[ReportTable]:
+    """Per kernel x input figures (medians over repeats), then what was not timed."""
+    timed = [a for a in summary.sustained if a.get("repeats")]
+    ref = summary.reference_inputs
+    tag = {a["input_label"]: (" (ref)" if a["input_label"] in ref else "") for a in timed}
+    tables = []
+    if timed:
+        tables.append(ReportTable(
+            title="Sustained: time and clock",
+            columns=("input", "kernel", "ms/launch", "range", "SCLK NVML MHz", "in-band MHz", "in-band/NVML",
+                     "Mcycles/launch", "settled after", "duty", "repeats"),
+            rows=tuple((
+                a["input_label"] + tag[a["input_label"]], a["kernel"], fmt(a["time_ns"], ".4f", scale=1e-6),
+                fmt(a.get("time_range_frac"), ".2f", scale=100, suffix=" %"), fmt(a.get("sm_clock_mhz"), ".0f"),
+                fmt(a.get("inband_clock_mhz"), ".0f"), fmt(a.get("inband_to_nvml"), ".3f"),
+                fmt(a.get("cycles_per_launch"), ".4f", scale=1e-6)
+                + (" (NVML)" if a.get("cycles_clock") == "nvml" else ""),
+                "UNSETTLED" if a.get("unsettled") else fmt(a.get("settled_after_s"), ".1f", suffix=" s"),
+                fmt(a.get("duty_cycle"), ".4f"), str(a["repeats"]),
+            ) for a in timed),
+            caption=("medians over repeats of the timed window; range = (max - min) / median of ms/launch; "
+                     "cycles = time x in-band clock (x NVML clock where marked: no in-band reading); duty = device "
+                     "busy time / window wall time"),
+        ))
+        tables.append(ReportTable(
+            title="Sustained: power, energy and limiter", text_tail=1,
+            columns=("input", "kernel", "board W", "J/launch (counter)", "J/launch (W x t)", "TFLOP/s", "TFLOP/J",
+                     "FLOP/cycle/SM", "power-limited", "thermal-limited", "max °C", "limiter"),
+            rows=tuple((
+                a["input_label"] + tag[a["input_label"]], a["kernel"], fmt(a.get("power_w"), ".0f"),
+                fmt(a.get("energy_per_launch_j"), ".4g"), fmt(a.get("energy_per_launch_from_power_j"), ".4g"),
+                fmt(a.get("tflops"), ".1f"), fmt(a.get("tflop_per_j"), ".3f"),
+                fmt(a.get("flop_per_cycle_per_sm"), ".0f"),
+                fmt(a.get("power_limited_frac"), ".0f", scale=100, suffix=" %"),
+                fmt(a.get("thermal_limited_frac"), ".0f", scale=100, suffix=" %"), fmt(a.get("temp_max_c"), ".0f"),
+                a.get("limiter") or "-",
+            ) for a in timed),
+            caption=("energy per launch from the board's energy counter over the window, and from mean power x "
+                     "time (both kept: they should agree); limited = share of window time the driver reported "
+                     "the limit"),
+        ))
+    failed = [a for a in summary.sustained if not a.get("repeats")]
+    if failed:
+        tables.append(ReportTable(title="Not timed", columns=("input", "kernel", "why"), rows=tuple(
+            (a["input_label"], a["kernel"], "; ".join(a["errors"]) or "no measurement") for a in failed), left=3))
+    return tables
+
+
+def _provenance(info: dict) -> ReportTable:
+    def j(key):
+        try:
+            return json.loads(info.get(key) or "null")
+        except ValueError:
+            return info.get(key)
+
+    commit = info.get("git_commit")
+    git = (f"{commit} ({'dirty' if info.get('git_dirty') else 'clean'})" if commit else
+           "not recorded (the tree had no .git; set HARNESS_GIT_COMMIT on the measuring machine)")
+    versions = j("versions_json") or {}
+    kernels = j("kernel_sources_json") or {}
+    rows = [
+        ("run", f"{info.get('run_id')}: {info.get('status')}"
+                + (f" ({info['status_detail']})" if info.get("status_detail") else "")),
+        ("when", f"{info.get('started_at')} to {info.get('finished_at') or '?'}"),
+        ("command", info.get("command") or "-"),
+        ("harness", f"version {info.get('harness_version') or 'not recorded'}, git {git}"),
+        ("device", f"{info.get('device_name')} ({info.get('device_kind')}, PCI {info.get('pci_bus_id')}, "
+                   f"{info.get('sm_count')} SMs, compute {info.get('compute_capability')}, "
+                   f"{fmt(info.get('memory_bytes'), '.0f', scale=2**-30, suffix=' GiB')})"),
+        ("limits as found", f"power limit {fmt(info.get('power_limit_w'), '.0f', suffix=' W')}, max SM clock "
+                            f"{fmt(info.get('max_sm_clock_mhz'), '.0f', suffix=' MHz')}"),
+        ("driver / runtime", f"{info.get('driver')} / {info.get('runtime')}"),
+        ("software", ", ".join(f"{k} {v}" for k, v in sorted(versions.items()))),
+        ("host", f"{info.get('host')}, {info.get('os')}, Python {info.get('python')}"),
+        ("telemetry", f"{info.get('telemetry_backend')}: " + ", ".join(
+            f"{k} {v}" for k, v in sorted((j("telemetry_json") or {}).items()))),
+        ("kernels", "; ".join(f"{k}: {v.get('source')}" + (f" @ {v['git_commit']}" if v.get("git_commit") else "")
+                              for k, v in kernels.items()) if isinstance(kernels, dict) else str(kernels)),
+        ("protocol", ", ".join(f"{k}={v}" for k, v in sorted((j("protocol_json") or {}).items()))),
+        ("other processes", "allowed (--allow-busy): " + str(j("busy_processes_json")) if info.get("allow_busy")
+         else "none allowed (checked before the run)"),
+    ]
+    if info.get("notes"):
+        rows.append(("notes", info["notes"]))
+    return ReportTable(title="", columns=("what", "value"), rows=tuple(rows), left=2)
+
+
+def burst_tables(burst, *, bvs=None) -> list[ReportTable]:
+    """Kernel-only (burst) figures per kernel x input, then burst vs sustained where both exist."""
+    tables = []
+    if burst:
+        timed = [a for a in burst if a.get("repeats")]
+        tables.append(ReportTable(
+            title="Burst: kernel-only time", text_tail=1,
+            columns=("input", "kernel", "ms/launch", "range", "SCLK NVML MHz", "board W", "duty", "repeats",
+                     "what was timed"),
+            rows=tuple((
+                a["input_label"], a["kernel"], fmt(a["time_ns"], ".4f", scale=1e-6),
+                fmt(a.get("time_range_frac"), ".2f", scale=100, suffix=" %"), fmt(a.get("sm_clock_mhz"), ".0f"),
+                fmt(a.get("power_w"), ".0f"), fmt(a.get("duty_cycle"), ".3f"), str(a["repeats"]),
+                a.get("launch_note") or "-",
+            ) for a in timed),
+            caption=("medians over repeats of the device time of every kernel the launch dispatched (profiler "
+                     "trace) / launches; clock and power: telemetry over the timed launches; duty = device time / "
+                     "host wall time of the timed launches (the profiler's own cost included)"),
+        ))
+    if bvs is not None:
+        tables += comparison_tables(bvs, title="Burst (A) vs sustained (B)", input_columns=("burst", "sustained"))
+    return tables
+
+
+def comparison_markdown(cmp, *, threshold: float | None = None) -> str:
+    """`bench compare` as Markdown (for a CI summary): the table, what was left out, the slowdown check."""
+    out = [f"# {cmp.name_b} vs {cmp.name_a}", ""]
+    out += [t.to_markdown() + "\n" for t in comparison_tables(cmp, title="time = cycles / clock")]
+    if cmp.unmatched:
+        out += ["Not compared (on one side only): " + "; ".join(cmp.unmatched), ""]
+    if threshold is not None:
+        slow = cmp.slowdowns(threshold)
+        out.append(f"**FAIL**: {len(slow)} slowdown(s) beyond {threshold:.1%}: " + "; ".join(
+            f"{r.kernel} on {r.input_b} ({r.time.change:+.2%})" for r in slow) if slow else
+            f"**PASS**: no slowdown beyond {threshold:.1%}.")
+    return "\n".join(out).rstrip() + "\n"
+
+
+def _inputs_text(cmp) -> str:
+    captured = any(r.input_b.endswith(":captured") for r in cmp.rows)
+    who = ("Each captured input (B) against the control of the same layer (A)." if captured else
+           "This run has no captured inputs: each input (B) is compared with the run's first input of the same "
+           "shape (A, marked ref in the tables).")
+    r = cmp.rows[0]
+    if r.cycles is None or r.clock is None:
+        return who
+    clock = "lower" if r.clock.value >= 1 else "higher"
+    return (f"{who} Read a row as time B/A = cycles B/A x clock A/B. For example {r.kernel} on {r.input_b} took "
+            f"{r.time.value:.4f}x the time it took on {r.input_a}: it needed {r.cycles.value:.4f}x the cycles and "
+            f"ran at a clock {abs(r.clock.value - 1):.2%} {clock} ({r.clock_a_mhz:.0f} -> {r.clock_b_mhz:.0f} MHz, "
+            f"{'in-band' if r.clock_source == 'inband' else 'NVML'}).")
+
+
+def run_sections(summary, *, figures: dict | None = None) -> list[Section]:
+    """The report of one run as sections; `figures` maps a figure key to its `Figure` (none: tables only)."""
+    figs = figures or {}
+    pick = lambda *keys: tuple(figs[k] for k in keys if k in figs)  # noqa: E731
+    tables = run_tables(summary)
+    sections = [Section(title="Sustained results", tables=tuple(t for t in tables if t.title != "Not timed"))]
+    cmp = summary.inputs
+    if cmp.rows:
+        sections.append(Section(
+            title="Inputs compared: B relative to A", text=_inputs_text(cmp),
+            tables=tuple(comparison_tables(cmp, title="Decomposition: time = cycles / clock")),
+            figures=pick("inputs"),
+        ))
+    sections.append(Section(
+        title="Clock, power and time through idle, warm-in and window",
+        text=("One row per kernel x input, one colour per repeat; t = 0 is the start of each repeat's warm-in. "
+              "Read the settling: time per launch and clock move during warm-in and are flat in the window."),
+        figures=pick("timeline"),
+    ))
+    sections.append(Section(title="Cycles vs clock", figures=pick("cycles")))
+    sections.append(Section(title="Energy efficiency", figures=pick("energy")))
+    if summary.burst:
+        sections.append(Section(
+            title="Burst vs sustained",
+            text=("Burst: kernel-only device time of the timed launches after the warm-up launches (profiler "
+                  "trace), from a rested GPU. Sustained: the timed window after the clock settled. The comparison "
+                  "uses NVML's clock on both sides (bursts run no in-band probe)."),
+            tables=tuple(burst_tables(summary.burst, bvs=summary.burst_vs_sustained)), figures=pick("burst"),
+        ))
+    extra = [t for t in tables if t.title == "Not timed"]
+    if extra or summary.notes:
+        sections.append(Section(title="Not timed or not compared", text=" ".join(summary.notes), tables=tuple(extra)))
+    sections.append(Section(title="Provenance", tables=(_provenance(summary.info),)))
+    return [s for s in sections if s.text or s.tables or s.figures]
+
+
+def render_markdown(title: str, header: str, sections: list[Section], *, image_paths: dict | None = None) -> str:
+    """Markdown of the sections; figures are linked from `image_paths` (key -> relative path) when given."""
+    out = [f"# {title}", "", header, ""]
+    for s in sections:
+        out += [f"## {s.title}", ""]
+        if s.text:
+            out += [s.text, ""]
+        for t in s.tables:
+            out += [t.to_markdown(), ""]
+        for f in s.figures:
+            if image_paths and f.key in image_paths:
+                out += [f"![{f.title}]({image_paths[f.key]})", "", f"_{f.caption}_", ""]
+    return "\n".join(out).rstrip() + "\n"

@@ -1,0 +1,148 @@
+"""The nightly job's CPU dry run (ci/nightly.sh --device cpu) and the verdicts judge_nightly draws."""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import pyarrow.parquet as pq
+import pytest
+from ci_capture import write_tiny_capture
+
+from harness.commits import judge_nightly, read_baseline
+from harness.results import read_run, write_table_atomic
+
+ROOT = Path(__file__).resolve().parents[2]
+
+
+@pytest.fixture(scope="module")
+def dry_run(tmp_path_factory):
+    """One CPU dry run of the script on a tiny capture + its control, storing itself as the first baseline."""
+    tmp = tmp_path_factory.mktemp("nightly")
+    capture = write_tiny_capture(tmp / "captures")
+    step_summary = tmp / "step-summary.md"
+    env = {**os.environ, "PYTHON": sys.executable, "GITHUB_STEP_SUMMARY": str(step_summary), "OMP_NUM_THREADS": "1",
+           "COLUMNS": "200"}
+    proc = subprocess.run(
+        ["bash", str(ROOT / "ci" / "nightly.sh"), "--device", "cpu", "--out", str(tmp / "out"), "--baseline",
+         str(tmp / "baseline"), "--update-baseline", "--", "--capture", str(capture)],
+        capture_output=True, text=True, env=env, cwd=tmp, timeout=600,
+    )
+    return tmp, proc, step_summary
+
+
+@pytest.mark.slow
+def test_dry_run_writes_summary_report_and_verdict(dry_run):
+    """Acceptance 2: the CPU dry run produces the summary (also in the job summary), the report and the verdict."""
+    tmp, proc, step_summary = dry_run
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    out = tmp / "out"
+    assert "bench doctor" in (out / "doctor.txt").read_text()
+    summary = (out / "summary.md").read_text()
+    assert summary.startswith("# Nightly sustained benchmark: NO BASELINE")
+    assert "L03:captured" in summary and "L03:gaussian:0.1" in summary  # captured and control inputs
+    assert "This run is now the baseline" in summary
+    assert step_summary.read_text() == summary
+    html = (out / "report.html").read_text()
+    assert html.startswith("<!DOCTYPE html>") and "L03:captured" in html
+    verdict = json.loads((out / "verdict.json").read_text())
+    assert verdict["verdict"] == "no baseline" and verdict["exit_code"] == 0 and verdict["baseline_updated"]
+    run = read_run(verdict["run_dir"])  # the Parquet artifact reads back
+    assert run.complete and set(run.measurements["input_label"]) == {"L03:captured", "L03:gaussian:0.1"}
+    assert read_baseline(tmp / "baseline").info["run_id"] == verdict["run_id"]
+    assert "== verdict: exit status 0" in proc.stdout
+
+
+def _copy_run(run_dir: Path, dest: Path, *, info=None, scale_time: float | None = None, seq_len: int | None = None) -> Path:
+    """A copy of a run with its device renamed, its times scaled or its shape changed (a synthetic baseline)."""
+    shutil.copytree(run_dir, dest)
+    run = read_run(dest)
+    if info:
+        write_table_atomic(dest / "runs.parquet", "runs", [{**run.info, **info}])
+    for part in sorted((dest / "measurements").glob("part-*.parquet")):
+        rows = pq.read_table(part).to_pylist()
+        for r in rows:
+            if scale_time and r["time_ns"]:
+                r["time_ns"] *= scale_time
+            if seq_len:
+                r["seq_len"] = seq_len
+        write_table_atomic(part, "measurements", rows)
+    return dest
+
+
+@pytest.fixture
+def tonight(dry_run):
+    tmp, proc, _ = dry_run
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    return Path(json.loads((tmp / "out" / "verdict.json").read_text())["run_dir"])
+
+
+@pytest.mark.slow
+def test_same_run_against_itself_passes(tonight, tmp_path):
+    base = tmp_path / "baseline"
+    _copy_run(tonight, base / "run")
+    result = judge_nightly(tonight, out_dir=tmp_path / "out", baseline_dir=base, figures=False)
+    assert result.verdict == "pass" and result.exit_code == 0
+    assert "# Nightly sustained benchmark: PASS" in result.summary_md.read_text()
+
+
+@pytest.mark.slow
+def test_slowdown_beyond_the_noise_rule_fails(tonight, tmp_path):
+    base = tmp_path / "baseline"
+    _copy_run(tonight, base / "run", scale_time=0.5)  # the baseline was twice as fast
+    result = judge_nightly(tonight, out_dir=tmp_path / "out", baseline_dir=base, threshold=0.02, figures=False)
+    assert result.verdict == "fail" and result.exit_code == 1
+    assert {s["input"] for s in result.slowdowns} == {"L03:captured", "L03:gaussian:0.1"}
+    text = result.summary_md.read_text()
+    assert "# Nightly sustained benchmark: FAIL" in text and "cycles (the code) or the clock" in text
+    assert "no clock telemetry on this device" in text
+    assert json.loads(result.verdict_json.read_text())["slowdowns"][0]["time_ratio"] == pytest.approx(2.0, rel=0.01)
+
+
+@pytest.mark.slow
+def test_requested_update_accepts_a_slowdown(tonight, tmp_path):
+    base = tmp_path / "baseline"
+    _copy_run(tonight, base / "run", scale_time=0.5)
+    result = judge_nightly(tonight, out_dir=tmp_path / "out", baseline_dir=base, update_baseline=True, figures=False)
+    assert result.verdict == "fail" and result.exit_code == 0 and result.baseline_updated
+    assert read_baseline(base).info["run_id"] == read_run(tonight).info["run_id"]
+    assert "verdict before the update: fail" in (base / "BASELINE.json").read_text()
+
+
+@pytest.mark.slow
+def test_baseline_from_another_gpu_model_warns(tonight, tmp_path):
+    """Bad input 4: a baseline from another GPU model: a warning that says the comparison is across machines."""
+    base = tmp_path / "baseline"
+    _copy_run(tonight, base / "run", info={"device_name": "NVIDIA A100-SXM4-80GB"}, scale_time=0.5)
+    result = judge_nightly(tonight, out_dir=tmp_path / "out", baseline_dir=base, figures=False)
+    assert result.verdict == "across machines" and result.exit_code == 0
+    (warning,) = result.warnings
+    assert "baseline was measured on NVIDIA A100-SXM4-80GB" in warning and "the comparison is across machines" in warning
+    text = result.summary_md.read_text()
+    assert "> **Warning:** The baseline was measured on NVIDIA A100-SXM4-80GB" in text
+    assert "different devices" in text  # the comparison rows carry it too
+
+
+@pytest.mark.slow
+def test_baseline_of_another_shape_is_not_comparable(tonight, tmp_path):
+    base = tmp_path / "baseline"
+    _copy_run(tonight, base / "run", seq_len=4096)
+    result = judge_nightly(tonight, out_dir=tmp_path / "out", baseline_dir=base, figures=False)
+    assert result.verdict == "not comparable" and result.exit_code == 2
+    assert "their shapes differ" in result.summary_md.read_text()
+
+
+def test_script_rejects_unknown_arguments(tmp_path):
+    proc = subprocess.run(["bash", str(ROOT / "ci" / "nightly.sh"), "--devcie", "cpu"], capture_output=True, text=True,
+                          cwd=tmp_path)
+    assert proc.returncode == 2 and "unknown argument --devcie" in proc.stderr
+
+
+def test_script_help(tmp_path):
+    proc = subprocess.run(["bash", str(ROOT / "ci" / "nightly.sh"), "--help"], capture_output=True, text=True,
+                          cwd=tmp_path)
+    assert proc.returncode == 0 and "--device cpu" in proc.stdout and "dry run" in proc.stdout

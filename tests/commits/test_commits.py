@@ -1,0 +1,94 @@
+"""`bench commits` end to end on the CPU: real worktrees, one worker process per revision, interleaved repeats.
+
+The commands are invoked through harness._cli_commits.app, the same functions harness/cli.py registers.
+"""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+from commits_repo import KERNEL_FILE, SMALL, commit_all, git
+from typer.testing import CliRunner
+
+from harness._cli_commits import app
+from harness.commits import CLOCK_UNKNOWN_BASIS
+
+
+def bench(*args):
+    result = CliRunner().invoke(app, list(args), env={"COLUMNS": "240"})
+    return result.exit_code, " ".join(result.output.split())  # rich wraps; compare words, not line breaks
+
+
+@pytest.mark.slow
+def test_more_work_is_slower_with_cycles_carrying_it(kernel_repo, quiet_cpu, tmp_path):
+    """Acceptance 1: the commit that computes attention twice is reported slower, the cycles factor carries the
+    difference (no clock on the CPU: the clock factor is unknown and taken as 1), and --fail-on-slowdown exits 1.
+    The tree is dirty and --allow-dirty is given: the run goes ahead and records it."""
+    (kernel_repo / "README.md").write_text("an uncommitted edit\n")
+    summary = tmp_path / "commits.md"
+    code, out = bench("commits", "--repo", str(kernel_repo), "--kernel", "example-attention", *SMALL,
+                      "--repeats", "3", "--results", str(tmp_path / "results"), "--fail-on-slowdown", "2%",
+                      "--allow-dirty", "--summary", str(summary), "one", "main")
+    assert code == 1, out
+    assert "FAIL: slower by more than 2.0%: main" in out
+    line = out[out.index("main (") :]
+    assert "vs one (" in line and ": slower" in line and "clock A/B unknown (taken as 1)" in line
+    time_ratio = float(line.split("time x")[1].split()[0])
+    cycles_ratio = float(line.split("cycles x")[1].split()[0])
+    assert time_ratio > 1.3  # twice the attention work; launch overhead keeps it below 2
+    assert cycles_ratio == time_ratio
+    assert "uncommitted changes to README.md were not measured" in out
+    text = summary.read_text()
+    assert "1 (unknown)" in text and "(assumes equal clocks)" in text and CLOCK_UNKNOWN_BASIS in text
+    assert "**FAIL: slower by more than 2.0%" in text
+    from harness.results import read_run
+
+    runs = sorted((tmp_path / "results").iterdir())
+    assert len(runs) == 2
+    infos = [read_run(r).info for r in runs]
+    assert all("--allow-dirty with uncommitted changes to README.md" in i["notes"] for i in infos)
+    sources = [json.loads(i["kernel_sources_json"])["example-attention"] for i in infos]
+    assert {s["git_commit"] for s in sources} == {git(kernel_repo, "rev-parse", "one"), git(kernel_repo, "rev-parse", "main")}
+
+
+@pytest.mark.slow
+def test_no_fail_flag_exits_zero(kernel_repo, quiet_cpu, tmp_path):
+    code, out = bench("commits", "--repo", str(kernel_repo), "--kernel", "example_kernels:example_attention", *SMALL,
+                      "--results", str(tmp_path), "main", "one")
+    assert code == 0, out
+    assert "one (" in out and "vs main (" in out
+    assert float(out.split("time x")[1].split()[0]) < 1  # "one" does half the work of "main"
+
+
+def test_revision_that_does_not_exist(kernel_repo, tmp_path):
+    code, out = bench("commits", "--repo", str(kernel_repo), "--kernel", "example-attention", *SMALL,
+                      "--results", str(tmp_path / "results"), "one", "no-such-branch")
+    assert code == 2
+    assert "Revision 'no-such-branch' does not exist in" in out and "git rev-parse --verify" in out
+    assert not (tmp_path / "results").exists()  # refused before any worktree or measurement
+
+
+def test_dirty_worktree_is_refused(kernel_repo, tmp_path):
+    (kernel_repo / KERNEL_FILE).write_text("# a half-finished edit\n")
+    code, out = bench("commits", "--repo", str(kernel_repo), "--kernel", "example-attention", *SMALL,
+                      "--results", str(tmp_path), "one", "main")
+    assert code == 2
+    assert f"has uncommitted changes ({KERNEL_FILE})" in out and "--allow-dirty" in out and "Commit or stash" in out
+
+
+def test_one_revision_is_not_a_comparison(kernel_repo, tmp_path):
+    code, out = bench("commits", "--repo", str(kernel_repo), "--kernel", "example-attention", *SMALL, "main")
+    assert code == 2 and "needs at least two revisions" in out
+
+
+def test_kernel_missing_at_one_revision(kernel_repo, quiet_cpu, tmp_path):
+    path = kernel_repo / KERNEL_FILE
+    path.write_text(path.read_text().replace('"example-attention"', '"example-attention-v2"'))
+    commit_all(kernel_repo, "rename the kernel")
+    code, out = bench("commits", "--repo", str(kernel_repo), "--kernel", "example-attention", *SMALL,
+                      "--results", str(tmp_path), "one", "main")
+    assert code == 2
+    assert "Kernel 'example-attention' is missing at revision main (" in out
+    assert "the kernels registered there are example-attention-v2" in out
+    assert git(kernel_repo, "worktree", "list").count("\n") == 0  # worktrees removed after the failure

@@ -1,0 +1,132 @@
+"""The `sustained` fixture under pytest on the CPU: the example kernel repository's tests, run by pytester."""
+
+from __future__ import annotations
+
+import json
+import shutil
+import subprocess
+import sys
+from importlib.metadata import entry_points
+from pathlib import Path
+
+import pytest
+
+pytest_plugins = ["pytester"]
+
+EXAMPLE = Path(__file__).resolve().parents[2] / "examples" / "kernel_repo"
+QUICK = ["--sustained-device", "cpu", "--sustained-quick", "-p", "no:cacheprovider"]
+
+
+def _plugin_args() -> list[str]:
+    # Installed, the plugin loads through its pytest11 entry point; from a bare source tree, name it.
+    installed = any(ep.value == "harness.pytest_plugin" for ep in entry_points(group="pytest11"))
+    return [] if installed else ["-p", "harness.pytest_plugin"]
+
+
+@pytest.fixture
+def example_repo(pytester, monkeypatch):
+    shutil.copytree(EXAMPLE, pytester.path, dirs_exist_ok=True, ignore=shutil.ignore_patterns("__pycache__"))
+    monkeypatch.setenv("OMP_NUM_THREADS", "1")  # see tests/commits: OpenMP barriers on a shared 2-CPU machine
+    return pytester
+
+
+def run(pytester, *args):
+    return pytester.runpytest_subprocess(*_plugin_args(), *QUICK, *args, timeout=600)
+
+
+@pytest.mark.slow
+def test_example_saves_clock_and_cycles_and_compares(example_repo, tmp_path):
+    """Acceptance 3: the example's sustained tests run on the CPU, the saved JSON carries clock and cycles,
+    `pytest-benchmark compare` reads it, and --benchmark-compare / --benchmark-compare-fail work unchanged."""
+    storage = tmp_path / "benchmarks"
+    result = run(example_repo, "tests", "--benchmark-autosave", "--benchmark-save-data", f"--benchmark-storage={storage}")
+    result.assert_outcomes(passed=2)
+    (saved,) = storage.glob("*/0001_*.json")
+    data = json.loads(saved.read_text())
+    assert data["machine_info"]["harness_device"]  # the device model, so a change of GPU shows on compare
+    for bench in data["benchmarks"]:
+        extra = bench["extra_info"]
+        for key in ("clock_mhz", "sm_clock_mhz", "inband_clock_mhz", "clock_source", "cycles_per_launch", "power_w",
+                    "limiter", "settled_after_s", "harness_run_dir"):
+            assert key in extra, key
+        assert extra["clock_source"] == "none" and extra["clock_mhz"] is None  # no clock telemetry on this CPU
+        assert extra["kernel"] == "example-attention" and extra["device"] == "cpu"
+        stats = bench["stats"]
+        assert stats["rounds"] == len(stats["data"]) >= 2 and stats["iterations"] == 1
+        assert 1e-6 < stats["median"] < 0.1  # seconds per launch
+        assert abs(stats["median"] * 1e9 - extra["time_ns"]) / extra["time_ns"] < 0.5
+        assert bench["options"]["timer"].startswith("harness sustained protocol")
+
+    compare = subprocess.run([sys.executable, "-m", "pytest_benchmark", "--storage", str(storage), "compare",
+                              "--columns=median,rounds"], capture_output=True, text=True, timeout=120)
+    assert compare.returncode == 0, compare.stderr
+    assert "test_example_attention[gaussian:0.1]" in compare.stdout
+
+    again = run(example_repo, "tests", f"--benchmark-storage={storage}", "--benchmark-compare",
+                "--benchmark-compare-fail=median:1000%")
+    again.assert_outcomes(passed=2)
+    assert "Comparing against benchmarks from" in again.stdout.str() or "0001" in again.stdout.str()
+    # A saved run 100x faster than tonight: --benchmark-compare-fail must flag the regression and fail.
+    fast = json.loads(saved.read_text())
+    for bench in fast["benchmarks"]:
+        for key in ("min", "max", "mean", "median", "q1", "q3", "ld15iqr", "hd15iqr", "stddev", "iqr"):
+            bench["stats"][key] *= 0.01
+    (saved.parent / "0002_fast.json").write_text(json.dumps(fast))
+    strict = run(example_repo, "tests", f"--benchmark-storage={storage}", "--benchmark-compare=0002",
+                 "--benchmark-compare-fail=median:50%")
+    assert strict.ret != 0 and "Performance has regressed" in strict.stdout.str() + strict.stderr.str()
+
+
+@pytest.mark.slow
+def test_kernel_by_name_and_attention_inputs(example_repo):
+    example_repo.makepyfile(test_more="""
+        import torch
+        from harness.inputs import AttentionShape, InputSpec, make_inputs
+
+        SHAPE = AttentionShape(batch=1, heads_q=2, heads_kv=2, seq_len=64, head_dim_qk=16)
+
+        def test_by_name(sustained):
+            out = sustained("sdpa-cpu", InputSpec(shape=SHAPE, dtype="float32"))
+            assert out.chunk_times_s and out.extra_info["kernel"] == "sdpa-cpu"
+
+        def test_given_tensors(sustained):
+            inputs = make_inputs(InputSpec(shape=SHAPE, dtype="float32", source="gaussian:1"), device="cpu")
+            out = sustained("sdpa-cpu", inputs)
+            assert out.extra_info["input"] == "given:gaussian:1"
+
+        def test_twice_is_an_error(sustained):
+            spec = InputSpec(shape=SHAPE, dtype="float32")
+            sustained("sdpa-cpu", spec)
+            sustained("sdpa-cpu", spec)
+    """)
+    result = run(example_repo, "test_more.py")
+    result.assert_outcomes(passed=2, failed=1)
+    result.stdout.fnmatch_lines(["*already used in sustained(...) mode*"])
+
+
+@pytest.mark.slow
+def test_disabled_benchmarks_run_once_untimed(example_repo):
+    result = run(example_repo, "tests", "--benchmark-disable")
+    result.assert_outcomes(passed=2)
+    assert "benchmark: 2 tests" not in result.stdout.str()  # no timing table: nothing was timed
+
+
+def test_bad_arguments_say_what_is_expected(example_repo):
+    example_repo.makepyfile(test_bad="""
+        from harness.inputs import AttentionShape, InputSpec
+
+        def test_bad_kernel(sustained):
+            sustained(42, None)
+
+        def test_unknown_kernel(sustained):
+            sustained("flash9", InputSpec(shape=AttentionShape(batch=1, heads_q=2, heads_kv=2, seq_len=8, head_dim_qk=8)))
+    """)
+    result = run(example_repo, "test_bad.py")
+    result.assert_outcomes(failed=2)
+    result.stdout.fnmatch_lines(["*kernel must be a harness.kernels.Kernel or a kernel name, not int*",
+                                 "*sustained: No kernel named 'flash9'. Known kernels:*"])
+
+
+def test_benchmark_skip_skips_sustained_tests(example_repo):
+    result = run(example_repo, "tests", "--benchmark-skip")
+    result.assert_outcomes(skipped=2)
