@@ -35,7 +35,7 @@ from kernels_under_test import _triton_common as tc, triton_bf16, triton_fp8
 tool = sys.argv[1]
 out = {}
 for (name, mode, table, extra, over), d in itertools.product((
-    ("bf16", tc.MODE_BF16, triton_bf16.CONFIGS, dict(tau=0.5), {}),
+    ("bf16", tc.MODE_BF16, triton_bf16.CONFIGS, dict(tau=0.5), dict(pack_p=False)),
     ("bf16-pack", tc.MODE_BF16, triton_bf16.CONFIGS, dict(tau=0.5), dict(pack_p=True)),
     ("exact", tc.MODE_EXACT, triton_fp8.CONFIGS, dict(tau=0.125, sigma=6, v_transposed=True), {}),
     ("lean", tc.MODE_LEAN, triton_fp8.CONFIGS, dict(tau=0.125, sigma=6, beta=0.35, v_transposed=True), {}),
