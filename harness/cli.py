@@ -42,8 +42,8 @@ def sustained(
     dtype: str = typer.Option("bf16"),
     causal: bool = typer.Option(True, "--causal/--no-causal"),
     seed: int = typer.Option(0),
-    device: str = typer.Option("cuda:0", help="cpu, cuda:N or cuda:<PCI bus id>"),
-    telemetry: str = typer.Option("auto", help="auto (the device's own: nvml / host), nvml, host, none"),
+    device: str = typer.Option("cuda:0", help="cpu, cuda:N, rocm:N, or cuda:/rocm:<PCI bus id>"),
+    telemetry: str = typer.Option("auto", help="auto (the device's own: nvml / amdsmi / host), nvml, amdsmi, host, none"),
     results: Path = typer.Option(Path("results"), help="results root directory"),
     name: Optional[str] = typer.Option(None, help="a name for the run id"),
     launch: str = typer.Option("auto", help="auto, graph or loop"),
@@ -88,7 +88,7 @@ def sustained(
             shape = AttentionShape(batch=batch, heads_q=heads, heads_kv=heads_kv or heads, seq_len=seq_len or 16384,
                                    head_dim_qk=head_dim, head_dim_v=head_dim_v, causal=causal)
             inputs = tuple(InputSpec(shape=shape, dtype=dtype, source=s, seed=seed) for s in input_)
-        kernels = tuple(kernel) or (("sdpa-cpu",) if device == "cpu" else ("sdpa-cudnn", "sdpa-flash"))
+        kernels = tuple(kernel) or _default_kernels(device)
         config = RunConfig(
             kernels=kernels, inputs=inputs,
             device=device, telemetry=telemetry, protocol=protocol, results_dir=results, run_name=name, launch=launch,
@@ -97,6 +97,11 @@ def sustained(
         _run_and_render(config, console)
     except HarnessError as exc:
         _fail(exc)
+
+
+def _default_kernels(device: str) -> tuple[str, ...]:
+    kind = device.partition(":")[0]
+    return {"cpu": ("sdpa-cpu",), "rocm": ("sdpa-flash", "sdpa-efficient")}.get(kind, ("sdpa-cudnn", "sdpa-flash"))
 
 
 def _run_and_render(config, console) -> None:
@@ -239,6 +244,8 @@ def list_telemetry() -> None:
     """Telemetry backends."""
     for name, text in (
         ("nvml", "NVIDIA GPUs through pynvml (nvidia-ml-py): SM clock, power, energy, temperature, limiters, GPM"),
+        ("amdsmi", "AMD Instinct GPUs through amdsmi: per-XCD clocks, socket power, energy, residency limiters "
+                   "(not yet run on AMD hardware)"),
         ("host", "the CPU through Linux sysfs: frequency, RAPL energy, temperature where exposed"),
         ("replay", "plays back a recorded samples file; for tests and offline analysis only"),
         ("none", "no telemetry: times only"),
@@ -259,6 +266,11 @@ app.command("nightly")(_cli_commits.nightly)
 
 
 def main() -> None:
+    import os
+
+    # amdsmi caches GPU metrics for a while unless told not to, and PyTorch's ROCm build loads amdsmi
+    # when torch is imported: set it before anything imports torch. No effect on other machines.
+    os.environ.setdefault("AMDSMI_GPU_METRICS_CACHE_MS", "0")
     app()
 
 

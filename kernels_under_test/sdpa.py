@@ -25,7 +25,7 @@ def _cuda_available(device_kind: str) -> str | None:
     import torch
 
     if not torch.cuda.is_available():
-        return "no CUDA GPU visible to PyTorch"
+        return "no CUDA or ROCm GPU visible to PyTorch"
     return None
 
 
@@ -67,7 +67,8 @@ for _name, (_backend, _doc) in _BACKENDS.items():
     registry.kernel(
         _name,
         dtypes={"bfloat16", "float16"} if _backend != "MATH" else {"bfloat16", "float16", "float32"},
-        devices={"cuda"},
+        # ROCm builds of PyTorch expose the GPU as torch.cuda and have every backend but cuDNN.
+        devices={"cuda"} if _backend == "CUDNN_ATTENTION" else {"cuda", "rocm"},
         availability=_cudnn_available if _backend == "CUDNN_ATTENTION" else _cuda_available,
         description=_doc,
     )(_make(_backend))

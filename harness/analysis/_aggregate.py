@@ -12,7 +12,7 @@ MEDIAN_FIELDS = (
     "sm_clock_mhz", "inband_clock_mhz", "inband_to_nvml", "cycles_per_launch", "cycles_per_launch_nvml",
     "cycles_per_launch_inband", "power_w", "energy_per_launch_j", "energy_per_launch_from_power_j", "tflops",
     "tflop_per_j", "flop_per_cycle_per_sm", "power_limited_frac", "thermal_limited_frac", "settled_after_s",
-    "duty_cycle", "temp_max_c", "tensor_util_pct", "sm_util_pct",
+    "duty_cycle", "temp_max_c", "tensor_util_pct", "sm_util_pct", "chiplet_spread_mhz", "chiplet_spread_frac",
 )
 
 
@@ -43,6 +43,8 @@ def aggregate_repeats(rows: Iterable[dict]) -> list[dict]:
                     if part:
                         n, _, share = part.partition(":")
                         names[n] = max(names.get(n, 0.0), float(share or 1))
+            slowest = [r.get("slowest_chiplet") for r in timed if r.get("slowest_chiplet") is not None]
+            agg["slowest_chiplet"] = max(set(slowest), key=slowest.count) if slowest else None
             agg["limiters"] = ", ".join(n for n, s in sorted(names.items(), key=lambda kv: -kv[1]) if s >= 0.5 and n != "gpu_idle")
         out.append(agg)
     return out

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 from typing import Sequence
 
+from harness.analysis._chiplets import chiplet_spread
 from harness.analysis._stats import cv, median
 
 __all__ = ["summarize_window", "samples_in", "chunk_clock", "POWER_REASONS", "THERMAL_REASONS"]
@@ -126,4 +127,5 @@ def summarize_window(
         "samples_in_window": len(inside),
         "sample_errors_in_window": sum(1 for s in inside if s.error is not None),
         "probes_in_window": sum(1 for p in probes if t0 <= p.t_ns <= t1),
+        **{k: v for k, v in chiplet_spread(polls).items() if k != "chiplet_clocks_mhz"},
     }

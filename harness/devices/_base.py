@@ -45,7 +45,7 @@ class Mark:
 
 @runtime_checkable
 class Device(Protocol):
-    kind: str  # "cuda" or "cpu"
+    kind: str  # "cuda", "rocm" or "cpu"
     spec: str  # as the user gave it, e.g. "cuda:0"
     supports_graphs: bool
 

@@ -28,9 +28,12 @@ def sustained_tables(aggregates: list[dict], *, title: str = "Sustained results"
     """Rows are input x kernel, medians over repeats; kernels that were not timed get their own table."""
     timed = [a for a in aggregates if a.get("repeats")]
     failed = [a for a in aggregates if not a.get("repeats")]
+    # Chiplet GPUs (AMD MI300/MI355X) get the spread between their chiplets' clocks: the slowest sets the time.
+    chiplets = any(a.get("chiplet_spread_mhz") is not None for a in timed)
     clock = _table(f"{title}: time and clock", [
-        ("input", "left"), ("kernel", "left"), ("ms/launch", "right"), ("range", "right"), ("NVML MHz", "right"),
+        ("input", "left"), ("kernel", "left"), ("ms/launch", "right"), ("range", "right"), ("SMI MHz", "right"),
         ("in-band MHz", "right"), ("gap", "right"), ("Mcycles", "right"), ("settled", "right"), ("duty", "right"),
+        *([("XCD spread", "right"), ("slowest XCD", "right")] if chiplets else []),
     ])
     power = _table(f"{title}: power and limiters", [
         ("input", "left"), ("kernel", "left"), ("W", "right"), ("J/launch", "right"), ("TFLOP/s", "right"),
@@ -47,6 +50,8 @@ def sustained_tables(aggregates: list[dict], *, title: str = "Sustained results"
             fmt(a.get("inband_clock_mhz"), ".0f"), fmt(gap - 1 if gap else None, "+.1f", scale=100, suffix="%"),
             fmt(a.get("cycles_per_launch"), ".3f", scale=1e-6) + ("*" if a.get("cycles_clock") == "nvml" else ""),
             settled, fmt(a.get("duty_cycle"), ".4f"),
+            *([fmt(a.get("chiplet_spread_mhz"), ".0f", suffix=" MHz"), fmt(a.get("slowest_chiplet"), ".0f")]
+              if chiplets else []),
         )
         power.add_row(
             a["input_label"], a["kernel"], fmt(a.get("power_w"), ".0f"), fmt(a.get("energy_per_launch_j"), ".4g"),
@@ -54,8 +59,9 @@ def sustained_tables(aggregates: list[dict], *, title: str = "Sustained results"
             fmt(a.get("power_limited_frac"), ".0f", scale=100, suffix="%"),
             fmt(a.get("thermal_limited_frac"), ".0f", scale=100, suffix="%"), a.get("limiters") or "-",
         )
-    clock.caption = ("median over repeats; range = (max-min)/median; gap = in-band / NVML clock - 1; "
-                     "Mcycles = time x in-band clock (* = x NVML clock: no in-band reading)")
+    clock.caption = ("median over repeats; range = (max-min)/median; SMI = the vendor's reported clock of record "
+                     "(NVML SM clock; amdsmi: slowest XCD); gap = in-band / SMI clock - 1; "
+                     "Mcycles = time x in-band clock (* = x SMI clock: no in-band reading)")
     tables = [clock, power]
     if failed:
         t = _table(f"{title}: not timed", [("input", "left"), ("kernel", "left"), ("why not timed", "left")])

@@ -12,7 +12,7 @@ from functools import lru_cache
 
 __all__ = ["SCHEMA_VERSION", "TABLES", "table_schema", "polars_schema", "MIGRATIONS"]
 
-SCHEMA_VERSION = 1
+SCHEMA_VERSION = 2
 
 _COLUMNS: dict[str, list[tuple[str, str]]] = {
     "runs": [
@@ -45,6 +45,9 @@ _COLUMNS: dict[str, list[tuple[str, str]]] = {
         ("flop_per_cycle_per_sm", "float64"), ("sm_util_pct", "float64"), ("tensor_util_pct", "float64"),
         ("fp32_util_pct", "float64"), ("samples_in_window", "int32"), ("sample_errors_in_window", "int32"),
         ("probes_in_window", "int32"), ("gate_max_abs_diff", "float64"), ("gate_snr_db", "float64"),
+        # v2: chiplet GPUs (MI300/MI355X: 8 XCDs); the slowest chiplet sets the kernel's time.
+        ("chiplet_count", "int32"), ("chiplet_spread_mhz", "float64"), ("chiplet_spread_frac", "float64"),
+        ("slowest_chiplet", "int32"), ("slowest_chiplet_share", "float64"),
     ],
     "chunks": [
         ("run_id", "string"), ("measurement_id", "string"), ("chunk_index", "int32"), ("phase", "string"),
@@ -67,8 +70,24 @@ _COLUMNS: dict[str, list[tuple[str, str]]] = {
 
 TABLES: tuple[str, ...] = tuple(_COLUMNS)
 
+V2_CHIPLET_COLUMNS = ("chiplet_count", "chiplet_spread_mhz", "chiplet_spread_frac", "slowest_chiplet",
+                      "slowest_chiplet_share")
+
+
+def _v1_to_v2(table: str, arrow):
+    """v1 had no chiplet columns: they are null in runs measured before them (no chiplet GPU was ever read)."""
+    import pyarrow as pa
+
+    if table != "measurements":
+        return arrow
+    for name in V2_CHIPLET_COLUMNS:
+        if name not in arrow.schema.names:
+            arrow = arrow.append_column(name, pa.nulls(arrow.num_rows, type=table_schema(table).field(name).type))
+    return arrow
+
+
 # Migrations on read: from_version -> function(table_name, arrow_table) -> arrow_table of from_version+1.
-MIGRATIONS: dict[int, object] = {}
+MIGRATIONS: dict[int, object] = {1: _v1_to_v2}
 
 
 def _arrow_type(name: str):

@@ -159,7 +159,7 @@ def _profile_one(device, launch, proto: BurstProtocol, *, clock, sleep, on_phase
     import torch
     from torch.profiler import ProfilerActivity, profile, record_function, schedule
 
-    activities = [ProfilerActivity.CPU] + ([ProfilerActivity.CUDA] if device.kind == "cuda" else [])
+    activities = [ProfilerActivity.CPU] + ([ProfilerActivity.CUDA] if device.kind in ("cuda", "rocm") else [])
     steps = schedule(wait=0, warmup=1, active=1, repeat=1)
     with torch.no_grad(), profile(activities=activities, schedule=steps) as prof:
         on_phase("idle")

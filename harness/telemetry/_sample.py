@@ -13,7 +13,8 @@ class Sample:
     `t_ns` is the host's `time.monotonic_ns()` when the reading was taken (for buffered readings, the
     driver's timestamp mapped onto that clock). `source` says which path produced it: "poll" (the
     sampler thread's periodic read), "power_buffer" (NVML's driver-side power samples), "gpm" (NVML GPM
-    utilisation over the interval ending at t_ns), "replay", "drain" (a failed drain). A failed read is a Sample with `error` set
+    utilisation over the interval ending at t_ns), "replay", "drain" (a failed drain), "stale" (amdsmi
+    returned the same firmware reading again: no values, kept so the timeline shows it). A failed read is a Sample with `error` set
     and every value None, so gaps are visible rather than silently skipped.
     """
 

@@ -33,7 +33,7 @@ def test_missing_table(copy_run):
 def test_older_schema_without_a_migration(copy_run):
     run = copy_run(RUN_A)
     _set_version(run / "measurements" / "part-00000.parquet", 0)
-    with pytest.raises(ResultsError, match="uses results schema v0, which this harness .v1. cannot migrate"):
+    with pytest.raises(ResultsError, match="uses results schema v0, which this harness .v2. cannot migrate"):
         read_run(run)
 
 

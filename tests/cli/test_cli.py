@@ -100,6 +100,25 @@ def test_final_tables_at_fixed_width_from_a_real_h200_run():
     text = console.file.getvalue()
     lines = text.splitlines()
     assert lines[0].strip() == "h200: time and clock"
-    assert "│gaussian:0.1 │ sdpa-cudnn │    3.9223 │ 0.37% │     1665 │        1500 │  -9.9% │   5.885 │   4.6 s │ 1.0000│" in lines
-    assert "│gaussian:1   │ sdpa-flash │    6.7290 │ 0.15% │     1875 │        1709 │  -8.9% │  11.498 │   5.9 s │ 1.0000│" in lines
+    assert "│gaussian:0.1 │ sdpa-cudnn │    3.9223 │ 0.37% │    1665 │        1500 │  -9.9% │   5.885 │   4.6 s │ 1.0000│" in lines
+    assert "│gaussian:1   │ sdpa-flash │    6.7290 │ 0.15% │    1875 │        1709 │  -8.9% │  11.498 │   5.9 s │ 1.0000│" in lines
     assert any(l.startswith("│gaussian:0.1 │ sdpa-cudnn │ 690 │    2.683 │   560.6 │   0.813 │     99% │      0% │ sw_power_cap") for l in lines)
+
+
+def test_chiplet_columns_appear_only_for_chiplet_gpus():
+    from rich.console import Console
+
+    from harness.report import sustained_tables
+
+    base = dict(config_index=0, input_label="gaussian:0.1", kernel="k", repeats=3, unsettled=0, errors=[],
+                time_ns=1e6, time_range_frac=0.001, sm_clock_mhz=2350.0)
+
+    def render(aggs):
+        console = Console(width=160, file=io.StringIO(), color_system=None)
+        console.print(sustained_tables(aggs)[0])
+        return console.file.getvalue()
+
+    assert "XCD spread" not in render([base])
+    text = render([{**base, "chiplet_spread_mhz": 61.0, "slowest_chiplet": 5}])
+    assert "XCD spread" in text and "slowest XCD" in text and "61 MHz" in text
+    assert re.search(r"61 MHz\s*│\s*5", text)

@@ -82,3 +82,15 @@ def test_table_schema_has_units_in_names():
     names = table_schema("measurements").names
     for n in ("time_ns", "sm_clock_mhz", "power_w", "energy_j", "inband_clock_mhz"):
         assert n in names
+
+
+def test_v1_runs_are_migrated_on_read():
+    # The committed H200 runs were written with schema v1, before the chiplet columns existed.
+    from pathlib import Path
+
+    run = read_run(Path(__file__).parent.parent / "fixtures" / "h200" / "20261130-043508-issue2-b7147a")
+    meta = pq.read_schema(run.path / "measurements" / "part-00000.parquet").metadata
+    assert meta[b"harness_schema_version"] == b"1"
+    assert run.measurements.schema == polars_schema("measurements")
+    assert run.measurements["chiplet_count"].null_count() == run.measurements.height
+    assert run.measurements["time_ns"].null_count() == 0

@@ -1,0 +1,280 @@
+"""Merging per-GPU runs into one run directory that every reader of a single run can read.
+
+Layout of a merged run `<run>/`:
+  runs.parquet, measurements/, chunks/, samples/, probes/   the merged tables (read_run reads them as usual)
+  gpus/<gpu>/...                                           each GPU's own run, untouched, with multigpu.json
+
+Every merged row's measurement id carries its GPU (see `_rows`); `config_index` is the suite's index, not
+the worker's. The single runs row describes the set: `pci_bus_id` lists the GPUs (comma-separated),
+device facts shared by all GPUs are kept and differing ones left empty (each GPU's own runs row under
+gpus/ has them), `telemetry_json` and `busy_processes_json` map GPU -> value, and `config_json` holds
+`"multigpu"`: the plan and the outcome of every GPU. A GPU whose run stopped early keeps its finished
+measurements, and the merged run is then `incomplete`, with the reason in `status_detail`.
+"""
+
+from __future__ import annotations
+
+import json
+import shutil
+from dataclasses import dataclass, field, replace
+from datetime import datetime, timezone
+from pathlib import Path
+from typing import Mapping, Sequence
+
+from harness.errors import ResultsError
+from harness.multigpu._rows import gpu_dirname, gpu_label, gpu_measurement_id, with_gpu
+from harness.multigpu._worker import SIDECAR
+
+__all__ = ["GpuOutcome", "MultiResult", "Piece", "merge_pieces", "merge_runs", "read_piece"]
+
+_SHARED = ("device_kind", "device_name", "driver", "runtime", "compute_capability", "sm_count", "memory_bytes",
+           "power_limit_w", "max_sm_clock_mhz", "telemetry_backend", "harness_version", "git_commit", "host", "os",
+           "python", "versions_json", "kernel_sources_json", "protocol_json")
+
+
+@dataclass(frozen=True, kw_only=True)
+class Piece:
+    """One GPU's run directory and where its configurations sit in the suite."""
+
+    path: Path
+    gpu_id: str
+    host: str | None = None
+    config_indices: tuple[int, ...] | None = None  # suite index of each of the run's config_index; None: as stored
+    suite_size: int | None = None
+    mode: str | None = None
+    task: int | None = None
+    tasks: int | None = None
+
+
+@dataclass(frozen=True, kw_only=True)
+class GpuOutcome:
+    """What became of one GPU: its run's status, or why it ran nothing (busy, error, idle)."""
+
+    gpu: str
+    status: str
+    detail: str = ""
+    run_dir: Path | None = None
+    config_indices: tuple[int, ...] = ()
+    measurements: int = 0
+    device_name: str | None = None
+
+
+@dataclass(kw_only=True)
+class MultiResult:
+    """A merged run. `measurements` are its rows, each with a `gpu` key added."""
+
+    run_id: str
+    path: Path
+    status: str
+    status_detail: str
+    gpus: tuple[GpuOutcome, ...]
+    measurements: list[dict] = field(default_factory=list)
+
+
+def read_piece(path: Path | str) -> Piece:
+    """A run directory as a piece: its multigpu.json when a worker wrote one, else its runs row."""
+    from harness.results import read_table
+
+    path = Path(path)
+    if not (path / "runs.parquet").is_file():
+        raise ResultsError(f"{path} is not a run directory: it has no runs.parquet. Pass directories that "
+                           f"`bench sustained` or a `bench slurm` task wrote.")
+    sidecar = path / SIDECAR
+    if sidecar.is_file():
+        s = json.loads(sidecar.read_text(encoding="utf-8"))
+        return Piece(path=path, gpu_id=s["gpu_id"], host=s.get("host"), config_indices=tuple(s["config_indices"]),
+                     suite_size=s.get("suite_size"), mode=s.get("mode"), task=s.get("task"), tasks=s.get("tasks"))
+    info = read_table(path, "runs").row(0, named=True)
+    gpu = info.get("pci_bus_id") or (info.get("device_kind") or "device")
+    return Piece(path=path, gpu_id=gpu, host=info.get("host"))
+
+
+def _same(values: list):
+    distinct = {json.dumps(v, sort_keys=True, default=str) for v in values}
+    return values[0] if len(distinct) == 1 else None
+
+
+def _one(values: list[str | None]) -> str | None:
+    present = list(dict.fromkeys(v for v in values if v))
+    return " | ".join(present) or None
+
+
+def _write_piece(writer, piece: Piece, run, label: str, used: set[str]) -> list[dict]:
+    """Append one GPU's measurements (and their chunks, samples, probes) to the merged run."""
+    import polars as pl
+
+    parts = {t: getattr(run, t).partition_by("measurement_id", as_dict=True) for t in ("chunks", "samples", "probes")}
+    empty = pl.DataFrame()
+    rows = []
+    for m in run.measurements.iter_rows(named=True):
+        local = m["measurement_id"]
+        new = gpu_measurement_id(label, local)
+        n = 1
+        while new in used:  # the same GPU measured the same configuration twice (two Slurm tasks): keep both
+            n += 1
+            new = gpu_measurement_id(label, f"{local}~{n}")
+        used.add(new)
+        ci = m["config_index"]
+        if piece.config_indices is not None:
+            if not 0 <= ci < len(piece.config_indices):
+                raise ResultsError(f"{piece.path}: measurement {local} has config_index {ci}, outside the "
+                                   f"{len(piece.config_indices)} configuration(s) of its {SIDECAR}.")
+            ci = piece.config_indices[ci]
+        tables = {t: [{**r, "measurement_id": new} for r in parts[t].get((local,), empty).to_dicts()]
+                  for t in parts}
+        row = {**m, "measurement_id": new, "config_index": ci}
+        writer.append_measurement(measurement=row, **tables)
+        rows.append({**row, "run_id": writer.run_id})
+    return rows
+
+
+def merge_pieces(writer, pieces: Sequence[Piece], *, header: Mapping | None = None,
+                 not_run: Sequence[GpuOutcome] = (), stopped: Mapping[Path, str] | None = None,
+                 suite_size: int | None = None, mode: str | None = None) -> MultiResult:
+    """Write `pieces` into the run `writer` opened, with one runs row describing the set, and return it.
+
+    `not_run` are GPUs that ran nothing (busy, failed to start); `stopped` maps a piece's path to why its
+    worker ended early (from the orchestrator). `suite_size` is the number of configurations the suite had;
+    any of them with no row makes the merged run incomplete.
+    """
+    from harness.results import read_run
+    from harness.results._provenance import to_json
+
+    stopped = dict(stopped or {})
+    runs = [read_run(p.path) for p in pieces]
+    protocols = {r.info.get("protocol_json") for r in runs}
+    if len(protocols) > 1:
+        raise ResultsError("The runs to merge used different protocols (runs.protocol_json differs); a merged run "
+                           f"would mix them. Merge runs of one job: {', '.join(str(p.path) for p in pieces)}.")
+    sizes = {p.suite_size for p in pieces if p.suite_size is not None}
+    if len(sizes) > 1:
+        raise ResultsError(f"The runs to merge come from suites of different sizes {sorted(sizes)}: not one job.")
+    suite_size = suite_size if suite_size is not None else (sizes.pop() if sizes else None)
+    with_host = len({p.host for p in pieces}) > 1
+    labels = [gpu_label(gpu_id=p.gpu_id, host=p.host, with_host=with_host) for p in pieces]
+    used: set[str] = set()
+    rows: list[dict] = []
+    outcomes: list[GpuOutcome] = []
+    problems: list[str] = []
+    for piece, run, label in zip(pieces, runs, labels):
+        written = _write_piece(writer, piece, run, label, used)
+        rows += written
+        status, detail = run.info.get("status") or "?", run.info.get("status_detail") or ""
+        if status == "running":
+            status, detail = "incomplete", stopped.get(piece.path) or (
+                "its run is still marked running: the worker died, or the task has not finished")
+        elif piece.path in stopped:
+            detail = "; ".join(x for x in (detail, stopped[piece.path]) if x)
+        indices = piece.config_indices if piece.config_indices is not None else tuple(
+            sorted({r["config_index"] for r in written}))
+        outcomes.append(GpuOutcome(gpu=label, status=status, detail=detail, run_dir=piece.path,
+                                   config_indices=indices, measurements=len(written),
+                                   device_name=run.info.get("device_name")))
+        if status != "complete":
+            problems.append(f"GPU {label}: {status} after {len(written)} measurement(s)" + (f" ({detail})" if detail else ""))
+    for o in not_run:
+        outcomes.append(o)
+        problems.append(f"GPU {o.gpu} {o.status}: {o.detail}" if o.status != "idle" else f"GPU {o.gpu}: nothing to run")
+    covered = {r["config_index"] for r in rows}
+    missing = sorted(set(range(suite_size)) - covered) if suite_size is not None else []
+    if missing:
+        problems.append(f"configurations {missing} of {suite_size} have no measurement")
+    task_counts = {p.tasks for p in pieces if p.tasks is not None}
+    if len(task_counts) == 1:
+        absent = sorted(set(range(task_counts.pop())) - {p.task for p in pieces})
+        if absent:
+            problems.append(f"tasks {absent} produced no run")
+    piece_ok = all(o.status == "complete" for o in outcomes if o.run_dir is not None)
+    timed = any(r.get("status") in ("ok", "unsettled") for r in rows)
+    status = "failed" if not timed else ("complete" if piece_ok and not missing and pieces and
+                                          not any("produced no run" in p for p in problems) else "incomplete")
+    # A GPU skipped because it was busy loses nothing when its configurations went to the others: the run is
+    # complete, and the skip is still said in status_detail.
+    detail = "; ".join(problems)
+    info = _merged_info(runs, labels, outcomes, header=dict(header or {}), mode=mode, suite_size=suite_size,
+                        to_json=to_json, root=Path(writer.path))
+    info.update(status=status, status_detail=detail, finished_at=datetime.now(timezone.utc).isoformat())
+    writer.write_run(info)
+    return MultiResult(run_id=writer.run_id, path=Path(writer.path), status=status, status_detail=detail,
+                       gpus=tuple(outcomes), measurements=with_gpu(rows))
+
+
+def _merged_info(runs, labels, outcomes, *, header: dict, mode, suite_size, to_json, root: Path) -> dict:
+    infos = [r.info for r in runs]
+    info: dict = {k: _same([i.get(k) for i in infos]) for k in _SHARED} if infos else {}
+    if infos:
+        info["device_name"] = info.get("device_name") or _one([i.get("device_name") for i in infos])
+        info["started_at"] = min((i.get("started_at") or "" for i in infos), default=None) or None
+        info["git_dirty"] = any(bool(i.get("git_dirty")) for i in infos)
+        info["allow_busy"] = any(bool(i.get("allow_busy")) for i in infos)
+        info["command"] = infos[0].get("command")
+        info["config_json"] = infos[0].get("config_json")
+    info["device_index"] = infos[0].get("device_index") if len(infos) == 1 else None
+    info["pci_bus_id"] = ",".join(dict.fromkeys(labels)) or None
+    info["telemetry_json"] = to_json({lab: json.loads(i.get("telemetry_json") or "null") for lab, i in zip(labels, infos)})
+    info["busy_processes_json"] = to_json({lab: json.loads(i.get("busy_processes_json") or "[]")
+                                           for lab, i in zip(labels, infos)})
+
+    def rel(p: Path | None) -> str | None:
+        if p is None:
+            return None
+        try:
+            return str(Path(p).resolve().relative_to(root.resolve()))
+        except ValueError:
+            return str(p)
+
+    manifest = {"mode": mode, "suite_size": suite_size, "gpus": [
+        {"gpu": o.gpu, "status": o.status, "detail": o.detail, "run_dir": rel(o.run_dir),
+         "config_indices": list(o.config_indices), "measurements": o.measurements, "device_name": o.device_name}
+        for o in outcomes]}
+    config = json.loads(header.pop("config_json", None) or info.get("config_json") or "{}")
+    info["config_json"] = to_json({**config, "multigpu": manifest})
+    n = len(dict.fromkeys(labels))
+    note = f"merged run of {n} GPU run(s) ({mode or 'merge'}); each GPU's own run is under gpus/"
+    info["notes"] = header.pop("notes", None) or note
+    info.update({k: v for k, v in header.items() if v is not None})
+    return info
+
+
+def merge_runs(run_dirs: Sequence[Path | str], *, out: Path | str, command: str = "") -> MultiResult:
+    """Join run directories (Slurm tasks, or runs of one suite on several GPUs) into one run at `out`.
+
+    Each run is copied to `out/gpus/`, so the merged run stands alone. A task that stopped early keeps its
+    finished measurements and makes the merged run incomplete, as does a task or configuration that is absent.
+
+    >>> merge_runs([], out="/tmp/nowhere")
+    Traceback (most recent call last):
+    ...
+    harness.errors.ResultsError: Nothing to merge: name the run directories to join.
+    """
+    from harness.results import RunWriter
+
+    if not run_dirs:
+        raise ResultsError("Nothing to merge: name the run directories to join.")
+    pieces = [read_piece(d) for d in run_dirs]
+    seen = set()
+    for p in pieces:
+        key = Path(p.path).resolve()
+        if key in seen:
+            raise ResultsError(f"{p.path} is named twice; each run is merged once.")
+        seen.add(key)
+    out = Path(out)
+    if out.exists():
+        raise ResultsError(f"{out} exists; `bench merge` writes a new run directory. Choose another --out.")
+    writer = RunWriter(out.parent, out.name)
+    gpus = out / "gpus"
+    gpus.mkdir()
+    with_host = len({p.host for p in pieces}) > 1
+    copied = []
+    for p in pieces:
+        name = gpu_dirname(gpu_label(gpu_id=p.gpu_id, host=p.host, with_host=with_host))
+        name += f"-task{p.task:04d}" if p.task is not None else ""
+        dest, n = gpus / name, 1
+        while dest.exists():
+            n += 1
+            dest = gpus / f"{name}-{n}"
+        shutil.copytree(p.path, dest)
+        copied.append(replace(p, path=dest))
+    modes = {p.mode for p in pieces if p.mode}
+    return merge_pieces(writer, copied, header={"command": command or None},
+                        mode=modes.pop() if len(modes) == 1 else "merge")
