@@ -176,16 +176,29 @@ def run_sustained(
 
 def _run_config(ci, spec, config, kernels, device, ident, thread, probe, probe_reason, writer, result, obs, clock,
                 sleep, make_inputs, check_finite, gate):
+    from harness.errors import InputError
+
     proto = config.protocol
-    inputs = make_inputs(spec, device=device.torch_device)
-    check_finite(inputs)
     ready = []
+    inputs = make_inputs(spec, device=device.torch_device)
     base = {
         "config_index": ci, "input_label": spec.label, "input_source": inputs.source, "input_seed": spec.seed,
         "dtype": inputs.dtype, "batch": spec.shape.batch, "heads_q": spec.shape.heads_q,
         "heads_kv": spec.shape.heads_kv, "seq_len": spec.shape.seq_len, "head_dim_qk": spec.shape.head_dim_qk,
         "head_dim_v": spec.shape.head_dim_v, "causal": spec.shape.causal, "flops_per_launch": float(spec.shape.flops),
     }
+    try:
+        check_finite(inputs)
+    except InputError as exc:
+        # Reported per kernel and never timed; the run goes on with its other configurations.
+        for kernel in kernels:
+            row = {**base, "measurement_id": f"c{ci}-{kernel.name}-input", "kernel": kernel.name,
+                   "kernel_source": kernel.source, "repeat": -1, "order_index": -1, "status": "input_error",
+                   "error": str(exc)}
+            writer.append_measurement(measurement=row, chunks=[], samples=[], probes=[])
+            result.measurements.append(row)
+        obs.on_message(str(exc))
+        return
     for kernel in kernels:
         mid = f"c{ci}-{kernel.name}-gate"
         try:

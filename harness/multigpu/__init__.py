@@ -1,0 +1,87 @@
+"""Several GPUs: one worker process per GPU of a node (`run_multi`), Slurm job arrays, and merged runs.
+
+Each worker sees one GPU, chosen by PCI bus id, checks it is idle, and runs the ordinary sustained protocol
+with its own telemetry; no worker talks to another (the harness needs no collective, and NVLink multicast
+stays off). Configurations are sharded round-robin over the GPUs, or replicated on every GPU to measure the
+spread between GPUs. The pieces are merged into one run directory whose rows name their GPU (`with_gpu`).
+
+>>> from harness.multigpu import assign_configs, select_gpus, cpu_stand_ins
+>>> [s.gpu_id for s in select_gpus("all", present=cpu_stand_ins(2))]
+['cpu0', 'cpu1']
+>>> assign_configs(3, 2, replicate=False)
+((0, 2), (1,))
+"""
+
+from harness.multigpu._merge import GpuOutcome, MultiResult, Piece, merge_pieces, merge_runs, read_piece
+from harness.multigpu._orchestrate import run_multi
+from harness.multigpu._plan import MODES, assign_configs, config_from_dict, config_to_dict, subset_config
+from harness.multigpu._rows import (
+    GPU_SEPARATOR,
+    gpu_dirname,
+    gpu_label,
+    gpu_measurement_id,
+    gpu_of,
+    split_measurement_id,
+    with_gpu,
+)
+from harness.multigpu._select import (
+    MULTICAST_OFF,
+    GpuSlot,
+    cpu_stand_ins,
+    enumerate_cuda_gpus,
+    parse_gpus,
+    select_gpus,
+    worker_env,
+)
+from harness.multigpu._slurm import (
+    PER,
+    SlurmJob,
+    SlurmOptions,
+    check_slurm_job,
+    plan_tasks,
+    render_sbatch,
+    submit_slurm_job,
+    write_slurm_job,
+)
+from harness.multigpu._spread import GpuFigure, GpuSpread, gpu_spread, suite_spread
+
+__all__ = [
+    "GPU_SEPARATOR",
+    "MODES",
+    "MULTICAST_OFF",
+    "PER",
+    "GpuFigure",
+    "GpuOutcome",
+    "GpuSlot",
+    "GpuSpread",
+    "MultiResult",
+    "Piece",
+    "SlurmJob",
+    "SlurmOptions",
+    "assign_configs",
+    "check_slurm_job",
+    "config_from_dict",
+    "config_to_dict",
+    "cpu_stand_ins",
+    "enumerate_cuda_gpus",
+    "gpu_dirname",
+    "gpu_label",
+    "gpu_measurement_id",
+    "gpu_of",
+    "gpu_spread",
+    "merge_pieces",
+    "merge_runs",
+    "parse_gpus",
+    "plan_tasks",
+    "read_piece",
+    "render_sbatch",
+    "run_multi",
+    "select_gpus",
+    "split_measurement_id",
+    "submit_slurm_job",
+    "subset_config",
+    "suite_spread",
+    "with_gpu",
+    "worker_env",
+    "write_slurm_job",
+]
