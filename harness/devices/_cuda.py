@@ -6,7 +6,7 @@ from harness.devices._base import DeviceIdentity, Mark, ProcessInfo
 from harness.telemetry import normalize_pci_bus_id
 from harness.errors import DeviceError
 
-__all__ = ["CudaDevice", "cuda_pci_bus_id"]
+__all__ = ["CudaDevice", "cuda_pci_bus_id", "resolve_cuda_index", "select_index"]
 
 
 def cuda_pci_bus_id(index: int) -> str | None:
@@ -125,18 +125,23 @@ def resolve_cuda_index(spec: str, rest: str) -> int:
             f"--device {spec} asks for a CUDA GPU, but PyTorch ({torch.__version__}, {build}) sees none. "
             f"Run on a machine with an NVIDIA GPU and a CUDA build of PyTorch, or use --device cpu."
         )
-    count = torch.cuda.device_count()
+    return select_index(spec, rest, count=torch.cuda.device_count(), noun="CUDA devices")
+
+
+def select_index(spec: str, rest: str, *, count: int, noun: str, what: str = "GPU", hint: str = "") -> int:
+    """`rest` of `--device kind:rest` as a torch index: "" is 0, "N" an index, anything else a PCI bus id."""
     if rest == "":
         return 0
     if rest.isdigit():
         index = int(rest)
         if index >= count:
-            raise DeviceError(f"--device {spec}: there are {count} CUDA devices (0..{count - 1}).")
+            raise DeviceError(f"--device {spec}: there are {count} {noun} (0..{count - 1}).")
         return index
     wanted = normalize_pci_bus_id(rest)
     present = {cuda_pci_bus_id(i): i for i in range(count)}
     if wanted in present:
         return present[wanted]
     raise DeviceError(
-        f"--device {spec}: no GPU with PCI bus id {wanted}. Present: {', '.join(str(p) for p in present) or 'none'}."
+        f"--device {spec}: no {what} with PCI bus id {wanted}. Present: {', '.join(str(p) for p in present) or 'none'}."
+        + (f" {hint}" if hint else "")
     )

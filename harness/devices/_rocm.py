@@ -15,9 +15,8 @@ from __future__ import annotations
 import os
 
 from harness.devices._base import DeviceIdentity, Mark, ProcessInfo
-from harness.devices._cuda import cuda_pci_bus_id
+from harness.devices._cuda import cuda_pci_bus_id, select_index
 from harness.errors import DeviceError, HarnessError
-from harness.telemetry import normalize_pci_bus_id
 
 __all__ = ["RocmDevice", "resolve_rocm_index", "is_hip_build", "KFD_PATH"]
 
@@ -71,21 +70,8 @@ def resolve_rocm_index(spec: str, rest: str) -> int:
     count = torch.cuda.device_count() if torch.cuda.is_available() else 0
     if count == 0:
         raise DeviceError(_no_gpu_message(spec, hip))
-    if rest == "":
-        return 0
-    if rest.isdigit():
-        index = int(rest)
-        if index >= count:
-            raise DeviceError(f"--device {spec}: there are {count} AMD GPUs visible to PyTorch (0..{count - 1}).")
-        return index
-    wanted = normalize_pci_bus_id(rest)
-    present = {cuda_pci_bus_id(i): i for i in range(count)}
-    if wanted in present:
-        return present[wanted]
-    raise DeviceError(
-        f"--device {spec}: no AMD GPU with PCI bus id {wanted}. Present: {', '.join(str(p) for p in present)}. "
-        "`amd-smi list` shows every GPU's BDF."
-    )
+    return select_index(spec, rest, count=count, noun="AMD GPUs visible to PyTorch", what="AMD GPU",
+                        hint="`amd-smi list` shows every GPU's BDF.")
 
 
 class RocmDevice:

@@ -237,48 +237,25 @@ def run_burst(
     command: str = "",
 ):
     """Time every kernel x input kernel-only and write the rows (a new run, or appended `into` one)."""
-    from harness.devices import check_idle, open_device
     from harness.inputs import check_finite, make_inputs
-    from harness.kernels import default_registry, gate
-    from harness.results import RunWriter, git_state, host_facts, new_run_id, software_versions
+    from harness.kernels import gate
+    from harness.results import RunWriter, new_run_id
     from harness.results._provenance import to_json
     from harness.runner._observer import NullObserver
     from harness.runner._run import RunResult, _rotate, _sample_row
-    from harness.telemetry import SamplerThread, create_sampler
+    from harness.runner._setup import config_row, run_info_row, set_up_run
+    from harness.telemetry import SamplerThread
 
     obs = observer or NullObserver()
     proto = config.protocol
-    registry = registry or default_registry()
-    kernels = [registry.get(name) for name in config.kernels]
-    device = device or open_device(config.device)
-    for spec in config.inputs:
-        for k in kernels:
-            k.check_supports(dtype=spec.dtype, head_dim_qk=spec.shape.head_dim_qk, head_dim_v=spec.shape.head_dim_v,
-                             causal=spec.shape.causal, device_kind=device.kind)
-    busy = check_idle(device, allow_busy=config.allow_busy)
-    ident = device.identity()
-    telemetry_name = config.telemetry if config.telemetry != "auto" else device.default_telemetry()
-    sampler = sampler or create_sampler(telemetry_name, pci_bus_id=ident.pci_bus_id)
+    setup = set_up_run(config, registry=registry, device=device, sampler=sampler)
+    kernels, device, ident, sampler = setup.kernels, setup.device, setup.ident, setup.sampler
     if config.into is not None:
         writer = _AppendWriter(config.into, ident, command, proto)
         info = {"run_id": writer.run_id}
     else:
         writer = RunWriter(config.results_dir, new_run_id(config.run_name))
-        commit, dirty = git_state(Path(__file__).resolve().parent)
-        info = {
-            "status": "running", "status_detail": "", "started_at": datetime.now(timezone.utc).isoformat(),
-            "command": command, "harness_version": software_versions().get("harness"), "git_commit": commit,
-            "git_dirty": dirty, **host_facts(), "versions_json": to_json(software_versions()),
-            "kernel_sources_json": to_json({k.name: {"source": k.source} for k in kernels}),
-            "device_kind": ident.kind, "device_name": ident.name, "device_index": ident.index,
-            "pci_bus_id": ident.pci_bus_id, "driver": ident.driver, "runtime": ident.runtime,
-            "compute_capability": ident.compute_capability, "sm_count": ident.sm_count,
-            "memory_bytes": ident.memory_bytes, "power_limit_w": ident.power_limit_w,
-            "max_sm_clock_mhz": ident.max_sm_clock_mhz, "telemetry_backend": telemetry_name,
-            "protocol_json": to_json(proto.as_dict()), "allow_busy": config.allow_busy,
-            "config_json": to_json({**dataclasses.asdict(config), "protocol": None}),
-            "busy_processes_json": to_json([dataclasses.asdict(p) for p in busy]), "notes": "",
-        }
+        info = run_info_row(config, setup, command=command, protocol=proto)
     sampler.open()
     if config.into is None:
         info["telemetry_json"] = to_json(sampler.describe())
@@ -291,13 +268,7 @@ def run_burst(
         for ci, spec in enumerate(config.inputs):
             inputs = make_inputs(spec, device=device.torch_device)
             check_finite(inputs)
-            base = {
-                "config_index": ci, "input_label": spec.label, "input_source": inputs.source, "input_seed": spec.seed,
-                "dtype": inputs.dtype, "batch": spec.shape.batch, "heads_q": spec.shape.heads_q,
-                "heads_kv": spec.shape.heads_kv, "seq_len": spec.shape.seq_len, "head_dim_qk": spec.shape.head_dim_qk,
-                "head_dim_v": spec.shape.head_dim_v, "causal": spec.shape.causal,
-                "flops_per_launch": float(spec.shape.flops),
-            }
+            base = config_row(ci, spec, inputs)
             ready = []
             for kernel in kernels:
                 try:

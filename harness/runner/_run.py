@@ -17,6 +17,7 @@ from harness.runner._launch import build_launcher
 from harness.runner._measure import run_protocol
 from harness.runner._observer import NullObserver, RunObserver
 from harness.runner._probe import InbandProbe, probe_unavailable_reason
+from harness.runner._setup import config_row, run_info_row, set_up_run
 
 __all__ = ["RunResult", "run_sustained"]
 
@@ -94,52 +95,18 @@ def run_sustained(
     `device` and `sampler` may be injected (tests, replayed telemetry); otherwise they are created from
     the config, and a telemetry backend that cannot start is an error, never a silent fallback.
     """
-    from harness.devices import check_idle, open_device
     from harness.inputs import check_finite, make_inputs
-    from harness.kernels import default_registry, gate
-    from harness.results import RunWriter, git_state, host_facts, new_run_id, software_versions
+    from harness.kernels import gate
+    from harness.results import RunWriter, new_run_id
     from harness.results._provenance import to_json
-    from harness.telemetry import SamplerThread, create_sampler
+    from harness.telemetry import SamplerThread
 
     obs = observer or NullObserver()
     proto = config.protocol
-    registry = registry or default_registry()
-    kernels = [registry.get(name) for name in config.kernels]
-    device = device or open_device(config.device)
-    for spec in config.inputs:
-        for k in kernels:
-            k.check_supports(dtype=spec.dtype, head_dim_qk=spec.shape.head_dim_qk, head_dim_v=spec.shape.head_dim_v,
-                             causal=spec.shape.causal, device_kind=device.kind)
-    busy = check_idle(device, allow_busy=config.allow_busy)
-    ident = device.identity()
-    telemetry_name = config.telemetry if config.telemetry != "auto" else device.default_telemetry()
-    if sampler is None:
-        sampler = create_sampler(telemetry_name, pci_bus_id=ident.pci_bus_id)
+    setup = set_up_run(config, registry=registry, device=device, sampler=sampler)
+    kernels, device, ident, sampler = setup.kernels, setup.device, setup.ident, setup.sampler
     writer = RunWriter(config.results_dir, new_run_id(config.run_name))
-    commit, dirty = git_state(Path(__file__).resolve().parent)
-    sources = {}
-    for k in kernels:
-        mod = k.source.split(":")[0]
-        try:
-            import importlib
-
-            file = Path(importlib.import_module(mod).__file__).resolve()
-            kc, kd = git_state(file)
-            sources[k.name] = {"source": k.source, "file": str(file), "git_commit": kc, "git_dirty": kd}
-        except Exception as exc:  # provenance is best effort; its absence is recorded, not fatal
-            sources[k.name] = {"source": k.source, "error": str(exc)}
-    info = {
-        "status": "running", "status_detail": "", "started_at": datetime.now(timezone.utc).isoformat(),
-        "command": command, "harness_version": software_versions().get("harness"), "git_commit": commit,
-        "git_dirty": dirty, "kernel_sources_json": to_json(sources), **host_facts(),
-        "versions_json": to_json(software_versions()), "device_kind": ident.kind, "device_name": ident.name,
-        "device_index": ident.index, "pci_bus_id": ident.pci_bus_id, "driver": ident.driver, "runtime": ident.runtime,
-        "compute_capability": ident.compute_capability, "sm_count": ident.sm_count, "memory_bytes": ident.memory_bytes,
-        "power_limit_w": ident.power_limit_w, "max_sm_clock_mhz": ident.max_sm_clock_mhz,
-        "telemetry_backend": telemetry_name, "protocol_json": to_json(proto.as_dict()),
-        "config_json": to_json({**dataclasses.asdict(config), "protocol": None}), "allow_busy": config.allow_busy,
-        "busy_processes_json": to_json([dataclasses.asdict(p) for p in busy]), "notes": config.notes,
-    }
+    info = run_info_row(config, setup, command=command, protocol=proto)
     sampler.open()
     info["telemetry_json"] = to_json(sampler.describe())
     writer.write_run(info)
@@ -181,12 +148,7 @@ def _run_config(ci, spec, config, kernels, device, ident, thread, probe, probe_r
     proto = config.protocol
     ready = []
     inputs = make_inputs(spec, device=device.torch_device)
-    base = {
-        "config_index": ci, "input_label": spec.label, "input_source": inputs.source, "input_seed": spec.seed,
-        "dtype": inputs.dtype, "batch": spec.shape.batch, "heads_q": spec.shape.heads_q,
-        "heads_kv": spec.shape.heads_kv, "seq_len": spec.shape.seq_len, "head_dim_qk": spec.shape.head_dim_qk,
-        "head_dim_v": spec.shape.head_dim_v, "causal": spec.shape.causal, "flops_per_launch": float(spec.shape.flops),
-    }
+    base = config_row(ci, spec, inputs)
     try:
         check_finite(inputs)
     except InputError as exc:

@@ -1,20 +1,11 @@
-"""Paths of the real H200 runs and helpers that damage a copy of one (the fixtures stay untouched)."""
+"""A fixture that damages a copy of a run directory (the committed fixtures stay untouched)."""
 
 from __future__ import annotations
 
 import shutil
 from pathlib import Path
 
-import pyarrow as pa
-import pyarrow.parquet as pq
 import pytest
-
-FIXTURES = Path(__file__).resolve().parent.parent / "fixtures"
-ISSUE2 = FIXTURES / "h200" / "20261130-043508-issue2-b7147a"
-SMOLLM2 = FIXTURES / "h200" / "20261130-043801-smollm2-217172"
-RUN_A = FIXTURES / "compare" / "20261130-043508-issue2-b7147a-A"
-RUN_B = FIXTURES / "compare" / "20261130-043508-issue2-b7147a-B"
-PAIR = ("gaussian:0.1", "gaussian:1")
 
 
 @pytest.fixture
@@ -27,12 +18,3 @@ def copy_run(tmp_path):
         return dst
 
     return copy
-
-
-def set_run_field(run_dir: Path, **fields) -> None:
-    """Rewrite columns of runs.parquet in place, keeping its schema and metadata."""
-    t = pq.read_table(run_dir / "runs.parquet")
-    for name, value in fields.items():
-        i = t.schema.get_field_index(name)
-        t = t.set_column(i, t.schema.field(i), pa.array([value], t.schema.field(i).type))
-    pq.write_table(t, run_dir / "runs.parquet")

@@ -5,7 +5,7 @@ import shutil
 import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
-from conftest import RUN_A
+from h200_runs import RUN_A
 
 from harness.errors import ResultsError
 from harness.results import read_run

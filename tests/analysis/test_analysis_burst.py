@@ -5,7 +5,7 @@ import time
 
 import polars as pl
 import pytest
-from conftest import ISSUE2
+from h200_runs import ISSUE2
 
 from harness.analysis import summarize_run
 from harness.config import RunConfig, SustainedProtocol

@@ -2,7 +2,7 @@
 
 import pytest
 import typer
-from conftest import RUN_A, RUN_B, SMOLLM2
+from h200_runs import RUN_A, RUN_B, SMOLLM2
 from typer.testing import CliRunner
 
 from harness._cli_analysis import compare

@@ -5,7 +5,7 @@ import shutil
 
 import polars as pl
 import pytest
-from conftest import ISSUE2, PAIR, RUN_A, RUN_B, SMOLLM2, set_run_field
+from h200_runs import ISSUE2, PAIR, RUN_A, RUN_B, SMOLLM2, set_run_field
 
 from harness.analysis import (
     VerdictRule,

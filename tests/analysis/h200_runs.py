@@ -1,0 +1,28 @@
+"""Paths of the real H200 runs, and a helper that rewrites a copy's runs row (the fixtures stay untouched).
+
+A module with a name of its own: several test folders have a conftest.py, so `from conftest import ...`
+picks whichever was imported first.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pyarrow as pa
+import pyarrow.parquet as pq
+
+FIXTURES = Path(__file__).resolve().parent.parent / "fixtures"
+ISSUE2 = FIXTURES / "h200" / "20261130-043508-issue2-b7147a"
+SMOLLM2 = FIXTURES / "h200" / "20261130-043801-smollm2-217172"
+RUN_A = FIXTURES / "compare" / "20261130-043508-issue2-b7147a-A"
+RUN_B = FIXTURES / "compare" / "20261130-043508-issue2-b7147a-B"
+PAIR = ("gaussian:0.1", "gaussian:1")
+
+
+def set_run_field(run_dir: Path, **fields) -> None:
+    """Rewrite columns of runs.parquet in place, keeping its schema and metadata."""
+    t = pq.read_table(run_dir / "runs.parquet")
+    for name, value in fields.items():
+        i = t.schema.get_field_index(name)
+        t = t.set_column(i, t.schema.field(i), pa.array([value], t.schema.field(i).type))
+    pq.write_table(t, run_dir / "runs.parquet")
