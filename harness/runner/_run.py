@@ -95,8 +95,6 @@ def run_sustained(
     `device` and `sampler` may be injected (tests, replayed telemetry); otherwise they are created from
     the config, and a telemetry backend that cannot start is an error, never a silent fallback.
     """
-    from harness.inputs import check_finite, make_inputs
-    from harness.kernels import gate
     from harness.results import RunWriter, new_run_id
     from harness.results._provenance import to_json
     from harness.telemetry import SamplerThread
@@ -119,9 +117,10 @@ def run_sustained(
         thread.start()
         if probe_reason is None:
             probe = InbandProbe(device, period_s=proto.probe_period_s, spin_us=proto.probe_spin_us)
+        session = _Session(config=config, kernels=kernels, device=device, ident=ident, thread=thread, probe=probe,
+                           probe_reason=probe_reason, writer=writer, result=result, obs=obs, clock=clock, sleep=sleep)
         for ci, spec in enumerate(config.inputs):
-            _run_config(ci, spec, config, kernels, device, ident, thread, probe, probe_reason, writer, result, obs,
-                        clock, sleep, make_inputs, check_finite, gate)
+            _run_config(session, ci, spec)
         result.status = "complete"
         writer.set_status("complete", finished_at=datetime.now(timezone.utc).isoformat())
     except KeyboardInterrupt:
@@ -141,64 +140,81 @@ def run_sustained(
     return result
 
 
-def _run_config(ci, spec, config, kernels, device, ident, thread, probe, probe_reason, writer, result, obs, clock,
-                sleep, make_inputs, check_finite, gate):
-    from harness.errors import InputError
+@dataclass(frozen=True, kw_only=True)
+class _Session:
+    """What every measurement of one run shares."""
 
-    proto = config.protocol
-    ready = []
-    inputs = make_inputs(spec, device=device.torch_device)
+    config: RunConfig
+    kernels: list
+    device: object
+    ident: object
+    thread: object
+    probe: InbandProbe | None
+    probe_reason: str | None
+    writer: object
+    result: RunResult
+    obs: RunObserver
+    clock: Callable[[], int]
+    sleep: Callable[[float], None]
+
+
+def _record_untimed(s: _Session, base: dict, kernel, *, mid: str, status: str, exc: Exception) -> None:
+    """A kernel x input that is reported with its reason and never timed."""
+    row = {**base, "measurement_id": mid, "kernel": kernel.name, "kernel_source": kernel.source, "repeat": -1,
+           "order_index": -1, "status": status, "error": str(exc)}
+    s.writer.append_measurement(measurement=row, chunks=[], samples=[], probes=[])
+    s.result.measurements.append(row)
+    s.obs.on_message(str(exc))
+
+
+def _run_config(s: _Session, ci: int, spec) -> None:
+    from harness.errors import GateFailure, InputError
+    from harness.inputs import check_finite, make_inputs
+    from harness.kernels import gate
+
+    proto = s.config.protocol
+    inputs = make_inputs(spec, device=s.device.torch_device)
     base = config_row(ci, spec, inputs)
     try:
         check_finite(inputs)
     except InputError as exc:
         # Reported per kernel and never timed; the run goes on with its other configurations.
-        for kernel in kernels:
-            row = {**base, "measurement_id": f"c{ci}-{kernel.name}-input", "kernel": kernel.name,
-                   "kernel_source": kernel.source, "repeat": -1, "order_index": -1, "status": "input_error",
-                   "error": str(exc)}
-            writer.append_measurement(measurement=row, chunks=[], samples=[], probes=[])
-            result.measurements.append(row)
-        obs.on_message(str(exc))
+        for kernel in s.kernels:
+            _record_untimed(s, base, kernel, mid=f"c{ci}-{kernel.name}-input", status="input_error", exc=exc)
         return
-    for kernel in kernels:
-        mid = f"c{ci}-{kernel.name}-gate"
+    ready = []
+    for kernel in s.kernels:
         try:
             launch = kernel.prepare(inputs)
-            g = gate(kernel, inputs, launch) if config.gate else None
-            _check_stream(device, kernel, launch)
-            launcher = build_launcher(device, kernel, launch, strategy=config.launch, target_s=proto.graph_replay_s,
-                                      max_launches=proto.max_graph_launches)
+            g = gate(kernel, inputs, launch) if s.config.gate else None
+            _check_stream(s.device, kernel, launch)
+            launcher = build_launcher(s.device, kernel, launch, strategy=s.config.launch,
+                                      target_s=proto.graph_replay_s, max_launches=proto.max_graph_launches)
         except KernelError as exc:
-            row = {**base, "measurement_id": mid, "kernel": kernel.name, "kernel_source": kernel.source, "repeat": -1,
-                   "order_index": -1, "status": "gate_failed" if "gate" in str(exc) else "error", "error": str(exc)}
-            writer.append_measurement(measurement=row, chunks=[], samples=[], probes=[])
-            result.measurements.append(row)
-            obs.on_message(str(exc))
+            status = "gate_failed" if isinstance(exc, GateFailure) else "error"
+            _record_untimed(s, base, kernel, mid=f"c{ci}-{kernel.name}-gate", status=status, exc=exc)
             continue
         ready.append((kernel, launch, launcher, g))
     for rep in range(proto.repeats):
         order = _rotate(ready, rep) if proto.rotate_order else ready
         for oi, (kernel, launch, launcher, g) in enumerate(order):
-            first = rep == 0 and oi == 0
-            idle = proto.idle_before_config_s if first else proto.idle_before_kernel_s
+            idle = proto.idle_before_config_s if rep == 0 and oi == 0 else proto.idle_before_kernel_s
             mid = f"c{ci}-{kernel.name}-r{rep}"
-            obs.on_measurement_start(kernel=kernel.name, input_label=spec.label, repeat=rep)
-            row = _measure_one(kernel, launch, launcher, device, ident, thread, probe, proto, idle, clock, sleep, obs,
-                               inputs, mid)
+            s.obs.on_measurement_start(kernel=kernel.name, input_label=spec.label, repeat=rep)
+            row, chunks, samples, probes = _measure_one(s, launch, launcher, idle=idle, inputs=inputs, mid=mid)
             row.update(base)
             row.update({
                 "measurement_id": mid, "kernel": kernel.name, "kernel_source": kernel.source, "repeat": rep,
-                "order_index": oi, "launch_strategy": launcher.strategy, "launch_note": launcher.note or probe_reason_note(probe_reason),
+                "order_index": oi, "launch_strategy": launcher.strategy,
+                "launch_note": launcher.note or probe_reason_note(s.probe_reason),
                 "launches_per_call": launcher.launches_per_call,
                 "gate_max_abs_diff": g.max_abs_diff if g else None, "gate_snr_db": g.snr_db if g else None,
             })
-            chunks, samples, probes = row.pop("_chunks"), row.pop("_samples"), row.pop("_probes")
-            writer.append_measurement(measurement=row, chunks=chunks, samples=samples, probes=probes)
-            result.measurements.append(row)
-            obs.on_measurement_end(row)
+            s.writer.append_measurement(measurement=row, chunks=chunks, samples=samples, probes=probes)
+            s.result.measurements.append(row)
+            s.obs.on_measurement_end(row)
     del ready, inputs
-    if device.kind in ("cuda", "rocm"):
+    if s.device.kind in ("cuda", "rocm"):
         import torch
 
         torch.cuda.empty_cache()
@@ -208,34 +224,34 @@ def probe_reason_note(reason: str | None) -> str:
     return f"in-band probe off: {reason}" if reason else ""
 
 
-def _measure_one(kernel, launch, launcher, device, ident, thread, probe, proto, idle, clock, sleep, obs, inputs, mid):
-    per_call_ns = None
+def _measure_one(s: _Session, launch, launcher, *, idle: float, inputs, mid: str):
+    """One idle / warm-in / window; returns the measurement row and its chunk, sample and probe rows."""
+    from harness.runner._launch import estimate_launch_ns
+
+    proto, device, thread, probe = s.config.protocol, s.device, s.thread, s.probe
 
     def source_factory():
-        nonlocal per_call_ns
-        from harness.runner._launch import estimate_launch_ns
-
-        per_launch = estimate_launch_ns(device, launch, repeats=2)
-        per_call_ns = per_launch * launcher.launches_per_call
+        # Sized after the idle, from the kernel as it runs now: chunks of about chunk_s of device time.
+        per_call_ns = estimate_launch_ns(device, launch, repeats=2) * launcher.launches_per_call
         calls = max(1, round(proto.chunk_s * 1e9 / per_call_ns))
-        return PipelinedChunks(device, launcher, calls_per_chunk=calls, clock=clock)
+        return PipelinedChunks(device, launcher, calls_per_chunk=calls, clock=s.clock)
 
     if probe is not None:
         probe.calibrate()
     outcome = run_protocol(
-        source_factory, protocol=proto, idle_s=idle, clock=clock, sleep=sleep, on_phase=obs.on_phase,
-        on_chunk=lambda c, chk: obs.on_chunk(c, chk, thread.last_poll()),
+        source_factory, protocol=proto, idle_s=idle, clock=s.clock, sleep=s.sleep, on_phase=s.obs.on_phase,
+        on_chunk=lambda c, chk: s.obs.on_chunk(c, chk, thread.last_poll()),
         on_window_start=(probe.start if probe is not None else (lambda: None)),
     )
     readings = probe.stop() if probe is not None else []
     ph = outcome.phases
     samples = thread.samples_between(ph.idle[0], ph.window[1])
     summary = summarize_window(window_chunks=outcome.window_chunks, samples=samples, probes=readings,
-                               flops_per_launch=float(inputs.shape.flops), sm_count=ident.sm_count)
+                               flops_per_launch=float(inputs.shape.flops), sm_count=s.ident.sm_count)
     chunk_rows = []
     for c in outcome.chunks:
         inb = median([p.clock_mhz for p in readings if c.t_start_ns <= p.t_ns <= c.t_end_ns])
-        powers = [s.power_w for s in samples if c.t_start_ns <= s.t_ns <= c.t_end_ns and s.power_w is not None]
+        powers = [x.power_w for x in samples if c.t_start_ns <= x.t_ns <= c.t_end_ns and x.power_w is not None]
         chunk_rows.append({
             "measurement_id": mid, "chunk_index": c.index, "phase": c.phase, "t_start_ns": c.t_start_ns,
             "t_end_ns": c.t_end_ns, "device_ns": c.device_ns, "launches": c.launches, "time_ns": c.time_ns,
@@ -243,7 +259,7 @@ def _measure_one(kernel, launch, launcher, device, ident, thread, probe, proto, 
             "power_w": sum(powers) / len(powers) if powers else None,
         })
     settle = outcome.settle
-    return {
+    row = {
         **summary,
         "status": "ok" if outcome.settled else "unsettled",
         "error": None if outcome.settled else (
@@ -253,7 +269,7 @@ def _measure_one(kernel, launch, launcher, device, ident, thread, probe, proto, 
         "settled_after_s": outcome.settled_after_s,
         "settle_reason": settle.reason if settle else None,
         "warmin_s": (ph.warmin[1] - ph.warmin[0]) * 1e-9,
-        "_chunks": chunk_rows,
-        "_samples": [_sample_row(s, _phase_of(s.t_ns, ph), mid) for s in samples],
-        "_probes": [{"measurement_id": mid, **dataclasses.asdict(p)} for p in readings],
     }
+    sample_rows = [_sample_row(x, _phase_of(x.t_ns, ph), mid) for x in samples]
+    probe_rows = [{"measurement_id": mid, **dataclasses.asdict(p)} for p in readings]
+    return row, chunk_rows, sample_rows, probe_rows
