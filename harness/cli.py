@@ -63,10 +63,12 @@ def sustained(
     text: str = typer.Option("pydoc", help="text for captures: pydoc, wikitext2:PATH or a file"),
     weights: Optional[Path] = typer.Option(None, help="model weights (folder or GGUF file)"),
     captures: Path = typer.Option(Path("captures"), help="captures root directory"),
+    gpus: Optional[str] = typer.Option(None, help="all, indices (0,2) or PCI bus ids: one worker process per GPU (instead of --device)"),
+    replicate: bool = typer.Option(False, help="with --gpus: the whole suite on every GPU, to measure the spread between GPUs"),
 ) -> None:
     """Time kernels back to back until the clock settles, then over a window, with telemetry."""
     from harness.config import RunConfig, SustainedProtocol
-    from harness.errors import HarnessError
+    from harness.errors import ConfigError, HarnessError
     from harness.inputs import AttentionShape, InputSpec
 
     console = _console()
@@ -94,7 +96,14 @@ def sustained(
             device=device, telemetry=telemetry, protocol=protocol, results_dir=results, run_name=name, launch=launch,
             allow_busy=allow_busy, gate=gate,
         )
-        _run_and_render(config, console)
+        if gpus:
+            from harness._cli_multigpu import run_multi_and_render
+
+            run_multi_and_render(config, gpus=gpus, replicate=replicate, console=console)
+        elif replicate:
+            raise ConfigError("--replicate runs the suite on every GPU of --gpus; name them with --gpus.")
+        else:
+            _run_and_render(config, console)
     except HarnessError as exc:
         _fail(exc)
 
@@ -263,6 +272,16 @@ from harness import _cli_commits  # noqa: E402  (command functions only; nothing
 
 app.command("commits")(_cli_commits.commits)
 app.command("nightly")(_cli_commits.nightly)
+
+from harness import _cli_profiling  # noqa: E402  (command functions only; nothing heavy at import)
+
+app.command("trace")(_cli_profiling.trace)
+app.command("peaks")(_cli_profiling.peaks)
+
+from harness import _cli_multigpu  # noqa: E402  (command functions only; nothing heavy at import)
+
+app.command("slurm")(_cli_multigpu.slurm)
+app.command("merge")(_cli_multigpu.merge)
 
 
 def main() -> None:

@@ -12,9 +12,23 @@ spread between GPUs. The pieces are merged into one run directory whose rows nam
 ((0, 2), (1,))
 """
 
-from harness.multigpu._merge import GpuOutcome, MultiResult, Piece, merge_pieces, merge_runs, read_piece
+from harness.multigpu._merge import (
+    GpuOutcome,
+    MultiResult,
+    Piece,
+    merge_pieces,
+    merge_runs,
+    read_piece,
+    read_rows,
+)
 from harness.multigpu._orchestrate import run_multi
-from harness.multigpu._plan import MODES, assign_configs, config_from_dict, config_to_dict, subset_config
+from harness.multigpu._plan import (
+    MODES,
+    assign_configs,
+    config_from_dict,
+    config_to_dict,
+    subset_config,
+)
 from harness.multigpu._rows import (
     GPU_SEPARATOR,
     gpu_dirname,
@@ -74,6 +88,7 @@ __all__ = [
     "parse_gpus",
     "plan_tasks",
     "read_piece",
+    "read_rows",
     "render_sbatch",
     "run_multi",
     "select_gpus",

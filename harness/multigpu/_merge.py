@@ -15,18 +15,20 @@ measurements, and the merged run is then `incomplete`, with the reason in `statu
 from __future__ import annotations
 
 import json
+import re
 import shutil
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from datetime import datetime, timezone
 from pathlib import Path
-from typing import Mapping, Sequence
 
 from harness.errors import ResultsError
 from harness.multigpu._rows import gpu_dirname, gpu_label, gpu_measurement_id, with_gpu
 from harness.multigpu._worker import SIDECAR
 
-__all__ = ["GpuOutcome", "MultiResult", "Piece", "merge_pieces", "merge_runs", "read_piece"]
+__all__ = ["GpuOutcome", "MultiResult", "Piece", "merge_pieces", "merge_runs", "read_piece", "read_rows"]
 
+_CONFIG_PREFIX = re.compile(r"^([cb])(\d+)-")
 _SHARED = ("device_kind", "device_name", "driver", "runtime", "compute_capability", "sm_count", "memory_bytes",
            "power_limit_w", "max_sm_clock_mhz", "telemetry_backend", "harness_version", "git_commit", "host", "os",
            "python", "versions_json", "kernel_sources_json", "protocol_json")
@@ -71,10 +73,23 @@ class MultiResult:
     measurements: list[dict] = field(default_factory=list)
 
 
+def read_rows(run_dir: Path, table: str) -> list[dict]:
+    """One table of a run as dicts, migrated to the current schema. pyarrow only, not polars: `run_multi`
+    merges on the GPU machine, which may have no polars."""
+    from harness.results._read import _read_arrow
+
+    run_dir = Path(run_dir)
+    if table == "runs":
+        files = [run_dir / "runs.parquet"]
+    else:
+        if not (run_dir / table).is_dir():
+            raise ResultsError(f"Run directory {run_dir} has no {table}/ folder: it is not a complete run directory.")
+        files = sorted((run_dir / table).glob("part-*.parquet"))
+    return [row for f in files for row in _read_arrow(f, table).to_pylist()]
+
+
 def read_piece(path: Path | str) -> Piece:
     """A run directory as a piece: its multigpu.json when a worker wrote one, else its runs row."""
-    from harness.results import read_table
-
     path = Path(path)
     if not (path / "runs.parquet").is_file():
         raise ResultsError(f"{path} is not a run directory: it has no runs.parquet. Pass directories that "
@@ -84,7 +99,7 @@ def read_piece(path: Path | str) -> Piece:
         s = json.loads(sidecar.read_text(encoding="utf-8"))
         return Piece(path=path, gpu_id=s["gpu_id"], host=s.get("host"), config_indices=tuple(s["config_indices"]),
                      suite_size=s.get("suite_size"), mode=s.get("mode"), task=s.get("task"), tasks=s.get("tasks"))
-    info = read_table(path, "runs").row(0, named=True)
+    info = read_rows(path, "runs")[0]
     gpu = info.get("pci_bus_id") or (info.get("device_kind") or "device")
     return Piece(path=path, gpu_id=gpu, host=info.get("host"))
 
@@ -99,30 +114,36 @@ def _one(values: list[str | None]) -> str | None:
     return " | ".join(present) or None
 
 
-def _write_piece(writer, piece: Piece, run, label: str, used: set[str]) -> list[dict]:
+def _write_piece(writer, piece: Piece, label: str, used: set[str]) -> list[dict]:
     """Append one GPU's measurements (and their chunks, samples, probes) to the merged run."""
-    import polars as pl
+    from harness.results import columns
 
-    parts = {t: getattr(run, t).partition_by("measurement_id", as_dict=True) for t in ("chunks", "samples", "probes")}
-    empty = pl.DataFrame()
+    parts: dict[str, dict[str, list[dict]]] = {}
+    for t in ("chunks", "samples", "probes"):
+        for r in read_rows(piece.path, t):
+            parts.setdefault(t, {}).setdefault(r["measurement_id"], []).append(r)
+    # If the schema gains a `gpu` column (proposed), the merge fills it; until then the id carries the GPU.
+    gpu_column = "gpu" in columns("measurements")
     rows = []
-    for m in run.measurements.iter_rows(named=True):
+    for m in read_rows(piece.path, "measurements"):
         local = m["measurement_id"]
-        new = gpu_measurement_id(label, local)
-        n = 1
-        while new in used:  # the same GPU measured the same configuration twice (two Slurm tasks): keep both
-            n += 1
-            new = gpu_measurement_id(label, f"{local}~{n}")
-        used.add(new)
         ci = m["config_index"]
         if piece.config_indices is not None:
             if not 0 <= ci < len(piece.config_indices):
                 raise ResultsError(f"{piece.path}: measurement {local} has config_index {ci}, outside the "
                                    f"{len(piece.config_indices)} configuration(s) of its {SIDECAR}.")
             ci = piece.config_indices[ci]
-        tables = {t: [{**r, "measurement_id": new} for r in parts[t].get((local,), empty).to_dicts()]
-                  for t in parts}
-        row = {**m, "measurement_id": new, "config_index": ci}
+        # The runner's ids start with the worker's configuration index (`c1-...`, `b1-...` for bursts): give
+        # them the suite's, so an id reads the same as its row's config_index.
+        new = gpu_measurement_id(label, _CONFIG_PREFIX.sub(rf"\g<1>{ci}-", local, count=1))
+        first, n = new, 1
+        while new in used:  # the same GPU measured the same configuration twice (two Slurm tasks): keep both
+            n += 1
+            new = f"{first}~{n}"
+        used.add(new)
+        tables = {t: [{**r, "measurement_id": new} for r in parts.get(t, {}).get(local, [])]
+                  for t in ("chunks", "samples", "probes")}
+        row = {**m, "measurement_id": new, "config_index": ci, **({"gpu": label} if gpu_column else {})}
         writer.append_measurement(measurement=row, **tables)
         rows.append({**row, "run_id": writer.run_id})
     return rows
@@ -137,12 +158,11 @@ def merge_pieces(writer, pieces: Sequence[Piece], *, header: Mapping | None = No
     worker ended early (from the orchestrator). `suite_size` is the number of configurations the suite had;
     any of them with no row makes the merged run incomplete.
     """
-    from harness.results import read_run
     from harness.results._provenance import to_json
 
     stopped = dict(stopped or {})
-    runs = [read_run(p.path) for p in pieces]
-    protocols = {r.info.get("protocol_json") for r in runs}
+    infos = [read_rows(p.path, "runs")[0] for p in pieces]
+    protocols = {i.get("protocol_json") for i in infos}
     if len(protocols) > 1:
         raise ResultsError("The runs to merge used different protocols (runs.protocol_json differs); a merged run "
                            f"would mix them. Merge runs of one job: {', '.join(str(p.path) for p in pieces)}.")
@@ -156,20 +176,20 @@ def merge_pieces(writer, pieces: Sequence[Piece], *, header: Mapping | None = No
     rows: list[dict] = []
     outcomes: list[GpuOutcome] = []
     problems: list[str] = []
-    for piece, run, label in zip(pieces, runs, labels):
-        written = _write_piece(writer, piece, run, label, used)
+    for piece, run_info, label in zip(pieces, infos, labels):
+        written = _write_piece(writer, piece, label, used)
         rows += written
-        status, detail = run.info.get("status") or "?", run.info.get("status_detail") or ""
+        status, detail = run_info.get("status") or "?", run_info.get("status_detail") or ""
         if status == "running":
             status, detail = "incomplete", stopped.get(piece.path) or (
                 "its run is still marked running: the worker died, or the task has not finished")
-        elif piece.path in stopped:
+        elif piece.path in stopped and stopped[piece.path] not in detail:
             detail = "; ".join(x for x in (detail, stopped[piece.path]) if x)
         indices = piece.config_indices if piece.config_indices is not None else tuple(
             sorted({r["config_index"] for r in written}))
         outcomes.append(GpuOutcome(gpu=label, status=status, detail=detail, run_dir=piece.path,
                                    config_indices=indices, measurements=len(written),
-                                   device_name=run.info.get("device_name")))
+                                   device_name=run_info.get("device_name")))
         if status != "complete":
             problems.append(f"GPU {label}: {status} after {len(written)} measurement(s)" + (f" ({detail})" if detail else ""))
     for o in not_run:
@@ -180,18 +200,20 @@ def merge_pieces(writer, pieces: Sequence[Piece], *, header: Mapping | None = No
     if missing:
         problems.append(f"configurations {missing} of {suite_size} have no measurement")
     task_counts = {p.tasks for p in pieces if p.tasks is not None}
-    if len(task_counts) == 1:
-        absent = sorted(set(range(task_counts.pop())) - {p.task for p in pieces})
-        if absent:
-            problems.append(f"tasks {absent} produced no run")
-    piece_ok = all(o.status == "complete" for o in outcomes if o.run_dir is not None)
-    timed = any(r.get("status") in ("ok", "unsettled") for r in rows)
-    status = "failed" if not timed else ("complete" if piece_ok and not missing and pieces and
-                                          not any("produced no run" in p for p in problems) else "incomplete")
+    absent = sorted(set(range(task_counts.pop())) - {p.task for p in pieces}) if len(task_counts) == 1 else []
+    if absent:
+        problems.append(f"tasks {absent} produced no run")
+    pieces_complete = all(o.status == "complete" for o in outcomes if o.run_dir is not None)
     # A GPU skipped because it was busy loses nothing when its configurations went to the others: the run is
-    # complete, and the skip is still said in status_detail.
+    # complete then, and the skip is still said in status_detail.
+    if not any(r.get("status") in ("ok", "unsettled") for r in rows):
+        status = "failed"
+    elif pieces_complete and not missing and not absent:
+        status = "complete"
+    else:
+        status = "incomplete"
     detail = "; ".join(problems)
-    info = _merged_info(runs, labels, outcomes, header=dict(header or {}), mode=mode, suite_size=suite_size,
+    info = _merged_info(infos, labels, outcomes, header=dict(header or {}), mode=mode, suite_size=suite_size,
                         to_json=to_json, root=Path(writer.path))
     info.update(status=status, status_detail=detail, finished_at=datetime.now(timezone.utc).isoformat())
     writer.write_run(info)
@@ -199,8 +221,7 @@ def merge_pieces(writer, pieces: Sequence[Piece], *, header: Mapping | None = No
                        gpus=tuple(outcomes), measurements=with_gpu(rows))
 
 
-def _merged_info(runs, labels, outcomes, *, header: dict, mode, suite_size, to_json, root: Path) -> dict:
-    infos = [r.info for r in runs]
+def _merged_info(infos, labels, outcomes, *, header: dict, mode, suite_size, to_json, root: Path) -> dict:
     info: dict = {k: _same([i.get(k) for i in infos]) for k in _SHARED} if infos else {}
     if infos:
         info["device_name"] = info.get("device_name") or _one([i.get("device_name") for i in infos])

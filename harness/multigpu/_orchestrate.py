@@ -16,16 +16,28 @@ import subprocess
 import sys
 import threading
 import time
+from collections.abc import Callable, Sequence
 from datetime import datetime, timezone
 from pathlib import Path
-from typing import Callable, Sequence
 
 from harness.config import RunConfig
 from harness.errors import DeviceBusyError, DeviceError
-from harness.multigpu._merge import GpuOutcome, MultiResult, Piece, merge_pieces, read_piece
+from harness.multigpu._merge import (
+    GpuOutcome,
+    MultiResult,
+    Piece,
+    merge_pieces,
+    read_piece,
+    read_rows,
+)
 from harness.multigpu._plan import assign_configs, config_to_dict
 from harness.multigpu._rows import gpu_dirname
-from harness.multigpu._select import GpuSlot, enumerate_cuda_gpus, select_gpus, worker_env
+from harness.multigpu._select import (
+    GpuSlot,
+    enumerate_cuda_gpus,
+    select_gpus,
+    worker_env,
+)
 
 __all__ = ["run_multi"]
 
@@ -36,8 +48,10 @@ class _Worker:
     def __init__(self, slot: GpuSlot, *, argv: list[str], env: dict, cwd: Path, log: Path, events: queue.Queue):
         self.slot, self.log = slot, log
         self._stderr = open(log, "w", encoding="utf-8")
+        # A session of its own: Ctrl-C in the terminal reaches the orchestrator alone, which passes exactly one
+        # SIGINT on to each worker (two could interrupt a worker while it marks its run incomplete).
         self.proc = subprocess.Popen(argv, stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=self._stderr,
-                                     env=env, cwd=cwd, text=True, bufsize=1)
+                                     env=env, cwd=cwd, text=True, bufsize=1, start_new_session=True)
         self.events = events
         self.run_dir: Path | None = None
         self.final: dict | None = None  # the done / error / busy event, if one came
@@ -63,7 +77,8 @@ class _Worker:
             pass  # the worker is gone; its end of stream says so
 
     def stderr_tail(self, n: int = 3) -> str:
-        self._stderr.flush()
+        if not self._stderr.closed:
+            self._stderr.flush()
         lines = self.log.read_text(encoding="utf-8", errors="replace").strip().splitlines()
         return " | ".join(lines[-n:])
 
@@ -146,7 +161,9 @@ def run_multi(
                     "device_factory": slot.device_factory, "results_dir": str(sub_root.resolve()),
                     "run_name": f"gpu-{gpu_dirname(slot.gpu_id)}", "mode": mode, "command": command,
                     "orchestrator_pid": os.getpid()}
-            argv = [python, "-m", "harness.multigpu._worker", "--spec", json.dumps(spec)]
+            spec_file = sub_root / f"{gpu_dirname(slot.gpu_id)}.worker.json"  # a file: argv has a size limit
+            spec_file.write_text(json.dumps(spec, indent=1), encoding="utf-8")
+            argv = [python, "-m", "harness.multigpu._worker", "--spec", str(spec_file)]
             workers.append(_Worker(slot, argv=argv, env=worker_env(slot, pythonpath=pythonpath), cwd=cwd,
                                    log=sub_root / f"{gpu_dirname(slot.gpu_id)}.log", events=events))
         ready = _await_ready(workers, events, emit, timeout=startup_timeout_s)
@@ -168,7 +185,7 @@ def run_multi(
     _finish(workers)
     result = _merge(writer, workers, config, mode, config_json, started_at, command, interrupted=False)
     if not any(w.run_dir for w in workers):
-        reasons = "; ".join(f"{w.slot.gpu_id}: {(w.final or {}).get('message') or w.stderr_tail()}" for w in workers)
+        reasons = "; ".join(f"{o.gpu}: {o.detail}" for o in result.gpus)
         busy = all((w.final or {}).get("event") == "busy" for w in workers)
         raise (DeviceBusyError if busy else DeviceError)(
             f"No GPU could be used ({reasons}). The run {result.path} is marked failed.")
@@ -234,7 +251,7 @@ def _finish(workers) -> None:
 
 
 def _merge(writer, workers, config, mode, config_json, started_at, command, *, interrupted: bool) -> MultiResult:
-    from harness.results import read_table, write_table_atomic
+    from harness.results import write_table_atomic
 
     pieces: list[Piece] = []
     stopped: dict[Path, str] = {}
@@ -243,7 +260,8 @@ def _merge(writer, workers, config, mode, config_json, started_at, command, *, i
         final = w.final or {}
         if w.run_dir is None or not (w.run_dir / "runs.parquet").is_file():
             status = "busy" if final.get("event") == "busy" else ("idle" if final.get("status") == "idle" else "error")
-            why = final.get("message") or f"the worker exited with status {w.returncode}: {w.stderr_tail()}"
+            why = final.get("message") or (f"the worker exited with status {w.returncode} before it reported; "
+                                           f"its log {w.log} ends: {w.stderr_tail() or '(empty)'}")
             not_run.append(GpuOutcome(gpu=w.slot.gpu_id, status=status, detail=why))
             continue
         piece = read_piece(w.run_dir)
@@ -252,7 +270,7 @@ def _merge(writer, workers, config, mode, config_json, started_at, command, *, i
             why = ("interrupted" if interrupted else f"the worker exited with status {w.returncode}"
                    + (f": {final['message']}" if final.get("message") else ""))
             stopped[piece.path] = why
-            info = read_table(w.run_dir, "runs").row(0, named=True)
+            info = read_rows(w.run_dir, "runs")[0]
             if info.get("status") == "running":  # the worker died before it could say so in its own run
                 write_table_atomic(w.run_dir / "runs.parquet", "runs",
                                    [{**info, "status": "incomplete", "status_detail": why}])

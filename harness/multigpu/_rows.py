@@ -8,7 +8,8 @@ the merged runs came from more than one host (two nodes of a cluster can have GP
 Single-GPU runs have no prefix: the run row's `pci_bus_id` names their GPU.
 
 Read the GPU of a row with `gpu_of` / `with_gpu`, never by parsing ids by hand: if the schema gains a
-`measurements.gpu` column (string, same values; proposed for schema v2), these two read it instead.
+`measurements.gpu` column (string, same values; proposed for the next schema version), these two read
+it instead, and `merge_runs` fills it.
 
 >>> from harness.multigpu import gpu_measurement_id, split_measurement_id
 >>> mid = gpu_measurement_id("00000000:19:00.0", "c0-sdpa-flash-r1")

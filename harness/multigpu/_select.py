@@ -14,13 +14,20 @@ ever used when a caller passes them; nothing falls back to the CPU on its own.
 from __future__ import annotations
 
 import os
+from collections.abc import Sequence
 from dataclasses import dataclass, field
-from typing import Sequence
 
 from harness.errors import ConfigError, DeviceError, TelemetryError
 
-__all__ = ["GpuSlot", "MULTICAST_OFF", "cpu_stand_ins", "enumerate_cuda_gpus", "parse_gpus", "select_gpus",
-           "worker_env"]
+__all__ = [
+    "MULTICAST_OFF",
+    "GpuSlot",
+    "cpu_stand_ins",
+    "enumerate_cuda_gpus",
+    "parse_gpus",
+    "select_gpus",
+    "worker_env",
+]
 
 # NVLink multicast stays off in every worker: the harness runs no collective at all (each worker times its
 # own GPU alone), and a program that does use multicast can take a shared host's GPUs out of service.

@@ -18,9 +18,9 @@ from __future__ import annotations
 import json
 import shlex
 import subprocess
+from collections.abc import Callable
 from dataclasses import dataclass, replace
 from pathlib import Path
-from typing import Callable
 
 from harness.config import RunConfig
 from harness.errors import ConfigError, HarnessError
@@ -86,7 +86,7 @@ def _mode(options: SlurmOptions) -> str:
 
 def render_sbatch(*, options: SlurmOptions, n_tasks: int, n_configs: int, out_dir: Path, workdir: Path) -> str:
     """The sbatch script text (pure: nothing is read or written)."""
-    q = lambda p: shlex.quote(str(p))  # noqa: E731
+    q = lambda p: shlex.quote(str(p))
     what = {"per-config": "one per configuration",
             "replicate": f"one per GPU, each running all {n_configs} configuration(s)",
             "shard": f"one per GPU, each running its round-robin share of {n_configs} configuration(s)"}[_mode(options)]
@@ -104,12 +104,12 @@ def render_sbatch(*, options: SlurmOptions, n_tasks: int, n_configs: int, out_di
         "# When every task has finished, join their runs into one:",
         f"#   bench merge {q(out_dir / 'tasks')}/* --out {q(out_dir / 'merged')}",
         *(f"#SBATCH {d}" for d in directives),
-        "set -euo pipefail",
+        "set -eo pipefail",  # not -u: `module load` and venv activation scripts read unset variables
         "# NVLink multicast stays off: the harness runs no collective at all, and a program that uses",
         "# multicast can take a shared host's GPUs out of service.",
         *(f"export {k}={v}" for k, v in MULTICAST_OFF.items()),
-        *options.setup,
         f"cd {q(workdir)}",
+        *options.setup,
         f"exec {options.python} -m harness.multigpu._worker --job {q(out_dir / JOB)} "
         '--task "${SLURM_ARRAY_TASK_ID}"',
     ]
@@ -126,6 +126,9 @@ def write_slurm_job(config: RunConfig, *, options: SlurmOptions, out_dir: Path |
     """
     out_dir = Path(out_dir).resolve()
     workdir = Path(workdir or Path.cwd()).resolve()
+    if any(c.isspace() for c in str(out_dir)):
+        raise ConfigError(f"--out {out_dir}: the job folder's path holds a space, which #SBATCH lines (--output) "
+                          f"cannot carry. Choose a path without spaces.")
     if (out_dir / JOB).exists():
         raise ConfigError(f"{out_dir} already holds a job ({JOB}); choose another --out.")
     tasks = plan_tasks(len(config.inputs), options)

@@ -15,8 +15,8 @@ the GPUs of one node, which is why a comparison between kernels must not mix GPU
 
 from __future__ import annotations
 
+from collections.abc import Iterable
 from dataclasses import dataclass
-from typing import Iterable
 
 from harness.analysis import median
 from harness.multigpu._rows import gpu_of

@@ -1,10 +1,10 @@
-"""One GPU's measuring process: `python -m harness.multigpu._worker --spec JSON` or `--job FILE --task I`.
+"""One GPU's measuring process: `python -m harness.multigpu._worker --spec FILE` or `--job FILE --task I`.
 
 Each worker sees one GPU (the orchestrator sets CUDA_VISIBLE_DEVICES to it), opens it, checks that no other
 process uses it, and runs the ordinary `run_sustained` on its configurations into its own run directory,
 with its own telemetry and protocol. Workers never talk to each other: there is no collective.
 
-`--spec` (one node, `run_multi`): JSON lines. Worker -> orchestrator on the original stdout:
+`--spec` (one node, `run_multi`; the file says which GPU and suite): JSON lines. Worker -> orchestrator on the original stdout:
 `{"event": "ready", ...}` or `{"event": "busy", "message": ...}` after the idle check, then `started`,
 `measured` (one per measurement), `message`, and `done` or `error`. Orchestrator -> worker on stdin, once:
 `{"op": "run", "configs": [...]}` or `{"op": "stop"}` (EOF = stop). Assigning after the idle check lets the
@@ -23,6 +23,7 @@ import argparse
 import dataclasses
 import json
 import os
+import signal
 import socket
 import sys
 from pathlib import Path
@@ -150,9 +151,8 @@ def _run_spec(spec: dict, channel: _Channel) -> int:
     from harness.devices import check_idle
     from harness.multigpu._plan import config_from_dict
 
-    config = config_from_dict(spec["config"])
-
     def body() -> int:
+        config = config_from_dict(spec["config"])
         device = _open(spec["device"], spec.get("device_factory"))
         device = _OrchestratorTolerated(device, orchestrator_pid=spec["orchestrator_pid"])
         busy = check_idle(device, allow_busy=config.allow_busy)
@@ -175,13 +175,14 @@ def _run_spec(spec: dict, channel: _Channel) -> int:
 def _run_job(job_path: Path, task: int, channel: _Channel) -> int:
     from harness.multigpu._plan import config_from_dict
 
-    job = json.loads(Path(job_path).read_text(encoding="utf-8"))
-    config = config_from_dict(job["config"])
-    tasks = job["tasks"]
-
     def body() -> int:
         from harness.errors import ConfigError
 
+        try:
+            job = json.loads(Path(job_path).read_text(encoding="utf-8"))
+        except (OSError, ValueError) as exc:
+            raise ConfigError(f"Cannot read the job file {job_path}: {exc}") from None
+        config, tasks = config_from_dict(job["config"]), job["tasks"]
         if not 0 <= task < len(tasks):
             raise ConfigError(f"Task {task} is outside the job's {len(tasks)} task(s) (0..{len(tasks) - 1}).")
         device = _open(config.device, job.get("device_factory"))
@@ -196,9 +197,13 @@ def _run_job(job_path: Path, task: int, channel: _Channel) -> int:
     return _guarded(channel, body)
 
 
+def _terminate(signum, frame):
+    raise KeyboardInterrupt(f"signal {signum}")
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m harness.multigpu._worker", description=__doc__.split("\n")[0])
-    parser.add_argument("--spec", help="JSON written by run_multi")
+    parser.add_argument("--spec", type=Path, help="worker file written by run_multi")
     parser.add_argument("--job", type=Path, help="job file written by `bench slurm`")
     parser.add_argument("--task", type=int, help="array task index (with --job; default $SLURM_ARRAY_TASK_ID)")
     args = parser.parse_args(argv)
@@ -209,8 +214,12 @@ def main(argv: list[str] | None = None) -> int:
     protocol_out = os.fdopen(os.dup(1), "w", buffering=1)
     sys.stdout.flush()
     os.dup2(2, 1)
+    # SIGTERM (scancel, a job's time limit, a plain `kill`) ends the run like Ctrl-C: finished measurements
+    # are kept and the run is marked incomplete, instead of the process vanishing with its run "running".
+    signal.signal(signal.SIGTERM, _terminate)
     if args.spec is not None:
-        return _run_spec(json.loads(args.spec), _Channel(protocol_out, sys.stdin))
+        spec = json.loads(args.spec.read_text(encoding="utf-8"))
+        return _run_spec(spec, _Channel(protocol_out, sys.stdin))
     task = args.task if args.task is not None else int(os.environ.get("SLURM_ARRAY_TASK_ID", "-1"))
     return _run_job(args.job, task, _Channel(protocol_out, None))
 

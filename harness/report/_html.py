@@ -67,9 +67,21 @@ def build_report(run, *, rule=None, figures: bool = True) -> Report:
     from harness.report._plots import report_figures
 
     summary = summarize_run(run, rule=rule or VerdictRule())
+    from harness.report._trace_section import trace_sections
+
     figs = report_figures(run, summary) if figures else {}
+    # Pipe counters, timelines and peaks live beside the run (bench trace / bench peaks), when they exist.
+    extra = trace_sections(run, figures=figures)
+    figs.update({f.key: f for sec in extra for f in sec.figures})
+    sections = run_sections(summary, figures=figs)
+    sections[-1:-1] = extra  # before Provenance
+    from harness.report._gpu_section import gpu_spread_section
+
+    spread = gpu_spread_section(run)  # runs over several GPUs only
+    if spread is not None:
+        sections.insert(1, spread)
     return Report(title=f"Run {summary.run_id}", header=report_header(summary), summary=summary, figures=figs,
-                  sections=run_sections(summary, figures=figs))
+                  sections=sections)
 
 
 def render_html(title: str, header: str, sections: list[Section]) -> str:

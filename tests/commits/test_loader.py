@@ -13,12 +13,13 @@ from harness.errors import KernelError
 
 @pytest.fixture
 def isolated_imports():
-    """Undo what loading a tree does to this process: the finder and the modules it imported."""
-    meta, modules = list(sys.meta_path), set(sys.modules)
+    """Undo what loading a tree does to this process: the finder, and sys.modules exactly as it was
+    (modules a test deleted and re-imported from a tree must not outlive it under the real names)."""
+    meta, modules = list(sys.meta_path), dict(sys.modules)
     yield
     sys.meta_path[:] = meta
-    for name in set(sys.modules) - modules:
-        del sys.modules[name]
+    sys.modules.clear()
+    sys.modules.update(modules)
 
 
 def test_entry_points_read_from_pyproject(kernel_repo):

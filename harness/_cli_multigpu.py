@@ -1,0 +1,198 @@
+"""`bench slurm` and `bench merge`, and the rendering of `bench sustained --gpus`: parse, call, render.
+
+Registered on the main app in harness/cli.py; `python -m harness._cli_multigpu slurm ...` runs the same
+commands without it. `bench slurm` takes `bench sustained`'s own options after `--`, so the suite is
+described once, in one place:
+
+    bench slurm --per gpu --tasks 8 --out jobs/h200 --partition gpu -- -k sdpa-flash -i gaussian:1 --quick
+"""
+
+from __future__ import annotations
+
+import shlex
+import sys
+from pathlib import Path
+from typing import List, Optional
+
+import typer
+
+__all__ = ["app", "merge", "render_multi", "run_multi_and_render", "slurm", "sustained_config"]
+
+
+def _console():
+    from rich.console import Console
+
+    return Console()
+
+
+def _fail(exc) -> None:
+    _console().print(f"[bold red]error:[/] {exc}", highlight=False)
+    raise typer.Exit(2)
+
+
+def _command() -> str:
+    return " ".join(shlex.quote(a) for a in ["bench", *sys.argv[1:]])
+
+
+def sustained_config(args: list[str]):
+    """The RunConfig that `bench sustained ARGS` would run, built by that command's own option parsing.
+
+    `bench sustained` builds its config and hands it to `harness.cli._run_and_render`; that hand-off is
+    intercepted here so no option is declared twice. (If `sustained` gains a `_sustained_config(...)`
+    helper, call it here instead.) Returns None when the command printed an error.
+    """
+    import click
+
+    from harness import cli
+    from harness.errors import ConfigError
+
+    clash = sorted({a.split("=")[0] for a in args} & {"--gpus", "--replicate"})
+    if clash:  # a task measures one GPU; how the suite spreads is `bench slurm`'s --per / --tasks / --replicate
+        raise ConfigError(f"{', '.join(clash)} cannot be given to each task: use `bench slurm --per gpu --tasks N "
+                          f"[--replicate]` to spread the suite over GPUs.")
+    captured = {}
+    original = cli._run_and_render
+    cli._run_and_render = lambda config, console: captured.setdefault("config", config)
+    try:
+        command = typer.main.get_command(cli.app).commands["sustained"]
+        command.main(args=list(args), prog_name="bench sustained", standalone_mode=False)
+    except click.ClickException as exc:
+        raise ConfigError(f"bench sustained options after `--`: {exc.format_message()}") from None
+    finally:
+        cli._run_and_render = original
+    return captured.get("config")
+
+
+class _Printer:
+    """One line per worker event: `run_multi`'s `on_event`."""
+
+    def __init__(self, console) -> None:
+        self.console = console
+
+    def __call__(self, gpu: str, event: dict) -> None:
+        kind, c = event.get("event"), self.console
+        if kind == "measured":
+            r = event["row"]
+            ms = f"{r['time_ns'] / 1e6:.4f} ms/launch" if r.get("time_ns") else (r.get("error") or "not timed")
+            mhz = f", {r['sm_clock_mhz']:.0f} MHz" if r.get("sm_clock_mhz") else ""
+            c.print(f"[cyan]{gpu}[/] c{r['config_index']} {r['input_label']} {r['kernel']} r{r['repeat']}: "
+                    f"{ms}{mhz} ({r['status']})", highlight=False)
+        elif kind == "ready":
+            c.print(f"[cyan]{gpu}[/] ready: {event.get('device_name')}", highlight=False)
+        elif kind == "busy":
+            c.print(f"[yellow]{gpu} skipped:[/] {event.get('message')}", highlight=False)
+        elif kind == "error":
+            c.print(f"[red]{gpu} failed:[/] {event.get('message')}", highlight=False)
+        elif kind == "message":
+            c.print(f"[dim]{gpu}: {event.get('text')}[/]", highlight=False)
+
+
+def render_multi(result, console) -> None:
+    """The GPUs' outcomes, then the sustained tables (sharded) or the spread between GPUs (replicated)."""
+    from rich.table import Table
+
+    from harness.analysis import aggregate_repeats
+    from harness.multigpu import gpu_spread
+    from harness.report import sustained_tables
+    from harness.report._gpu_section import gpu_spread_tables
+
+    t = Table(title=f"{result.run_id} ({result.status}): GPUs", title_justify="left", header_style="bold")
+    for col in ("GPU", "status", "configurations", "measurements", "detail"):
+        t.add_column(col, overflow="fold")
+    for o in result.gpus:
+        t.add_row(o.gpu, o.status, ",".join(map(str, o.config_indices)) or "-", str(o.measurements), o.detail or "")
+    console.print(t)
+    spreads = gpu_spread(result.measurements)
+    if any(len(s.gpus) > 1 for s in spreads):
+        for table in gpu_spread_tables(spreads):
+            console.print(table.to_rich())
+    else:
+        for table in sustained_tables(aggregate_repeats(result.measurements), title=result.run_id):
+            console.print(table)
+    if result.status_detail:
+        console.print(f"[yellow]{result.status_detail}[/]", highlight=False)
+    console.print(f"results: {result.path}", highlight=False)
+
+
+def run_multi_and_render(config, *, gpus: str, replicate: bool, console=None, command: str | None = None) -> None:
+    """What `bench sustained --gpus ... [--replicate]` does once it has built its config."""
+    from harness.multigpu import run_multi
+
+    console = console or _console()
+    try:
+        result = run_multi(config, gpus=gpus, replicate=replicate, on_event=_Printer(console),
+                           command=command if command is not None else _command())
+    except KeyboardInterrupt:
+        console.print("[yellow]interrupted: finished measurements are kept; the run is marked incomplete.[/]")
+        raise typer.Exit(130)
+    render_multi(result, console)
+
+
+def slurm(
+    args: List[str] = typer.Argument(None, help="`bench sustained` options, after `--` (the suite to run)"),
+    out: Path = typer.Option(..., help="job folder: bench.sbatch, job.json, tasks/ and logs/ are written here"),
+    per: str = typer.Option("gpu", help="gpu: one array task per GPU; config: one per configuration"),
+    tasks: Optional[int] = typer.Option(None, help="with --per gpu: how many GPUs (array tasks)"),
+    replicate: bool = typer.Option(False, help="with --per gpu: every task runs the whole suite (GPU-to-GPU spread)"),
+    partition: Optional[str] = typer.Option(None),
+    account: Optional[str] = typer.Option(None),
+    time: str = typer.Option("02:00:00", help="time limit of each task"),
+    job_name: str = typer.Option("bench"),
+    cpus_per_task: int = typer.Option(8),
+    mem: Optional[str] = typer.Option(None),
+    max_parallel: Optional[int] = typer.Option(None, help="at most this many tasks at once"),
+    sbatch_arg: List[str] = typer.Option([], "--sbatch-arg", help="another #SBATCH option, e.g. --constraint=h200 (repeatable)"),
+    setup: List[str] = typer.Option([], "--setup", help="a shell line run before each task, e.g. 'source .venv/bin/activate' (repeatable)"),
+    python: str = typer.Option("python", help="the Python that runs each task"),
+    task_device: str = typer.Option("cuda:0", help="what each task opens (Slurm shows a task its GPU as cuda:0)"),
+    submit: bool = typer.Option(False, help="submit with sbatch (default: write the job and print the script)"),
+    test_only: bool = typer.Option(False, help="ask `sbatch --test-only` to check the script; nothing is queued"),
+) -> None:
+    """Write a Slurm job array for a suite (and with --submit submit it); `bench merge` joins the tasks' runs."""
+    from harness.errors import HarnessError
+    from harness.multigpu import SlurmOptions, check_slurm_job, submit_slurm_job, write_slurm_job
+
+    console = _console()
+    try:
+        options = SlurmOptions(per=per, tasks=tasks, replicate=replicate, device=task_device, job_name=job_name,
+                               time=time, partition=partition, account=account, cpus_per_task=cpus_per_task, mem=mem,
+                               max_parallel=max_parallel, sbatch_args=tuple(sbatch_arg), setup=tuple(setup),
+                               python=python)
+        config = sustained_config(list(args or []))
+        if config is None:
+            raise typer.Exit(2)  # `bench sustained`'s parsing printed why
+        job = write_slurm_job(config, options=options, out_dir=out, command=_command())
+        if not submit:
+            typer.echo(job.script, nl=False)
+        console.print(f"[dim]wrote {job.script_path} and {job.job_path}: {len(job.tasks)} task(s)[/]", highlight=False)
+        if test_only:
+            console.print(check_slurm_job(job), highlight=False)
+        if submit:
+            job_id = submit_slurm_job(job)
+            console.print(f"submitted job {job_id}; when it has finished: bench merge {job.out_dir / 'tasks'}/* "
+                          f"--out {job.out_dir / 'merged'}", highlight=False)
+    except HarnessError as exc:
+        _fail(exc)
+
+
+def merge(
+    run_dirs: List[Path] = typer.Argument(..., help="run directories to join (e.g. a Slurm job's tasks/*)"),
+    out: Path = typer.Option(..., help="the merged run directory to create"),
+) -> None:
+    """Join per-GPU or per-task runs into one run; each row keeps its GPU."""
+    from harness.errors import HarnessError
+    from harness.multigpu import merge_runs
+
+    try:
+        result = merge_runs(run_dirs, out=out, command=_command())
+    except HarnessError as exc:
+        _fail(exc)
+    render_multi(result, _console())
+
+
+app = typer.Typer(add_completion=False, no_args_is_help=True, help="bench slurm / bench merge")
+app.command("slurm")(slurm)
+app.command("merge")(merge)
+
+if __name__ == "__main__":
+    app()

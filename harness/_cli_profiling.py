@@ -1,0 +1,114 @@
+"""`bench trace` and `bench peaks`: parse, build a frozen config, call the library, render. No logic of their own.
+
+The functions are registered on the `bench` app in `harness.cli` (`app.command("trace")(trace)`, ...);
+tests wrap them in a Typer app of their own.
+"""
+
+from __future__ import annotations
+
+import shlex
+import sys
+from pathlib import Path
+from typing import List, Optional
+
+import typer
+
+__all__ = ["peaks", "trace"]
+
+
+def _console():
+    from harness.cli import _console as console
+
+    return console()
+
+
+def _fail(exc) -> None:
+    from harness.cli import _fail as fail
+
+    fail(exc)
+
+
+def trace(
+    run: Path = typer.Argument(..., help="a run directory of `bench sustained`: its kernels x inputs are profiled"),
+    kernel: List[str] = typer.Option([], "--kernel", "-k", help="only these kernels of the run (repeatable)"),
+    kernel_regex: Optional[str] = typer.Option(None, help="keep only profiled CUDA kernels whose name matches"),
+    warm_s: float = typer.Option(8.0, help="back-to-back warm-in before the profiled launch, seconds"),
+    metrics: Optional[str] = typer.Option(None, help="comma-separated ncu metrics, replacing the default list"),
+    ncu: Optional[str] = typer.Option(None, help="the ncu executable (default: ncu on PATH)"),
+    device: Optional[str] = typer.Option(None, help="device to profile on (default: the run's)"),
+    timeline: bool = typer.Option(False, "--timeline/--no-timeline", help="also a Proton timeline of Triton kernels"),
+    timeout_s: float = typer.Option(900.0, help="limit per profiled kernel, seconds"),
+) -> None:
+    """Pipe counters of one warm launch per kernel under ncu (clocks as found), stored beside the run."""
+    from harness.errors import HarnessError
+    from harness.profiling import NCU_METRICS, TraceConfig, gpm_medians, trace_run
+    from harness.profiling._trace import _measurements
+    from harness.report._trace_section import pipe_tables
+
+    console = _console()
+    try:
+        config = TraceConfig(
+            run_dir=run, kernels=tuple(kernel), kernel_regex=kernel_regex, warm_s=warm_s, ncu=ncu, device=device,
+            metrics=tuple(m.strip() for m in metrics.split(",") if m.strip()) if metrics else NCU_METRICS,
+            timeline=timeline, timeout_s=timeout_s)
+        result = trace_run(config, on_message=lambda text: console.print(text, highlight=False))
+        gpm = gpm_medians(_measurements(run))
+    except HarnessError as exc:
+        _fail(exc)
+    for table in pipe_tables(result.rows, gpm):
+        console.print(table.to_rich())
+    for t in result.timelines:
+        shares = ", ".join(f"{k} {v['share']:.0%}" for k, v in t.get("scopes", {}).items())
+        console.print(f"timeline {t['kernel']} / {t['input_label']}: {t.get('png')} ({shares or 'no scopes'})",
+                      highlight=False)
+    console.print(f"traces: {run / 'traces'} ({len(result.paths)} part file(s) added)")
+
+
+def peaks(
+    kernel: List[str] = typer.Option([], "--kernel", "-k", help="peak kernels (default: all; see --list)"),
+    list_: bool = typer.Option(False, "--list", help="list the peak kernels and exit"),
+    device: str = typer.Option("cuda:0", help="cuda:N or cuda:<PCI bus id>"),
+    telemetry: str = typer.Option("auto", help="auto (the device's own), nvml, none"),
+    results: Path = typer.Option(Path("results"), help="results root directory (the peaks run goes here)"),
+    name: str = typer.Option("peaks", help="a name for the run id"),
+    into: Optional[Path] = typer.Option(None, help="also store the peaks in this run, so its report draws the roofline"),
+    gemm_size: int = typer.Option(8192, help="M = N = K of the GEMM peaks"),
+    copy_mib: int = typer.Option(1024, help="bytes copied per launch of the copy peak, MiB"),
+    fp8_fast_accum: bool = typer.Option(False, "--fp8-fast-accum/--no-fp8-fast-accum",
+                                        help="cuBLASLt fast accumulation for the fp8 GEMMs"),
+    quick: bool = typer.Option(False, help="short protocol for dry runs (not sustained figures)"),
+    repeats: Optional[int] = typer.Option(None),
+    window_s: Optional[float] = typer.Option(None),
+    warmin_cap_s: Optional[float] = typer.Option(None),
+    idle_s: Optional[float] = typer.Option(None, help="idle before each kernel"),
+    allow_busy: bool = typer.Option(False, help="run even if other processes use the GPU (recorded)"),
+) -> None:
+    """Empirical peaks under the sustained protocol: GEMMs by operand, FMA, exp2 (MUFU), copy; the roofs."""
+    from harness.config import SustainedProtocol
+    from harness.errors import HarnessError
+    from harness.profiling import peak_registry, run_peaks
+    from harness.report import LiveView
+    from harness.report._trace_section import peaks_table
+
+    console = _console()
+    try:
+        registry = peak_registry(gemm_size=gemm_size, copy_bytes=copy_mib << 20, fp8_fast_accum=fp8_fast_accum)
+        if list_:
+            for k in registry:
+                console.print(f"{k.name:24} {k.extra['unit']:5} {k.description}", highlight=False)
+            return
+        overrides = {k: v for k, v in dict(repeats=repeats, window_s=window_s, warmin_cap_s=warmin_cap_s,
+                                           idle_before_kernel_s=idle_s).items() if v is not None}
+        protocol = SustainedProtocol.quick(**overrides) if quick else SustainedProtocol(**overrides)
+        command = " ".join(shlex.quote(a) for a in ["bench", *sys.argv[1:]])
+        result = run_peaks(kernels=tuple(kernel), device=device, telemetry=telemetry, protocol=protocol,
+                           results_dir=results, run_name=name, registry=registry, into=into, allow_busy=allow_busy,
+                           observer=LiveView(console), command=command)
+    except HarnessError as exc:
+        _fail(exc)
+    for k, why in result.skipped.items():
+        console.print(f"skipped {k}: {why}", highlight=False)
+    console.print(peaks_table(result.rows).to_rich())
+    for path in result.written:
+        console.print(f"peaks: {path}")
+    console.print(f"run: {result.run.path} (`bench report {result.run.path} --html peaks.html` draws the roofline)")

@@ -1,0 +1,319 @@
+"""Empirical peaks under the sustained protocol, and the roofline they draw (the paper's Table V).
+
+Each peak is a harness `Kernel` in a registry of its own, so `run_sustained` times it exactly as it
+times attention: idle, warm-in until the clock settles, a window with telemetry, rotated repeats. Its
+work per launch (FLOP, bytes or exps) is in `Kernel.extra`; `peak_rows` turns the measured time per
+launch into the achieved rate.
+
+The runner wants attention inputs; peaks have their own operands, allocated in their factory. So
+the run gets one dummy input (`peak_input_spec`: 1 x 1 x 16 x 16 zeros) that only carries the device
+into the factories, whose attention FLOP count is declared 0: the measurement rows' tflops column
+reads 0 for peaks, and the `peaks` table beside the run holds the real rates.
+
+>>> reg = peak_registry(gemm_size=1024)
+>>> reg.get("peak-gemm-bf16-random").extra["work_per_launch"] == 2 * 1024**3
+True
+"""
+
+from __future__ import annotations
+
+import io
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Sequence
+
+from harness.errors import ConfigError, ResultsError
+from harness.inputs import AttentionShape, InputSpec
+from harness.kernels import Kernel, KernelRegistry
+
+__all__ = [
+    "OPERANDS",
+    "PeakShape",
+    "PeaksResult",
+    "Roof",
+    "RooflinePoint",
+    "peak_input_spec",
+    "peak_registry",
+    "peak_rows",
+    "roofline_png",
+    "roofs_from_peaks",
+    "run_peaks",
+]
+
+OPERANDS = ("random", "constant", "zero")
+FMA_ITERS, EXP_ITERS, LOOP_GRID = 512, 64, 32768  # 32768 programs: >= 15 waves on any GPU, so the tail is small
+
+
+@dataclass(frozen=True, kw_only=True)
+class PeakShape(AttentionShape):
+    """The dummy input's shape: attention FLOPs 0, because peaks count their own work."""
+
+    @property
+    def flops(self) -> int:
+        return 0
+
+
+def peak_input_spec() -> InputSpec:
+    """The one input a peaks run needs: tiny zeros that only carry the device into the factories."""
+    return InputSpec(shape=PeakShape(batch=1, heads_q=1, heads_kv=1, seq_len=16, head_dim_qk=16, causal=False),
+                     dtype="bfloat16", source="zeros", name="peak")
+
+
+def _operand(torch, shape, kind: str, *, device, seed: int):
+    if kind == "zero":
+        return torch.zeros(shape, device=device)
+    if kind == "constant":
+        return torch.ones(shape, device=device)
+    g = torch.Generator(device=device).manual_seed(seed)
+    return torch.randn(shape, device=device, generator=g)
+
+
+def _gemm(dtype: str, operands: str, n: int, fast_accum: bool):
+    def prepare(inputs):
+        import torch
+
+        dev = inputs.q.device
+        a = _operand(torch, (n, n), operands, device=dev, seed=1)
+        b = _operand(torch, (n, n), operands, device=dev, seed=2)
+        if dtype == "bf16":
+            a, b = a.to(torch.bfloat16), b.to(torch.bfloat16)
+            c = torch.empty((n, n), device=dev, dtype=torch.bfloat16)
+            return lambda: torch.mm(a, b, out=c)
+        a8 = a.to(torch.float8_e4m3fn)
+        bt8 = b.t().contiguous().to(torch.float8_e4m3fn)  # cuBLASLt wants the second operand column-major
+        one = torch.ones((), device=dev, dtype=torch.float32)
+        return lambda: torch._scaled_mm(a8, bt8.t(), scale_a=one, scale_b=one, out_dtype=torch.bfloat16,
+                                        use_fast_accum=fast_accum)
+
+    return prepare
+
+
+def _loop(which: str):
+    def prepare(inputs):
+        import torch
+
+        from harness.profiling import _peak_triton as pt
+
+        out = torch.empty(LOOP_GRID * pt.BLOCK, device=inputs.q.device, dtype=torch.float32)
+        if which == "fma":
+            def launch():
+                pt.fma_loop[(LOOP_GRID,)](out, -1.9, ITERS=FMA_ITERS, BLOCK=pt.BLOCK, num_warps=pt.NUM_WARPS)
+                return out
+        else:
+            def launch():
+                pt.exp2_loop[(LOOP_GRID,)](out, ITERS=EXP_ITERS, BLOCK=pt.BLOCK, num_warps=pt.NUM_WARPS)
+                return out
+        launch()  # compile here, in setup, never in a timed launch
+        return launch
+
+    return prepare
+
+
+def _copy(nbytes: int):
+    def prepare(inputs):
+        import torch
+
+        src = _operand(torch, (nbytes // 4,), "random", device=inputs.q.device, seed=3)
+        dst = torch.empty_like(src)
+        return lambda: dst.copy_(src)
+
+    return prepare
+
+
+def _triton_ok(kind: str) -> str | None:
+    from importlib.util import find_spec
+
+    return None if find_spec("triton") else "triton is not installed (pip install triton)"
+
+
+def _fp8_ok(kind: str) -> str | None:
+    import torch
+
+    if kind == "cuda" and torch.cuda.is_available() and torch.cuda.get_device_capability() < (8, 9):
+        return "FP8 matrix products need compute capability 8.9 or newer"
+    return None
+
+
+def peak_registry(*, gemm_size: int = 8192, copy_bytes: int = 1 << 30, devices: Sequence[str] = ("cuda", "rocm"),
+                  fp8_fast_accum: bool = False) -> KernelRegistry:
+    """The peak kernels: bf16 and fp8 GEMMs (random, constant, zero operands), an FMA loop, an exp2 loop, a copy.
+
+    `devices` applies to the torch-only kernels (bf16 GEMM, copy), so a CPU test can run them; the fp8
+    GEMM (e4m3fn, not MI300's fnuz) and the Triton loops (inline PTX) are CUDA-only. Copy bytes count
+    the read and the write.
+    """
+    if gemm_size < 16 or copy_bytes < 4096:
+        raise ConfigError(f"Peak sizes too small: gemm_size={gemm_size} (>= 16), copy_bytes={copy_bytes} (>= 4096).")
+    reg = KernelRegistry()
+    flop = float(2 * gemm_size**3)
+
+    def add(name, prepare, *, group, operands, unit, work, on=("cuda",), availability=None, what=""):
+        reg.add(Kernel(
+            name=name, prepare=prepare, dtypes=frozenset({"bfloat16"}), devices=frozenset(on), description=what,
+            source=f"{__name__}:{name}", extra={"group": group, "operands": operands, "unit": unit,
+                                                "work_per_launch": float(work)},
+            **({"availability": availability} if availability else {})))
+
+    for ops in OPERANDS:
+        add(f"peak-gemm-bf16-{ops}", _gemm("bf16", ops, gemm_size, fp8_fast_accum), group="gemm-bf16", operands=ops,
+            unit="FLOP", work=flop, on=devices, what=f"bf16 GEMM {gemm_size}^3, {ops} operands (torch.mm)")
+        add(f"peak-gemm-fp8-{ops}", _gemm("fp8", ops, gemm_size, fp8_fast_accum), group="gemm-fp8", operands=ops,
+            unit="FLOP", work=flop, availability=_fp8_ok,
+            what=f"fp8 e4m3 GEMM {gemm_size}^3, {ops} operands (torch._scaled_mm, bf16 out)")
+    from_loop = LOOP_GRID * 1024 * 4  # programs x BLOCK x CHAINS (see _peak_triton)
+    add("peak-fma-fp32", _loop("fma"), group="fma-fp32", operands="chaotic", unit="FLOP",
+        work=2 * FMA_ITERS * from_loop, availability=_triton_ok, what="fp32 FFMA-only loop (Triton)")
+    add("peak-exp2-mufu", _loop("exp2"), group="exp2-mufu", operands="chaotic", unit="exp",
+        work=EXP_ITERS * from_loop, availability=_triton_ok, what="ex2.approx (MUFU.EX2) loop (Triton)")
+    add("peak-copy-d2d", _copy(copy_bytes), group="copy", operands="random", unit="byte", work=2 * (copy_bytes // 4) * 4,
+        on=devices, what=f"device-to-device copy of {copy_bytes / 2**20:.0f} MiB (bytes read + written)")
+    return reg
+
+
+def peak_rows(measurements: Sequence[dict], registry: KernelRegistry, *, run_id: str, device_name: str | None = None
+              ) -> list[dict]:
+    """`peaks` table rows from a peaks run's measurement rows: achieved rate = work per launch / time per launch."""
+    out = []
+    for m in measurements:
+        if m.get("kernel") not in registry or not m.get("time_ns"):
+            continue
+        extra = registry.get(m["kernel"]).extra
+        out.append({
+            "run_id": run_id, "peaks_run_id": run_id, "measurement_id": m.get("measurement_id"), "kernel": m["kernel"],
+            "group": extra["group"], "operands": extra["operands"], "unit": extra["unit"],
+            "work_per_launch": extra["work_per_launch"], "repeat": m.get("repeat"), "status": m.get("status"),
+            "time_ns": m["time_ns"], "rate_per_s": extra["work_per_launch"] / (m["time_ns"] * 1e-9),
+            "sm_clock_mhz": m.get("sm_clock_mhz"), "inband_clock_mhz": m.get("inband_clock_mhz"),
+            "power_w": m.get("power_w"), "power_limited_frac": m.get("power_limited_frac"),
+            "reason_names": m.get("reason_names"), "settled": m.get("settled"), "device_name": device_name,
+        })
+    return out
+
+
+@dataclass(frozen=True, kw_only=True)
+class Roof:
+    label: str
+    kind: str  # "compute" (FLOP/s), "memory" (byte/s) or "ops" (another unit per s, e.g. exp/s: not drawn)
+    value: float
+    operands: str = ""
+
+
+@dataclass(frozen=True, kw_only=True)
+class RooflinePoint:
+    label: str
+    intensity: float  # FLOP per byte of DRAM traffic
+    flops_per_s: float
+    note: str = ""
+
+
+def roofs_from_peaks(rows: Sequence[dict]) -> list[Roof]:
+    """One roof per peak kernel: the median rate over its repeats (rows of the `peaks` table)."""
+    from statistics import median
+
+    by: dict[str, list[dict]] = {}
+    for r in rows:
+        if r.get("rate_per_s"):
+            by.setdefault(r["kernel"], []).append(r)
+    kind = {"FLOP": "compute", "byte": "memory"}
+    return [Roof(label=k.removeprefix("peak-"), kind=kind.get(rs[0]["unit"], "ops"),
+                 value=median(r["rate_per_s"] for r in rs), operands=rs[0]["operands"]) for k, rs in by.items()]
+
+
+def roofline_png(*, roofs: Sequence[Roof], points: Sequence[RooflinePoint], title: str = "Roofline (empirical roofs)",
+                 dpi: int = 80) -> bytes:
+    """Log-log roofline: each compute roof meets the best memory roof at its ridge; points are kernels. Pure."""
+    import matplotlib
+
+    matplotlib.use("Agg", force=False)
+    import matplotlib.pyplot as plt
+
+    compute = sorted((r for r in roofs if r.kind == "compute"), key=lambda r: -r.value)
+    memory = max((r for r in roofs if r.kind == "memory"), key=lambda r: r.value, default=None)
+    if not compute and memory is None and not points:
+        raise ValueError("a roofline needs at least one roof or point")
+    ys = [c.value for c in compute] + [p.flops_per_s for p in points if p.flops_per_s > 0]
+    y_lo, y_hi = (min(ys) / 8, max(ys) * 2) if ys else (1e12, 1e15)
+    xs = [p.intensity for p in points if p.intensity > 0]
+    ridges = [c.value / memory.value for c in compute] if memory else []
+    lo = min([y_lo / memory.value if memory else 1.0, *(x / 4 for x in xs + ridges)])
+    hi = max([100.0, *(x * 4 for x in xs + ridges)])
+    fig, ax = plt.subplots(figsize=(12, 5.5), dpi=dpi)
+    fig.subplots_adjust(left=0.07, right=0.57, bottom=0.1, top=0.93)  # the legend sits right of the axes
+    cycle = plt.rcParams["axes.prop_cycle"].by_key()["color"]
+    for i, c in enumerate(compute):
+        # solid: random operands (the roof real data meets); dashed: constant; dotted: zero
+        style = {"constant": "--", "zero": ":"}.get(c.operands, "-")
+        ax.plot([c.value / memory.value if memory else lo, hi], [c.value / 1e12] * 2, style,
+                color=cycle[i % len(cycle)], lw=1.8, label=f"{c.label}: {c.value / 1e12:.0f} TFLOP/s")
+    if memory:
+        top = compute[0].value if compute else y_hi
+        ax.plot([lo, top / memory.value], [lo * memory.value / 1e12, top / 1e12], "-", color="black", lw=1.8,
+                label=f"{memory.label}: {memory.value / 1e12:.2f} TB/s")
+    for i, p in enumerate(points):
+        ax.plot([p.intensity], [p.flops_per_s / 1e12], "o", ms=7, color=cycle[(i + len(compute)) % len(cycle)],
+                label=f"{p.label}: {p.flops_per_s / 1e12:.0f} TFLOP/s @ {p.intensity:.0f} FLOP/B" +
+                (f" [{p.note}]" if p.note else ""))
+    ax.set_xscale("log")
+    ax.set_yscale("log")
+    ax.set_xlim(lo, hi)
+    ax.set_ylim(y_lo / 1e12, y_hi / 1e12)
+    ax.set_xlabel("arithmetic intensity, FLOP per DRAM byte")
+    ax.set_ylabel("TFLOP/s (sustained)")
+    ax.set_title(title, fontsize=11)
+    ax.grid(True, which="both", alpha=0.25)
+    ax.legend(fontsize=8, loc="upper left", bbox_to_anchor=(1.01, 1.0), frameon=False)
+    buf = io.BytesIO()
+    fig.savefig(buf, format="png", dpi=dpi)
+    plt.close(fig)
+    return buf.getvalue()
+
+
+@dataclass(kw_only=True)
+class PeaksResult:
+    run: object  # harness.runner.RunResult of the peaks run
+    rows: list[dict]
+    skipped: dict[str, str] = field(default_factory=dict)  # kernel -> why it could not run here
+    written: list[Path] = field(default_factory=list)
+
+    @property
+    def roofs(self) -> list[Roof]:
+        return roofs_from_peaks(self.rows)
+
+
+def run_peaks(*, kernels: Sequence[str] = (), device: str = "cuda:0", telemetry: str = "auto", protocol=None,
+              results_dir: Path = Path("results"), run_name: str = "peaks", registry: KernelRegistry | None = None,
+              into: Path | None = None, allow_busy: bool = False, observer=None, command: str = "") -> PeaksResult:
+    """Time the peak kernels under the sustained protocol (a run of its own) and store their rates.
+
+    The `peaks` table goes into the peaks run and, with `into`, into another run too, whose report then
+    draws its kernels on these roofs. Kernels that cannot run on this device are skipped and listed.
+    """
+    from harness.config import RunConfig, SustainedProtocol
+    from harness.errors import UnsupportedInputError
+    from harness.profiling._store import write_trace_table
+    from harness.runner import run_sustained
+
+    reg = registry or peak_registry()
+    names = list(kernels) or reg.names()
+    chosen = [reg.get(n) for n in names]  # an unknown name raises here, listing the known ones
+    if into is not None and not (Path(into) / "runs.parquet").is_file():
+        raise ResultsError(f"--into {into} is not a run directory (no runs.parquet); give a run of `bench sustained`.")
+    from harness.devices import open_device
+
+    dev = open_device(device)
+    skipped = {k.name: r for k in chosen if (r := k.unavailable_reason(dev.kind))}
+    runnable = tuple(k.name for k in chosen if k.name not in skipped)
+    if not runnable:
+        why = "; ".join(f"{k}: {r}" for k, r in skipped.items())
+        raise UnsupportedInputError(f"No peak kernel can run on {device}: {why}.")
+    config = RunConfig(kernels=runnable, inputs=(peak_input_spec(),), device=device, telemetry=telemetry,
+                       protocol=protocol or SustainedProtocol(), results_dir=Path(results_dir), run_name=run_name,
+                       allow_busy=allow_busy, gate=False,
+                       notes="empirical peaks: the measurement rows' tflops are 0 by design; rates are in peaks/")
+    result = run_sustained(config, observer=observer, registry=reg, device=dev, command=command)
+    rows = peak_rows(result.measurements, reg, run_id=result.run_id, device_name=result.info.get("device_name"))
+    written = [write_trace_table(result.path, "peaks", rows)]
+    if into is not None:
+        into_id = Path(into).name
+        written.append(write_trace_table(into, "peaks", [{**r, "run_id": into_id} for r in rows]))
+    return PeaksResult(run=result, rows=rows, skipped=skipped, written=written)

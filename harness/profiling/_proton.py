@@ -1,0 +1,191 @@
+"""Triton Proton intra-kernel timelines: record one launch's scopes per warp, draw them like the paper's Fig. 6.
+
+Proton's instrumentation backend records, per warp, the cycle (or global-timer) counter when a scope
+(`pl.enter_scope` / `pl.exit_scope` in the kernel source) starts and ends. Its Chrome trace has one
+"X" event per scope instance with `pid` "<kernel> Core<sm> CTA<block>[ ...]" and `tid`
+"warp <w> (line <l>)"; `ts` and `dur` are the counter divided by 1000. Older Proton wrote cycles
+(`args.Unit` "GPU cycle", the pid noting "clock cycle"); newer Proton writes global-timer ns. The parser
+reads both and says which it found.
+
+A kernel without scopes gives an empty timeline: the scopes (QK, softmax, PV, waits) must be in its source.
+
+>>> trace = {"traceEvents": [{"ph": "X", "name": "qk", "pid": "k Core0 CTA0", "tid": "warp 0 (line 0)",
+...                           "ts": 0.0, "dur": 1.5, "args": {"Unit": "GPU cycle"}}]}
+>>> events, unit = parse_proton_trace(trace)
+>>> (events[0].scope, events[0].start, events[0].duration, unit)
+('qk', 0.0, 1500.0, 'cycle')
+"""
+
+from __future__ import annotations
+
+import io
+import json
+import re
+import tempfile
+import time
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Callable
+
+from harness.profiling._errors import NothingProfiled, ProfilerMissing, TraceFormatError
+
+__all__ = ["ScopeEvent", "parse_proton_trace", "record_proton_trace", "scope_summary", "timeline_png"]
+
+_PID = re.compile(r"Core(\d+)\s+CTA(\d+)")
+_TID = re.compile(r"warp\s+(\d+)(?:\s+\(line\s+(\d+)\))?")
+
+
+@dataclass(frozen=True, kw_only=True)
+class ScopeEvent:
+    scope: str
+    core: int  # the SM the block ran on
+    cta: int
+    warp: int
+    line: int  # Proton's row for overlapping scopes of one warp (nested or asynchronous)
+    start: float  # in `unit` (cycles or ns), from the trace's origin
+    duration: float
+
+
+def _load(trace) -> dict:
+    if isinstance(trace, (str, Path)) and not (isinstance(trace, str) and trace.lstrip().startswith(("{", "["))):
+        path = Path(trace)
+        try:
+            return json.loads(path.read_text(encoding="utf-8"))
+        except (OSError, ValueError) as exc:
+            raise TraceFormatError(f"Proton trace {path} cannot be read as JSON ({exc}).") from None
+    if isinstance(trace, str):
+        return json.loads(trace)
+    return trace
+
+
+def parse_proton_trace(trace) -> tuple[list[ScopeEvent], str]:
+    """Scope events of a Proton Chrome trace (a dict, JSON text or a path) and their unit: "cycle" or "ns"."""
+    doc = _load(trace)
+    raw = doc.get("traceEvents", []) if isinstance(doc, dict) else doc
+    events, cycles = [], False
+    for e in raw:
+        if e.get("ph") != "X":
+            continue
+        pid, tid = _PID.search(str(e.get("pid", ""))), _TID.search(str(e.get("tid", "")))
+        if pid is None or tid is None:
+            continue  # host-side and kernel-level events share the file; only warp scopes are drawn
+        cycles |= "clock cycle" in str(e.get("pid")) or (e.get("args") or {}).get("Unit") == "GPU cycle"
+        events.append(ScopeEvent(scope=str(e.get("name", "")), core=int(pid.group(1)), cta=int(pid.group(2)),
+                                 warp=int(tid.group(1)), line=int(tid.group(2) or 0),
+                                 start=float(e["ts"]) * 1000.0, duration=float(e["dur"]) * 1000.0))
+    return events, ("cycle" if cycles else "ns")
+
+
+def scope_summary(events: list[ScopeEvent]) -> dict[str, dict[str, float]]:
+    """Per scope: instances, total and mean duration, and its share of all scope time (what the note quotes)."""
+    total = sum(e.duration for e in events) or 1.0
+    out: dict[str, dict[str, float]] = {}
+    for e in events:
+        s = out.setdefault(e.scope, {"count": 0, "total": 0.0})
+        s["count"] += 1
+        s["total"] += e.duration
+    for s in out.values():
+        s["mean"] = s["total"] / s["count"]
+        s["share"] = s["total"] / total
+    return dict(sorted(out.items(), key=lambda kv: -kv[1]["total"]))
+
+
+def timeline_png(trace, *, max_rows: int = 32, core: int | None = None, title: str = "", dpi: int = 80) -> bytes:
+    """A per-warp timeline (one row per CTA x warp on one SM, one colour per scope) as PNG bytes.
+
+    Pure: the trace in, the picture out. `core` picks the SM (default: the one with the most events);
+    rows beyond `max_rows` are left out and the caption line says so.
+    """
+    events, unit = parse_proton_trace(trace)
+    if not events:
+        raise NothingProfiled(
+            "The Proton trace holds no warp scope events. The kernel records none: add pl.enter_scope / "
+            "pl.exit_scope (triton.profiler.language) around QK, softmax and PV in its source, and enable "
+            "Triton-DSL instrumentation (pl.enable_semantic('triton')) before it compiles.")
+    counts: dict[int, int] = {}
+    for e in events:
+        counts[e.core] = counts.get(e.core, 0) + 1
+    core = max(counts, key=counts.get) if core is None else core
+    mine = [e for e in events if e.core == core]
+    if not mine:
+        raise NothingProfiled(f"No scope events on SM {core}; the trace has SMs {sorted(counts)}.")
+    rows = sorted({(e.cta, e.warp, e.line) for e in mine})
+    shown = rows[:max_rows]
+    index = {r: i for i, r in enumerate(shown)}
+    t0 = min(e.start for e in mine)
+    scopes = list(dict.fromkeys(e.scope for e in sorted(mine, key=lambda e: e.start)))
+
+    import matplotlib
+
+    matplotlib.use("Agg", force=False)
+    import matplotlib.pyplot as plt
+
+    cmap = plt.get_cmap("tab10")
+    color = {s: cmap(i % 10) for i, s in enumerate(scopes)}
+    fig, ax = plt.subplots(figsize=(11, 0.3 * len(shown) + 1.6), dpi=dpi)
+    for e in mine:
+        r = (e.cta, e.warp, e.line)
+        if r in index:
+            ax.broken_barh([(e.start - t0, e.duration)], (index[r] - 0.4, 0.8), color=color[e.scope], linewidth=0)
+    ax.set_yticks(range(len(shown)), [f"CTA {c} w{w}" + (f".{ln}" if ln else "") for c, w, ln in shown], fontsize=8)
+    ax.invert_yaxis()
+    ax.set_xlabel("cycles since the first scope on this SM" if unit == "cycle" else "ns since the first scope on this SM")
+    left = len(rows) - len(shown)
+    ax.set_title((title or "Proton intra-kernel timeline") + f" (SM {core}" + (f", {left} rows not shown)" if left else ")"),
+                 fontsize=10)
+    ax.legend(handles=[plt.Rectangle((0, 0), 1, 1, color=color[s]) for s in scopes], labels=scopes,
+              loc="center left", bbox_to_anchor=(1.0, 0.5), fontsize=8, frameon=False)
+    fig.tight_layout()
+    buf = io.BytesIO()
+    fig.savefig(buf, format="png", dpi=dpi)
+    plt.close(fig)
+    return buf.getvalue()
+
+
+def record_proton_trace(launch: Callable[[], object], *, out: Path, warm_s: float = 2.0, granularity: str = "warp",
+                        buffer_size: int = 0, synchronize: Callable[[], None] | None = None, profiler=None,
+                        clock: Callable[[], float] = time.monotonic) -> Path:
+    """Run `launch` (a Triton kernel whose source has Proton scopes) once under instrumentation after a warm-in,
+    and return the Chrome trace written at `out` (suffix `.chrome_trace`).
+
+    Three steps, so the recorded launch is warm and runs at the clock of back-to-back work: a throwaway
+    session compiles the instrumented kernel (instrumentation is part of Triton's compile key, so it is
+    a separate binary); `warm_s` of back-to-back uninstrumented launches; then one recorded launch.
+    Proton's shared-memory buffer is circular: a long loop keeps its last scopes only (`buffer_size`).
+    """
+    if profiler is None:
+        try:
+            import triton.profiler as profiler
+            import triton.profiler.language as pl
+        except ImportError as exc:
+            raise ProfilerMissing(f"Proton (triton.profiler) cannot be imported ({exc}); install triton >= 3.4.") from None
+        if hasattr(pl, "enable_semantic"):
+            # Triton >= 3.7 records scopes only in Gluon kernels unless the Triton DSL is enabled.
+            pl.enable_semantic("triton")
+    if synchronize is None:
+        import torch
+
+        synchronize = torch.cuda.synchronize
+    mode = f"default:granularity={granularity}" + (f":buffer_size={buffer_size}" if buffer_size else "")
+    out = Path(out)
+    out.parent.mkdir(parents=True, exist_ok=True)
+    stem = out.with_suffix("") if out.suffix == ".chrome_trace" else out
+    with tempfile.TemporaryDirectory() as tmp:
+        profiler.start(str(Path(tmp) / "compile"), data="trace", backend="instrumentation", mode=mode)
+        launch()
+        synchronize()
+        profiler.finalize()
+    end = clock() + warm_s
+    while clock() < end:
+        for _ in range(10):
+            launch()
+        synchronize()
+    profiler.start(str(stem), data="trace", backend="instrumentation", mode=mode)
+    launch()
+    synchronize()
+    profiler.finalize()
+    written = sorted(stem.parent.glob(stem.name + "*"))
+    trace = next((p for p in written if p.suffix in (".chrome_trace", ".json")), None)
+    if trace is None:
+        raise NothingProfiled(f"Proton wrote no Chrome trace next to {stem} (found: {[p.name for p in written]}).")
+    return trace

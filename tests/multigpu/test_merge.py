@@ -1,0 +1,122 @@
+"""Merging per-GPU runs (synthetic ones, written with RunWriter): the GPU of every row, indices, status."""
+
+from __future__ import annotations
+
+import json
+
+import polars as pl
+import pytest
+from multigpu_helpers import write_run
+
+from harness.errors import ResultsError
+from harness.multigpu import gpu_of, merge_runs, split_measurement_id, with_gpu
+from harness.results import read_run
+
+A, B = "00000000:19:00.0", "00000000:3B:00.0"
+
+
+def test_replicated_runs_merge_with_the_gpu_on_every_row(tmp_path):
+    a = write_run(tmp_path / "t", gpu=A, times={(0, "k"): [100, 101], (1, "k"): [200, 202]}, suite_size=2)
+    b = write_run(tmp_path / "t", gpu=B, times={(0, "k"): [104, 105], (1, "k"): [208, 206]}, suite_size=2)
+    res = merge_runs([a, b], out=tmp_path / "merged")
+    assert res.status == "complete" and res.status_detail == ""
+    run = read_run(tmp_path / "merged")  # an ordinary run directory
+    assert run.info["status"] == "complete" and run.info["pci_bus_id"] == f"{A},{B}"
+    assert run.info["device_name"] == "NVIDIA H200" and run.info["power_limit_w"] == 700.0
+    m = with_gpu(run.measurements, run.info)
+    assert m.height == 8 and m["measurement_id"].n_unique() == 8
+    assert sorted(m.filter(pl.col("gpu") == B)["time_ns"].to_list()) == [104, 105, 206, 208]
+    assert split_measurement_id(m["measurement_id"][0]) == (A, "c0-k-r0")
+    # chunks and samples carry the GPU through the same id, so joins stay per GPU
+    chunks = with_gpu(run.chunks, run.info)
+    assert set(chunks["gpu"]) == {A, B} and chunks.height == 16
+    assert set(run.samples["measurement_id"]) == set(m["measurement_id"])
+    # the per-GPU runs are kept, untouched, and listed in the manifest
+    manifest = json.loads(run.info["config_json"])["multigpu"]
+    assert [g["gpu"] for g in manifest["gpus"]] == [A, B]
+    for g in manifest["gpus"]:
+        assert read_run(tmp_path / "merged" / g["run_dir"]).info["pci_bus_id"] == g["gpu"]
+    assert json.loads(run.info["telemetry_json"]) == {A: {"gpu": A}, B: {"gpu": B}}
+
+
+def test_shards_get_their_suite_indices_back(tmp_path):
+    # worker 0 ran suite configurations 0 and 2 as its local 0 and 1; worker 1 ran configuration 1
+    a = write_run(tmp_path / "t", gpu=A, times={(0, "k"): [10], (1, "k"): [30]}, config_indices=(0, 2), suite_size=3,
+                  mode="shard")
+    b = write_run(tmp_path / "t", gpu=B, times={(0, "k"): [20]}, config_indices=(1,), suite_size=3, mode="shard")
+    res = merge_runs([a, b], out=tmp_path / "m")
+    assert res.status == "complete"
+    got = {(r["config_index"], r["gpu"]): r["time_ns"] for r in res.measurements}
+    assert got == {(0, A): 10, (2, A): 30, (1, B): 20}
+    assert {r["measurement_id"] for r in res.measurements} == {f"{A}#c0-k-r0", f"{A}#c2-k-r0", f"{B}#c1-k-r0"}
+
+
+def test_a_run_that_stopped_keeps_its_measurements_and_the_merge_is_incomplete(tmp_path):
+    a = write_run(tmp_path / "t", gpu=A, times={(0, "k"): [10, 11]}, config_indices=(0, 2), suite_size=3,
+                  mode="shard", status="running")  # its worker died during configuration 2
+    b = write_run(tmp_path / "t", gpu=B, times={(0, "k"): [20, 21]}, config_indices=(1,), suite_size=3, mode="shard")
+    res = merge_runs([a, b], out=tmp_path / "m")
+    assert res.status == "incomplete"
+    assert "GPU 00000000:19:00.0: incomplete after 2 measurement(s)" in res.status_detail
+    assert "configurations [2] of 3 have no measurement" in res.status_detail
+    assert read_run(tmp_path / "m").info["status"] == "incomplete"
+    assert sorted(r["config_index"] for r in res.measurements) == [0, 0, 1, 1]
+
+
+def test_a_slurm_task_that_never_ran_makes_the_merge_incomplete(tmp_path):
+    runs = [write_run(tmp_path / "t", gpu=A, times={(0, "k"): [10]}, suite_size=1, task=t, tasks=3, host=f"n{t}")
+            for t in (0, 2)]
+    res = merge_runs(runs, out=tmp_path / "m")
+    assert res.status == "incomplete" and "tasks [1] produced no run" in res.status_detail
+    # two nodes with a GPU at the same bus id: the host keeps them apart
+    assert {r["gpu"] for r in res.measurements} == {f"n0/{A}", f"n2/{A}"}
+    assert sorted(p.name for p in (tmp_path / "m" / "gpus").iterdir()) == [
+        "n0-00000000-19-00.0-task0000", "n2-00000000-19-00.0-task0002"]
+
+
+def test_plain_runs_without_a_sidecar_merge_by_their_runs_row(tmp_path):
+    a = write_run(tmp_path / "t", gpu=A, times={(0, "k"): [10]}, sidecar=False)
+    b = write_run(tmp_path / "t", gpu=B, times={(0, "k"): [12]}, sidecar=False)
+    res = merge_runs([a, b], out=tmp_path / "m")
+    assert res.status == "complete" and {r["gpu"] for r in res.measurements} == {A, B}
+
+
+def test_refusals(tmp_path):
+    a = write_run(tmp_path / "t", gpu=A, times={(0, "k"): [10]})
+    b = write_run(tmp_path / "t", gpu=B, times={(0, "k"): [10]}, protocol_json='{"window_s": 1.0}')
+    with pytest.raises(ResultsError, match="different protocols"):
+        merge_runs([a, b], out=tmp_path / "m1")
+    with pytest.raises(ResultsError, match="is named twice"):
+        merge_runs([a, a], out=tmp_path / "m2")
+    with pytest.raises(ResultsError, match="exists"):
+        merge_runs([a], out=tmp_path / "t")
+    with pytest.raises(ResultsError, match="not a run directory"):
+        merge_runs([tmp_path], out=tmp_path / "m3")
+
+
+def test_gpu_of_a_single_gpu_run_is_its_run_row():
+    info = {"pci_bus_id": A, "device_kind": "cuda"}
+    assert gpu_of({"measurement_id": "c0-k-r0"}, info) == A
+    assert gpu_of({"measurement_id": f"{B}#c0-k-r0"}, info) == B
+    assert gpu_of({"measurement_id": "x", "gpu": "from-a-column"}, info) == "from-a-column"
+    frame = with_gpu(pl.DataFrame({"measurement_id": ["c0-k-r0", f"{B}#c0-k-r1"]}), info)
+    assert frame["gpu"].to_list() == [A, B]
+
+
+def test_a_future_gpu_column_is_filled_and_read(tmp_path, monkeypatch):
+    """The proposed schema change (measurements.gpu, string): with it, the merge writes the column and readers use it."""
+    from harness.results import _schema
+
+    measurements = [*_schema._COLUMNS["measurements"], ("gpu", "string")]
+    monkeypatch.setitem(_schema._COLUMNS, "measurements", measurements)
+    _schema.table_schema.cache_clear()
+    try:
+        a = write_run(tmp_path / "t", gpu=A, times={(0, "k"): [10]})
+        b = write_run(tmp_path / "t", gpu=B, times={(0, "k"): [12]})
+        merge_runs([a, b], out=tmp_path / "m")
+        run = read_run(tmp_path / "m")
+        assert sorted(run.measurements["gpu"].to_list()) == [A, B]
+        assert with_gpu(run.measurements, run.info)["gpu"].to_list() == run.measurements["gpu"].to_list()
+    finally:
+        monkeypatch.undo()
+        _schema.table_schema.cache_clear()

@@ -1,0 +1,65 @@
+"""The spread between GPUs: a pure function of rows, its tables at a fixed width, and its report section."""
+
+from __future__ import annotations
+
+import io
+
+import pytest
+from multigpu_helpers import write_run
+
+from harness.multigpu import gpu_spread, merge_runs, suite_spread
+from harness.report._gpu_section import gpu_spread_section, gpu_spread_tables
+from harness.results import read_run
+
+
+def row(gpu, t, clock, *, kernel="k", ci=0, status="ok", repeat=0):
+    return {"gpu": gpu, "config_index": ci, "input_label": f"in{ci}", "kernel": kernel, "status": status,
+            "time_ns": t, "sm_clock_mhz": clock, "inband_clock_mhz": None, "repeat": repeat}
+
+
+def test_medians_per_gpu_then_spread_across_gpus():
+    rows = [row("a", 100.0, 1800.0), row("a", 102.0, 1790.0, repeat=1), row("a", 500.0, 1000.0, repeat=2),
+            row("b", 104.0, 1750.0), row("b", 106.0, 1740.0, repeat=1),
+            row("c", 101.0, 1780.0),
+            row("c", 1.0, 1980.0, status="gate_failed")]  # not timed: left out
+    (s,) = gpu_spread(rows)
+    assert [f.gpu for f in s.gpus] == ["a", "b", "c"]
+    assert [f.time_ns for f in s.gpus] == [102.0, 105.0, 101.0] and [f.repeats for f in s.gpus] == [3, 2, 1]
+    assert (s.time_median_ns, s.time_min_ns, s.time_max_ns) == (102.0, 101.0, 105.0)
+    assert s.time_spread == pytest.approx(4 / 102)
+    assert (s.clock_median_mhz, s.clock_min_mhz, s.clock_max_mhz) == (1780.0, 1745.0, 1790.0)
+    assert s.clock_spread == pytest.approx(45 / 1780)
+    assert (s.slowest, s.fastest) == ("b", "c")
+
+
+def test_one_gpu_has_no_spread_and_the_suite_median_ignores_it():
+    spreads = gpu_spread([row("a", 100.0, 1800.0, kernel="solo"),
+                          row("a", 100.0, 1800.0, kernel="k2"), row("b", 110.0, 1700.0, kernel="k2")])
+    assert spreads[0].time_spread is None and spreads[0].slowest is None
+    assert suite_spread(spreads) == pytest.approx(0.1 / 1.05)
+
+
+def test_tables_at_a_fixed_width():
+    from rich.console import Console
+
+    spreads = gpu_spread([row("00000000:19:00.0", 1.0e6, 1800.0), row("00000000:3B:00.0", 1.04e6, 1750.0)])
+    console = Console(file=io.StringIO(), width=150, color_system=None)
+    for t in gpu_spread_tables(spreads):
+        console.print(t.to_rich())
+    lines = [x.replace("│", " ").split() for x in console.file.getvalue().splitlines()]
+    rows = [x for x in lines if x and x[0] == "in0"]
+    assert rows[0] == ["in0", "k", "2", "1.0200", "1.0000", "1.0400", "3.92%", "1775", "1750", "1800",
+                            "2.82%", "00000000:3B:00.0"]
+    assert rows[1:] == [["in0", "k", "00000000:19:00.0", "1.0000", "-1.96%", "1800", "-", "1"],
+                        ["in0", "k", "00000000:3B:00.0", "1.0400", "+1.96%", "1750", "-", "1"]]
+
+
+def test_report_section_only_for_runs_of_several_gpus(tmp_path):
+    a = write_run(tmp_path / "t", gpu="00000000:19:00.0", times={(0, "k"): [100, 101]})
+    b = write_run(tmp_path / "t", gpu="00000000:3B:00.0", times={(0, "k"): [104, 105]})
+    merge_runs([a, b], out=tmp_path / "m")
+    section = gpu_spread_section(read_run(tmp_path / "m"))
+    assert section.title == "Spread between GPUs" and "Median time spread between GPUs over 1 kernel x input" in section.text
+    html = "".join(t.to_html() for t in section.tables)
+    assert "00000000:3B:00.0" in html and "3.90%" in html
+    assert gpu_spread_section(read_run(a)) is None
