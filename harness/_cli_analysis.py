@@ -6,28 +6,16 @@ wrap them in a Typer app of their own.
 
 from __future__ import annotations
 
-import shlex
-import sys
 from pathlib import Path
 from typing import List, Optional
 
 import typer
 
+from harness._cli_common import command_line as _command, console as _console, fail as _fail
+
 __all__ = ["burst", "compare", "report"]
 
 SLOWDOWN_EXIT = 1  # a slowdown beyond --fail-on-slowdown; bad input exits 2 (harness.cli._fail)
-
-
-def _console():
-    from harness.cli import _console as console
-
-    return console()
-
-
-def _fail(exc) -> None:
-    from harness.cli import _fail as fail
-
-    fail(exc)
 
 
 def compare(
@@ -137,7 +125,7 @@ def burst(
             allow_busy=allow_busy, gate=gate,
             protocol=BurstProtocol(warmup_launches=warmup, timed_launches=timed, repeats=repeats, idle_s=idle_s),
         )
-        command = " ".join(shlex.quote(a) for a in ["bench", *sys.argv[1:]])
+        command = _command()
         result = run_burst(config, observer=LiveView(console), command=command)
     except HarnessError as exc:
         _fail(exc)

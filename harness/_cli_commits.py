@@ -6,29 +6,14 @@ commands without it (ci/nightly.sh calls it that way, so it works with any PATH)
 
 from __future__ import annotations
 
-import shlex
-import sys
 from pathlib import Path
 from typing import List, Optional
 
 import typer
 
+from harness._cli_common import command_line as _command, console as _console, fail as _fail
+
 __all__ = ["commits", "nightly", "app"]
-
-
-def _console():
-    from rich.console import Console
-
-    return Console()
-
-
-def _fail(exc) -> None:
-    _console().print(f"[bold red]error:[/] {exc}", highlight=False)
-    raise typer.Exit(2)
-
-
-def _command() -> str:
-    return " ".join(shlex.quote(a) for a in ["bench", *sys.argv[1:]])
 
 
 def _protocol(quick: bool, repeats: Optional[int], window_s: Optional[float]):

@@ -9,29 +9,14 @@ described once, in one place:
 
 from __future__ import annotations
 
-import shlex
-import sys
 from pathlib import Path
 from typing import List, Optional
 
 import typer
 
+from harness._cli_common import command_line as _command, console as _console, fail as _fail
+
 __all__ = ["app", "merge", "render_multi", "run_multi_and_render", "slurm", "sustained_config"]
-
-
-def _console():
-    from rich.console import Console
-
-    return Console()
-
-
-def _fail(exc) -> None:
-    _console().print(f"[bold red]error:[/] {exc}", highlight=False)
-    raise typer.Exit(2)
-
-
-def _command() -> str:
-    return " ".join(shlex.quote(a) for a in ["bench", *sys.argv[1:]])
 
 
 def sustained_config(args: list[str]):

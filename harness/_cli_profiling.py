@@ -6,26 +6,14 @@ tests wrap them in a Typer app of their own.
 
 from __future__ import annotations
 
-import shlex
-import sys
 from pathlib import Path
 from typing import List, Optional
 
 import typer
 
+from harness._cli_common import command_line as _command, console as _console, fail as _fail
+
 __all__ = ["peaks", "trace"]
-
-
-def _console():
-    from harness.cli import _console as console
-
-    return console()
-
-
-def _fail(exc) -> None:
-    from harness.cli import _fail as fail
-
-    fail(exc)
 
 
 def trace(
@@ -100,7 +88,7 @@ def peaks(
         overrides = {k: v for k, v in dict(repeats=repeats, window_s=window_s, warmin_cap_s=warmin_cap_s,
                                            idle_before_kernel_s=idle_s).items() if v is not None}
         protocol = SustainedProtocol.quick(**overrides) if quick else SustainedProtocol(**overrides)
-        command = " ".join(shlex.quote(a) for a in ["bench", *sys.argv[1:]])
+        command = _command()
         result = run_peaks(kernels=tuple(kernel), device=device, telemetry=telemetry, protocol=protocol,
                            results_dir=results, run_name=name, registry=registry, into=into, allow_busy=allow_busy,
                            observer=LiveView(console), command=command)

@@ -2,12 +2,12 @@
 
 from __future__ import annotations
 
-import shlex
-import sys
 from pathlib import Path
 from typing import List, Optional
 
 import typer
+
+from harness._cli_common import command_line as _command, console as _console, fail as _fail
 
 __all__ = ["app", "main"]
 
@@ -16,17 +16,6 @@ list_app = typer.Typer(no_args_is_help=True, help="List kernels, models, telemet
 app.add_typer(list_app, name="list")
 inputs_app = typer.Typer(no_args_is_help=True, help="Make inputs: controls shaped like a capture.")
 app.add_typer(inputs_app, name="inputs")
-
-
-def _console():
-    from rich.console import Console
-
-    return Console()
-
-
-def _fail(exc) -> None:
-    _console().print(f"[bold red]error:[/] {exc}", highlight=False)
-    raise typer.Exit(2)
 
 
 @app.command()
@@ -119,7 +108,7 @@ def _run_and_render(config, console) -> None:
     from harness.runner import run_sustained
 
     view = LiveView(console)
-    command = " ".join(shlex.quote(a) for a in ["bench", *sys.argv[1:]])
+    command = _command()
     try:
         result = run_sustained(config, observer=view, command=command)
     except KeyboardInterrupt:

@@ -20,6 +20,7 @@ import json
 import os
 import sys
 from pathlib import Path
+from harness.runner._channel import JsonLinesChannel
 
 __all__ = ["main", "spec_to_json", "input_spec_from_dict", "MEASURED_FIELDS"]
 
@@ -32,23 +33,10 @@ class _Stopped(Exception):
     """The orchestrator asked this worker to stop before its next repeat (another revision failed)."""
 
 
-class _Channel:
-    def __init__(self, out, inp) -> None:
-        self._out, self._in = out, inp
-
-    def send(self, **message) -> None:
-        self._out.write(json.dumps(message, default=str) + "\n")
-        self._out.flush()
-
-    def receive(self) -> dict:
-        line = self._in.readline()
-        return json.loads(line) if line.strip() else {"op": "stop"}
-
-
 class _Relay:
     """A RunObserver that turns the runner's measurement loop into one repeat per `go`."""
 
-    def __init__(self, channel: _Channel) -> None:
+    def __init__(self, channel: JsonLinesChannel) -> None:
         self.channel = channel
         self.messages: list[str] = []
 
@@ -115,7 +103,7 @@ def spec_to_json(**spec) -> str:
                       default=str)
 
 
-def _run(spec: dict, channel: _Channel) -> int:
+def _run(spec: dict, channel: JsonLinesChannel) -> int:
     from harness.commits._loader import MissingKernelError, load_revision_kernel
     from harness.config import RunConfig, SustainedProtocol
     from harness.devices import open_device
@@ -163,7 +151,7 @@ def main(argv: list[str] | None = None) -> int:
     protocol_out = os.fdopen(os.dup(1), "w", buffering=1)
     sys.stdout.flush()
     os.dup2(2, 1)
-    return _run(json.loads(args.spec), _Channel(protocol_out, sys.stdin))
+    return _run(json.loads(args.spec), JsonLinesChannel(protocol_out, sys.stdin))
 
 
 if __name__ == "__main__":

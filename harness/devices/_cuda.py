@@ -2,9 +2,10 @@ from __future__ import annotations
 
 import os
 
-from harness.devices._base import DeviceIdentity, Mark, ProcessInfo
-from harness.telemetry import normalize_pci_bus_id
+from harness.devices._base import DeviceIdentity, ProcessInfo
+from harness.devices._events import TorchStreamTiming
 from harness.errors import DeviceError
+from harness.telemetry import normalize_pci_bus_id
 
 __all__ = ["CudaDevice", "cuda_pci_bus_id", "resolve_cuda_index", "select_index"]
 
@@ -19,7 +20,7 @@ def cuda_pci_bus_id(index: int) -> str | None:
     return normalize_pci_bus_id(f"{props.pci_domain_id:x}:{bus:x}:{props.pci_device_id:x}.0")
 
 
-class CudaDevice:
+class CudaDevice(TorchStreamTiming):
     """One CUDA GPU, chosen by index; its PCI bus id is what identifies it in NVML and in the results."""
 
     kind = "cuda"
@@ -87,24 +88,6 @@ class CudaDevice:
             except Exception:
                 pass
         return out
-
-    def synchronize(self) -> None:
-        import torch
-
-        torch.cuda.synchronize(self.index)
-
-    def mark(self) -> Mark:
-        import torch
-
-        e = torch.cuda.Event(enable_timing=True)
-        e.record()
-        return Mark(e)
-
-    def wait(self, mark: Mark) -> None:
-        mark.handle.synchronize()
-
-    def elapsed_ns(self, start: Mark, end: Mark) -> int:
-        return int(round(start.handle.elapsed_time(end.handle) * 1e6))
 
     def other_processes(self) -> list[ProcessInfo]:
         from harness.telemetry import nvml_compute_processes

@@ -14,8 +14,9 @@ from __future__ import annotations
 
 import os
 
-from harness.devices._base import DeviceIdentity, Mark, ProcessInfo
+from harness.devices._base import DeviceIdentity, ProcessInfo
 from harness.devices._cuda import cuda_pci_bus_id, select_index
+from harness.devices._events import TorchStreamTiming
 from harness.errors import DeviceError, HarnessError
 
 __all__ = ["RocmDevice", "resolve_rocm_index", "is_hip_build", "KFD_PATH"]
@@ -74,7 +75,7 @@ def resolve_rocm_index(spec: str, rest: str) -> int:
                         hint="`amd-smi list` shows every GPU's BDF.")
 
 
-class RocmDevice:
+class RocmDevice(TorchStreamTiming):
     """One AMD GPU, chosen by index; its PCI bus id is what identifies it in amdsmi and in the results.
 
     `amdsmi` injects a stand-in for the amdsmi module (tests). Identity extras (driver, power cap, max
@@ -124,7 +125,12 @@ class RocmDevice:
 
     def _amdsmi_identity(self) -> dict:
         """Driver, power cap and max GFX clock from amdsmi; without it they are recorded as unknown."""
-        from harness.telemetry._amdsmi_device import as_number, close_amdsmi, import_amdsmi, open_amdsmi_device
+        from harness.telemetry._amdsmi_device import (
+            as_number,
+            close_amdsmi,
+            import_amdsmi,
+            open_amdsmi_device,
+        )
 
         try:
             amd, _ = import_amdsmi(self._amdsmi)
@@ -149,24 +155,6 @@ class RocmDevice:
         finally:
             close_amdsmi(amd)
         return out
-
-    def synchronize(self) -> None:
-        import torch
-
-        torch.cuda.synchronize(self.index)
-
-    def mark(self) -> Mark:
-        import torch
-
-        e = torch.cuda.Event(enable_timing=True)  # a HIP event on the HIP build
-        e.record()
-        return Mark(e)
-
-    def wait(self, mark: Mark) -> None:
-        mark.handle.synchronize()
-
-    def elapsed_ns(self, start: Mark, end: Mark) -> int:
-        return int(round(start.handle.elapsed_time(end.handle) * 1e6))
 
     def other_processes(self) -> list[ProcessInfo]:
         from harness.telemetry import amdsmi_gpu_processes

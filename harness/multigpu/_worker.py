@@ -27,6 +27,7 @@ import signal
 import socket
 import sys
 from pathlib import Path
+from harness.runner._channel import JsonLinesChannel
 
 __all__ = ["SIDECAR", "main"]
 
@@ -36,23 +37,10 @@ _MEASURED = ("measurement_id", "config_index", "input_label", "kernel", "repeat"
              "sm_clock_mhz", "inband_clock_mhz", "error")
 
 
-class _Channel:
-    def __init__(self, out, inp) -> None:
-        self._out, self._in = out, inp
-
-    def send(self, **message) -> None:
-        self._out.write(json.dumps(message, default=str) + "\n")
-        self._out.flush()
-
-    def receive(self) -> dict:
-        line = self._in.readline() if self._in is not None else ""
-        return json.loads(line) if line.strip() else {"op": "stop"}
-
-
 class _Relay:
     """A RunObserver: writes the sidecar as soon as the run directory exists, then relays progress."""
 
-    def __init__(self, channel: _Channel, sidecar: dict, indices: tuple[int, ...]) -> None:
+    def __init__(self, channel: JsonLinesChannel, sidecar: dict, indices: tuple[int, ...]) -> None:
         self.channel, self.sidecar, self.indices = channel, sidecar, indices
 
     def on_run_start(self, result, *, total: int) -> None:
@@ -109,7 +97,7 @@ def _open(device: str, factory: str | None):
     return open_device(device)
 
 
-def _measure(config, device, channel: _Channel, *, indices: tuple[int, ...], sidecar: dict, command: str) -> int:
+def _measure(config, device, channel: JsonLinesChannel, *, indices: tuple[int, ...], sidecar: dict, command: str) -> int:
     from harness.multigpu._plan import subset_config
     from harness.runner import run_sustained
 
@@ -125,7 +113,7 @@ def _measure(config, device, channel: _Channel, *, indices: tuple[int, ...], sid
     return 0
 
 
-def _guarded(channel: _Channel, body) -> int:
+def _guarded(channel: JsonLinesChannel, body) -> int:
     from harness.errors import DeviceBusyError, HarnessError
 
     try:
@@ -147,7 +135,7 @@ def _guarded(channel: _Channel, body) -> int:
         return EXIT_CRASH
 
 
-def _run_spec(spec: dict, channel: _Channel) -> int:
+def _run_spec(spec: dict, channel: JsonLinesChannel) -> int:
     from harness.devices import check_idle
     from harness.multigpu._plan import config_from_dict
 
@@ -172,7 +160,7 @@ def _run_spec(spec: dict, channel: _Channel) -> int:
     return _guarded(channel, body)
 
 
-def _run_job(job_path: Path, task: int, channel: _Channel) -> int:
+def _run_job(job_path: Path, task: int, channel: JsonLinesChannel) -> int:
     from harness.multigpu._plan import config_from_dict
 
     def body() -> int:
@@ -219,9 +207,9 @@ def main(argv: list[str] | None = None) -> int:
     signal.signal(signal.SIGTERM, _terminate)
     if args.spec is not None:
         spec = json.loads(args.spec.read_text(encoding="utf-8"))
-        return _run_spec(spec, _Channel(protocol_out, sys.stdin))
+        return _run_spec(spec, JsonLinesChannel(protocol_out, sys.stdin))
     task = args.task if args.task is not None else int(os.environ.get("SLURM_ARRAY_TASK_ID", "-1"))
-    return _run_job(args.job, task, _Channel(protocol_out, None))
+    return _run_job(args.job, task, JsonLinesChannel(protocol_out, None))
 
 
 if __name__ == "__main__":

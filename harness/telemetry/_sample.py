@@ -1,6 +1,6 @@
 from __future__ import annotations
 
-from dataclasses import dataclass, field, fields
+from dataclasses import dataclass, fields
 from typing import Protocol, runtime_checkable
 
 __all__ = ["Sample", "Sampler", "SAMPLE_FIELDS"]

@@ -14,7 +14,6 @@ an int; the module is skipped then, saying so (triton 3.9 fixed it).
 
 from __future__ import annotations
 
-import math
 import os
 import sys
 

@@ -66,7 +66,6 @@ def test_reading_a_directory_that_is_not_a_run(tmp_path):
 
 
 def test_newer_schema_is_refused(tmp_path):
-    import pyarrow as pa
 
     w = RunWriter(tmp_path, "r1")
     w.write_run({"status": "complete"})

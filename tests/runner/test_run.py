@@ -11,7 +11,7 @@ from harness.inputs import AttentionShape, InputSpec
 from harness.kernels import KernelRegistry
 from harness.results import read_run
 from harness.runner import NullObserver, run_sustained
-from harness.telemetry import ReplaySampler, Sample
+from harness.telemetry import Sample
 
 SHAPE = AttentionShape(batch=1, heads_q=2, heads_kv=1, seq_len=64, head_dim_qk=16)
 PROTO = SustainedProtocol.quick(idle_before_kernel_s=0.0, idle_before_config_s=0.0, window_s=0.15, chunk_s=0.05,

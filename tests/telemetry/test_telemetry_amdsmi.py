@@ -6,7 +6,6 @@ import importlib
 import importlib.util
 import re
 import sys
-import threading
 from pathlib import Path
 from types import SimpleNamespace
 
