@@ -184,10 +184,13 @@ def _provenance(info: dict) -> ReportTable:
         except ValueError:
             return info.get(key)
 
+    versions = j("versions_json") or {}
     commit = info.get("git_commit")
     git = (f"{commit} ({'dirty' if info.get('git_dirty') else 'clean'})" if commit else
-           "not recorded (the tree had no .git; set HARNESS_GIT_COMMIT on the measuring machine)")
-    versions = j("versions_json") or {}
+           "not recorded (the tree had no usable .git; set HARNESS_GIT_COMMIT on the measuring machine)")
+    if versions.get("harness_tree_sha256"):
+        # Names the code even without git: compare with harness.results.tree_digest of a checkout.
+        git += f"; source tree sha256 {versions['harness_tree_sha256'][:16]}"
     kernels = j("kernel_sources_json") or {}
     rows = [
         ("run", f"{info.get('run_id')}: {info.get('status')}"

@@ -5,7 +5,7 @@
 True
 """
 
-from harness.results._provenance import git_state, host_facts, software_versions
+from harness.results._provenance import file_digest, git_state, host_facts, software_versions, tree_digest
 from harness.results._read import Run, read_run, read_table
 from harness.results._schema import SCHEMA_VERSION, TABLES, columns, polars_schema, table_schema
 from harness.results._store import RunWriter, new_run_id, write_table_atomic
@@ -16,6 +16,7 @@ __all__ = [
     "Run",
     "RunWriter",
     "columns",
+    "file_digest",
     "git_state",
     "host_facts",
     "new_run_id",
@@ -24,5 +25,6 @@ __all__ = [
     "read_table",
     "software_versions",
     "table_schema",
+    "tree_digest",
     "write_table_atomic",
 ]

@@ -10,7 +10,7 @@ import subprocess
 import sys
 from pathlib import Path
 
-__all__ = ["git_state", "software_versions", "host_facts"]
+__all__ = ["git_state", "software_versions", "host_facts", "tree_digest", "file_digest"]
 
 
 def git_state(path: Path) -> tuple[str | None, bool | None]:
@@ -36,6 +36,30 @@ def git_state(path: Path) -> tuple[str | None, bool | None]:
         return commit.stdout.strip(), bool(status.stdout.strip())
     except (OSError, subprocess.SubprocessError):
         return None, None
+
+
+def file_digest(path: Path) -> str:
+    import hashlib
+
+    return hashlib.sha256(Path(path).read_bytes()).hexdigest()
+
+
+def tree_digest(folder: Path) -> str:
+    """sha256 over the relative paths and contents of every .py file under `folder`.
+
+    Identifies the code even where git cannot: the GPU machine here receives the work tree with a stale
+    .git, so `git rev-parse` there names an old commit or none. Two trees with equal digests ran the
+    same Python code.
+    """
+    import hashlib
+
+    h = hashlib.sha256()
+    folder = Path(folder)
+    for f in sorted(folder.rglob("*.py")):
+        if "__pycache__" in f.parts:
+            continue
+        h.update(f.relative_to(folder).as_posix().encode() + b"\0" + f.read_bytes() + b"\0")
+    return h.hexdigest()
 
 
 def software_versions() -> dict[str, str]:

@@ -50,14 +50,15 @@ def set_up_run(config, *, registry=None, device=None, sampler=None) -> RunSetup:
 
 def kernel_provenance(kernels) -> dict:
     """Per kernel: its factory, source file, and the git commit and dirty flag of the tree holding it."""
-    from harness.results import git_state
+    from harness.results import file_digest, git_state
 
     out = {}
     for k in kernels:
         try:
             file = Path(importlib.import_module(k.source.split(":")[0]).__file__).resolve()
             commit, dirty = git_state(file)
-            out[k.name] = {"source": k.source, "file": str(file), "git_commit": commit, "git_dirty": dirty}
+            out[k.name] = {"source": k.source, "file": str(file), "file_sha256": file_digest(file),
+                           "git_commit": commit, "git_dirty": dirty}
         except Exception as exc:  # provenance is best effort; its absence is recorded, not fatal
             out[k.name] = {"source": k.source, "error": str(exc)}
     return out
@@ -65,12 +66,13 @@ def kernel_provenance(kernels) -> dict:
 
 def run_info_row(config, setup: RunSetup, *, command: str, protocol) -> dict:
     """The runs row: what ran, where, with which code, software and protocol values."""
-    from harness.results import git_state, host_facts, software_versions
+    from harness.results import git_state, host_facts, software_versions, tree_digest
     from harness.results._provenance import to_json
 
-    commit, dirty = git_state(Path(__file__).resolve().parent)
+    package = Path(__file__).resolve().parent.parent
+    commit, dirty = git_state(package)
     ident = setup.ident
-    versions = software_versions()
+    versions = {**software_versions(), "harness_tree_sha256": tree_digest(package)}
     return {
         "status": "running", "status_detail": "", "started_at": datetime.now(timezone.utc).isoformat(),
         "command": command, "harness_version": versions.get("harness"), "git_commit": commit, "git_dirty": dirty,

@@ -93,3 +93,17 @@ def test_v1_runs_are_migrated_on_read():
     assert run.measurements.schema == polars_schema("measurements")
     assert run.measurements["chiplet_count"].null_count() == run.measurements.height
     assert run.measurements["time_ns"].null_count() == 0
+
+
+def test_tree_digest_identifies_code_without_git(tmp_path):
+    from harness.results import tree_digest
+
+    (tmp_path / "pkg").mkdir()
+    (tmp_path / "pkg" / "a.py").write_text("x = 1\n")
+    (tmp_path / "pkg" / "__pycache__").mkdir()
+    (tmp_path / "pkg" / "__pycache__" / "a.cpython-311.py").write_text("ignored")
+    first = tree_digest(tmp_path / "pkg")
+    (tmp_path / "pkg" / "__pycache__" / "a.cpython-311.py").write_text("still ignored")
+    assert tree_digest(tmp_path / "pkg") == first
+    (tmp_path / "pkg" / "a.py").write_text("x = 2\n")
+    assert tree_digest(tmp_path / "pkg") != first

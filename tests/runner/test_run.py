@@ -89,6 +89,14 @@ def test_rotation_alignment_and_gaps(tmp_path):
     assert obs.started == [(0, "a"), (0, "b"), (0, "c"), (1, "b"), (1, "c"), (1, "a"), (2, "c"), (2, "a"), (2, "b")]
     run = read_run(res.path)
     assert run.info["status"] == "complete" and run.info["telemetry_backend"] == "host"
+    # The code is identified even without git: a digest of the harness package and of each kernel's file.
+    import json
+
+    from harness.results import tree_digest
+
+    assert json.loads(run.info["versions_json"])["harness_tree_sha256"] == tree_digest(
+        __import__("pathlib").Path(__import__("harness").__file__).parent)
+    assert len(json.loads(run.info["kernel_sources_json"])["a"]["file_sha256"]) == 64
     m = run.measurements.sort("measurement_id")
     assert m.height == 9 and set(m["status"]) <= {"ok", "unsettled"}
     # Every window sample lies inside its measurement's window, and the window is where the figures come from.
