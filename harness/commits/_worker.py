@@ -21,6 +21,7 @@ import os
 import sys
 from pathlib import Path
 from harness.runner._channel import JsonLinesChannel
+from harness.runner._observer import NullObserver
 
 __all__ = ["main", "spec_to_json", "input_spec_from_dict", "MEASURED_FIELDS"]
 
@@ -33,7 +34,7 @@ class _Stopped(Exception):
     """The orchestrator asked this worker to stop before its next repeat (another revision failed)."""
 
 
-class _Relay:
+class _Relay(NullObserver):
     """A RunObserver that turns the runner's measurement loop into one repeat per `go`."""
 
     def __init__(self, channel: JsonLinesChannel) -> None:
@@ -48,21 +49,12 @@ class _Relay:
         if self.channel.receive().get("op") != "go":
             raise _Stopped(f"stopped by the orchestrator before repeat {repeat}")
 
-    def on_phase(self, phase: str) -> None:
-        pass
-
-    def on_chunk(self, chunk, check, last_sample) -> None:
-        pass
-
     def on_measurement_end(self, row: dict) -> None:
         self.channel.send(event="measured", row={k: row.get(k) for k in MEASURED_FIELDS})
 
     def on_message(self, text: str) -> None:
         self.messages.append(text)
         self.channel.send(event="message", text=text)
-
-    def on_run_end(self, result) -> None:
-        pass
 
 
 def _parent_of(pid: int) -> int | None:

@@ -28,6 +28,7 @@ import socket
 import sys
 from pathlib import Path
 from harness.runner._channel import JsonLinesChannel
+from harness.runner._observer import NullObserver
 
 __all__ = ["SIDECAR", "main"]
 
@@ -37,7 +38,7 @@ _MEASURED = ("measurement_id", "config_index", "input_label", "kernel", "repeat"
              "sm_clock_mhz", "inband_clock_mhz", "error")
 
 
-class _Relay:
+class _Relay(NullObserver):
     """A RunObserver: writes the sidecar as soon as the run directory exists, then relays progress."""
 
     def __init__(self, channel: JsonLinesChannel, sidecar: dict, indices: tuple[int, ...]) -> None:
@@ -47,15 +48,6 @@ class _Relay:
         (Path(result.path) / SIDECAR).write_text(json.dumps(self.sidecar, indent=1), encoding="utf-8")
         self.channel.send(event="started", run_dir=str(result.path), total=total)
 
-    def on_measurement_start(self, *, kernel: str, input_label: str, repeat: int) -> None:
-        pass
-
-    def on_phase(self, phase: str) -> None:
-        pass
-
-    def on_chunk(self, chunk, check, last_sample) -> None:
-        pass
-
     def on_measurement_end(self, row: dict) -> None:
         shown = {k: row.get(k) for k in _MEASURED}
         shown["config_index"] = self.indices[row["config_index"]]  # the suite's index, not the worker's
@@ -63,9 +55,6 @@ class _Relay:
 
     def on_message(self, text: str) -> None:
         self.channel.send(event="message", text=text)
-
-    def on_run_end(self, result) -> None:
-        pass
 
 
 class _OrchestratorTolerated:
