@@ -46,6 +46,9 @@ def trace(
     for table in pipe_tables(result.rows, gpm):
         console.print(table.to_rich())
     for t in result.timelines:
+        if "error" in t:
+            console.print(f"[red]timeline {t['kernel']} / {t['input_label']}: {t['error']}[/]", highlight=False)
+            continue
         shares = ", ".join(f"{k} {v['share']:.0%}" for k, v in t.get("scopes", {}).items())
         console.print(f"timeline {t['kernel']} / {t['input_label']}: {t.get('png')} ({shares or 'no scopes'})",
                       highlight=False)

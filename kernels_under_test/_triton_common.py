@@ -29,6 +29,11 @@ from dataclasses import dataclass
 import triton
 import triton.language as tl
 
+try:
+    import triton.profiler.language as pl  # Proton scopes; compiled in only when PROTON is set
+except ImportError:  # pragma: no cover - a Triton without Proton: PROTON=True then fails to compile
+    pl = None
+
 __all__ = [
     "Config", "MODE_BF16", "MODE_EXACT", "MODE_LEAN", "P_BLOCK", "attention_launch", "compile_for", "split_qk_dim",
     "tma_possible",
@@ -147,18 +152,29 @@ def _stage(
     DQK_LO: tl.constexpr, DQK_HI: tl.constexpr, DV: tl.constexpr, BLOCK_N: tl.constexpr,
     MASKED: tl.constexpr, CAUSAL: tl.constexpr, MODE: tl.constexpr, TAU: tl.constexpr,
     SIGMA: tl.constexpr, BETA: tl.constexpr, RESCALE_BRANCH: tl.constexpr, USE_TMA: tl.constexpr,
-    V_T: tl.constexpr, PACK_P: tl.constexpr,
+    V_T: tl.constexpr, PACK_P: tl.constexpr, PROTON: tl.constexpr,
 ):
+    # PROTON brackets the stages of each key block in Proton scopes for an intra-kernel timeline
+    # (harness.profiling record_proton_trace); without it no scope code is generated. wgmma is
+    # asynchronous: "qk" and "pv" end where the result is first needed, so they include the wait.
     offs_nb = tl.arange(0, BLOCK_N)
     for start_n in range(lo, hi, BLOCK_N):
         start_n = tl.multiple_of(start_n, BLOCK_N)
         offs_n = start_n + offs_nb
+        if PROTON:
+            pl.enter_scope("load_kv")
         k, k2, v = _load_kv(K, K2, V, k_base, v_base, start_n, stride_kn, stride_vn, stride_vd, S,
                             DQK_LO, DQK_HI, DV, BLOCK_N, MASKED, USE_TMA, V_T)
+        if PROTON:
+            pl.exit_scope("load_kv")
+            pl.enter_scope("qk")
         qk = tl.dot(q_lo, tl.trans(k))
         if DQK_HI > 0:
             # dqk = 192 is not a power of two: a second product over the last 64 dims (no padding to 256)
             qk = tl.dot(q_hi, tl.trans(k2), qk)
+        if PROTON:
+            pl.exit_scope("qk")
+            pl.enter_scope("softmax")
         if MASKED:
             valid = offs_n[None, :] < S
             if CAUSAL:
@@ -187,7 +203,12 @@ def _stage(
                     acc = acc * alpha[:, None]
             else:
                 acc = acc * alpha[:, None]
+            if PROTON:
+                pl.exit_scope("softmax")
+                pl.enter_scope("pv")
             acc = tl.dot(p, v, acc)
+            if PROTON:
+                pl.exit_scope("pv")
         else:
             # o = whole binades from this block's max down to the row reference (0 when the reference is
             # stale and the block is above it): the block's largest p lands in (1/2, 2^TAU] before SIGMA.
@@ -208,7 +229,12 @@ def _stage(
                 p8 = bits.to(tl.int8).to(tl.float8e4nv, bitcast=True)
             # Row sum of the rounded p (what multiplies V), so the weights sum to one.
             l_i = l_i * alpha + tl.sum(_e4m3_bits_to_f32_scaled(bits), 1) * _pow2_int(120.0 - SIGMA - o)
+            if PROTON:
+                pl.exit_scope("softmax")
+                pl.enter_scope("pv")
             acc = acc * alpha[:, None] + tl.dot(p8, v) * _pow2_int(-SIGMA - o)[:, None]
+            if PROTON:
+                pl.exit_scope("pv")
     return acc, l_i, m_i
 
 
@@ -221,7 +247,7 @@ def _attn_fwd(
     DQK_LO: tl.constexpr, DQK_HI: tl.constexpr, DV: tl.constexpr,
     BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, CAUSAL: tl.constexpr, MODE: tl.constexpr,
     TAU: tl.constexpr, SIGMA: tl.constexpr, BETA: tl.constexpr, RESCALE_BRANCH: tl.constexpr,
-    USE_TMA: tl.constexpr, V_T: tl.constexpr, PACK_P: tl.constexpr,
+    USE_TMA: tl.constexpr, V_T: tl.constexpr, PACK_P: tl.constexpr, PROTON: tl.constexpr,
 ):
     pid_m = tl.program_id(0)
     if CAUSAL:
@@ -263,12 +289,12 @@ def _attn_fwd(
     acc, l_i, m_i = _stage(
         acc, l_i, m_i, q_lo, q_hi, K, K2, V, k_base, v_base, stride_kn, stride_vn, stride_vd, qk_scale, 0, full_end,
         offs_m, S, DQK_LO, DQK_HI, DV, BLOCK_N, False, CAUSAL, MODE, TAU, SIGMA, BETA, RESCALE_BRANCH, USE_TMA, V_T,
-        PACK_P,
+        PACK_P, PROTON,
     )
     acc, l_i, m_i = _stage(
         acc, l_i, m_i, q_lo, q_hi, K, K2, V, k_base, v_base, stride_kn, stride_vn, stride_vd, qk_scale, full_end, end,
         offs_m, S, DQK_LO, DQK_HI, DV, BLOCK_N, True, CAUSAL, MODE, TAU, SIGMA, BETA, RESCALE_BRANCH, USE_TMA, V_T,
-        PACK_P,
+        PACK_P, PROTON,
     )
     out = acc * (out_scale / l_i)[:, None]
     offs_v = tl.arange(0, DV)
@@ -285,12 +311,12 @@ def split_qk_dim(dqk: int) -> tuple[int, int]:
     return lo, hi
 
 
-def _constexprs(*, mode, causal, dqk, dv, config, tau, sigma, beta, use_tma, v_transposed):
+def _constexprs(*, mode, causal, dqk, dv, config, tau, sigma, beta, use_tma, v_transposed, proton=False):
     lo, hi = split_qk_dim(dqk)
     return dict(
         DQK_LO=lo, DQK_HI=hi, DV=dv, BLOCK_M=config.block_m, BLOCK_N=config.block_n, CAUSAL=bool(causal),
         MODE=mode, TAU=float(tau), SIGMA=float(sigma), BETA=float(beta), RESCALE_BRANCH=bool(config.rescale_branch),
-        USE_TMA=bool(use_tma), V_T=bool(v_transposed), PACK_P=bool(config.pack_p),
+        USE_TMA=bool(use_tma), V_T=bool(v_transposed), PACK_P=bool(config.pack_p), PROTON=bool(proton),
     )
 
 
@@ -318,9 +344,11 @@ def _descriptors(k, v, *, bn, dqk_lo, dqk_hi, v_transposed):
 
 def attention_launch(
     *, mode: int, q, k, v, out, qk_scale: float, out_scale: float, causal: bool, config: Config,
-    tau: float, sigma: float = 0.0, beta: float = 0.0, v_transposed: bool = False,
+    tau: float, sigma: float = 0.0, beta: float = 0.0, v_transposed: bool = False, proton: bool = False,
 ):
     """A zero-argument closure launching the kernel once into `out` (q [B,Hq,S,dqk], k [B,Hkv,S,dqk]).
+
+    `proton` compiles the variant with Proton scopes (load_kv, qk, softmax, pv) for timelines; never timed.
 
     v is [B,Hkv,S,dv], or [B,Hkv,dv,S] when `v_transposed` (the K-major layout Hopper's FP8 wgmma wants
     for its B operand). Everything that does not change between launches is bound here, once.
@@ -347,7 +375,9 @@ def attention_launch(
         HQ, HQ // k.shape[1], S,
     )
     kw = _constexprs(mode=mode, causal=causal, dqk=dqk, dv=dv, config=config, tau=tau, sigma=sigma, beta=beta,
-                     use_tma=use_tma, v_transposed=v_transposed)
+                     use_tma=use_tma, v_transposed=v_transposed, proton=proton)
+    if proton and pl is None:
+        raise ValueError("proton=True needs triton.profiler (Proton), which this Triton lacks")
     grid = (triton.cdiv(S, config.block_m), B * HQ)
     kernel = _attn_fwd[grid]
 
@@ -360,7 +390,7 @@ def attention_launch(
 
 def compile_for(
     *, mode: int, dqk: int, dv: int, causal: bool, config: Config, tau: float, sigma: float = 0.0, beta: float = 0.0,
-    v_transposed: bool = False, arch: int = 90,
+    v_transposed: bool = False, arch: int = 90, proton: bool = False,
 ):
     """Compile ahead of time for `sm_<arch>` without a GPU (ptxas ships with triton): SASS, registers, spills.
 
@@ -384,7 +414,7 @@ def compile_for(
                  "stride_vh", "stride_vn", "stride_vd", "stride_ob", "stride_oh", "stride_om", "HQ", "GROUP", "S"):
         sig[name] = "i32"
     consts = _constexprs(mode=mode, causal=causal, dqk=dqk, dv=dv, config=config, tau=tau, sigma=sigma, beta=beta,
-                         use_tma=config.use_tma, v_transposed=v_transposed)
+                         use_tma=config.use_tma, v_transposed=v_transposed, proton=proton)
     unit = ("stride_vn",) if v_transposed else ("stride_vd",)  # what the JIT specialises for unit strides
     consts.update({name: 1 for name in unit})
     sig.update({name: "constexpr" for name in consts})

@@ -92,8 +92,10 @@ def check_layout(inputs) -> None:
             raise UnsupportedInputError(f"Triton kernels need {name} contiguous in its last dim; pass .contiguous()")
 
 
-def prepare(inputs, *, config: dict | None = None):
-    """Bind q, k, v and a preallocated output; compile once here so no timed launch ever compiles."""
+def prepare(inputs, *, config: dict | None = None, proton: bool = False):
+    """Bind q, k, v and a preallocated output; compile once here so no timed launch ever compiles.
+
+    `proton=True` builds the variant with Proton scopes, for `bench trace --timeline` only."""
     import torch
 
     from kernels_under_test import _triton_common as tc
@@ -105,7 +107,7 @@ def prepare(inputs, *, config: dict | None = None):
     out = torch.empty((s.batch, s.heads_q, s.seq_len, s.head_dim_v), dtype=q.dtype, device=q.device)
     launch = tc.attention_launch(
         mode=tc.MODE_BF16, q=q, k=k, v=v, out=out, qk_scale=inputs.scale * LOG2E, out_scale=1.0,
-        causal=s.causal, config=cfg, tau=TAU,
+        causal=s.causal, config=cfg, tau=TAU, proton=proton,
     )
     if not interpreting():  # the interpreter compiles nothing; a warm-up there only doubles test time
         launch()

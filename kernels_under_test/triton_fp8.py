@@ -72,7 +72,7 @@ def quantized(inputs):
     return q8, k8, v8.transpose(-1, -2).contiguous(), (dq, dk, dv)
 
 
-def _prepare(inputs, *, mode_name: str, config: dict | None):
+def _prepare(inputs, *, mode_name: str, config: dict | None, proton: bool = False):
     import torch
 
     from kernels_under_test import _triton_common as tc
@@ -86,21 +86,26 @@ def _prepare(inputs, *, mode_name: str, config: dict | None):
         mode=tc.MODE_EXACT if mode_name == "exact" else tc.MODE_LEAN,
         q=q8, k=k8, v=vt8, out=out, v_transposed=True,
         qk_scale=inputs.scale * math.log2(math.e) * dq * dk, out_scale=dv,
-        causal=s.causal, config=cfg, tau=TAU, sigma=SIGMA, beta=BETA,
+        causal=s.causal, config=cfg, tau=TAU, sigma=SIGMA, beta=BETA, proton=proton,
     )
     if not interpreting():  # compile here, in setup, so that no timed launch compiles
         launch()
     return launch
 
 
-def prepare_exact(inputs, *, config: dict | None = None):
+def prepare_exact(inputs, *, config: dict | None = None, proton: bool = False):
     """Quantize q, k, v to e4m3 and bind them; P by exp2 and the hardware e4m3 conversion."""
-    return _prepare(inputs, mode_name="exact", config=config)
+    return _prepare(inputs, mode_name="exact", config=config, proton=proton)
 
 
-def prepare_lean(inputs, *, config: dict | None = None):
+def prepare_lean(inputs, *, config: dict | None = None, proton: bool = False):
     """Quantize q, k, v to e4m3 and bind them; P's e4m3 code by one FMA (lean P)."""
-    return _prepare(inputs, mode_name="lean", config=config)
+    return _prepare(inputs, mode_name="lean", config=config, proton=proton)
+
+
+# Relative error of one P value against p: exact rounding to e4m3 is within half a step (2^-4, the fp8
+# gate's own allowance); lean P within 7.5 % (the chord; tests/kernels/test_triton_lean_p.py checks it).
+P_REL_ERROR = {"exact": 2.0**-4, "lean": 0.075}
 
 
 def _declare(name: str, prepare, p_mode: str, description: str) -> None:
@@ -121,6 +126,7 @@ def _declare(name: str, prepare, p_mode: str, description: str) -> None:
                 "reads_inputs_at_launch": False,
                 "quant": "e4m3-pow2",
                 "p_mode": p_mode,
+                "p_rel_error": P_REL_ERROR[p_mode],
                 "p_block": P_BLOCK,
                 "sigma": SIGMA,
                 "beta": BETA,

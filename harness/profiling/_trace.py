@@ -197,7 +197,12 @@ def trace_run(config: TraceConfig, *, runner: Callable = subprocess.run, which: 
         result.paths.append(write_trace_table(run_dir, "traces", rows))
         result.rows += rows
         if config.timeline and t.kernel.startswith("triton"):
-            result.timelines.append(_timeline(t, run_dir, device, config, runner, python, on_message))
+            try:
+                result.timelines.append(_timeline(t, run_dir, device, config, runner, python, on_message))
+            except ProfilerError as exc:
+                # The pipe counters of this and later kernels are worth more than one missing picture.
+                on_message(str(exc))
+                result.timelines.append({"kernel": t.kernel, "input_label": t.spec.label, "error": str(exc)})
     return result
 
 

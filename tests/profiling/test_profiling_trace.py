@@ -249,3 +249,20 @@ def test_importing_the_package_loads_nothing_heavy():
             "print([m for m in ('torch', 'triton', 'pyarrow', 'polars', 'matplotlib', 'numpy') if m in sys.modules])")
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout
     assert out.strip() == "[]"
+
+
+def test_a_failed_timeline_keeps_the_pipe_counters_and_says_why(tmp_path):
+    run = Path(shutil.copytree(TUNED, tmp_path / TUNED.name))
+    messages = []
+
+    def runner(cmd, **kw):
+        if "proton" in cmd:
+            return subprocess.CompletedProcess(cmd, 1, "TRACE-CHILD " + json.dumps({"error": "no libproton"}) + "\n", "")
+        return ScriptedNcu()(cmd)
+
+    res = trace_run(TraceConfig(run_dir=run, kernels=("triton-fp8-lean", "sdpa-cudnn"), timeline=True), runner=runner,
+                    which=FOUND, on_message=messages.append)
+    assert {r["kernel"] for r in res.rows} == {"triton-fp8-lean", "sdpa-cudnn"}  # both kernels still profiled
+    assert res.timelines == [{"kernel": "triton-fp8-lean", "input_label": "gaussian:0.1",
+                              "error": res.timelines[0]["error"]}]
+    assert "no libproton" in res.timelines[0]["error"] and any("no libproton" in m for m in messages)
