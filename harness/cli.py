@@ -272,6 +272,11 @@ from harness import _cli_multigpu  # noqa: E402  (command functions only; nothin
 app.command("slurm")(_cli_multigpu.slurm)
 app.command("merge")(_cli_multigpu.merge)
 
+from harness import _cli_kernels  # noqa: E402  (command functions only; nothing heavy at import)
+
+app.command("error")(_cli_kernels.error)
+app.command("repro")(_cli_kernels.repro)
+
 
 def main() -> None:
     import os
