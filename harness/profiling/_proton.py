@@ -166,7 +166,10 @@ def record_proton_trace(launch: Callable[[], object], *, out: Path, warm_s: floa
         import torch
 
         synchronize = torch.cuda.synchronize
-    mode = f"default:granularity={granularity}" + (f":buffer_size={buffer_size}" if buffer_size else "")
+    # Warp granularity is the default; spelling it out ("default:granularity=warp") makes Triton 3.6/3.7
+    # fail at kernel exit with "Only warp granularity is supported" (the string option arrives unparsed).
+    mode = "default" + (f":granularity={granularity}" if granularity != "warp" else "")
+    mode += f":buffer_size={buffer_size}" if buffer_size else ""
     out = Path(out)
     out.parent.mkdir(parents=True, exist_ok=True)
     stem = out.with_suffix("") if out.suffix == ".chrome_trace" else out
