@@ -11,7 +11,7 @@ mkdir -p "$OUT" results
 export PYTHONUNBUFFERED=1 PYTHONPATH="$PWD${PYTHONPATH:+:$PYTHONPATH}" NCCL_NVLS_ENABLE=0
 BENCH="python3 -m harness"
 step() { echo "== $(date -u +%T) $*" | tee -a "$OUT/steps.log"; }
-trap 'tar czf "$OUT/results-x2.tgz" results' EXIT
+trap 'tar czf "$OUT/results-x2.tgz" --exclude="*.chrome_trace" results; tar czf "$OUT/chrome-traces.tgz" results/*/traces/*.chrome_trace 2>/dev/null' EXIT
 nvidia-smi -L | tee "$OUT/gpus.log"
 
 step "the same suite on every GPU (--replicate), default protocol, 1 repeat"
