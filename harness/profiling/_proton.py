@@ -29,7 +29,10 @@ from typing import Callable
 
 from harness.profiling._errors import NothingProfiled, ProfilerMissing, TraceFormatError
 
-__all__ = ["ScopeEvent", "parse_proton_trace", "record_proton_trace", "scope_summary", "timeline_png"]
+__all__ = [
+    "ScopeEvent", "iteration_period", "parse_proton_trace", "record_proton_trace", "scope_summary", "timeline_png",
+    "zoom_window",
+]
 
 _PID = re.compile(r"Core(\d+)\s+CTA(\d+)")
 _TID = re.compile(r"warp\s+(\d+)(?:\s+\(line\s+(\d+)\))?")
@@ -90,11 +93,44 @@ def scope_summary(events: list[ScopeEvent]) -> dict[str, dict[str, float]]:
     return dict(sorted(out.items(), key=lambda kv: -kv[1]["total"]))
 
 
-def timeline_png(trace, *, max_rows: int = 32, core: int | None = None, title: str = "", dpi: int = 80) -> bytes:
-    """A per-warp timeline (one row per CTA x warp on one SM, one colour per scope) as PNG bytes.
+def iteration_period(events: list[ScopeEvent]) -> float:
+    """Median time from one key block to the next in one warp: the gap between successive starts of the
+    scope that opens each block (the first scope name a warp records). 0 when no warp has two blocks."""
+    by_row: dict[tuple[int, int, int, int], list[ScopeEvent]] = {}
+    for e in events:
+        by_row.setdefault((e.core, e.cta, e.warp, e.line), []).append(e)
+    gaps = []
+    for row in by_row.values():
+        row.sort(key=lambda e: e.start)
+        first = row[0].scope
+        starts = [e.start for e in row if e.scope == first]
+        gaps += [b - a for a, b in zip(starts, starts[1:])]
+    gaps.sort()
+    return gaps[len(gaps) // 2] if gaps else 0.0
+
+
+def zoom_window(events: list[ScopeEvent], *, blocks: int = 4) -> tuple[float, float]:
+    """A window of about `blocks` key-block iterations in the middle of the longest-recorded CTA on these
+    events' SM: the view of the paper's Fig. 6, where single scopes are wide enough to see."""
+    spans: dict[int, list[float]] = {}
+    for e in events:
+        lo_hi = spans.setdefault(e.cta, [e.start, e.start + e.duration])
+        lo_hi[0], lo_hi[1] = min(lo_hi[0], e.start), max(lo_hi[1], e.start + e.duration)
+    lo, hi = max(spans.values(), key=lambda v: v[1] - v[0])
+    width = blocks * iteration_period(events) or (hi - lo)
+    mid = (lo + hi) / 2
+    return max(lo, mid - width / 2), min(hi, mid + width / 2)
+
+
+def timeline_png(trace, *, max_rows: int = 32, core: int | None = None, title: str = "", dpi: int = 80,
+                 zoom_blocks: int = 4) -> bytes:
+    """A per-warp timeline of one SM as PNG bytes: every recorded scope (one row per CTA x warp, one
+    colour per scope), and below it a zoom into about `zoom_blocks` key blocks of one CTA, where each
+    scope is wide enough to read (the paper's Fig. 6). 0 leaves the zoom out.
 
     Pure: the trace in, the picture out. `core` picks the SM (default: the one with the most events);
-    rows beyond `max_rows` are left out and the caption line says so.
+    rows beyond `max_rows` are left out and the title says so. Proton's buffer is circular, so each
+    warp shows its last scopes only.
     """
     events, unit = parse_proton_trace(trace)
     if not events:
@@ -109,9 +145,6 @@ def timeline_png(trace, *, max_rows: int = 32, core: int | None = None, title: s
     mine = [e for e in events if e.core == core]
     if not mine:
         raise NothingProfiled(f"No scope events on SM {core}; the trace has SMs {sorted(counts)}.")
-    rows = sorted({(e.cta, e.warp, e.line) for e in mine})
-    shown = rows[:max_rows]
-    index = {r: i for i, r in enumerate(shown)}
     t0 = min(e.start for e in mine)
     scopes = list(dict.fromkeys(e.scope for e in sorted(mine, key=lambda e: e.start)))
 
@@ -122,19 +155,37 @@ def timeline_png(trace, *, max_rows: int = 32, core: int | None = None, title: s
 
     cmap = plt.get_cmap("tab10")
     color = {s: cmap(i % 10) for i, s in enumerate(scopes)}
-    fig, ax = plt.subplots(figsize=(11, 0.3 * len(shown) + 1.6), dpi=dpi)
-    for e in mine:
-        r = (e.cta, e.warp, e.line)
-        if r in index:
-            ax.broken_barh([(e.start - t0, e.duration)], (index[r] - 0.4, 0.8), color=color[e.scope], linewidth=0)
-    ax.set_yticks(range(len(shown)), [f"CTA {c} w{w}" + (f".{ln}" if ln else "") for c, w, ln in shown], fontsize=8)
-    ax.invert_yaxis()
-    ax.set_xlabel("cycles since the first scope on this SM" if unit == "cycle" else "ns since the first scope on this SM")
-    left = len(rows) - len(shown)
-    ax.set_title((title or "Proton intra-kernel timeline") + f" (SM {core}" + (f", {left} rows not shown)" if left else ")"),
-                 fontsize=10)
-    ax.legend(handles=[plt.Rectangle((0, 0), 1, 1, color=color[s]) for s in scopes], labels=scopes,
-              loc="center left", bbox_to_anchor=(1.0, 0.5), fontsize=8, frameon=False)
+    panels = [(mine, None)]
+    if zoom_blocks:
+        lo, hi = zoom_window(mine, blocks=zoom_blocks)
+        panels.append(([e for e in mine if e.start < hi and e.start + e.duration > lo], (lo, hi)))
+    heights = [0.3 * min(len({(e.cta, e.warp, e.line) for e in evs}), max_rows) + 0.8 for evs, _ in panels]
+    fig, axes = plt.subplots(len(panels), 1, figsize=(11, sum(heights) + 1.2), dpi=dpi, squeeze=False,
+                             gridspec_kw={"height_ratios": heights})
+    axis_unit = "cycles" if unit == "cycle" else "ns"
+    for ax, (evs, window) in zip(axes[:, 0], panels):
+        rows = sorted({(e.cta, e.warp, e.line) for e in evs})
+        shown = rows[:max_rows]
+        index = {r: i for i, r in enumerate(shown)}
+        for e in evs:
+            r = (e.cta, e.warp, e.line)
+            if r in index:
+                ax.broken_barh([(e.start - t0, e.duration)], (index[r] - 0.4, 0.8), color=color[e.scope], linewidth=0)
+        ax.set_yticks(range(len(shown)), [f"CTA {c} w{w}" + (f".{ln}" if ln else "") for c, w, ln in shown],
+                      fontsize=8)
+        ax.invert_yaxis()
+        left = len(rows) - len(shown)
+        more = f", {left} rows not shown" if left else ""
+        if window is None:
+            ax.set_title((title or "Proton intra-kernel timeline") + f" (SM {core}: every recorded scope{more})",
+                         fontsize=10)
+        else:
+            ax.set_xlim(window[0] - t0, window[1] - t0)
+            ax.set_title(f"zoom: about {zoom_blocks} key blocks ({window[1] - window[0]:,.0f} {axis_unit}){more}",
+                         fontsize=10)
+        ax.set_xlabel(f"{axis_unit} since the first scope on this SM", fontsize=9)
+    axes[0, 0].legend(handles=[plt.Rectangle((0, 0), 1, 1, color=color[s]) for s in scopes], labels=scopes,
+                      loc="upper left", bbox_to_anchor=(1.0, 1.0), fontsize=8, frameon=False)
     fig.tight_layout()
     buf = io.BytesIO()
     fig.savefig(buf, format="png", dpi=dpi)
