@@ -200,6 +200,14 @@ def compare_commits(config: CommitsConfig, *, on_message: Callable[[str], None] 
             for w in workers:
                 w.stop()
     runs = tuple(RevisionRun(revision=rev, run_dir=Path(d["run_dir"]), status=d["status"]) for rev, d in zip(revisions, done))
+    try:
+        import polars  # noqa: F401  (the comparison reads the runs as polars frames)
+    except ImportError:
+        raise HarnessError(
+            "Every revision was timed and its run kept (" + ", ".join(str(r.run_dir) for r in runs) + "), but "
+            "the comparison needs polars, which this Python lacks. Install it (pip install polars), or copy the "
+            f"runs to a machine that has it and run `bench compare {runs[0].run_dir} {runs[-1].run_dir}`."
+        ) from None
     read = [read_run(r.run_dir) for r in runs]
     comparisons = tuple(
         CommitComparison(base=runs[0], head=runs[i],

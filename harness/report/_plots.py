@@ -203,6 +203,8 @@ def _bars(ax, groups, *, colors, ref, labels_fmt, delta_from=None):
     x = 0.0
     ticks = []
     top = max((v for _, items in groups for _, v in items if v is not None), default=1.0)
+    # Value labels sit above their bars; past six bars in a panel they would run into each other: turn them.
+    crowded = sum(v is not None for _, items in groups for _, v in items) > 6
     for gi, (kernel, items) in enumerate(groups):
         start = x
         base_label = delta_from.get(gi) if delta_from else None
@@ -215,7 +217,8 @@ def _bars(ax, groups, *, colors, ref, labels_fmt, delta_from=None):
                 txt = labels_fmt(v)
                 if base and label != base_label:
                     txt += f"\n{(v / base - 1) * 100:+.2f} %"
-                ax.annotate(txt, (x, v), ha="center", va="bottom", fontsize=9)
+                ax.annotate(txt.replace("\n", "  ") if crowded else txt, (x, v), ha="center", va="bottom",
+                            fontsize=8 if crowded else 9, rotation=90 if crowded else 0)
                 ax.text(x, 0.03 * top, label, rotation=90, ha="center", va="bottom", fontsize=9,
                         color="white" if filled else "black",
                         bbox=None if filled else {"facecolor": "white", "edgecolor": "none", "pad": 1})
@@ -225,7 +228,7 @@ def _bars(ax, groups, *, colors, ref, labels_fmt, delta_from=None):
     # Kernel names are long (triton-fp8-exact) and groups can be one bar wide: tilt them so they never overlap.
     ax.set_xticks([t for t, _ in ticks], [k for _, k in ticks], rotation=20, ha="right")
     ax.grid(False, axis="x")
-    ax.margins(y=0.18)
+    ax.margins(y=0.45 if crowded else 0.18)
 
 
 def _grouped(summary, key):
@@ -259,6 +262,7 @@ def inputs_figure(summary) -> Figure | None:
         ax.set_title(unit)
     ax = axes[3]
     pos, names = [], []
+    same_pair = len({(r.input_a, r.input_b) for r in rows}) == 1
     for i, r in enumerate(rows):
         clock_ba = None
         if r.clock is not None:  # shown as B over A here, like the other bars: + means B ran faster clocks
@@ -274,18 +278,25 @@ def inputs_figure(summary) -> Figure | None:
                 continue
             err = [[(v[0] - v[1]) * 100], [(v[2] - v[0]) * 100]] if v[1] is not None else None
             ax.bar(xpos, (v[0] - 1) * 100, color=colors[r.kernel], alpha=(1.0, 0.6, 0.3)[j], yerr=err, capsize=3)
-        ax.text(i * 4 + 1, -0.12, f"{r.kernel}\n{r.input_b}\nvs {r.input_a}", transform=ax.get_xaxis_transform(),
-                ha="center", va="top", fontsize=8)
-    ax.set_xticks(pos, names, fontsize=9)
+        # One pair of inputs for every kernel goes in the title, so the group labels stay one name wide.
+        label = r.kernel if same_pair else f"{r.kernel}\n{r.input_b}\nvs {r.input_a}"
+        ax.text(i * 4 + 1, -0.16 if len(rows) > 2 else -0.12, label, transform=ax.get_xaxis_transform(),
+                ha="right" if len(rows) > 2 else "center", va="top", fontsize=8,
+                rotation=20 if len(rows) > 2 else 0)
+    # time / cycles / clock per kernel as t / c / f once there are more than two kernels: the words collide.
+    short = {"time": "t", "cycles": "cyc", "clock": "clk"} if len(rows) > 2 else {}
+    ax.set_xticks(pos, [short.get(n, n) for n in names], fontsize=8 if short else 9)
     ax.axhline(0, color="k", lw=0.8)
     ax.grid(False, axis="x")
-    ax.set_title("B vs A (%): time = cycles / clock")
+    ax.set_title("B vs A (%): time = cycles / clock" + (f"\n{rows[0].input_b} vs {rows[0].input_a}" if same_pair else ""),
+                 fontsize=None if not same_pair else 10)
     ax.set_ylabel("% change, 95 % interval")
-    _fixed_layout(fig, rows=1, cols=4, left=0.75, right=0.15, top=0.35, bottom=1.05, wgap=0.95, hgap=0)
+    _fixed_layout(fig, rows=1, cols=4, left=0.75, right=0.15, top=0.55 if same_pair else 0.35, bottom=1.05, wgap=0.95,
+                  hgap=0)
     return Figure(key="inputs", title="Input B vs input A: time, clock, power",
                   caption=(f"hatched: input A (control / reference); filled: input B; the % under a value is B vs A. "
-                           f"Right: the change of time split into the change of cycles and of the "
-                           f"{'in-band' if inband else 'NVML'} clock (time change ~ cycles change - clock change), "
+                           f"Right: the change of time (t) split into the change of cycles (cyc) and of the "
+                           f"{'in-band' if inband else 'NVML'} clock (clk; time change ~ cycles change - clock change), "
                            f"with bootstrap intervals over repeats."),
                   png=_png(fig))
 

@@ -26,3 +26,7 @@ def set_run_field(run_dir: Path, **fields) -> None:
         i = t.schema.get_field_index(name)
         t = t.set_column(i, t.schema.field(i), pa.array([value], t.schema.field(i).type))
     pq.write_table(t, run_dir / "runs.parquet")
+ISSUE4 = FIXTURES / "h200" / "20261130-062902-issue4-8b108c"
+COLD_BURST = FIXTURES / "h200" / "20261130-063318-cold-burst-3b3994"
+COMMITS_BASE = FIXTURES / "h200" / "20261130-063951-commits-0-7e7d7002-a32e54"
+COMMITS_HEAD = FIXTURES / "h200" / "20261130-063951-commits-1-3e5cbb24-4bc550"

@@ -92,3 +92,19 @@ def test_kernel_missing_at_one_revision(kernel_repo, quiet_cpu, tmp_path):
     assert "Kernel 'example-attention' is missing at revision main (" in out
     assert "the kernels registered there are example-attention-v2" in out
     assert git(kernel_repo, "worktree", "list").count("\n") == 0  # worktrees removed after the failure
+
+
+@pytest.mark.slow
+def test_without_polars_the_timed_runs_are_kept_and_the_message_says_how_to_compare(kernel_repo, quiet_cpu, tmp_path,
+                                                                                   monkeypatch):
+    # The H200 image has no polars: the revisions were timed there and only the comparison failed, with a
+    # traceback. The runs are the expensive part; the message names them and the command that compares them.
+    import sys
+
+    monkeypatch.setitem(sys.modules, "polars", None)  # import polars -> ImportError, here only (not the workers)
+    code, out = bench("commits", "--repo", str(kernel_repo), "--kernel", "example-attention", *SMALL,
+                      "--repeats", "1", "--results", str(tmp_path), "one", "main")
+    assert code == 2, out
+    runs = sorted(p for p in tmp_path.iterdir() if (p / "runs.parquet").exists())
+    assert len(runs) == 2
+    assert "needs polars" in out and f"bench compare {runs[0]} {runs[1]}" in out.replace("\n", "")

@@ -63,3 +63,21 @@ def test_report_section_only_for_runs_of_several_gpus(tmp_path):
     html = "".join(t.to_html() for t in section.tables)
     assert "00000000:3B:00.0" in html and "3.90%" in html
     assert gpu_spread_section(read_run(a)) is None
+
+
+def test_the_replicated_h200_x2_run_reports_the_spread_between_its_two_gpus():
+    # `bench sustained --gpus all --replicate -k sdpa-cudnn -k sdpa-flash -i gaussian:1 --repeats 1` on
+    # nvidia-h200-x2 (tests/fixtures/h200/README.md): one merged run, the GPU a column of every row.
+    from pathlib import Path
+
+    run = read_run(Path(__file__).resolve().parents[1] / "fixtures" / "h200" / "20261130-064214-replicate-036e2c")
+    spreads = {s.kernel: s for s in gpu_spread(run.measurements.to_dicts())}
+    assert set(spreads) == {"sdpa-cudnn", "sdpa-flash"}
+    cudnn = spreads["sdpa-cudnn"]
+    assert [f.gpu for f in cudnn.gpus] == ["00000000:00:06.0", "00000000:00:07.0"]
+    assert cudnn.time_spread == pytest.approx((3.9773 - 3.8506) / ((3.9773 + 3.8506) / 2), abs=2e-4)
+    assert cudnn.slowest == "00000000:00:07.0" and cudnn.clock_min_mhz == 1650 and cudnn.clock_max_mhz == 1695
+    # the slower GPU ran at the lower clock: the spread is the card, not the code
+    assert spreads["sdpa-flash"].slowest == "00000000:00:07.0"
+    section = gpu_spread_section(run)
+    assert section is not None and "GPU" in section.title
