@@ -24,11 +24,14 @@ from pathlib import Path
 
 import typer
 
+from harness._cli_common import SUITE_OPTIONS as _OPT
 from harness._cli_common import console as _console
 from harness._cli_common import fail as _fail
+from harness._cli_common import input_specs
 
 __all__ = ["error", "repro"]
 
+_JSON = typer.Option(None, "--json", help="also write the rows to this JSON file")
 _STAGES = (("input", "input term"), ("p", "P term"), ("kernel", "kernel term"))
 _ERROR_NOTE = (
     "rel. RMS and max |diff|: vs fp64 attention on what the kernel multiplies (FP8: its quantized inputs). "
@@ -38,25 +41,25 @@ _ERROR_NOTE = (
 
 
 def error(
-    kernel: list[str] = typer.Option([], "--kernel", "-k", help="kernel name or module:function (repeatable)"),
-    input_: list[str] = typer.Option(["gaussian:0.1", "gaussian:1"], "--input", "-i", help="input source (repeatable)"),
-    batch: int = typer.Option(1, help="B"),
-    heads: int = typer.Option(32, help="Hq"),
-    heads_kv: int | None = typer.Option(None, help="Hkv (default: Hq)"),
-    seq_len: int | None = typer.Option(None, help="S (default 16384; with --model 8192 on a GPU, 1024 on the CPU)"),
-    head_dim: int = typer.Option(128, help="dqk"),
-    head_dim_v: int | None = typer.Option(None, help="dv (default: dqk)"),
-    dtype: str = typer.Option("bf16"),
-    causal: bool = typer.Option(True, "--causal/--no-causal"),
-    seed: int = typer.Option(0),
-    device: str = typer.Option("cuda:0", help="cpu, cuda:N, rocm:N, or cuda:/rocm:<PCI bus id>"),
-    model: str | None = typer.Option(None, help="use captured activations of this model (see `bench list models`)"),
-    layer: list[int] = typer.Option([], "--layer", help="captured layer (repeatable; default: an early and a middle one)"),
-    control: list[str] = typer.Option(["gaussian:0.1"], "--control", help="control input of the capture's shape (repeatable)"),
-    text: str = typer.Option("pydoc", help="text for captures: pydoc, wikitext2:PATH or a file"),
-    weights: Path | None = typer.Option(None, help="model weights (folder or GGUF file)"),
-    captures: Path = typer.Option(Path("captures"), help="captures root directory"),
-    json_path: Path | None = typer.Option(None, "--json", help="also write the rows to this JSON file"),
+    kernel: list[str] = _OPT["kernel"],
+    input_: list[str] = _OPT["input_"],
+    batch: int = _OPT["batch"],
+    heads: int = _OPT["heads"],
+    heads_kv: int | None = _OPT["heads_kv"],
+    seq_len: int | None = _OPT["seq_len"],
+    head_dim: int = _OPT["head_dim"],
+    head_dim_v: int | None = _OPT["head_dim_v"],
+    dtype: str = _OPT["dtype"],
+    causal: bool = _OPT["causal"],
+    seed: int = _OPT["seed"],
+    device: str = _OPT["device"],
+    model: str | None = _OPT["model"],
+    layer: list[int] = _OPT["layer"],
+    control: list[str] = _OPT["control"],
+    text: str = _OPT["text"],
+    weights: Path | None = _OPT["weights"],
+    captures: Path = _OPT["captures"],
+    json_path: Path | None = _JSON,
 ) -> None:
     """Error of one call of each kernel vs fp64 attention; for FP8 kernels by stage (input, P, kernel)."""
     from harness.errors import HarnessError
@@ -94,29 +97,29 @@ def error(
 
 
 def repro(
-    kernel: list[str] = typer.Option([], "--kernel", "-k", help="kernel name or module:function (repeatable)"),
-    input_: list[str] = typer.Option(["gaussian:0.1", "gaussian:1"], "--input", "-i", help="input source (repeatable)"),
-    batch: int = typer.Option(1, help="B"),
-    heads: int = typer.Option(32, help="Hq"),
-    heads_kv: int | None = typer.Option(None, help="Hkv (default: Hq)"),
-    seq_len: int | None = typer.Option(None, help="S (default 16384; with --model 8192 on a GPU, 1024 on the CPU)"),
-    head_dim: int = typer.Option(128, help="dqk"),
-    head_dim_v: int | None = typer.Option(None, help="dv (default: dqk)"),
-    dtype: str = typer.Option("bf16"),
-    causal: bool = typer.Option(True, "--causal/--no-causal"),
-    seed: int = typer.Option(0),
-    device: str = typer.Option("cuda:0", help="cpu, cuda:N, rocm:N, or cuda:/rocm:<PCI bus id>"),
-    model: str | None = typer.Option(None, help="use captured activations of this model (see `bench list models`)"),
-    layer: list[int] = typer.Option([], "--layer", help="captured layer (repeatable; default: an early and a middle one)"),
-    control: list[str] = typer.Option(["gaussian:0.1"], "--control", help="control input of the capture's shape (repeatable)"),
-    text: str = typer.Option("pydoc", help="text for captures: pydoc, wikitext2:PATH or a file"),
-    weights: Path | None = typer.Option(None, help="model weights (folder or GGUF file)"),
-    captures: Path = typer.Option(Path("captures"), help="captures root directory"),
+    kernel: list[str] = _OPT["kernel"],
+    input_: list[str] = _OPT["input_"],
+    batch: int = _OPT["batch"],
+    heads: int = _OPT["heads"],
+    heads_kv: int | None = _OPT["heads_kv"],
+    seq_len: int | None = _OPT["seq_len"],
+    head_dim: int = _OPT["head_dim"],
+    head_dim_v: int | None = _OPT["head_dim_v"],
+    dtype: str = _OPT["dtype"],
+    causal: bool = _OPT["causal"],
+    seed: int = _OPT["seed"],
+    device: str = _OPT["device"],
+    model: str | None = _OPT["model"],
+    layer: list[int] = _OPT["layer"],
+    control: list[str] = _OPT["control"],
+    text: str = _OPT["text"],
+    weights: Path | None = _OPT["weights"],
+    captures: Path = _OPT["captures"],
     launches: int = typer.Option(200, min=2, help="launches per kernel x input x interferer (the first is the reference)"),
     interfere: list[str] = typer.Option(["none", "gemm"], "--interfere",
                                         help="between launches: none, gemm or attention (repeatable)"),
     fail_on_diff: bool = typer.Option(False, "--fail-on-diff", help="exit 1 if any launch differs bitwise from the first"),
-    json_path: Path | None = typer.Option(None, "--json", help="also write the rows to this JSON file"),
+    json_path: Path | None = _JSON,
 ) -> None:
     """Launch each kernel many times on the same inputs and count outputs bitwise different from the first."""
     from harness.errors import ConfigError, HarnessError
@@ -175,23 +178,13 @@ def _suite(console, *, kernel, input_, batch, heads, heads_kv, seq_len, head_dim
     """Kernels, the opened device and the input specs; refuses unknown kernels and unsupported inputs."""
     from harness.cli import _default_kernels
     from harness.devices import open_device
-    from harness.inputs import AttentionShape, InputSpec
     from harness.kernels import default_registry
 
     registry = default_registry()
     kernels = [registry.get(name) for name in (tuple(kernel) or _default_kernels(device))]
-    if model:
-        from harness.capture import capture_progress, model_input_specs
-
-        with capture_progress(console) as progress:
-            specs = model_input_specs(
-                model, layers=tuple(layer), seq_len=seq_len or (1024 if device == "cpu" else 8192), text=text,
-                weights=weights, root=captures, controls=tuple(control), dtype=dtype, seed=seed, progress=progress,
-            )
-    else:
-        shape = AttentionShape(batch=batch, heads_q=heads, heads_kv=heads_kv or heads, seq_len=seq_len or 16384,
-                               head_dim_qk=head_dim, head_dim_v=head_dim_v, causal=causal)
-        specs = tuple(InputSpec(shape=shape, dtype=dtype, source=s, seed=seed) for s in input_)
+    specs = input_specs(console, input_=input_, batch=batch, heads=heads, heads_kv=heads_kv, seq_len=seq_len,
+                        head_dim=head_dim, head_dim_v=head_dim_v, dtype=dtype, causal=causal, seed=seed, device=device,
+                        model=model, layer=layer, control=control, text=text, weights=weights, captures=captures)
     dev = open_device(device)
     for spec in specs:
         for k in kernels:

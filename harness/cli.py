@@ -7,7 +7,8 @@ from typing import List, Optional
 
 import typer
 
-from harness._cli_common import command_line as _command, console as _console, fail as _fail
+from harness._cli_common import SUITE_OPTIONS as _OPT, command_line as _command, console as _console, fail as _fail
+from harness._cli_common import input_specs as _input_specs
 
 __all__ = ["app", "main"]
 
@@ -20,18 +21,18 @@ app.add_typer(inputs_app, name="inputs")
 
 @app.command()
 def sustained(
-    kernel: List[str] = typer.Option([], "--kernel", "-k", help="kernel name or module:function (repeatable)"),
-    input_: List[str] = typer.Option(["gaussian:0.1", "gaussian:1"], "--input", "-i", help="input source (repeatable)"),
-    batch: int = typer.Option(1, help="B"),
-    heads: int = typer.Option(32, help="Hq"),
-    heads_kv: Optional[int] = typer.Option(None, help="Hkv (default: Hq)"),
-    seq_len: Optional[int] = typer.Option(None, help="S (default 16384; with --model 8192 on a GPU, 1024 on the CPU)"),
-    head_dim: int = typer.Option(128, help="dqk"),
-    head_dim_v: Optional[int] = typer.Option(None, help="dv (default: dqk)"),
-    dtype: str = typer.Option("bf16"),
-    causal: bool = typer.Option(True, "--causal/--no-causal"),
-    seed: int = typer.Option(0),
-    device: str = typer.Option("cuda:0", help="cpu, cuda:N, rocm:N, or cuda:/rocm:<PCI bus id>"),
+    kernel: List[str] = _OPT["kernel"],
+    input_: List[str] = _OPT["input_"],
+    batch: int = _OPT["batch"],
+    heads: int = _OPT["heads"],
+    heads_kv: Optional[int] = _OPT["heads_kv"],
+    seq_len: Optional[int] = _OPT["seq_len"],
+    head_dim: int = _OPT["head_dim"],
+    head_dim_v: Optional[int] = _OPT["head_dim_v"],
+    dtype: str = _OPT["dtype"],
+    causal: bool = _OPT["causal"],
+    seed: int = _OPT["seed"],
+    device: str = _OPT["device"],
     telemetry: str = typer.Option("auto", help="auto (the device's own: nvml / amdsmi / host), nvml, amdsmi, host, none"),
     results: Path = typer.Option(Path("results"), help="results root directory"),
     name: Optional[str] = typer.Option(None, help="a name for the run id"),
@@ -46,19 +47,18 @@ def sustained(
     chunk_s: Optional[float] = typer.Option(None),
     sample_period_ms: Optional[float] = typer.Option(None),
     gate: bool = typer.Option(True, "--gate/--no-gate", help="correctness gate before timing"),
-    model: Optional[str] = typer.Option(None, help="time on captured activations of this model (see `bench list models`)"),
-    layer: List[int] = typer.Option([], "--layer", help="captured layer (repeatable; default: an early and a middle one)"),
-    control: List[str] = typer.Option(["gaussian:0.1"], "--control", help="control input of the capture's shape (repeatable)"),
-    text: str = typer.Option("pydoc", help="text for captures: pydoc, wikitext2:PATH or a file"),
-    weights: Optional[Path] = typer.Option(None, help="model weights (folder or GGUF file)"),
-    captures: Path = typer.Option(Path("captures"), help="captures root directory"),
+    model: Optional[str] = _OPT["model"],
+    layer: List[int] = _OPT["layer"],
+    control: List[str] = _OPT["control"],
+    text: str = _OPT["text"],
+    weights: Optional[Path] = _OPT["weights"],
+    captures: Path = _OPT["captures"],
     gpus: Optional[str] = typer.Option(None, help="all, indices (0,2) or PCI bus ids: one worker process per GPU (instead of --device)"),
     replicate: bool = typer.Option(False, help="with --gpus: the whole suite on every GPU, to measure the spread between GPUs"),
 ) -> None:
     """Time kernels back to back until the clock settles, then over a window, with telemetry."""
     from harness.config import RunConfig, SustainedProtocol
     from harness.errors import ConfigError, HarnessError
-    from harness.inputs import AttentionShape, InputSpec
 
     console = _console()
     try:
@@ -67,18 +67,10 @@ def sustained(
             sample_period_s=sample_period_ms / 1000 if sample_period_ms else None, probe=probe,
         ).items() if v is not None}
         protocol = SustainedProtocol.quick(**overrides) if quick else SustainedProtocol(**overrides)
-        if model:
-            from harness.capture import capture_progress, model_input_specs
-
-            with capture_progress(console) as progress:
-                inputs = model_input_specs(
-                    model, layers=tuple(layer), seq_len=seq_len or (1024 if device == "cpu" else 8192), text=text,
-                    weights=weights, root=captures, controls=tuple(control), dtype=dtype, seed=seed, progress=progress,
-                )
-        else:
-            shape = AttentionShape(batch=batch, heads_q=heads, heads_kv=heads_kv or heads, seq_len=seq_len or 16384,
-                                   head_dim_qk=head_dim, head_dim_v=head_dim_v, causal=causal)
-            inputs = tuple(InputSpec(shape=shape, dtype=dtype, source=s, seed=seed) for s in input_)
+        inputs = _input_specs(console, input_=input_, batch=batch, heads=heads, heads_kv=heads_kv, seq_len=seq_len,
+                              head_dim=head_dim, head_dim_v=head_dim_v, dtype=dtype, causal=causal, seed=seed,
+                              device=device, model=model, layer=layer, control=control, text=text, weights=weights,
+                              captures=captures)
         kernels = tuple(kernel) or _default_kernels(device)
         config = RunConfig(
             kernels=kernels, inputs=inputs,
