@@ -1,0 +1,161 @@
+"""The import graph of `harness`, by top-level unit (a package or a module directly under harness/).
+
+Prints the units, every import between them (function-local imports included: they are still edges),
+the import circles, the imports that run from a lower layer up to a higher one (layers below), the
+imports of another package's `_private` module, and the files over 400 lines.
+
+    python scripts/import_graph.py [--edges]
+"""
+
+from __future__ import annotations
+
+import ast
+import sys
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent / "harness"
+
+# Lower layers first: a unit may import units of its own or a lower layer. The pipeline's order
+# (ARCHITECTURE.md): inputs/devices/telemetry/results are leaves, capture and kernels make what the
+# runner times, analysis reads what results stores, report renders it, the CLI sits on top.
+LAYERS = [
+    {"errors", "__init__", "__main__"},
+    {"inputs", "devices", "telemetry", "results", "config"},
+    {"capture", "kernels"},
+    {"analysis"},
+    {"runner"},
+    {"profiling", "multigpu", "commits"},
+    {"report"},
+    {"suite", "doctor", "pytest_plugin"},
+    {"cli"},
+]
+LAYER = {u: i for i, layer in enumerate(LAYERS) for u in layer}
+
+
+def unit_of(path: Path) -> str:
+    rel = path.relative_to(ROOT)
+    return rel.parts[0].removesuffix(".py")
+
+
+def module_name(path: Path) -> str:
+    rel = path.relative_to(ROOT.parent).with_suffix("")
+    parts = list(rel.parts)
+    if parts[-1] == "__init__":
+        parts = parts[:-1]
+    return ".".join(parts)
+
+
+def imports_of(path: Path):
+    """(imported module, line) for every `harness...` import in the file, relative ones resolved."""
+    tree = ast.parse(path.read_text(encoding="utf-8"))
+    here = module_name(path).split(".")
+    is_pkg = path.name == "__init__.py"
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Import):
+            for a in node.names:
+                if a.name.startswith("harness"):
+                    yield a.name, node.lineno
+        elif isinstance(node, ast.ImportFrom):
+            if node.level:
+                base = here if is_pkg else here[:-1]
+                base = base[: len(base) - node.level + 1]
+                mod = ".".join(base + ([node.module] if node.module else []))
+            else:
+                mod = node.module or ""
+            if mod.startswith("harness"):
+                if mod == "harness":
+                    for a in node.names:
+                        yield f"harness.{a.name}", node.lineno
+                else:
+                    yield mod, node.lineno
+                    for a in node.names:  # `from harness.x import _y` where _y is a module
+                        if (ROOT.parent / Path(*mod.split("."), f"{a.name}.py")).exists():
+                            yield f"{mod}.{a.name}", node.lineno
+
+
+def main(argv: list[str]) -> int:
+    files = sorted(ROOT.rglob("*.py"))
+    units = sorted({unit_of(f) for f in files})
+    edges: dict[tuple[str, str], list[str]] = {}
+    private: list[str] = []
+    for f in files:
+        src = unit_of(f)
+        for mod, line in imports_of(f):
+            parts = mod.split(".")
+            if len(parts) < 2:
+                continue
+            dst = parts[1]
+            if dst not in units or dst == src:
+                continue
+            edges.setdefault((src, dst), []).append(f"{f.relative_to(ROOT.parent)}:{line} {mod}")
+            if any(p.startswith("_") and not p.startswith("__") for p in parts[2:]):
+                private.append(f"{f.relative_to(ROOT.parent)}:{line} imports {mod}")
+    graph: dict[str, set[str]] = {u: set() for u in units}
+    for a, b in edges:
+        graph[a].add(b)
+    cycles = strongly_connected(graph)
+    upward = [(a, b, where) for (a, b), where in sorted(edges.items())
+              if LAYER.get(a, 99) < LAYER.get(b, 99)]
+    big = [(f, n) for f in files if (n := len(f.read_text(encoding="utf-8").splitlines())) > 400]
+    print(f"units: {len(units)}  edges: {len(edges)}")
+    unknown = [u for u in units if u not in LAYER]
+    if unknown:
+        print(f"units without a layer (add them to LAYERS): {', '.join(unknown)}")
+    print(f"import circles: {len(cycles)}")
+    for c in cycles:
+        print("  " + " <-> ".join(sorted(c)))
+    print(f"imports from a lower layer up to a higher one: {len(upward)}")
+    for a, b, where in upward:
+        print(f"  {a} (layer {LAYER.get(a)}) -> {b} (layer {LAYER.get(b)}): {where[0]}" +
+              (f" (+{len(where) - 1} more)" if len(where) > 1 else ""))
+    print(f"imports of another package's private module: {len(private)}")
+    for p in private:
+        print("  " + p)
+    print(f"files over 400 lines: {len(big)}")
+    for f, n in big:
+        print(f"  {f.relative_to(ROOT.parent)} ({n})")
+    if "--edges" in argv:
+        for (a, b), where in sorted(edges.items()):
+            print(f"{a} -> {b}: {len(where)}")
+    return 0
+
+
+def strongly_connected(graph: dict[str, set[str]]) -> list[set[str]]:
+    """Tarjan's algorithm; only components of two or more units (the circles)."""
+    index: dict[str, int] = {}
+    low: dict[str, int] = {}
+    stack: list[str] = []
+    on: set[str] = set()
+    out: list[set[str]] = []
+    counter = [0]
+
+    def visit(v: str) -> None:
+        index[v] = low[v] = counter[0]
+        counter[0] += 1
+        stack.append(v)
+        on.add(v)
+        for w in graph[v]:
+            if w not in index:
+                visit(w)
+                low[v] = min(low[v], low[w])
+            elif w in on:
+                low[v] = min(low[v], index[w])
+        if low[v] == index[v]:
+            comp = set()
+            while True:
+                w = stack.pop()
+                on.discard(w)
+                comp.add(w)
+                if w == v:
+                    break
+            if len(comp) > 1:
+                out.append(comp)
+
+    for v in graph:
+        if v not in index:
+            visit(v)
+    return out
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1:]))
