@@ -43,7 +43,7 @@ echo "== bench doctor ($DEVICE)"
 echo "== suite and comparison with the baseline in $BASELINE"
 set +e
 # The same function `bench nightly` runs, called through its module so the script needs no PATH entry.
-"$PYTHON" -m harness._cli_commits nightly --device "$DEVICE" --out "$OUT" --baseline "$BASELINE" \
+"$PYTHON" -m harness.cli nightly --device "$DEVICE" --out "$OUT" --baseline "$BASELINE" \
   --fail-on-slowdown "$FAIL_ON_SLOWDOWN" ${OPTS[@]+"${OPTS[@]}"} ${EXTRA[@]+"${EXTRA[@]}"}
 status=$?
 set -e

@@ -17,17 +17,20 @@ ROOT = Path(__file__).resolve().parent.parent / "harness"
 
 # Lower layers first: a unit may import units of its own or a lower layer. The pipeline's order
 # (ARCHITECTURE.md): inputs/devices/telemetry/results are leaves, capture and kernels make what the
-# runner times, analysis reads what results stores, report renders it, the CLI sits on top.
+# runner times, analysis reads what results stores, report renders it. `commits` (revision comparisons
+# and the nightly job) runs the whole pipeline and writes its reports, so it sits above report; the
+# suite layer, the pytest plugin and the CLI (with `python -m harness`) sit on top.
 LAYERS = [
-    {"errors", "__init__", "__main__"},
+    {"errors", "__init__"},
     {"inputs", "devices", "telemetry", "results", "config"},
     {"capture", "kernels"},
     {"analysis"},
     {"runner"},
-    {"profiling", "multigpu", "commits"},
+    {"profiling", "multigpu"},
     {"report"},
+    {"commits"},
     {"suite", "doctor", "pytest_plugin"},
-    {"cli"},
+    {"cli", "__main__"},
 ]
 LAYER = {u: i for i, layer in enumerate(LAYERS) for u in layer}
 

@@ -4,8 +4,9 @@
 once, records the requested layers through a transformers attention hook, checks each capture by
 recomputing that layer's attention, and writes captures/<model>/<text>-S<seq>/layer<NN>.safetensors
 plus manifest.json. `load_capture` reads one back as AttentionInputs; `synthesize_like` makes the
-control of the same shape. Importing this package registers the `capture:PATH` input source and
-nothing else (transformers is imported only when a model is loaded).
+control of the same shape. A capture's InputSpec names `source_loader` as its loader, so harness.inputs
+loads it without importing this package first. Importing it does nothing else (transformers is imported
+only when a model is loaded).
 
 >>> from harness.capture import MODELS, CaptureConfig
 >>> MODELS["deepseek-v2-lite"].head_dim_qk, MODELS["deepseek-v2-lite"].head_dim_v
@@ -24,9 +25,9 @@ from harness.capture._suite import default_layers, model_input_specs
 from harness.capture._recompute import LayerStats
 from harness.capture._text import TEXT_SOURCES, load_text
 from harness.capture._weights import ResolvedWeights, resolve_weights
-from harness.inputs import register_source
 
 __all__ = [
+    "source_loader",
     "CaptureConfig",
     "CaptureResult",
     "LayerResult",
@@ -58,5 +59,3 @@ __all__ = [
     "resolve_weights",
     "load_text",
 ]
-
-register_source("capture", source_loader)

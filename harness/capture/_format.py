@@ -8,8 +8,6 @@ self-check difference and statistics. Readers check every file against the manif
 from __future__ import annotations
 
 import json
-import os
-import tempfile
 from pathlib import Path
 from typing import Any
 
@@ -45,21 +43,12 @@ def layer_file(layer: int) -> str:
 
 
 def _atomic_write(path: Path, write) -> None:
-    # Write beside the target and rename, so a reader never sees half a file and an interrupted
-    # capture leaves the previous file intact.
+    # An interrupted capture leaves the previous file intact.
+    from harness.results import atomic_path
+
     path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
-    os.close(fd)
-    try:
-        write(Path(tmp))
-        # mkstemp makes the file private (0600); give it the mode an ordinary open() would.
-        umask = os.umask(0)
-        os.umask(umask)
-        os.chmod(tmp, 0o666 & ~umask)
-        os.replace(tmp, path)
-    except BaseException:
-        Path(tmp).unlink(missing_ok=True)
-        raise
+    with atomic_path(path) as tmp:
+        write(tmp)
 
 
 def write_layer(directory: Path, layer: int, tensors: dict[str, Any], *, metadata: dict[str, str]) -> dict:

@@ -1,6 +1,6 @@
 """FP8 copies of captured inputs: per-tensor power-of-two scales computed after RoPE.
 
-The quantization itself lives in `harness.kernels._quant` (the kernels and the error analysis use the
+The quantization itself lives in `harness.kernels` (the kernels and the error analysis use the
 same function); this module applies it to a whole AttentionInputs.
 """
 
@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from dataclasses import replace
 
-from harness.kernels._quant import E4M3_MAX, pow2_scale, quantize_e4m3_pow2
+from harness.kernels import E4M3_MAX, pow2_scale, quantize_e4m3_pow2
 
 __all__ = ["E4M3_MAX", "e4m3_scale", "quantize_e4m3_pow2", "quantize_inputs_e4m3"]
 

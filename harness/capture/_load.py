@@ -12,6 +12,7 @@ from harness.inputs import AttentionInputs, AttentionShape, InputSpec, torch_dty
 __all__ = ["CaptureInfo", "load_capture", "capture_shape", "capture_spec", "list_captures", "source_loader"]
 
 _FP8 = {"fp8", "e4m3", "float8_e4m3fn"}
+LOADER = "harness.capture:source_loader"  # what a capture's InputSpec names as its loader
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -56,7 +57,7 @@ def capture_spec(path: str | Path, *, dtype: str = "bfloat16", seed: int = 0) ->
     """An InputSpec that loads this capture (shape and softmax scale from its manifest)."""
     manifest, entry, _ = _entry(Path(path))
     return InputSpec(shape=_shape(manifest, entry), dtype=dtype, source=f"capture:{path}", seed=seed,
-                     scale=float(entry["scale"]))
+                     scale=float(entry["scale"]), loader=LOADER)
 
 
 def _provenance(manifest: dict, entry: dict, layer: int, path: Path) -> dict:
@@ -88,7 +89,7 @@ def load_capture(path: str | Path, *, device="cpu") -> AttentionInputs:
 
 
 def source_loader(spec: InputSpec, device) -> AttentionInputs:
-    """The `capture:PATH` loader registered with harness.inputs."""
+    """The loader a capture's InputSpec names (`LOADER`): reads `capture:PATH` on `device`."""
     from dataclasses import replace
 
     from harness.capture._fp8 import quantize_inputs_e4m3

@@ -44,5 +44,5 @@ def model_input_specs(
         tag = f"L{layer:02d}"
         captured = dataclasses.replace(capture_spec(path, dtype=dtype, seed=seed), name=f"{tag}:captured")
         out.append(captured)
-        out.extend(dataclasses.replace(captured, source=c, name=f"{tag}:{c}") for c in controls)
+        out.extend(dataclasses.replace(captured, source=c, name=f"{tag}:{c}", loader=None) for c in controls)
     return tuple(out)

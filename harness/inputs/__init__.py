@@ -1,8 +1,9 @@
 """Attention inputs: their shape, where they come from, and the tensors themselves.
 
 An `InputSpec` is data (shape, dtype, source, seed); `make_inputs` turns it into `AttentionInputs`
-on a device. Synthetic sources live here; captured activations arrive through `register_source`,
-which the capture package calls, so the runner never needs to know where q, k, v came from.
+on a device. Synthetic sources live here; a spec of captured activations names its own loader
+(`harness.capture:source_loader`), so neither this package nor the runner needs to know where q, k, v
+came from.
 
 >>> from harness.inputs import AttentionShape, InputSpec, make_inputs
 >>> spec = InputSpec(shape=AttentionShape(batch=1, heads_q=4, heads_kv=2, seq_len=16, head_dim_qk=8),
@@ -13,7 +14,7 @@ which the capture package calls, so the runner never needs to know where q, k, v
 """
 
 from harness.inputs._shape import AttentionShape, DTYPES, torch_dtype
-from harness.inputs._spec import AttentionInputs, InputSpec, check_finite, make_inputs, register_source
+from harness.inputs._spec import AttentionInputs, InputSpec, check_finite, check_source, make_inputs, register_source
 from harness.inputs._synthetic import SYNTHETIC_SOURCES, synthesize
 
 __all__ = [
@@ -23,6 +24,7 @@ __all__ = [
     "DTYPES",
     "SYNTHETIC_SOURCES",
     "check_finite",
+    "check_source",
     "make_inputs",
     "register_source",
     "synthesize",

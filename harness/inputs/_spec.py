@@ -7,15 +7,17 @@ from harness.errors import InputError
 from harness.inputs._shape import AttentionShape, torch_dtype
 from harness.inputs._synthetic import synthesize
 
-__all__ = ["InputSpec", "AttentionInputs", "make_inputs", "register_source", "check_finite"]
+__all__ = ["InputSpec", "AttentionInputs", "make_inputs", "register_source", "check_finite", "check_source"]
 
 
 @dataclass(frozen=True, kw_only=True)
 class InputSpec:
     """What to feed a kernel: a shape, a dtype, a source and a seed.
 
-    `source` is `gaussian:0.1`, `zeros`, `constant:1`, `randbits`, or a registered prefix such as
-    `capture:captures/smollm2-135m/pydoc-S2048/layer03.safetensors` (the capture package registers it).
+    `source` is `gaussian:0.1`, `zeros`, `constant:1`, `randbits`, or a source whose data lives elsewhere,
+    such as `capture:captures/smollm2-135m/pydoc-S2048/layer03.safetensors`. Such a spec names its own
+    `loader` as `module:function` (the capture package writes `harness.capture:source_loader`), so the spec
+    stays plain data across processes and this package never imports the packages that produce inputs.
     """
 
     shape: AttentionShape
@@ -24,6 +26,7 @@ class InputSpec:
     seed: int = 0
     scale: float | None = None  # softmax scale; None means 1/sqrt(dqk)
     name: str | None = None  # a short label for tables; defaults to the source
+    loader: str | None = None  # "module:function" that makes the inputs of a non-synthetic source
 
     @property
     def label(self) -> str:
@@ -63,24 +66,47 @@ _SOURCES: dict[str, Callable[[InputSpec, Any], AttentionInputs]] = {}
 
 
 def register_source(prefix: str, loader: Callable[[InputSpec, Any], AttentionInputs]) -> None:
-    """Let `source="<prefix>:..."` specs be loaded by `loader(spec, device)` (used by captures)."""
+    """Let `source="<prefix>:..."` specs be loaded by `loader(spec, device)` in this process (the pytest
+    plugin's in-memory tensors); specs that travel to other processes name their `loader` instead."""
     _SOURCES[prefix] = loader
+
+
+def _named_loader(spec: InputSpec) -> Callable[[InputSpec, Any], AttentionInputs]:
+    import importlib
+
+    module, _, func = spec.loader.partition(":")
+    try:
+        return getattr(importlib.import_module(module), func)
+    except (ImportError, AttributeError) as exc:
+        raise InputError(f"Input {spec.label!r}: its loader {spec.loader!r} cannot be imported ({exc}). "
+                         f"The spec was written by a harness whose packages are missing here; install them.") from None
+
+
+def check_source(source: str, *, flag: str = "--input") -> None:
+    """Refuse a source that cannot make inputs, before any run directory exists or anything is allocated."""
+    from harness.inputs._synthetic import parse_synthetic
+
+    prefix = source.partition(":")[0]
+    if prefix in _SOURCES:
+        return
+    if prefix == "capture":
+        raise InputError(f"{flag} {source!r}: captured activations are selected with --model NAME (or a capture "
+                         f"file with `bench nightly --capture FILE`), not as an input source.")
+    parse_synthetic(source, flag=flag)
 
 
 def make_inputs(spec: InputSpec, *, device) -> AttentionInputs:
     """Materialise the inputs a spec describes on `device`."""
     import torch
 
+    if spec.loader:
+        return _named_loader(spec)(spec, device)
     prefix = spec.source.partition(":")[0]
     if prefix in _SOURCES:
         return _SOURCES[prefix](spec, device)
     if prefix == "capture":
-        # The capture package registers the loader when imported; import it here lazily so plain
-        # synthetic runs never pay for it.
-        import harness.capture  # noqa: F401
-
-        if prefix in _SOURCES:
-            return _SOURCES[prefix](spec, device)
+        raise InputError(f"Input {spec.label!r} comes from a capture file but names no loader; build it with "
+                         f"harness.capture.capture_spec(PATH).")
     dtype = torch_dtype(spec.dtype)
     g = torch.Generator().manual_seed(spec.seed)
     s = spec.shape

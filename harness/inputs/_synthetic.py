@@ -2,7 +2,7 @@ from __future__ import annotations
 
 from harness.errors import InputError
 
-__all__ = ["SYNTHETIC_SOURCES", "synthesize"]
+__all__ = ["SYNTHETIC_SOURCES", "synthesize", "parse_synthetic"]
 
 SYNTHETIC_SOURCES = {
     "gaussian:STD": "normal values with standard deviation STD (the kernel-benchmark custom is 0.1)",
@@ -12,24 +12,38 @@ SYNTHETIC_SOURCES = {
 }
 
 
+def parse_synthetic(source: str, *, flag: str = "--input") -> tuple[str, float | None]:
+    """(kind, its number) of a synthetic source, checked without allocating anything."""
+    kind, _, arg = source.partition(":")
+    if kind in ("gaussian", "constant"):
+        what = "standard deviation" if kind == "gaussian" else "constant"
+        try:
+            value = float(arg) if arg or kind == "constant" else 1.0
+        except ValueError:
+            raise InputError(f"{flag} {source!r}: the {what} {arg!r} is not a number.") from None
+        if kind == "gaussian" and not value >= 0:  # NaN too; a non-finite constant is refused per input, later
+            raise InputError(f"{flag} {source!r}: the standard deviation must be >= 0.")
+        return kind, value
+    if kind in ("zeros", "randbits") and not arg:
+        return kind, None
+    known = "; ".join(f"{k}: {v}" for k, v in SYNTHETIC_SOURCES.items())
+    raise InputError(
+        f"{flag} {source!r} is not an input source. Synthetic sources are {known}; captured activations are "
+        f"'capture:PATH' (see `bench capture`), or --model NAME."
+    )
+
+
 def synthesize(source: str, shape: tuple[int, ...], *, dtype, device, generator):
     """One tensor of a synthetic distribution, drawn on the CPU in fp32 for device-independent values."""
     import torch
 
-    kind, _, arg = source.partition(":")
+    kind, value = parse_synthetic(source, flag="Input source")
     if kind == "gaussian":
-        try:
-            std = float(arg) if arg else 1.0
-        except ValueError:
-            raise InputError(f"Input source {source!r}: the standard deviation {arg!r} is not a number.") from None
-        t = torch.randn(shape, generator=generator, dtype=torch.float32) * std
+        t = torch.randn(shape, generator=generator, dtype=torch.float32) * value
     elif kind == "zeros":
         t = torch.zeros(shape, dtype=torch.float32)
     elif kind == "constant":
-        try:
-            t = torch.full(shape, float(arg), dtype=torch.float32)
-        except ValueError:
-            raise InputError(f"Input source {source!r}: the constant {arg!r} is not a number.") from None
+        t = torch.full(shape, value, dtype=torch.float32)
     elif kind == "randbits":
         # Random bits in the target format, with non-finite patterns replaced: the most switching the
         # dtype allows without poisoning softmax.
@@ -41,10 +55,4 @@ def synthesize(source: str, shape: tuple[int, ...], *, dtype, device, generator)
         )
         t = bits.view(dtype).to(torch.float32)
         t = torch.where(torch.isfinite(t), t, torch.zeros_like(t)).clamp(-1e4, 1e4)
-    else:
-        known = "; ".join(f"{k}: {v}" for k, v in SYNTHETIC_SOURCES.items())
-        raise InputError(
-            f"Unknown input source {source!r}. Synthetic sources are {known}; captured activations are "
-            f"'capture:PATH' (see `bench capture`)."
-        )
     return t.to(device=device, dtype=dtype)

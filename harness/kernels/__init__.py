@@ -17,11 +17,30 @@ from harness.kernels._error import ErrorReport, attention_error, kernel_referenc
 from harness.kernels._gate import GateResult, GateTolerance, gate, gate_tolerance
 from harness.kernels._kernel import Kernel, Launch
 from harness.kernels._reference import reference_attention
-from harness.kernels._quant import dequantize, quantize_e4m3_pow2
+from harness.kernels._quant import E4M3_MAX, dequantize, pow2_scale, quantize_e4m3_pow2
 from harness.kernels._registry import KernelRegistry, default_registry
-from harness.kernels._repro import ReproReport, reproducibility
+from harness.kernels._repro import INTERFERERS, ReproReport, reproducibility
+from harness.kernels._survey import (
+    ERROR_STAGES,
+    SurveySetup,
+    check_interferers,
+    error_survey,
+    repro_survey,
+    resolve_kernels,
+    set_up_survey,
+)
 
 __all__ = [
+    "E4M3_MAX",
+    "ERROR_STAGES",
+    "SurveySetup",
+    "check_interferers",
+    "error_survey",
+    "repro_survey",
+    "resolve_kernels",
+    "set_up_survey",
+    "INTERFERERS",
+    "pow2_scale",
     "ErrorReport",
     "ReproReport",
     "attention_error",

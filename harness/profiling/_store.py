@@ -13,12 +13,11 @@ True
 
 from __future__ import annotations
 
-import os
-import uuid
 from functools import lru_cache
 from pathlib import Path
 
 from harness.errors import ResultsError
+from harness.results import atomic_path
 
 __all__ = ["TRACE_SCHEMA_VERSION", "TRACE_TABLES", "read_trace_table", "trace_schema", "write_trace_table"]
 
@@ -85,9 +84,8 @@ def write_trace_table(run_dir: Path, table: str, rows: list[dict]) -> Path:
         index += 1
         path = folder / f"part-{index:05d}.parquet"
     arrow = pa.Table.from_pydict({n: [r.get(n) for r in rows] for n in names}, schema=trace_schema(table))
-    tmp = path.with_name(f".{path.name}.{uuid.uuid4().hex[:8]}.tmp")
-    pq.write_table(arrow, tmp)
-    os.replace(tmp, path)
+    with atomic_path(path) as tmp:
+        pq.write_table(arrow, tmp)
     return path
 
 

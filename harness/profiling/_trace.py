@@ -72,6 +72,7 @@ class TraceResult:
     rows: list[dict] = field(default_factory=list)
     paths: list[Path] = field(default_factory=list)  # one part file per kernel x input, written as each finishes
     timelines: list[dict] = field(default_factory=list)  # per Triton kernel: trace, png, scope summary
+    gpm: dict = field(default_factory=dict)  # gpm_medians of the run's own measurements, beside the counters
 
 
 def _measurements(run_dir: Path) -> list[dict]:
@@ -162,7 +163,7 @@ def trace_run(config: TraceConfig, *, runner: Callable = subprocess.run, which: 
     info = _run_info(run_dir)
     device = config.device or ("cpu" if info.get("device_kind") == "cpu" else f"cuda:{info.get('device_index') or 0}")
     rx = re.compile(config.kernel_regex) if config.kernel_regex else None
-    result = TraceResult()
+    result = TraceResult(gpm=gpm_medians(_measurements(run_dir)))
     stamp = datetime.now(timezone.utc).isoformat()
     for t in targets:
         on_message(f"ncu: {t.kernel} on {t.spec.label} (warm-in {config.warm_s:g} s, one profiled launch)")

@@ -18,9 +18,14 @@ from harness.report._markdown import (
     run_sections,
     run_tables,
 )
+from harness.report._gpu_section import gpu_spread_tables
 from harness.report._tables import fmt, sustained_tables
+from harness.report._trace_section import peaks_table, pipe_tables
 
 __all__ = [
+    "gpu_spread_tables",
+    "peaks_table",
+    "pipe_tables",
     "Figure",
     "LiveView",
     "Report",

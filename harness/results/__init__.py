@@ -5,12 +5,17 @@
 True
 """
 
+from harness.results._atomic import atomic_path, write_bytes_atomic, write_json_atomic, write_text_atomic
 from harness.results._provenance import file_digest, git_state, host_facts, software_versions, tree_digest
 from harness.results._read import Run, read_run, read_table
 from harness.results._schema import SCHEMA_VERSION, TABLES, columns, polars_schema, table_schema
 from harness.results._store import RunWriter, new_run_id, write_table_atomic
 
 __all__ = [
+    "atomic_path",
+    "write_bytes_atomic",
+    "write_json_atomic",
+    "write_text_atomic",
     "SCHEMA_VERSION",
     "TABLES",
     "Run",

@@ -8,11 +8,11 @@ row on disk means everything it was computed from is on disk too.
 
 from __future__ import annotations
 
-import os
 import uuid
 from pathlib import Path
 
 from harness.errors import ResultsError
+from harness.results._atomic import atomic_path
 from harness.results._schema import SCHEMA_VERSION, TABLES, columns, table_schema
 
 __all__ = ["RunWriter", "new_run_id", "write_table_atomic"]
@@ -37,9 +37,8 @@ def write_table_atomic(path: Path, table: str, rows: list[dict]) -> None:
         raise ValueError(f"columns not in the {table} schema: {sorted(unknown)}")
     data = {n: [r.get(n) for r in rows] for n in names}
     arrow = pa.Table.from_pydict(data, schema=schema)
-    tmp = path.with_name(f".{path.name}.{uuid.uuid4().hex[:8]}.tmp")
-    pq.write_table(arrow, tmp)
-    os.replace(tmp, path)
+    with atomic_path(path) as tmp:
+        pq.write_table(arrow, tmp)
 
 
 class RunWriter:

@@ -59,18 +59,15 @@ def write_samples(path: str | os.PathLike[str], samples: Sequence[Sample]) -> No
     data = {name: [getattr(s, name) for s in samples] for name in SAMPLE_FIELDS}
     data["chiplet_clocks_mhz"] = [None if c is None else list(c) for c in data["chiplet_clocks_mhz"]]
     table = pa.Table.from_pydict(data, schema=schema)
-    path = os.fspath(path)
-    tmp = os.path.join(os.path.dirname(path) or ".", f".{os.path.basename(path)}.{os.getpid()}.tmp")
+    from harness.results import atomic_path
+
     try:
-        pq.write_table(table, tmp)
-        os.replace(tmp, path)
+        with atomic_path(path) as tmp:
+            pq.write_table(table, tmp)
     except OSError as e:
         raise ResultsError(
             f"Cannot write telemetry to {path}: {e}. Check that the directory exists and is writable."
         ) from e
-    finally:
-        if os.path.exists(tmp):
-            os.unlink(tmp)
 
 
 def read_samples(path: str | os.PathLike[str]) -> list[Sample]:

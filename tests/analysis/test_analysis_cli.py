@@ -5,7 +5,7 @@ import typer
 from h200_runs import RUN_A, RUN_B, SMOLLM2
 from typer.testing import CliRunner
 
-from harness._cli_analysis import compare
+from harness.cli.analysis import compare
 
 app = typer.Typer()
 app.command()(compare)
@@ -48,7 +48,7 @@ def test_bad_input_exits_2_with_one_paragraph(args, message):
 
 
 def test_burst_command_on_cpu(tmp_path):
-    from harness._cli_analysis import burst
+    from harness.cli.analysis import burst
 
     app2 = typer.Typer()
     app2.command()(burst)

@@ -1,6 +1,6 @@
 """`bench commits` end to end on the CPU: real worktrees, one worker process per revision, interleaved repeats.
 
-The commands are invoked through harness._cli_commits.app, the same functions harness/cli.py registers.
+The commands are invoked through the `bench` app (harness.cli.app).
 """
 
 from __future__ import annotations
@@ -11,7 +11,7 @@ import pytest
 from commits_repo import KERNEL_FILE, SMALL, commit_all, git
 from typer.testing import CliRunner
 
-from harness._cli_commits import app
+from harness.cli import app
 from harness.commits import CLOCK_UNKNOWN_BASIS
 
 

@@ -1,4 +1,4 @@
-"""`bench slurm` and `bench merge` (through harness._cli_multigpu's own app), and the multi-GPU rendering."""
+"""`bench slurm` and `bench merge` (through the `bench` app), and the multi-GPU rendering."""
 
 from __future__ import annotations
 
@@ -8,7 +8,9 @@ import json
 from multigpu_helpers import write_run
 from typer.testing import CliRunner
 
-from harness._cli_multigpu import app, render_multi, sustained_config
+from harness.cli import app
+from harness.cli.multigpu import render_multi
+from harness.cli.sustained import sustained_config_from_args as sustained_config
 from harness.multigpu import merge_runs
 
 A, B = "00000000:19:00.0", "00000000:3B:00.0"

@@ -106,7 +106,7 @@ def test_sections_render_in_the_html_page_and_the_markdown_twin(profiled, tmp_pa
 
 
 def invoke_peaks(*args):
-    from harness._cli_profiling import peaks
+    from harness.cli.profiling import peaks
 
     app = typer.Typer()
     app.command()(peaks)

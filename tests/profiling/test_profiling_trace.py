@@ -196,7 +196,7 @@ def fake_ncu(tmp_path: Path, reply: Path) -> Path:
 
 
 def invoke(*args):
-    from harness._cli_profiling import trace
+    from harness.cli.profiling import trace
 
     app = typer.Typer()
     app.command()(trace)
@@ -245,7 +245,7 @@ def test_a_later_failure_keeps_the_kernels_already_profiled(issue2):
 
 
 def test_importing_the_package_loads_nothing_heavy():
-    code = ("import sys, harness.profiling, harness._cli_profiling, harness.report._trace_section; "
+    code = ("import sys, harness.profiling, harness.cli.profiling, harness.report; "
             "print([m for m in ('torch', 'triton', 'pyarrow', 'polars', 'matplotlib', 'numpy') if m in sys.modules])")
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout
     assert out.strip() == "[]"

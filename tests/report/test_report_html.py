@@ -11,7 +11,7 @@ import pytest
 import typer
 from typer.testing import CliRunner
 
-from harness._cli_analysis import report
+from harness.cli.analysis import report
 from harness.report import ReportTable, build_report, render_html, write_report
 from harness.results import read_run
 

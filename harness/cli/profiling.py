@@ -1,7 +1,6 @@
 """`bench trace` and `bench peaks`: parse, build a frozen config, call the library, render. No logic of their own.
 
-The functions are registered on the `bench` app in `harness.cli` (`app.command("trace")(trace)`, ...);
-tests wrap them in a Typer app of their own.
+The functions are registered on the `bench` app in `harness.cli`; tests wrap them in a Typer app of their own.
 """
 
 from __future__ import annotations
@@ -11,7 +10,10 @@ from typing import List, Optional
 
 import typer
 
-from harness._cli_common import command_line as _command, console as _console, fail as _fail
+from harness.cli.common_args import PROTOCOL, RECORD, command_line as _command, console as _console, fail as _fail
+from harness.cli.common_args import protocol_of, with_options
+
+_PEAKS_PROTOCOL = {k: PROTOCOL[k] for k in ("quick", "repeats", "window_s", "warmin_cap_s", "idle_s")}
 
 __all__ = ["peaks", "trace"]
 
@@ -29,9 +31,8 @@ def trace(
 ) -> None:
     """Pipe counters of one warm launch per kernel under ncu (clocks as found), stored beside the run."""
     from harness.errors import HarnessError
-    from harness.profiling import NCU_METRICS, TraceConfig, gpm_medians, trace_run
-    from harness.profiling._trace import _measurements
-    from harness.report._trace_section import pipe_tables
+    from harness.profiling import NCU_METRICS, TraceConfig, trace_run
+    from harness.report import pipe_tables
 
     console = _console()
     try:
@@ -40,10 +41,9 @@ def trace(
             metrics=tuple(m.strip() for m in metrics.split(",") if m.strip()) if metrics else NCU_METRICS,
             timeline=timeline, timeout_s=timeout_s)
         result = trace_run(config, on_message=lambda text: console.print(text, highlight=False))
-        gpm = gpm_medians(_measurements(run))
     except HarnessError as exc:
         _fail(exc)
-    for table in pipe_tables(result.rows, gpm):
+    for table in pipe_tables(result.rows, result.gpm):
         console.print(table.to_rich())
     for t in result.timelines:
         if "error" in t:
@@ -55,7 +55,9 @@ def trace(
     console.print(f"traces: {run / 'traces'} ({len(result.paths)} part file(s) added)")
 
 
+@with_options(protocol=_PEAKS_PROTOCOL)
 def peaks(
+    protocol: dict,
     kernel: List[str] = typer.Option([], "--kernel", "-k", help="peak kernels (default: all; see --list)"),
     list_: bool = typer.Option(False, "--list", help="list the peak kernels and exit"),
     device: str = typer.Option("cuda:0", help="cuda:N or cuda:<PCI bus id>"),
@@ -67,19 +69,12 @@ def peaks(
     copy_mib: int = typer.Option(1024, help="bytes copied per launch of the copy peak, MiB"),
     fp8_fast_accum: bool = typer.Option(False, "--fp8-fast-accum/--no-fp8-fast-accum",
                                         help="cuBLASLt fast accumulation for the fp8 GEMMs"),
-    quick: bool = typer.Option(False, help="short protocol for dry runs (not sustained figures)"),
-    repeats: Optional[int] = typer.Option(None),
-    window_s: Optional[float] = typer.Option(None),
-    warmin_cap_s: Optional[float] = typer.Option(None),
-    idle_s: Optional[float] = typer.Option(None, help="idle before each kernel"),
-    allow_busy: bool = typer.Option(False, help="run even if other processes use the GPU (recorded)"),
+    allow_busy: bool = RECORD["allow_busy"][1],
 ) -> None:
     """Empirical peaks under the sustained protocol: GEMMs by operand, FMA, exp2 (MUFU), copy; the roofs."""
-    from harness.config import SustainedProtocol
     from harness.errors import HarnessError
     from harness.profiling import peak_registry, run_peaks
-    from harness.report import LiveView
-    from harness.report._trace_section import peaks_table
+    from harness.report import LiveView, peaks_table
 
     console = _console()
     try:
@@ -88,11 +83,8 @@ def peaks(
             for k in registry:
                 console.print(f"{k.name:24} {k.extra['unit']:5} {k.description}", highlight=False)
             return
-        overrides = {k: v for k, v in dict(repeats=repeats, window_s=window_s, warmin_cap_s=warmin_cap_s,
-                                           idle_before_kernel_s=idle_s).items() if v is not None}
-        protocol = SustainedProtocol.quick(**overrides) if quick else SustainedProtocol(**overrides)
         command = _command()
-        result = run_peaks(kernels=tuple(kernel), device=device, telemetry=telemetry, protocol=protocol,
+        result = run_peaks(kernels=tuple(kernel), device=device, telemetry=telemetry, protocol=protocol_of(protocol),
                            results_dir=results, run_name=name, registry=registry, into=into, allow_busy=allow_busy,
                            observer=LiveView(console), command=command)
     except HarnessError as exc:

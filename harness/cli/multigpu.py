@@ -1,8 +1,7 @@
 """`bench slurm` and `bench merge`, and the rendering of `bench sustained --gpus`: parse, call, render.
 
-Registered on the main app in harness/cli.py; `python -m harness._cli_multigpu slurm ...` runs the same
-commands without it. `bench slurm` takes `bench sustained`'s own options after `--`, so the suite is
-described once, in one place:
+Registered on the main app in harness/cli. `bench slurm` takes `bench sustained`'s own options after
+`--` (parsed by `harness.cli.sustained.sustained_config_from_args`), so the suite is described once:
 
     bench slurm --per gpu --tasks 8 --out jobs/h200 --partition gpu -- -k sdpa-flash -i gaussian:1 --quick
 """
@@ -14,38 +13,9 @@ from typing import List, Optional
 
 import typer
 
-from harness._cli_common import command_line as _command, console as _console, fail as _fail
+from harness.cli.common_args import command_line as _command, console as _console, fail as _fail
 
-__all__ = ["app", "merge", "render_multi", "run_multi_and_render", "slurm", "sustained_config"]
-
-
-def sustained_config(args: list[str]):
-    """The RunConfig that `bench sustained ARGS` would run, built by that command's own option parsing.
-
-    `bench sustained` builds its config and hands it to `harness.cli._run_and_render`; that hand-off is
-    intercepted here so no option is declared twice. (If `sustained` gains a `_sustained_config(...)`
-    helper, call it here instead.) Returns None when the command printed an error.
-    """
-    import click
-
-    from harness import cli
-    from harness.errors import ConfigError
-
-    clash = sorted({a.split("=")[0] for a in args} & {"--gpus", "--replicate"})
-    if clash:  # a task measures one GPU; how the suite spreads is `bench slurm`'s --per / --tasks / --replicate
-        raise ConfigError(f"{', '.join(clash)} cannot be given to each task: use `bench slurm --per gpu --tasks N "
-                          f"[--replicate]` to spread the suite over GPUs.")
-    captured = {}
-    original = cli._run_and_render
-    cli._run_and_render = lambda config, console: captured.setdefault("config", config)
-    try:
-        command = typer.main.get_command(cli.app).commands["sustained"]
-        command.main(args=list(args), prog_name="bench sustained", standalone_mode=False)
-    except click.ClickException as exc:
-        raise ConfigError(f"bench sustained options after `--`: {exc.format_message()}") from None
-    finally:
-        cli._run_and_render = original
-    return captured.get("config")
+__all__ = ["merge", "render_multi", "run_multi_and_render", "slurm"]
 
 
 class _Printer:
@@ -78,8 +48,7 @@ def render_multi(result, console) -> None:
 
     from harness.analysis import aggregate_repeats
     from harness.multigpu import gpu_spread
-    from harness.report import sustained_tables
-    from harness.report._gpu_section import gpu_spread_tables
+    from harness.report import gpu_spread_tables, sustained_tables
 
     t = Table(title=f"{result.run_id} ({result.status}): GPUs", title_justify="left", header_style="bold")
     for col in ("GPU", "status", "configurations", "measurements", "detail"):
@@ -134,6 +103,7 @@ def slurm(
     test_only: bool = typer.Option(False, help="ask `sbatch --test-only` to check the script; nothing is queued"),
 ) -> None:
     """Write a Slurm job array for a suite (and with --submit submit it); `bench merge` joins the tasks' runs."""
+    from harness.cli.sustained import sustained_config_from_args
     from harness.errors import HarnessError
     from harness.multigpu import SlurmOptions, check_slurm_job, submit_slurm_job, write_slurm_job
 
@@ -143,9 +113,7 @@ def slurm(
                                time=time, partition=partition, account=account, cpus_per_task=cpus_per_task, mem=mem,
                                max_parallel=max_parallel, sbatch_args=tuple(sbatch_arg), setup=tuple(setup),
                                python=python)
-        config = sustained_config(list(args or []))
-        if config is None:
-            raise typer.Exit(2)  # `bench sustained`'s parsing printed why
+        config = sustained_config_from_args(list(args or []))
         job = write_slurm_job(config, options=options, out_dir=out, command=_command())
         if not submit:
             typer.echo(job.script, nl=False)
@@ -174,10 +142,3 @@ def merge(
         _fail(exc)
     render_multi(result, _console())
 
-
-app = typer.Typer(add_completion=False, no_args_is_help=True, help="bench slurm / bench merge")
-app.command("slurm")(slurm)
-app.command("merge")(merge)
-
-if __name__ == "__main__":
-    app()

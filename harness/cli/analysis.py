@@ -1,7 +1,6 @@
 """`bench compare`, `bench report` and `bench burst`: parse, call the library, render. No logic of their own.
 
-The functions are registered on the `bench` app in `harness.cli` (`app.command()(compare)`, ...); tests
-wrap them in a Typer app of their own.
+The functions are registered on the `bench` app in `harness.cli`; tests wrap them in a Typer app of their own.
 """
 
 from __future__ import annotations
@@ -11,11 +10,12 @@ from typing import List, Optional
 
 import typer
 
-from harness._cli_common import command_line as _command, console as _console, fail as _fail
+from harness.cli.common_args import RECORD, SHAPE, SOURCES, with_options
+from harness.cli.common_args import command_line as _command, console as _console, fail as _fail
 
 __all__ = ["burst", "compare", "report"]
 
-SLOWDOWN_EXIT = 1  # a slowdown beyond --fail-on-slowdown; bad input exits 2 (harness.cli._fail)
+SLOWDOWN_EXIT = 1  # a slowdown beyond --fail-on-slowdown; bad input exits 2 (common_args.fail)
 
 
 def compare(
@@ -83,46 +83,35 @@ def report(
         console.print(f"wrote {path}")
 
 
+@with_options(sources=SOURCES, shape=SHAPE, record=RECORD)
 def burst(
-    kernel: List[str] = typer.Option([], "--kernel", "-k", help="kernel name or module:function (repeatable)"),
-    input_: List[str] = typer.Option(["gaussian:0.1"], "--input", "-i", help="input source (repeatable)"),
-    batch: int = typer.Option(1, help="B"),
-    heads: int = typer.Option(32, help="Hq"),
-    heads_kv: Optional[int] = typer.Option(None, help="Hkv (default: Hq)"),
-    seq_len: int = typer.Option(16384, help="S"),
-    head_dim: int = typer.Option(128, help="dqk"),
-    head_dim_v: Optional[int] = typer.Option(None, help="dv (default: dqk)"),
-    dtype: str = typer.Option("bf16"),
-    causal: bool = typer.Option(True, "--causal/--no-causal"),
-    seed: int = typer.Option(0),
-    device: str = typer.Option("cuda:0", help="cpu, cuda:N or cuda:<PCI bus id>"),
-    telemetry: str = typer.Option("auto", help="auto, nvml, host, none"),
-    results: Path = typer.Option(Path("results"), help="results root directory (a new run)"),
-    name: Optional[str] = typer.Option(None, help="a name for the run id"),
+    sources: dict,
+    shape: dict,
+    record: dict,
     into: Optional[Path] = typer.Option(None, help="append to this run directory (burst next to its sustained rows)"),
     warmup: int = typer.Option(500, help="warm-up launches"),
     timed: int = typer.Option(100, help="timed launches"),
-    repeats: int = typer.Option(3),
-    idle_s: float = typer.Option(2.0, help="idle before each measurement"),
-    allow_busy: bool = typer.Option(False, help="run even if other processes use the GPU (recorded)"),
-    gate: bool = typer.Option(True, "--gate/--no-gate", help="correctness gate before timing"),
+    repeats: int = typer.Option(3, help="repeats per kernel x input"),
+    idle_s: float = typer.Option(2.0, help="idle before each measurement, seconds"),
 ) -> None:
     """Kernel-only timing: device time of every kernel a launch dispatches (profiler trace), after a warm-up."""
     from harness.analysis import BURST_STATUS, aggregate_measurements
+    from harness.cli.common_args import shape_args
     from harness.errors import HarnessError
-    from harness.inputs import AttentionShape, InputSpec
     from harness.report import LiveView, burst_tables
     from harness.runner import BurstConfig, BurstProtocol, run_burst
+    from harness.suite import BURST_INPUTS, attention_shape, default_kernels, synthetic_specs
 
     console = _console()
     try:
-        shape = AttentionShape(batch=batch, heads_q=heads, heads_kv=heads_kv or heads, seq_len=seq_len,
-                               head_dim_qk=head_dim, head_dim_v=head_dim_v, causal=causal)
+        device = sources["device"]
+        dims = attention_shape(shape_args(shape), device=device)
         config = BurstConfig(
-            kernels=tuple(kernel) or (("sdpa-cpu",) if device == "cpu" else ("sdpa-cudnn", "sdpa-flash")),
-            inputs=tuple(InputSpec(shape=shape, dtype=dtype, source=s, seed=seed) for s in input_),
-            device=device, telemetry=telemetry, results_dir=results, run_name=name, into=into,
-            allow_busy=allow_busy, gate=gate,
+            kernels=tuple(sources["kernel"]) or default_kernels(device),
+            inputs=synthetic_specs(sources["input_"] or BURST_INPUTS, shape=dims, dtype=shape["dtype"],
+                                   seed=shape["seed"]),
+            device=device, telemetry=record["telemetry"], results_dir=record["results"], run_name=record["name"],
+            into=into, allow_busy=record["allow_busy"], gate=record["gate"],
             protocol=BurstProtocol(warmup_launches=warmup, timed_launches=timed, repeats=repeats, idle_s=idle_s),
         )
         command = _command()

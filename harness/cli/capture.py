@@ -1,0 +1,65 @@
+"""`bench capture` and `bench inputs synth`: parse, call harness.capture, render."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Optional
+
+import typer
+
+from harness.cli.common_args import console, fail
+
+__all__ = ["capture_cmd", "inputs_synth"]
+
+
+def capture_cmd(
+    model: str = typer.Option("smollm2-135m", help="registered model name, a local HF folder or a .gguf file"),
+    layers: str = typer.Option("3,15", help="comma-separated layer indices"),
+    seq_len: int = typer.Option(2048, help="tokens of text per captured window"),
+    text: str = typer.Option("pydoc", help="pydoc, wikitext2:PATH or a text file"),
+    weights: Optional[Path] = typer.Option(None, help="model weights (folder or GGUF file)"),
+    root: Path = typer.Option(Path("captures"), "--captures", help="captures root directory"),
+    dtype: str = typer.Option("float32", help="dtype of the forward pass (saved as bf16)"),
+    device: str = typer.Option("cpu", help="device of the forward pass"),
+    list_: bool = typer.Option(False, "--list", help="list existing captures instead"),
+) -> None:
+    """Capture the post-RoPE q, k, v a model's attention receives, verified against the model's output."""
+    from harness.capture import CaptureConfig, capture, capture_progress, list_captures
+    from harness.errors import HarnessError
+
+    out = console()
+    try:
+        if list_:
+            for info in list_captures(root):
+                out.print(info)
+            return
+        config = CaptureConfig(model=model, layers=layers, seq_len=seq_len, text=text, weights=weights, root=root,
+                               dtype=dtype, device=device)
+        with capture_progress(out) as progress:
+            result = capture(config, progress=progress)
+    except HarnessError as exc:
+        fail(exc)
+    for layer in result.layers:
+        st = layer.stats
+        out.print(
+            f"layer {layer.layer:2d}: {layer.path}  self-check max |diff| {layer.self_check_max_abs_diff:.3g} "
+            f"(tolerance {layer.tolerance:.3g})  q std {st.q_std:.3g}  k std {st.k_std:.3g}  logit std "
+            f"{st.logit_std:.3g}  sink mass {st.sink_mass:.3g}"
+        )
+    out.print("timings: " + ", ".join(f"{k} {v:.1f} s" for k, v in result.timings_s.items()))
+
+
+def inputs_synth(
+    like: Path = typer.Option(..., help="a capture layer file"),
+    dist: str = typer.Option("gaussian:0.1", help="gaussian:STD, gaussian:matched, zeros, constant:C, randbits"),
+    seed: int = typer.Option(0, help="seed of the control's values"),
+) -> None:
+    """Write a control with the shapes and dtype of a capture."""
+    from harness.capture import save_like
+    from harness.errors import HarnessError
+
+    try:
+        path = save_like(like, dist=dist, seed=seed)
+    except HarnessError as exc:
+        fail(exc)
+    console().print(f"wrote {path}")

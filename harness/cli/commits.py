@@ -1,0 +1,133 @@
+"""`bench commits` and `bench nightly`: parse, build a frozen config, call harness.commits, render.
+
+Registered on the main app in harness/cli; `python -m harness.cli nightly ...` runs the same commands
+without the console script (ci/nightly.sh calls it that way, so it works with any PATH).
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import List, Optional
+
+import typer
+
+from harness.cli.common_args import CAPTURE, PROTOCOL, RUN, SHAPE, SOURCES, capture_args, protocol_of, shape_args
+from harness.cli.common_args import command_line as _command, console as _console, fail as _fail
+from harness.cli.common_args import with_options
+
+_COMMITS_PROTOCOL = {k: PROTOCOL[k] for k in ("quick", "window_s")}
+
+__all__ = ["commits", "nightly"]
+
+
+@with_options(shape=SHAPE, protocol=_COMMITS_PROTOCOL, run=RUN)
+def commits(
+    revisions: List[str] = typer.Argument(..., help="two or more revisions (branch, tag, sha, HEAD~1); the first is the base"),
+    shape: dict = None,
+    protocol: dict = None,
+    run: dict = None,
+    repo: Path = typer.Option(Path("."), "--repo", help="the git repository whose kernels are compared"),
+    kernel: str = typer.Option(..., "--kernel", "-k", help="kernel name (registered by the repo's harness.kernels "
+                                                           "entry point), module:function or file.py:function"),
+    fail_on_slowdown: Optional[str] = typer.Option(None, help="exit 1 when a revision is slower by more than this (e.g. 2%)"),
+    device: str = typer.Option("cuda:0", help="cpu, cuda:N or cuda:<PCI bus id>: one device for every revision"),
+    allow_dirty: bool = typer.Option(False, help="go ahead with uncommitted changes in --repo (recorded; they are not measured)"),
+    input_: str = typer.Option("gaussian:0.1", "--input", "-i", help="input source, identical for every revision"),
+    repeats: Optional[int] = typer.Option(None, help="interleaved repeats per revision (default 3; --quick 2)"),
+    summary: Optional[Path] = typer.Option(None, help="also write the comparison as Markdown here"),
+) -> None:
+    """Compare a kernel across revisions: a worktree and a process per revision, repeats interleaved A B A B."""
+    from harness.analysis import parse_threshold
+    from harness.commits import CommitsConfig, commits_markdown, commits_table, compare_commits
+    from harness.errors import ConfigError, HarnessError
+    from harness.suite import attention_shape, synthetic_specs
+
+    console = _console()
+    try:
+        threshold = parse_threshold(fail_on_slowdown) if fail_on_slowdown else None
+        dims = attention_shape(shape_args(shape), device=device)
+        (spec,) = synthetic_specs([input_], shape=dims, dtype=shape["dtype"], seed=shape["seed"])
+        if run["name"] is not None:
+            raise ConfigError("--name: `bench commits` names each revision's run after the revision; leave --name out.")
+        config = CommitsConfig(
+            repo=repo, kernel=kernel, revisions=tuple(revisions), input=spec, device=device,
+            telemetry=run["telemetry"], protocol=protocol_of({**protocol, "repeats": repeats}),
+            results_dir=run["results"], launch=run["launch"], gate=run["gate"], allow_dirty=allow_dirty,
+            allow_busy=run["allow_busy"],
+        )
+        result = compare_commits(config, on_message=lambda text: console.print(f"[dim]{text}[/]", highlight=False),
+                                 command=_command())
+    except HarnessError as exc:
+        _fail(exc)
+    console.print(commits_table(result).to_rich())
+    for c in result.comparisons:
+        f = c.factors
+        clock = f"clock A/B x{f.clock.value:.4f}" if f.clock_known else "clock A/B unknown (taken as 1)"
+        console.print(f"{c.head.revision.describe()} vs {c.base.revision.describe()}: time x{f.time.value:.4f} = "
+                      f"cycles x{f.cycles.value:.4f} x {clock}: {c.verdict}", highlight=False)
+    if result.dirty_files:
+        console.print(f"[yellow]--allow-dirty: uncommitted changes to {', '.join(result.dirty_files)} were not measured.[/]")
+    for run in result.runs:
+        console.print(f"results {run.revision.describe()}: {run.run_dir}", highlight=False)
+    if summary is not None:
+        summary.parent.mkdir(parents=True, exist_ok=True)
+        summary.write_text(commits_markdown(result, threshold=threshold), encoding="utf-8")
+    if threshold is not None:
+        slow = result.slowdowns(threshold)
+        if slow:
+            console.print(f"[bold red]FAIL:[/] slower by more than {threshold:.1%}: "
+                          + ", ".join(c.head.revision.describe() for c in slow), highlight=False)
+            raise typer.Exit(1)
+        console.print(f"[green]PASS:[/] no revision slower by more than {threshold:.1%}", highlight=False)
+
+
+@with_options(capture=CAPTURE)
+def nightly(
+    capture: dict,
+    device: str = typer.Option("cuda:0", help="cpu (a dry run), cuda:N or cuda:<PCI bus id>"),
+    out: Path = typer.Option(Path("out/nightly"), help="summary.md, report.html, verdict.json and runs/ go here"),
+    baseline: Path = typer.Option(Path("baseline"), help="where the baseline run is stored (a folder that persists between nights)"),
+    update_baseline: bool = typer.Option(False, help="store tonight's run as the baseline (only when asked for)"),
+    fail_on_slowdown: str = typer.Option("2%", help="fail when a kernel x input is slower by more than this, beyond the noise rule"),
+    kernel: List[str] = SOURCES["kernel"][1],
+    capture_file: List[Path] = typer.Option([], "--capture", help="a capture layer file (repeatable), timed with its controls"),
+    input_: Optional[List[str]] = typer.Option(None, "--input", "-i", help="synthetic inputs when no capture is given "
+                                               "(repeatable; default gaussian:0.1 and gaussian:1, 32/8 heads)"),
+    seq_len: Optional[int] = SHAPE["seq_len"][1],
+    dtype: str = SHAPE["dtype"][1],
+    quick: bool = typer.Option(False, help="short protocol (the CPU dry run)"),
+    telemetry: str = RUN["telemetry"][1],
+    figures: bool = typer.Option(True, "--figures/--no-figures", help="figures in report.html"),
+) -> None:
+    """The nightly job: the suite, compared with the stored baseline; summary, report and verdict."""
+    from harness.analysis import parse_threshold
+    from harness.commits import run_nightly
+    from harness.errors import ConfigError, HarnessError
+    from harness.suite import captured_specs, nightly_shape, sustained_config, synthetic_specs
+
+    console = _console()
+    try:
+        threshold = parse_threshold(fail_on_slowdown)
+        selection = capture_args(capture, files=capture_file)
+        selection.check()
+        if selection.wanted:
+            if input_:
+                raise ConfigError("--input names synthetic inputs, but --model/--capture select captured ones; "
+                                  "give one or the other.")
+            inputs = captured_specs(selection, device=device, seq_len=seq_len, dtype=dtype)
+        else:
+            inputs = synthetic_specs(input_,
+                                     shape=nightly_shape(device, seq_len=seq_len), dtype=dtype)
+        config = sustained_config(kernels=kernel, inputs=inputs, device=device, telemetry=telemetry,
+                                  protocol=protocol_of({"quick": quick}), results_dir=out / "runs", run_name="nightly")
+        result = run_nightly(config, out_dir=out, baseline_dir=baseline, threshold=threshold,
+                             update_baseline=update_baseline, figures=figures, command=_command())
+    except HarnessError as exc:
+        _fail(exc)
+    for w in result.warnings:
+        console.print(f"[yellow]warning:[/] {w}", highlight=False)
+    color = {"pass": "green", "fail": "red", "not comparable": "red"}.get(result.verdict, "yellow")
+    console.print(f"[bold {color}]{result.verdict.upper()}[/]  summary {result.summary_md}  report {result.report_html}  "
+                  f"verdict {result.verdict_json}  run {result.run_dir}", highlight=False)
+    raise typer.Exit(result.exit_code)
+

@@ -1,0 +1,164 @@
+"""What every `bench` command module shares: the console, the one-paragraph error exit, the command line,
+and the options of the commands that take a suite (`sustained`, `error`, `repro`, `burst`, `commits`,
+`nightly`), declared once.
+
+Options come in groups (sources, shape, capture, protocol, run), each declared once and added to a
+command's signature by `with_options`, so the commands cannot drift apart in a flag's name, default or
+help. Defaults that depend on the device or the workload are `None` here and decided in `harness.suite`.
+"""
+
+from __future__ import annotations
+
+import functools
+import inspect
+import shlex
+import sys
+from pathlib import Path
+from typing import List, Optional
+
+import typer
+
+__all__ = ["console", "fail", "command_line", "SOURCES", "SHAPE", "CAPTURE", "PROTOCOL", "RECORD", "RUN",
+           "with_options",
+           "shape_args", "capture_args", "protocol_of", "suite_inputs"]
+
+# Option groups: name -> (type, typer.Option). A command takes a group with `@with_options(shape=SHAPE)`
+# and receives it as one dict argument `shape`; its other parameters are its own.
+SOURCES = dict(
+    kernel=(List[str], typer.Option([], "--kernel", "-k", help="kernel name, module:function or file.py:function "
+                                                           "(repeatable; default: the device's SDPA kernels)")),
+    input_=(Optional[List[str]], typer.Option(None, "--input", "-i", help="input source (repeatable; default: "
+                                                                          "gaussian:0.1 and gaussian:1)")),
+    device=(str, typer.Option("cuda:0", help="cpu, cuda:N, rocm:N, or cuda:/rocm:<PCI bus id>")),
+)
+SHAPE = dict(
+    batch=(Optional[int], typer.Option(None, help="B (default 1)")),
+    heads=(Optional[int], typer.Option(None, help="Hq (default 32)")),
+    heads_kv=(Optional[int], typer.Option(None, help="Hkv (default: Hq)")),
+    seq_len=(Optional[int], typer.Option(None, help="S (default 16384 on a GPU, 8192 with --model; 1024 on the CPU)")),
+    head_dim=(Optional[int], typer.Option(None, help="dqk (default 128)")),
+    head_dim_v=(Optional[int], typer.Option(None, help="dv (default: dqk)")),
+    causal=(Optional[bool], typer.Option(None, "--causal/--no-causal", help="causal mask (default causal)")),
+    dtype=(str, typer.Option("bf16", help="bf16, fp16, fp32 or fp8 (e4m3 inputs for FP8 kernels)")),
+    seed=(int, typer.Option(0, help="seed of the synthetic inputs")),
+)
+CAPTURE = dict(
+    model=(Optional[str], typer.Option(None, help="captured activations of this model (see `bench list models`)")),
+    layer=(List[int], typer.Option([], "--layer", help="captured layer of --model (repeatable; default: an early "
+                                                       "and a middle one)")),
+    control=(Optional[List[str]], typer.Option(None, "--control", help="control input of the capture's shape "
+                                                                       "(repeatable; default gaussian:0.1)")),
+    text=(Optional[str], typer.Option(None, help="text for --model captures: pydoc (default), wikitext2:PATH or a file")),
+    weights=(Optional[Path], typer.Option(None, help="model weights for --model (folder or GGUF file)")),
+    captures=(Path, typer.Option(Path("captures"), help="captures root directory")),
+)
+# The sustained protocol's settings; None = the protocol's default (or --quick's), given in the help.
+PROTOCOL = dict(
+    quick=(bool, typer.Option(False, help="short protocol for dry runs (not sustained figures)")),
+    repeats=(Optional[int], typer.Option(None, help="repeats per kernel x input, kernel order rotated (default 3; "
+                                                    "--quick 2)")),
+    window_s=(Optional[float], typer.Option(None, help="timed window per measurement, seconds (default 4; --quick 0.4)")),
+    warmin_cap_s=(Optional[float], typer.Option(None, help="warm-in cap, seconds; past it the window is timed and "
+                                                           "marked unsettled (default 30; --quick 2)")),
+    idle_s=(Optional[float], typer.Option(None, help="idle before each kernel, seconds (default 2; --quick 0.1)")),
+    chunk_s=(Optional[float], typer.Option(None, help="warm-in chunk length, seconds (default 0.5; --quick 0.1)")),
+    sample_period_ms=(Optional[float], typer.Option(None, help="telemetry sampling period, ms (default 10)")),
+    probe=(Optional[bool], typer.Option(None, "--probe/--no-probe", help="in-band clock probe during the window "
+                                                                         "(default on; CUDA)")),
+)
+# Where a run is recorded, and what it checks first.
+RECORD = dict(
+    telemetry=(str, typer.Option("auto", help="auto (the device's own: nvml / amdsmi / host), nvml, amdsmi, host, none")),
+    results=(Path, typer.Option(Path("results"), help="results root directory")),
+    name=(Optional[str], typer.Option(None, help="a name for the run id (letters, digits, '.', '_' and '-')")),
+    allow_busy=(bool, typer.Option(False, help="run even if other processes use the GPU (recorded)")),
+    gate=(bool, typer.Option(True, "--gate/--no-gate", help="correctness gate before timing")),
+)
+RUN = {**RECORD, "launch": (str, typer.Option("auto", help="auto, graph or loop"))}
+
+
+def with_options(**groups: dict):
+    """Add option groups to a command: `@with_options(shape=SHAPE)` gives the command every option of
+    SHAPE, and calls it with `shape={name: value, ...}`. Typer reads the signature built here, so one
+    declaration serves every command that takes the group."""
+
+    def decorate(fn):
+        sig = inspect.signature(fn, eval_str=True)
+        own = [p.replace(kind=inspect.Parameter.KEYWORD_ONLY) for p in sig.parameters.values() if p.name not in groups]
+        shared = [inspect.Parameter(name, inspect.Parameter.KEYWORD_ONLY, default=option, annotation=annotation)
+                  for group in groups.values() for name, (annotation, option) in group.items()]
+
+        @functools.wraps(fn)
+        def command(**kwargs):
+            for gname, group in groups.items():
+                kwargs[gname] = {name: kwargs.pop(name) for name in group}
+            return fn(**kwargs)
+
+        params = [*(p for p in own if isinstance(p.default, typer.models.ArgumentInfo)), *shared,
+                  *(p for p in own if not isinstance(p.default, typer.models.ArgumentInfo))]
+        command.__signature__ = sig.replace(parameters=params)
+        command.__annotations__ = {p.name: p.annotation for p in params} | {"return": sig.return_annotation}
+        del command.__wrapped__  # typer must see this signature, not fn's
+        return command
+
+    return decorate
+
+
+def console():
+    from rich.console import Console
+
+    return Console()
+
+
+def fail(exc) -> None:
+    """Print a HarnessError's paragraph and exit 2: bad input, never a traceback."""
+    console().print(f"[bold red]error:[/] {exc}", highlight=False)
+    raise typer.Exit(2)
+
+
+def command_line() -> str:
+    """The command as typed, for the run row's provenance."""
+    return " ".join(shlex.quote(a) for a in ["bench", *sys.argv[1:]])
+
+
+def shape_args(shape: dict):
+    """The ShapeArgs of a SHAPE group (dtype and seed are not part of the shape)."""
+    from harness.suite import ShapeArgs
+
+    return ShapeArgs(**{k: v for k, v in shape.items() if k not in ("dtype", "seed")})
+
+
+def capture_args(capture: dict, *, files=()):
+    """The CaptureArgs of a CAPTURE group (and nightly's explicit capture files)."""
+    from harness.suite import CaptureArgs
+
+    c = capture
+    return CaptureArgs(model=c["model"], layers=tuple(c["layer"] or ()), controls=tuple(c["control"] or ()) or None,
+                       text=c["text"], weights=c["weights"], captures=c["captures"], files=tuple(files or ()))
+
+
+def protocol_of(protocol: dict):
+    """The SustainedProtocol of a PROTOCOL group (or part of one)."""
+    from harness.suite import sustained_protocol
+
+    return sustained_protocol(**protocol)
+
+
+def suite_inputs(out, *, sources: dict, shape: dict, capture: dict, files=()):
+    """The suite's InputSpecs from its option groups (captures made first where missing, with progress)."""
+    from harness.suite import input_specs
+
+    selection = capture_args(capture, files=files)
+    dims = shape_args(shape)
+    common = dict(shape=dims, capture=selection, device=sources["device"], dtype=shape["dtype"], seed=shape["seed"])
+    if not selection.wanted:
+        return input_specs(sources=sources["input_"], **common)
+    if sources["input_"]:
+        from harness.errors import ConfigError
+
+        raise ConfigError("--input names synthetic inputs, but --model selects captured ones (each with its --control "
+                          "inputs of the same shape). Give one or the other.")
+    from harness.capture import capture_progress
+
+    with capture_progress(out) as progress:
+        return input_specs(sources=None, progress=progress, **common)

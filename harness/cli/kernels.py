@@ -1,0 +1,177 @@
+"""`bench error` and `bench repro`: parse, build the suite through `harness.suite`, call the kernels'
+surveys (`harness.kernels.error_survey` / `repro_survey`), render.
+
+A kernel that fails on one input gets a red row, its message is printed under the table, and the other
+kernels and inputs go on; once everything is printed (and `--json` written, failed rows included with
+their message) the command exits 2. `bench repro --fail-on-diff` exits 1 when every kernel ran and some
+launch differed bitwise from the first.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import List, Optional
+
+import typer
+
+from harness.cli.common_args import CAPTURE, SHAPE, SOURCES, console, fail, suite_inputs, with_options
+
+__all__ = ["error", "repro"]
+
+_JSON = typer.Option(None, "--json", help="also write the rows to this JSON file")
+_STAGE_LABELS = {"input": "input term", "p": "P term", "kernel": "kernel term"}
+_ERROR_NOTE = (
+    "rel. RMS and max |diff|: vs fp64 attention on what the kernel multiplies (FP8: its quantized inputs). "
+    "Stage terms (FP8 kernels, and kernels declaring their P rounding): rel. RMS. --json adds the stages' "
+    "max |diff| and, for FP8, the error vs the unquantized inputs."
+)
+
+
+@with_options(sources=SOURCES, shape=SHAPE, capture=CAPTURE)
+def error(sources: dict, shape: dict, capture: dict, json_path: Optional[Path] = _JSON) -> None:
+    """Error of one call of each kernel vs fp64 attention; for FP8 kernels by stage (input, P, kernel)."""
+    suite = dict(sources=sources, shape=shape, capture=capture)
+    from harness.errors import HarnessError
+    from harness.kernels import error_survey
+
+    out = console()
+    rows = []
+    try:
+        _check_writable(json_path)
+        setup = _setup(out, suite)
+        for spec, table_rows in error_survey(setup, status=out.status):
+            rows.extend(table_rows)
+            out.print(_error_table(spec, table_rows))
+            _print_failures(out, table_rows)
+        _write_json(json_path, rows)
+    except HarnessError as exc:
+        fail(exc)
+    out.print(_ERROR_NOTE, style="dim", highlight=False)
+    if json_path is not None:
+        out.print(f"rows: {json_path}", highlight=False)
+    failed = [r for r in rows if r["error"]]
+    if failed:
+        out.print(f"[bold red]{len(failed)} kernel x input pair(s) failed[/] (see above).", highlight=False)
+        raise typer.Exit(2)
+
+
+@with_options(sources=SOURCES, shape=SHAPE, capture=CAPTURE)
+def repro(
+    sources: dict,
+    shape: dict,
+    capture: dict,
+    launches: int = typer.Option(200, min=2, help="launches per kernel x input x interferer (the first is the reference)"),
+    interfere: List[str] = typer.Option(["none", "gemm"], "--interfere",
+                                        help="between launches: none, gemm or attention (repeatable)"),
+    fail_on_diff: bool = typer.Option(False, "--fail-on-diff", help="exit 1 if any launch differs bitwise from the first"),
+    json_path: Optional[Path] = _JSON,
+) -> None:
+    """Launch each kernel many times on the same inputs and count outputs bitwise different from the first."""
+    suite = dict(sources=sources, shape=shape, capture=capture)
+    from harness.errors import HarnessError
+    from harness.kernels import check_interferers, repro_survey
+
+    out = console()
+    try:
+        modes = check_interferers(interfere)
+        _check_writable(json_path)
+        setup = _setup(out, suite)
+        rows = repro_survey(setup, launches=launches, modes=modes, status=out.status)
+        out.print(_repro_table(rows))
+        _print_failures(out, rows)
+        _write_json(json_path, rows)
+    except HarnessError as exc:
+        fail(exc)
+    if json_path is not None:
+        out.print(f"rows: {json_path}", highlight=False)
+    failed = [r for r in rows if r["error"]]
+    if failed:
+        out.print(f"[bold red]{len(failed)} run(s) failed[/] (see above).", highlight=False)
+        raise typer.Exit(2)
+    differing = [r for r in rows if r["differing"]]
+    if differing:
+        out.print(f"[yellow]{len(differing)} of {len(rows)} runs not bitwise reproducible.[/]", highlight=False)
+        if fail_on_diff:
+            raise typer.Exit(1)
+
+
+def _setup(out, suite: dict):
+    """Kernels first (an unknown name is refused before any capture), then inputs, then the device."""
+    from harness.kernels import resolve_kernels, set_up_survey
+    from harness.suite import default_kernels
+
+    device = suite["sources"]["device"]
+    kernels = resolve_kernels(tuple(suite["sources"]["kernel"]) or default_kernels(device))
+    specs = suite_inputs(out, **suite)
+    return set_up_survey(kernels, specs, device)
+
+
+def _check_writable(path: Path | None) -> None:
+    """Fail before any launch when the --json file's folder cannot be made."""
+    from harness.errors import ResultsError
+
+    if path is None:
+        return
+    try:
+        Path(path).parent.mkdir(parents=True, exist_ok=True)
+    except OSError as exc:
+        raise ResultsError(f"Cannot write {path}: {exc}. Give --json a path in a writable folder.") from None
+
+
+def _write_json(path: Path | None, rows: list[dict]) -> None:
+    from harness.errors import ResultsError
+    from harness.results import write_json_atomic
+
+    if path is None:
+        return
+    try:
+        write_json_atomic(path, rows)
+    except OSError as exc:
+        raise ResultsError(f"Cannot write {path}: {exc}. Give --json a path in a writable folder.") from None
+
+
+def _num(x) -> str:
+    return "" if x is None else f"{x:.3g}"
+
+
+def _error_table(spec, rows):
+    from rich.table import Table
+
+    t = Table(title=f"error vs fp64: {spec.label} ({spec.shape.label()}, {spec.dtype})", title_justify="left")
+    t.add_column("kernel", overflow="fold")
+    for c in ("rel RMS", "max |diff|", *_STAGE_LABELS.values()):
+        t.add_column(c, justify="right", min_width=8)
+    for r in rows:
+        if r["error"]:
+            t.add_row(r["kernel"], "failed", *[""] * (len(_STAGE_LABELS) + 1), style="red")
+            continue
+        t.add_row(r["kernel"], _num(r["rel_rms"]), _num(r["max_abs"]), *(_num(r[f"{key}_rel_rms"]) for key in _STAGE_LABELS))
+    return t
+
+
+def _repro_table(rows):
+    from rich.table import Table
+
+    t = Table(title="reproducibility: outputs bitwise equal to the first launch's", title_justify="left")
+    t.add_column("kernel", overflow="fold")
+    t.add_column("input", overflow="fold")
+    t.add_column("interferer", no_wrap=True)
+    for c in ("launches", "differing", "first\ndiffering", "max\n|diff|"):
+        t.add_column(c, justify="right", no_wrap=True, min_width=8)
+    for r in rows:
+        if r["error"]:
+            t.add_row(r["kernel"], r["input"], r["interfere"], str(r["launches"]), "failed", "", "", style="red")
+            continue
+        first = "" if r["first_differing"] is None else str(r["first_differing"])
+        t.add_row(r["kernel"], r["input"], r["interfere"], str(r["launches"]), str(r["differing"]), first,
+                  _num(r["max_abs_diff"]), style="yellow" if r["differing"] else None)
+    return t
+
+
+def _print_failures(out, rows) -> None:
+    seen = set()
+    for r in rows:
+        key = (r["kernel"], r["input"], r["error"])
+        if r["error"] and key not in seen:
+            seen.add(key)
+            out.print(f"[red]{r['kernel']} on {r['input']}:[/] {r['error']}", highlight=False)

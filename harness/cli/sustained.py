@@ -1,0 +1,102 @@
+"""`bench sustained`: parse, build the run config through `harness.suite`, run it, render.
+
+`sustained_config_from_args(ARGS)` parses `bench sustained ARGS` into the same RunConfig without running
+it: `bench slurm -- ARGS` describes its suite that way, so no option is declared twice.
+"""
+
+from __future__ import annotations
+
+from typing import Optional
+
+import typer
+
+from harness.cli.common_args import CAPTURE, PROTOCOL, RUN, SHAPE, SOURCES, command_line, console, fail, protocol_of
+from harness.cli.common_args import suite_inputs, with_options
+
+__all__ = ["sustained", "sustained_config_from_args", "MULTI_GPU_OPTIONS"]
+
+MULTI_GPU_OPTIONS = ("--gpus", "--replicate")
+
+
+@with_options(sources=SOURCES, shape=SHAPE, capture=CAPTURE, protocol=PROTOCOL, run=RUN)
+def sustained(
+    sources: dict,
+    shape: dict,
+    capture: dict,
+    protocol: dict,
+    run: dict,
+    gpus: Optional[str] = typer.Option(None, help="all, indices (0,2) or PCI bus ids: one worker process per GPU "
+                                                  "(instead of --device)"),
+    replicate: bool = typer.Option(False, help="with --gpus: the whole suite on every GPU, to measure the spread "
+                                               "between GPUs"),
+) -> None:
+    """Time kernels back to back until the clock settles, then over a window, with telemetry."""
+    from harness.errors import ConfigError, HarnessError
+
+    out = console()
+    try:
+        config = _config(out, sources=sources, shape=shape, capture=capture, protocol=protocol, run=run)
+        if gpus:
+            from harness.cli.multigpu import run_multi_and_render
+
+            run_multi_and_render(config, gpus=gpus, replicate=replicate, console=out)
+        elif replicate:
+            raise ConfigError("--replicate runs the suite on every GPU of --gpus; name them with --gpus.")
+        else:
+            _run_and_render(config, out)
+    except HarnessError as exc:
+        fail(exc)
+
+
+def _config(out, *, sources, shape, capture, protocol, run):
+    from harness.suite import device_kind, sustained_config
+
+    device = sources["device"]
+    device_kind(device)
+    proto = protocol_of(protocol)
+    inputs = suite_inputs(out, sources=sources, shape=shape, capture=capture)
+    return sustained_config(kernels=sources["kernel"], inputs=inputs, device=device, protocol=proto,
+                            telemetry=run["telemetry"], results_dir=run["results"], run_name=run["name"],
+                            launch=run["launch"], allow_busy=run["allow_busy"], gate=run["gate"])
+
+
+def sustained_config_from_args(args: list[str]):
+    """The RunConfig that `bench sustained ARGS` would run, parsed by that command's own options."""
+    import click
+
+    from harness.errors import ConfigError
+
+    clash = sorted({a.split("=")[0] for a in args} & set(MULTI_GPU_OPTIONS))
+    if clash:  # a task measures one GPU; how the suite spreads is `bench slurm`'s --per / --tasks / --replicate
+        raise ConfigError(f"{', '.join(clash)} cannot be given to each task: use `bench slurm --per gpu --tasks N "
+                          f"[--replicate]` to spread the suite over GPUs.")
+    app = typer.Typer(add_completion=False)
+    app.command("sustained")(_parse_only)
+    try:
+        ctx = typer.main.get_command(app).make_context("bench sustained", list(args))
+    except click.exceptions.Exit as exc:  # --help
+        raise typer.Exit(exc.exit_code) from None
+    except click.ClickException as exc:
+        raise ConfigError(f"bench sustained options after `--`: {exc.format_message()}") from None
+    return ctx.invoke(ctx.command.callback, **ctx.params)
+
+
+@with_options(sources=SOURCES, shape=SHAPE, capture=CAPTURE, protocol=PROTOCOL, run=RUN)
+def _parse_only(sources: dict, shape: dict, capture: dict, protocol: dict, run: dict):
+    return _config(console(), sources=sources, shape=shape, capture=capture, protocol=protocol, run=run)
+
+
+def _run_and_render(config, out) -> None:
+    from harness.analysis import aggregate_repeats
+    from harness.report import LiveView, sustained_tables
+    from harness.runner import run_sustained
+
+    view = LiveView(out)
+    try:
+        result = run_sustained(config, observer=view, command=command_line())
+    except KeyboardInterrupt:
+        out.print("[yellow]interrupted: finished measurements are kept; the run is marked incomplete.[/]")
+        raise typer.Exit(130)
+    for table in sustained_tables(aggregate_repeats(result.measurements), title=f"{result.run_id} ({result.status})"):
+        out.print(table)
+    out.print(f"results: {result.path}")

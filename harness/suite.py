@@ -1,0 +1,242 @@
+"""The suite layer: the one place for the defaults that depend on the device and the workload.
+
+Every command that runs kernels on inputs (`bench sustained`, `burst`, `error`, `repro`, `commits`,
+`nightly`, `slurm`, the multi-GPU workers, the pytest plugin) builds its frozen config here, so a
+default kernel list, a default sequence length or a protocol override means the same thing everywhere.
+Values are checked with the name of the option a user typed, before anything is allocated or written.
+
+>>> from harness.suite import default_kernels, default_seq_len
+>>> default_kernels("cpu"), default_kernels("cuda:1")
+(('sdpa-cpu',), ('sdpa-cudnn', 'sdpa-flash'))
+>>> default_seq_len("cpu", model=False), default_seq_len("cuda:0", model=True)
+(1024, 8192)
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Sequence
+
+from harness.config import RunConfig, SustainedProtocol
+from harness.errors import ConfigError
+from harness.inputs import AttentionShape, InputSpec, check_source
+
+__all__ = [
+    "DEFAULT_INPUTS",
+    "BURST_INPUTS",
+    "DEFAULT_CONTROLS",
+    "DEFAULT_TEXT",
+    "ShapeArgs",
+    "CaptureArgs",
+    "device_kind",
+    "default_kernels",
+    "default_seq_len",
+    "attention_shape",
+    "synthetic_specs",
+    "captured_specs",
+    "capture_file_specs",
+    "input_specs",
+    "sustained_protocol",
+    "sustained_config",
+    "nightly_shape",
+]
+
+DEFAULT_INPUTS = ("gaussian:0.1", "gaussian:1")
+# A burst is the figure other tools print; one control is enough to set it beside a sustained run.
+BURST_INPUTS = ("gaussian:0.1",)
+DEFAULT_CONTROLS = ("gaussian:0.1",)
+DEFAULT_TEXT = "pydoc"
+
+# The bundled SDPA back-ends of each device kind; ROCm's PyTorch has no cuDNN.
+_KERNELS = {"cpu": ("sdpa-cpu",), "rocm": ("sdpa-flash", "sdpa-efficient"), "cuda": ("sdpa-cudnn", "sdpa-flash")}
+# S: long enough on a GPU for one launch to take milliseconds (the sustained clock needs seconds of load,
+# not microseconds); on the CPU short enough that the fp64 gate reference stays in seconds.
+_SEQ_LEN = {("gpu", False): 16384, ("gpu", True): 8192, ("cpu", False): 1024, ("cpu", True): 1024}
+# The nightly job's synthetic suite: grouped-query attention (32 query heads over 8 KV heads), the layout
+# of the 7-8B models it stands in for.
+_NIGHTLY_HEADS = (32, 8)
+
+
+def device_kind(device: str) -> str:
+    """`cpu`, `cuda` or `rocm` for a device string (`cuda:0`, `rocm:0000:1b:00.0`, `cpu`)."""
+    kind = str(device).partition(":")[0]
+    if kind not in _KERNELS:
+        raise ConfigError(f"--device {device!r}: use cpu, cuda:N, rocm:N, or cuda:/rocm:<PCI bus id>.")
+    return kind
+
+
+def default_kernels(device: str) -> tuple[str, ...]:
+    """The kernels a run times when none is named: the device's own SDPA back-ends."""
+    return _KERNELS[device_kind(device)]
+
+
+def default_seq_len(device: str, *, model: bool) -> int:
+    """S when none is given: 16384 on a GPU (8192 for captured models), 1024 on the CPU."""
+    return _SEQ_LEN[("cpu" if device_kind(device) == "cpu" else "gpu", bool(model))]
+
+
+def nightly_shape(device: str, *, seq_len: int | None = None) -> AttentionShape:
+    """The nightly job's synthetic shape on this device."""
+    hq, hkv = _NIGHTLY_HEADS
+    return attention_shape(ShapeArgs(heads=hq, heads_kv=hkv, seq_len=seq_len), device=device)
+
+
+def _positive(value, flag: str, *, allow_zero: bool = False):
+    if value is None:
+        return None
+    if value < 0 or (value == 0 and not allow_zero):
+        need = ">= 0" if allow_zero else "> 0"
+        raise ConfigError(f"{flag} {value!r}: must be {need}. Leave the option out for its default.")
+    return value
+
+
+@dataclass(frozen=True, kw_only=True)
+class ShapeArgs:
+    """The shape options as typed (None = the default: B=1, Hq=32, Hkv=Hq, S by device, d=128, causal)."""
+
+    batch: int | None = None
+    heads: int | None = None
+    heads_kv: int | None = None
+    seq_len: int | None = None
+    head_dim: int | None = None
+    head_dim_v: int | None = None
+    causal: bool | None = None
+
+    def given(self, *, but: tuple[str, ...] = ()) -> list[str]:
+        """The flags given, as typed."""
+        return [f"--{f.name.replace('_', '-')}" if f.name != "causal" else "--causal/--no-causal"
+                for f in dataclasses.fields(self) if getattr(self, f.name) is not None and f.name not in but]
+
+
+def attention_shape(args: ShapeArgs, *, device: str, model: bool = False) -> AttentionShape:
+    """The AttentionShape the options describe; a 0 or negative size is refused with its flag's name."""
+    for flag, value in (("--batch", args.batch), ("--heads", args.heads), ("--heads-kv", args.heads_kv),
+                        ("--seq-len", args.seq_len), ("--head-dim", args.head_dim),
+                        ("--head-dim-v", args.head_dim_v)):
+        _positive(value, flag)
+    heads = 32 if args.heads is None else args.heads
+    return AttentionShape(
+        batch=1 if args.batch is None else args.batch, heads_q=heads,
+        heads_kv=heads if args.heads_kv is None else args.heads_kv,
+        seq_len=default_seq_len(device, model=model) if args.seq_len is None else args.seq_len,
+        head_dim_qk=128 if args.head_dim is None else args.head_dim, head_dim_v=args.head_dim_v,
+        causal=True if args.causal is None else args.causal,
+    )
+
+
+def synthetic_specs(sources: Sequence[str] | None, *, shape: AttentionShape, dtype: str = "bf16",
+                    seed: int = 0) -> tuple[InputSpec, ...]:
+    """One InputSpec per synthetic source (None: DEFAULT_INPUTS); every source is checked before any run
+    directory exists."""
+    sources = DEFAULT_INPUTS if sources is None else tuple(sources)
+    for s in sources:
+        check_source(s, flag="--input")
+    return tuple(InputSpec(shape=shape, dtype=dtype, source=s, seed=seed) for s in sources)
+
+
+@dataclass(frozen=True, kw_only=True)
+class CaptureArgs:
+    """What selects captured activations: a model and its layers, or explicit capture files."""
+
+    model: str | None = None
+    layers: tuple[int, ...] = ()
+    controls: tuple[str, ...] | None = None  # None = DEFAULT_CONTROLS
+    text: str | None = None  # None = DEFAULT_TEXT
+    weights: Path | None = None
+    captures: Path = Path("captures")
+    files: tuple[Path, ...] = ()  # explicit capture layer files (nightly's --capture)
+
+    @property
+    def wanted(self) -> bool:
+        return bool(self.model or self.files)
+
+    def check(self) -> None:
+        """Options that select captured data do nothing without --model: refuse them rather than ignore."""
+        if self.model and self.files:
+            raise ConfigError("--model and --capture both select captured inputs; give one of them.")
+        if self.model or self.files:
+            return
+        given = [flag for flag, v in (("--layer", self.layers), ("--control", self.controls),
+                                      ("--text", self.text), ("--weights", self.weights)) if v]
+        if given:
+            raise ConfigError(f"{', '.join(given)} select(s) captured activations of a model, but no --model was "
+                              f"given. Add --model NAME (see `bench list models`) or drop {', '.join(given)}.")
+
+
+def _labelled(spec: InputSpec, tag: str, controls: Sequence[str]) -> list[InputSpec]:
+    """A capture labelled `TAG:captured`, followed by its same-shape controls `TAG:<source>`."""
+    captured = dataclasses.replace(spec, name=f"{tag}:captured")
+    return [captured, *(dataclasses.replace(captured, source=c, name=f"{tag}:{c}", loader=None) for c in controls)]
+
+
+def captured_specs(args: CaptureArgs, *, device: str, seq_len: int | None, dtype: str = "bf16", seed: int = 0,
+                   progress=None) -> tuple[InputSpec, ...]:
+    """A model's captured layers (captured first where missing) each followed by its controls, or the
+    explicit capture files with theirs. A control shares the capture's shape and softmax scale, so the
+    only difference a kernel sees is the data: the comparison the harness exists for."""
+    import re
+
+    from harness.capture import capture_spec, model_input_specs
+
+    controls = DEFAULT_CONTROLS if args.controls is None else tuple(args.controls)
+    for c in controls:
+        check_source(c, flag="--control")
+    _positive(seq_len, "--seq-len")
+    if args.files:
+        out: list[InputSpec] = []
+        for path in args.files:
+            m = re.search(r"layer(\d+)", Path(path).name)
+            tag = f"L{int(m.group(1)):02d}" if m else Path(path).stem
+            out.extend(_labelled(capture_spec(path, dtype=dtype, seed=seed), tag, controls))
+        return tuple(out)
+    return model_input_specs(
+        args.model, layers=tuple(args.layers), seq_len=default_seq_len(device, model=True) if seq_len is None else seq_len,
+        text=args.text or DEFAULT_TEXT, weights=args.weights, root=args.captures, controls=controls, dtype=dtype,
+        seed=seed, progress=progress,
+    )
+
+
+def capture_file_specs(paths: Sequence[Path], *, controls: Sequence[str] = DEFAULT_CONTROLS, dtype: str = "bf16",
+                       seed: int = 0) -> tuple[InputSpec, ...]:
+    """InputSpecs for explicit capture layer files, each followed by its same-shape controls."""
+    return captured_specs(CaptureArgs(files=tuple(paths), controls=tuple(controls)), device="cpu", seq_len=None,
+                          dtype=dtype, seed=seed)
+
+
+def input_specs(*, sources: Sequence[str] | None, shape: ShapeArgs, capture: CaptureArgs, device: str,
+                dtype: str = "bf16", seed: int = 0, progress=None) -> tuple[InputSpec, ...]:
+    """The suite's inputs: captured activations (with their controls) when a model or files are named,
+    else the synthetic sources at the shape the options give."""
+    capture.check()
+    if capture.wanted:
+        ignored = shape.given(but=("seq_len",))
+        if ignored:
+            raise ConfigError(f"{', '.join(ignored)} set(s) the shape of synthetic inputs, but captured inputs take "
+                              f"their shape from the model (only --seq-len applies). Drop {', '.join(ignored)}.")
+        return captured_specs(capture, device=device, seq_len=shape.seq_len, dtype=dtype, seed=seed,
+                              progress=progress)
+    return synthetic_specs(sources, shape=attention_shape(shape, device=device), dtype=dtype, seed=seed)
+
+
+def sustained_protocol(*, quick: bool = False, repeats: int | None = None, window_s: float | None = None,
+                       warmin_cap_s: float | None = None, idle_s: float | None = None, chunk_s: float | None = None,
+                       sample_period_ms: float | None = None, probe: bool | None = None) -> SustainedProtocol:
+    """The protocol's defaults (or `--quick`'s) with the options given on top; 0 and negatives refused by flag."""
+    checks = (("--repeats", repeats, False), ("--window-s", window_s, False), ("--warmin-cap-s", warmin_cap_s, False),
+              ("--idle-s", idle_s, True), ("--chunk-s", chunk_s, False), ("--sample-period-ms", sample_period_ms, False))
+    for flag, value, zero_ok in checks:
+        _positive(value, flag, allow_zero=zero_ok)
+    overrides = {k: v for k, v in dict(
+        repeats=repeats, window_s=window_s, warmin_cap_s=warmin_cap_s, idle_before_kernel_s=idle_s, chunk_s=chunk_s,
+        sample_period_s=None if sample_period_ms is None else sample_period_ms / 1000, probe=probe,
+    ).items() if v is not None}
+    return SustainedProtocol.quick(**overrides) if quick else SustainedProtocol(**overrides)
+
+
+def sustained_config(*, kernels: Sequence[str] = (), inputs: Sequence[InputSpec], device: str,
+                     protocol: SustainedProtocol, **settings) -> RunConfig:
+    """The RunConfig of a sustained run: the named kernels, or the device's defaults."""
+    return RunConfig(kernels=tuple(kernels) or default_kernels(device), inputs=tuple(inputs), device=device,
+                     protocol=protocol, **settings)
