@@ -23,9 +23,10 @@ import io
 import math
 import os
 import sys
+import threading
 from typing import Any
 
-from harness.errors import TelemetryError
+from harness.errors import DeviceError, TelemetryError
 from harness.telemetry._nvml_device import normalize_pci_bus_id
 
 __all__ = [
@@ -41,6 +42,8 @@ __all__ = [
     "close_amdsmi",
     "amdsmi_gpu_processes",
     "amdsmi_versions",
+    "amdsmi_partition_bdf",
+    "U32_WRAP",
 ]
 
 CACHE_VAR = "AMDSMI_GPU_METRICS_CACHE_MS"
@@ -83,8 +86,15 @@ def as_list(value: Any) -> list:
     return list(value) if isinstance(value, (list, tuple)) else []
 
 
+U32_WRAP = 1 << 32  # the residency and accumulation counters are uint32 in gpu_metrics v1.6+ (kgd_pp_interface.h)
+
+
 class CounterBaseline:
     """The last accepted reading of a set of cumulative counters, and what to do when one goes backwards.
+
+    `wrap`: the counters are unsigned integers of that modulus in the firmware (amdsmi widens them to
+    uint64 but cannot undo a wrap). A fall from below `wrap` that is less than half the range short of
+    a full turn is a wrap, not a misread: the increase is counted modulo `wrap`.
 
     A fall is first taken as a misread (seen on the energy counter under concurrent reads): the reading
     is dropped and the old baseline kept, since the next reading is then consistent with it. A second
@@ -92,8 +102,8 @@ class CounterBaseline:
     and the change in between is lost. Either way the caller flags the sample with the problem text.
     """
 
-    def __init__(self, label: str, keys: tuple[str, ...]) -> None:
-        self.label, self.keys = label, keys
+    def __init__(self, label: str, keys: tuple[str, ...], *, wrap: int | None = None) -> None:
+        self.label, self.keys, self.wrap = label, keys, wrap
         self.base: tuple[int, ...] | None = None
         self.t: int | None = None
         self._doubt = False
@@ -107,7 +117,7 @@ class CounterBaseline:
         if self.base is None:
             self.accept(values, t)
             return None, None
-        deltas = tuple(v - b for v, b in zip(values, self.base))
+        deltas = tuple(self._delta(v, b) for v, b in zip(values, self.base))
         if min(deltas) >= 0:
             self._doubt = False
             return deltas, None
@@ -118,6 +128,12 @@ class CounterBaseline:
             return None, f"{what}: reading dropped, the previous one stays the baseline"
         self.accept(values, t)
         return None, f"{what} twice in a row, taken as a restart: the change since the last good reading is lost"
+
+    def _delta(self, value: int, base: int) -> int:
+        if value >= base or self.wrap is None or not 0 <= value < self.wrap or base >= self.wrap:
+            return value - base
+        turned = value + self.wrap - base
+        return turned if turned < self.wrap // 2 else value - base
 
 
 def _package_version(module: Any = None) -> str | None:
@@ -226,7 +242,23 @@ def _no_gpu_error(detail: str) -> TelemetryError:
     )
 
 
+# amdsmi_init/amdsmi_shut_down are a bool in libamd_smi (ROCm amdsmi src/amd_smi/amd_smi.cc: a second init
+# is a no-op, the first shutdown tears everything down), so an identity or busy-GPU call that opens and
+# closes amdsmi while a sampler holds a handle would invalidate that handle. The harness counts its own
+# users per module object and calls the library only on the first open and the last close.
+_USERS: dict[int, tuple[Any, int]] = {}  # id -> (the module, kept so its id is never reused; its users)
+_USERS_LOCK = threading.Lock()
+
+
 def _init(amdsmi: Any) -> None:
+    with _USERS_LOCK:
+        users = _USERS.get(id(amdsmi), (amdsmi, 0))[1]
+        if users == 0:
+            _library_init(amdsmi)
+        _USERS[id(amdsmi)] = (amdsmi, users + 1)
+
+
+def _library_init(amdsmi: Any) -> None:
     try:
         amdsmi.amdsmi_init()
     except amdsmi.AmdSmiException as e:
@@ -254,11 +286,17 @@ def _init(amdsmi: Any) -> None:
 
 
 def close_amdsmi(amdsmi: Any) -> None:
-    """amdsmi_shut_down, ignoring errors: init is reference counted, and a failed shutdown leaves nothing to fix."""
-    try:
-        amdsmi.amdsmi_shut_down()
-    except Exception:
-        pass
+    """Release one user of amdsmi; the last one calls amdsmi_shut_down (errors ignored: nothing is left to fix)."""
+    with _USERS_LOCK:
+        users = _USERS.get(id(amdsmi), (amdsmi, 0))[1]
+        if users > 1:
+            _USERS[id(amdsmi)] = (amdsmi, users - 1)
+            return
+        _USERS.pop(id(amdsmi), None)
+        try:
+            amdsmi.amdsmi_shut_down()
+        except Exception:
+            pass
 
 
 def open_amdsmi_device(amdsmi: Any, pci_bus_id: str | None) -> tuple[Any, str]:
@@ -362,9 +400,74 @@ def amdsmi_versions(amdsmi: Any) -> dict[str, str | None]:
         return out
     try:
         v = amdsmi.amdsmi_get_lib_version()
-        out["library"] = f"{v['major']}.{v['minor']}.{v['release']}" + (f" (build {v['build']})" if v.get("build") else "")
+        # "build" is left out: the 7.0.2 wheel reads one character of the C string (build.contents.value).
+        out["library"] = f"{v['major']}.{v['minor']}.{v['release']}"
     except Exception as e:
         out["library_error"] = amdsmi_error_text(e)
     finally:
         close_amdsmi(amdsmi)
     return out
+
+
+def _uuid_key(value: Any) -> str | None:
+    text = str(value or "").strip().lower()
+    text = text[4:] if text.startswith("gpu-") else text
+    text = text.replace("-", "")
+    return text if text and text != "n/a" and set(text) != {"0"} else None
+
+
+_VISIBILITY_VARS = ("HIP_VISIBLE_DEVICES", "ROCR_VISIBLE_DEVICES", "CUDA_VISIBLE_DEVICES")
+
+
+def amdsmi_partition_bdf(pci_bus_id: str, *, hip_index: int, hip_uuid: str | None = None, amdsmi: Any = None) -> str:
+    """amdsmi's PCI bus id for HIP device `hip_index`, whose PCI location (from HIP) is `pci_bus_id`.
+
+    HIP reports domain, bus and device but no function, so `pci_bus_id` ends in `.0`. In a compute
+    partition mode (DPX, CPX) one GPU is several HIP devices, and amdsmi puts each partition's id in the
+    BDF function (ROCm amdsmi src/amd_smi/amd_smi_drm.cc), so `.0` is partition 0 whatever the device.
+    When several amdsmi GPUs share the location, the partition is chosen by the HIP UUID
+    (`amdsmi_get_gpu_enumeration_info()['hip_uuid']` against torch's `uuid`), else by its `hip_id`
+    when no *_VISIBLE_DEVICES variable renumbers HIP's devices. Raises TelemetryError when amdsmi
+    cannot be used, DeviceError when the partition cannot be told.
+
+    >>> amdsmi_partition_bdf("0000:c1:00.0", hip_index=3)  # doctest: +SKIP
+    '00000000:C1:00.3'
+    """
+    wanted = normalize_pci_bus_id(pci_bus_id)
+    module, _ = import_amdsmi(amdsmi)
+    _init(module)
+    try:
+        same = []
+        for handle in module.amdsmi_get_processor_handles():
+            try:
+                bdf = normalize_pci_bus_id(module.amdsmi_get_gpu_device_bdf(handle))
+            except module.AmdSmiException:
+                continue
+            if bdf.rsplit(".", 1)[0] == wanted.rsplit(".", 1)[0]:
+                same.append((bdf, handle))
+        if len(same) <= 1:
+            return same[0][0] if same else wanted  # one GPU, one function; none: opening explains it
+        info = {}
+        for bdf, handle in same:
+            try:
+                info[bdf] = module.amdsmi_get_gpu_enumeration_info(handle)
+            except Exception:  # noqa: BLE001 - older amdsmi lacks the function; say so below
+                info[bdf] = {}
+        key = _uuid_key(hip_uuid)
+        by_uuid = [b for b, e in info.items() if key is not None and _uuid_key(e.get("hip_uuid")) == key]
+        if len(by_uuid) == 1:
+            return by_uuid[0]
+        renumbered = [v for v in _VISIBILITY_VARS if v in os.environ]
+        by_id = [b for b, e in info.items() if as_number(e.get("hip_id")) == hip_index]
+        if not renumbered and len(by_id) == 1:
+            return by_id[0]
+        raise DeviceError(
+            f"GPU {wanted.rsplit('.', 1)[0]} is split into {len(same)} compute partitions ({', '.join(b for b, _ in same)}), "
+            f"and amdsmi cannot say which one is HIP device {hip_index}: its enumeration info gave no matching hip_uuid"
+            + (f", and {', '.join(renumbered)} renumbers HIP's devices, so hip_id cannot be used" if renumbered else
+               " or hip_id") + f". Unset {', '.join(renumbered) or 'the *_VISIBLE_DEVICES variables'} so that amdsmi's "
+            "hip_id matches PyTorch's index, and use an amdsmi that has amdsmi_get_gpu_enumeration_info (7.0.2 does); "
+            "`amd-smi list` shows each partition's BDF and HIP id."
+        )
+    finally:
+        close_amdsmi(module)
