@@ -8,7 +8,7 @@ installed. A GPU holds plain values the tests set; `advance()` moves its counter
 would, and `live=True` does that from the real clock (for end-to-end runs). Tests inject the fake
 explicitly (an argument, or `sys.modules["amdsmi"]`); nothing falls back to it.
 
-Shapes that follow the real sources (README.md beside this file says which source each comes from):
+Shapes that follow the real sources (fake_amdsmi.md beside this file says which source each comes from):
 init/shutdown are a bool, not a count, and a shutdown invalidates every handle; energy counts are in
 2^-16 J while amdsmi_get_energy_count reports the constant 15.3 uJ; residency counters are uint32;
 amdsmi_get_lib_version's "build" is one character; a partitioned GPU has one BDF per partition, the
