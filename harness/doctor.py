@@ -82,7 +82,11 @@ def amd_checks(*, amdsmi=None) -> list[Check]:
     Runs before the device is opened, so a broken amdsmi install is explained even when no GPU opens.
     """
     from harness.errors import HarnessError
-    from harness.telemetry._amdsmi_device import CACHE_VAR, amdsmi_versions, import_amdsmi
+    from harness.telemetry._amdsmi_device import (
+        CACHE_VAR,
+        amdsmi_versions,
+        import_amdsmi,
+    )
 
     checks = [Check("AMD path", "warn", "the AMD path (ROCm device, amdsmi telemetry) has not run on AMD hardware here: "
                     "it was built against amdsmi 7.0.2's documented interface and tested on CPU with fakes. Treat "

@@ -139,7 +139,6 @@ class _TorchBrokenByAmdsmi:
     def find_spec(self, name, path=None, target=None):
         if name == "torch":
             raise AttributeError("/opt/rocm/lib/libamd_smi.so: undefined symbol: amdsmi_get_gpu_partition_metrics_info")
-        return None
 
 
 def test_doctor_when_amdsmi_breaks_import_torch(monkeypatch, tmp_path):

@@ -160,7 +160,7 @@ def test_a_partitioned_gpu_is_found_by_its_partitions_bdf(monkeypatch):
     assert amd.init_count == 0
     monkeypatch.setenv("HIP_VISIBLE_DEVICES", "1,0")  # hip_id no longer matches torch's index
     with pytest.raises(DeviceError) as e:
-        open_device("rocm:0", amdsmi=amd).pci_bus_id
+        _ = open_device("rocm:0", amdsmi=amd).pci_bus_id
     assert "split into 2 compute partitions (00000000:C1:00.0, 00000000:C1:00.1)" in str(e.value)
     assert "HIP_VISIBLE_DEVICES renumbers" in str(e.value)
     parts[1].hip_uuid = "GPU-5f3c1a2b-0000-0000-0000-000000000000"  # the uuid torch reports (hip_props)
