@@ -38,8 +38,8 @@ Decisions, and why:
   two metrics reads taken 100 ms apart inside the call (ROCm amdsmi, src/amd_smi/amd_smi.cc), so it cannot
   be polled every 10 ms. It is called once in open() (support and first values, in `describe()`); each
   poll sets the same flags by the same rule: a residency counter advanced during the interval.
-- throttle_status: a bool in the Python API (the per-reason bits never reach Python), "N/A" on MI300 and
-  newer, or False there on some firmware. When true, "throttle_status" joins reason_names; it is neither
+- throttle_status: a bool in the Python API (the per-reason bits never reach Python), "N/A" or False on MI300 and
+  newer (gpu_metrics v1.8 has no such field, so False is amdsmi's filler). When true, "throttle_status" joins reason_names; it is neither
   a power nor a thermal reason. False proves nothing (not filled reads the same), so `describe()` calls it
   unverified rather than ok.
 - Residency and accumulation counters are uint32 in gpu_metrics v1.6+ (amdsmi widens them to uint64), so

@@ -173,7 +173,7 @@ def test_amdsmi_probe_reports_a_crashing_import(tmp_path, monkeypatch):
 
 def test_doctor_does_not_call_a_false_throttle_status_ok(mi355x):
     """Item 7: False is what an unfilled field reads too (MI300 firmware), so it is a warning, not ok."""
-    mi355x.gpus[0].metrics["throttle_status"] = False
+    assert mi355x.gpus[0].metrics["throttle_status"] is False  # the fake's default
     code, out = bench("doctor", "--device", "rocm:0")
     assert code == 0 and "amdsmi: throttle_status │ warn │ unverified: throttle_status reads False" in out
 

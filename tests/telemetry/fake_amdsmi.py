@@ -107,7 +107,7 @@ def metrics_702(**overrides) -> dict:
         "average_uclk_frequency": NA, "average_vclk0_frequency": NA, "average_dclk0_frequency": NA,
         "average_vclk1_frequency": NA, "average_dclk1_frequency": NA, "current_gfxclk": NA, "current_socclk": NA,
         "current_uclk": 2000, "current_vclk0": NA, "current_dclk0": NA, "current_vclk1": NA, "current_dclk1": NA,
-        "throttle_status": NA, "current_fan_speed": NA, "pcie_link_width": 16, "pcie_link_speed": 320,
+        "throttle_status": False, "current_fan_speed": NA, "pcie_link_width": 16, "pcie_link_speed": 320,
         "gfx_activity_acc": 0, "mem_activity_acc": 0, "temperature_hbm": [NA, NA, NA, NA],
         "firmware_timestamp": 90_000_000_000, "voltage_soc": NA, "voltage_gfx": NA, "voltage_mem": NA,
         "indep_throttle_status": NA, "current_socket_power": 160, "vcn_activity": [0, NA, NA, NA],
