@@ -9,8 +9,9 @@ from __future__ import annotations
 import os
 from typing import Any
 
-from harness.errors import DeviceError
+from harness.errors import DeviceError, TelemetryError
 from harness.telemetry._amdsmi_device import (
+    amdsmi_error_text,
     as_number,
     close_amdsmi,
     import_amdsmi,
@@ -49,8 +50,12 @@ def amdsmi_partition_bdf(pci_bus_id: str, *, hip_index: int, hip_uuid: str | Non
     module, _ = import_amdsmi(amdsmi)
     init_amdsmi(module)
     try:
+        try:
+            handles = list(module.amdsmi_get_processor_handles())
+        except module.AmdSmiException as e:
+            raise TelemetryError(f"amdsmi could not list GPUs: {amdsmi_error_text(e)}") from None
         same = []
-        for handle in module.amdsmi_get_processor_handles():
+        for handle in handles:
             try:
                 bdf = normalize_pci_bus_id(module.amdsmi_get_gpu_device_bdf(handle))
             except module.AmdSmiException:

@@ -165,3 +165,5 @@ def test_a_partitioned_gpu_is_found_by_its_partitions_bdf(monkeypatch):
     assert "HIP_VISIBLE_DEVICES renumbers" in str(e.value)
     parts[1].hip_uuid = "GPU-5f3c1a2b-0000-0000-0000-000000000000"  # the uuid torch reports (hip_props)
     assert open_device("rocm:0", amdsmi=amd).pci_bus_id == "00000000:C1:00.1"
+    amd.break_fn("amdsmi_get_processor_handles", 2)  # amdsmi unusable: HIP's own id, telemetry will say why
+    assert open_device("rocm:0", amdsmi=amd).pci_bus_id == "00000000:C1:00.0" and amd.init_count == 0
