@@ -2,10 +2,15 @@
 
 from __future__ import annotations
 
+import json
+import os
 import shutil
+import subprocess
+import sys
 from dataclasses import dataclass
+from pathlib import Path
 
-__all__ = ["Check", "diagnose", "amd_checks"]
+__all__ = ["Check", "diagnose", "amd_checks", "probe_amdsmi_import"]
 
 
 @dataclass(frozen=True)
@@ -16,8 +21,59 @@ class Check:
 
 
 def _status(text: str) -> str:
-    """A backend's describe() entry is "ok", "ok: <detail>", or a sentence saying what is missing."""
-    return "ok" if text == "ok" or text.startswith("ok:") else "missing"
+    """A backend's describe() entry is "ok", "ok: <detail>", "unverified: <why>" (works or not, the reading
+    cannot tell), or a sentence saying what is missing."""
+    if text == "ok" or text.startswith("ok:"):
+        return "ok"
+    return "warn" if text.startswith("unverified:") else "missing"
+
+
+# Run in a fresh interpreter: import amdsmi the way the harness does and print one JSON line.
+_PROBE = """
+import json
+from harness.errors import HarnessError
+from harness.telemetry._amdsmi_device import import_amdsmi
+try:
+    module, _ = import_amdsmi()
+except HarnessError as exc:
+    print(json.dumps({"ok": False, "detail": str(exc)}))
+else:
+    print(json.dumps({"ok": True, "detail": str(getattr(module, "__file__", "?"))}))
+"""
+
+
+def probe_amdsmi_import(*, python: str | None = None, timeout_s: float = 60.0) -> Check:
+    """Import amdsmi in a child process with this process's import path, and say what happened.
+
+    PyTorch's ROCm build imports amdsmi while `import torch` runs, and lets any error but ImportError
+    through, so a package that does not match its libamd_smi.so breaks `import torch` before the harness's
+    own explanation can run; a crash or hang in the library would take doctor down with it. In a child,
+    neither can: its error, exit status or silence becomes this check.
+    """
+    root = str(Path(__file__).resolve().parents[1])
+    env = dict(os.environ, PYTHONPATH=os.pathsep.join([root, *[p for p in sys.path if p]]))
+    cmd = [python or sys.executable, "-c", _PROBE]
+    try:
+        done = subprocess.run(cmd, env=env, capture_output=True, text=True, timeout=timeout_s, check=False)
+    except subprocess.TimeoutExpired:
+        return Check("amdsmi import", "missing", f"`import amdsmi` did not finish within {timeout_s:g} s in a fresh "
+                     "process: the library hangs while loading. Check `amd-smi version` and the amdgpu driver "
+                     "(`dmesg | grep amdgpu`); use --telemetry none meanwhile.")
+    lines = done.stdout.strip().splitlines()
+    try:
+        result = json.loads(lines[-1]) if lines else None
+    except ValueError:
+        result = None
+    if not isinstance(result, dict):
+        tail = " ".join((done.stderr or done.stdout).split())[-400:] or "no output"
+        return Check("amdsmi import", "missing", f"`import amdsmi` killed a fresh Python (exit status {done.returncode}: "
+                     f"{tail}). PyTorch's ROCm build imports amdsmi too, so `import torch` fails the same way. Reinstall "
+                     "the amdsmi that ships with your ROCm: `pip uninstall amdsmi` then `python3 -m pip install "
+                     "/opt/rocm/share/amd_smi`.")
+    if result.get("ok"):
+        return Check("amdsmi import", "ok", f"imports in a fresh process ({result.get('detail')})")
+    return Check("amdsmi import", "missing", f"{result.get('detail')} PyTorch's ROCm build imports amdsmi as well, so "
+                 "the same error can break `import torch`.")
 
 
 def amd_checks(*, amdsmi=None) -> list[Check]:
@@ -26,7 +82,11 @@ def amd_checks(*, amdsmi=None) -> list[Check]:
     Runs before the device is opened, so a broken amdsmi install is explained even when no GPU opens.
     """
     from harness.errors import HarnessError
-    from harness.telemetry._amdsmi_device import CACHE_VAR, amdsmi_versions, import_amdsmi
+    from harness.telemetry._amdsmi_device import (
+        CACHE_VAR,
+        amdsmi_versions,
+        import_amdsmi,
+    )
 
     checks = [Check("AMD path", "warn", "the AMD path (ROCm device, amdsmi telemetry) has not run on AMD hardware here: "
                     "it was built against amdsmi 7.0.2's documented interface and tested on CPU with fakes. Treat "
@@ -36,6 +96,11 @@ def amd_checks(*, amdsmi=None) -> list[Check]:
     hip = getattr(torch.version, "hip", None)
     checks.append(Check("HIP", "ok" if hip else "missing", f"PyTorch built for ROCm, HIP {hip}" if hip else
                         "this PyTorch is not a ROCm build: install PyTorch for ROCm to use --device rocm"))
+    if amdsmi is None and "amdsmi" not in sys.modules:  # loaded already (PyTorch's ROCm build): it imported fine
+        probe = probe_amdsmi_import()
+        checks.append(probe)
+        if probe.status != "ok":
+            return checks  # importing it here could fail worse (a crash) and would say no more
     try:
         module, cache_note = import_amdsmi(amdsmi)
     except HarnessError as exc:
@@ -60,6 +125,16 @@ def amd_checks(*, amdsmi=None) -> list[Check]:
     return checks
 
 
+def _amdsmi_after_torch_failed() -> list[Check]:
+    import importlib.util
+
+    try:
+        present = importlib.util.find_spec("amdsmi") is not None  # finds the package without running it
+    except (ImportError, ValueError):
+        present = False
+    return [probe_amdsmi_import()] if present else []
+
+
 def diagnose(*, device: str | None = None, nvml=None, amdsmi=None) -> list[Check]:
     """Every check is independent: one failure never hides the others."""
     checks: list[Check] = []
@@ -70,8 +145,14 @@ def diagnose(*, device: str | None = None, nvml=None, amdsmi=None) -> list[Check
         hip = getattr(torch.version, "hip", None)
         build = f"HIP {hip}" if hip else f"CUDA {torch.version.cuda or 'none'}"
         checks.append(Check("torch", "ok", f"{torch.__version__} ({build})"))
-    except ImportError:
+    except ModuleNotFoundError as exc:
+        if exc.name != "torch":
+            return [Check("torch", "missing", f"import torch failed: {exc}"), *_amdsmi_after_torch_failed()]
         return [Check("torch", "missing", "PyTorch is not installed: pip install torch (CPU machines: torch==2.13.0)")]
+    except Exception as exc:  # noqa: BLE001 - PyTorch's ROCm build lets amdsmi's KeyError/AttributeError through
+        return [Check("torch", "missing", f"import torch failed ({type(exc).__name__}: {' '.join(str(exc).split())}). "
+                      "PyTorch's ROCm build imports amdsmi while it loads, so a broken or mismatched amdsmi shows up "
+                      "here; see the amdsmi import check"), *_amdsmi_after_torch_failed()]
     spec = device or ("cuda:0" if cuda else "cpu")
     checks.append(Check("device", "info", f"checking {spec}"))
     if spec.split(":")[0] == "rocm" or (hip and spec.startswith("cuda")):

@@ -93,7 +93,29 @@ class RocmDevice(TorchStreamTiming):
         self.spec = spec
         self.index = index
         self._amdsmi = amdsmi
-        self._pci = cuda_pci_bus_id(index)  # hipDeviceProp_t carries the same PCI fields as CUDA's
+        self._hip_pci = cuda_pci_bus_id(index)  # hipDeviceProp_t carries the same PCI fields as CUDA's, no function
+        self._partition_pci: str | None = None  # None: not asked yet, or amdsmi could not be used
+        self._partition_asked = False
+
+    @property
+    def _pci(self) -> str | None:
+        """The PCI bus id amdsmi knows this device by: in a partition mode (DPX/CPX) the function is the
+        partition id, which HIP does not report. Asked of amdsmi once; without amdsmi, HIP's `.0` form."""
+        if not self._partition_asked and self._hip_pci is not None:
+            import torch
+
+            from harness.telemetry._amdsmi_partition import amdsmi_partition_bdf
+
+            uuid = getattr(torch.cuda.get_device_properties(self.index), "uuid", None)
+            try:
+                self._partition_pci = amdsmi_partition_bdf(self._hip_pci, hip_index=self.index,
+                                                           hip_uuid=None if uuid is None else str(uuid), amdsmi=self._amdsmi)
+            except DeviceError as exc:
+                raise DeviceError(f"--device {self.spec}: {exc}") from None
+            except HarnessError:
+                pass  # amdsmi unusable: telemetry and the busy check say why when they open it
+            self._partition_asked = True
+        return self._partition_pci or self._hip_pci
 
     @property
     def torch_device(self):

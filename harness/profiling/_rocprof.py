@@ -7,8 +7,10 @@ fixture files built from them: none of this has met an AMD GPU here.
   only `Kernel_Name`, `Start_Timestamp`, `End_Timestamp` (ns) are relied on, other columns are kept.
 - ATT: `rocprofv3 --att ... -d DIR -- cmd` writes, per traced dispatch, `stats_<dispatch dir>.csv`
   (one row per instruction: Hitcount, Latency, Stall, Idle in shader-clock cycles) and a directory
-  `ui_output_agent_<a>_dispatch_<d>/` with one JSON per wave: `instructions` entries
-  `[time, category, stall, duration, ...]` and `timeline` entries `[state, duration]`, in cycles.
+  `ui_output_agent_<a>_dispatch_<d>/` with one JSON per wave, `se<e>_sm<s>_sl<l>_wv<n>.json`: top-level
+  `name`, `duration`, `num_stitched`, `num_insts` and a `wave` object holding `instructions` entries
+  `[time, category, stall, duration, line]` and `timeline` entries `[state, duration]`, in cycles
+  (rocprofiler-sdk source/lib/att-tool/wave.cpp).
 
 >>> kernel_trace_command(target=["python", "app.py"], out_dir="out", out_name="kt")[:5]
 ['rocprofv3', '--kernel-trace', '-f', 'csv', '-d']
@@ -171,11 +173,27 @@ def att_stats_cycles(text: str, *, source: str = "stats CSV") -> list[AttCycles]
                    for k, v in acc.items()), key=lambda c: -c.cycles)
 
 
+def _wave_body(doc: object) -> dict | None:
+    """The object holding a wave's `instructions` and `timeline`: under "wave" as att-tool's wave.cpp writes
+    it; a document with them at the top level (this project's first, hand-made fixtures) is read too."""
+    if not isinstance(doc, dict):
+        return None
+    body = doc.get("wave")
+    if isinstance(body, dict) and "instructions" in body:
+        return body
+    return doc if "instructions" in doc else None
+
+
 def att_wave_cycles(waves: Sequence[dict]) -> tuple[list[AttCycles], dict[str, int]]:
-    """Per decoder category from per-wave JSON documents, and the wave-state cycle totals."""
+    """Per decoder category from per-wave JSON documents (as written, `wave` object and all), and the
+    wave-state cycle totals."""
     acc: dict[str, list[int]] = {}
     states: dict[str, int] = {}
-    for w in waves:
+    for doc in waves:
+        w = _wave_body(doc)
+        if w is None:
+            raise TraceFormatError(f"an ATT wave document has no `wave.instructions` (keys: {sorted(doc)[:8]}); is it "
+                                   f"a per-wave se*_sm*_sl*_wv*.json of rocprofv3 --att?")
         for inst in w.get("instructions", []):
             cat = inst[1]
             name = ATT_CATEGORIES[cat] if isinstance(cat, int) and 0 <= cat < len(ATT_CATEGORIES) else str(cat)
@@ -200,16 +218,24 @@ class AttDispatch:
     waves: int
 
 
-def _wave_files(folder: Path) -> list[Path]:
-    # Per-wave files hold "instructions"; code.json, filenames.json, snapshots.json and the like do not.
+_WAVE_NAME = re.compile(r"^se\d+_sm\d+_sl\d+_wv\d+\.json$")  # wave.cpp's file name
+
+
+def _wave_docs(folder: Path) -> list[dict]:
+    # Per-wave files hold a wave; code.json, filenames.json, snapshots.json and the like do not. A file named
+    # like a wave that holds none is a format this parser does not know: an error, never zero waves.
     out = []
     for p in sorted(folder.glob("*.json")):
         try:
             doc = json.loads(p.read_text(encoding="utf-8"))
         except (OSError, ValueError) as exc:
             raise TraceFormatError(f"ATT file {p} is not JSON ({exc}).") from None
-        if isinstance(doc, dict) and "instructions" in doc:
-            out.append(p)
+        if _wave_body(doc) is not None:
+            out.append(doc)
+        elif _WAVE_NAME.match(p.name):
+            keys = sorted(doc)[:8] if isinstance(doc, dict) else type(doc).__name__
+            raise TraceFormatError(f"ATT wave file {p} holds no `wave` object with `instructions` (it has {keys}): "
+                                   f"rocprofv3's per-wave JSON layout has changed; see rocprofiler-sdk att-tool/wave.cpp.")
     return out
 
 
@@ -232,7 +258,7 @@ def read_att_dir(path: str | Path) -> list[AttDispatch]:
         classes = (att_stats_cycles(stats[name].read_text(encoding="utf-8"), source=str(stats[name]))
                    if name in stats else [])
         folder = next((d for d in dirs if d.name == name), None)
-        docs = [json.loads(p.read_text(encoding="utf-8")) for p in _wave_files(folder)] if folder else []
+        docs = _wave_docs(folder) if folder else []
         cats, states = att_wave_cycles(docs)
         out.append(AttDispatch(name=name, classes=classes, categories=cats, wave_states=states, waves=len(docs)))
     return out

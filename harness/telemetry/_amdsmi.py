@@ -3,11 +3,11 @@
 Written against the amdsmi 7.0.2 wheel's source and tested with dicts shaped like its output; it has not
 run on AMD hardware here. One call per poll, `amdsmi_get_gpu_metrics_info`, carries every reading:
 
-    sm_clock_mhz        min over the numeric entries of current_gfxclks (one per XCD; current_gfxclk before v1.4)
-    chiplet_clocks_mhz  the numeric current_gfxclks entries, in slot order
+    sm_clock_mhz        min over the awake XCDs' current_gfxclks (one per XCD; current_gfxclk before v1.4)
+    chiplet_clocks_mhz  the awake XCDs' current_gfxclks entries, in slot order
     mem_clock_mhz       current_uclk
     power_w / _avg_w    current_socket_power / average_socket_power (W)
-    energy_j            energy_accumulator x counter_resolution (from amdsmi_get_energy_count, at open)
+    energy_j            energy_accumulator x 2^-16 J (the firmware's unit; amdsmi's counter_resolution is not used)
     temp_c, mem_temp_c  temperature_hotspot (temperature_edge when hotspot is N/A), temperature_mem
     *_limited_ns        residency counters turned into host-clock ns (below)
     reasons             AMD_REASONS bits: which residency counters advanced, and throttle_status
@@ -17,7 +17,12 @@ Decisions, and why:
 - Clock of record: the slowest XCD, because the slowest chiplet sets the kernel's time. "N/A" slots (unused
   in a partition, or not reported) are skipped; the tuple keeps slot order, so `chiplet_spread` can say
   which chiplet was slowest. Positions are XCD numbers while skipped slots are trailing, as the firmware
-  fills the list; `describe()` records the slots seen at open.
+  fills the list; `describe()` records the slots seen at open. An XCD at or below 140 MHz is in deep
+  sleep (amd-smi's own threshold, amdsmi_cli/amdsmi_commands.py): it runs no work, so it is skipped too,
+  unless every XCD sleeps (an idle GPU), when all are kept and the slowest is the clock.
+- Energy: the firmware counts in 2^-16 J (15.2587890625 uJ; kgd_pp_interface.h, gpu_metrics v1.4+),
+  while amdsmi_get_energy_count's counter_resolution is a constant 15.3 (rocm_smi.cc), 0.27 % off.
+  So energy_j is always counts x 2^-16 J; the resolution amdsmi reports is recorded in `describe()`.
 - Repeated readings: one with the previous firmware_timestamp is a copy (table not refreshed yet, or
   amdsmi's cache). It becomes Sample(source="stale") with no values and no error: a copy is the firmware's
   pace, not a failure, and its counters stamped with a later host time would bias every rate. Analysis
@@ -33,8 +38,12 @@ Decisions, and why:
   two metrics reads taken 100 ms apart inside the call (ROCm amdsmi, src/amd_smi/amd_smi.cc), so it cannot
   be polled every 10 ms. It is called once in open() (support and first values, in `describe()`); each
   poll sets the same flags by the same rule: a residency counter advanced during the interval.
-- throttle_status: a bool in the Python API (the per-reason bits never reach Python), "N/A" on MI300 and
-  newer. When true, "throttle_status" joins reason_names; it is neither a power nor a thermal reason.
+- throttle_status: a bool in the Python API (the per-reason bits never reach Python), "N/A" or False on MI300 and
+  newer (gpu_metrics v1.8 has no such field, so False is amdsmi's filler). When true, "throttle_status" joins reason_names; it is neither
+  a power nor a thermal reason. False proves nothing (not filled reads the same), so `describe()` calls it
+  unverified rather than ok.
+- Residency and accumulation counters are uint32 in gpu_metrics v1.6+ (amdsmi widens them to uint64), so
+  at 1 kHz accumulation_counter wraps after ~50 days: a fall that is a 2^32 wrap is counted as one.
 - Counters that go backwards (seen on the energy counter under concurrent reads): the sample gets
   error="energy counter went backwards ..." and no energy, and the previous reading stays the baseline,
   since a glitch is followed by a consistent reading. Twice in a row is taken as a restart (driver
@@ -54,6 +63,7 @@ from typing import Any, Callable
 from harness.errors import TelemetryError
 from harness.telemetry._amdsmi_device import (
     NOT_SUPPORTED,
+    U32_WRAP,
     CounterBaseline,
     amdsmi_error_text,
     amdsmi_status,
@@ -87,7 +97,9 @@ _RESIDENCY = (
     ("vr_thm_residency_acc", "vr_thermal", "vr_thrm"),
     ("hbm_thm_residency_acc", "hbm_thermal", "hbm_thrm"),
 )
-DEFAULT_RESOLUTION_UJ = 15.259  # amdsmi.h; used only when amdsmi_get_energy_count cannot say
+ENERGY_UNIT_UJ = 1e6 / 65536  # 2^-16 J per count: kgd_pp_interface.h, gpu_metrics v1.4+ "Energy (15.259uJ (2^-16) units)"
+AMDSMI_RESOLUTION_UJ = 15.3  # what amdsmi_get_energy_count reports: a constant in rocm_smi.cc, not the firmware's unit
+DEEP_SLEEP_MHZ = 140  # amd-smi treats a clock at or below this as deep sleep (amdsmi_cli/amdsmi_commands.py)
 _NOT_OPEN = {"amdsmi": "not opened yet: open() probes what this GPU reports"}
 
 
@@ -189,7 +201,8 @@ class AmdsmiSampler:
         caps["metrics cache"] = cache_note
         slots = [i for i, v in enumerate(as_list(m.get("current_gfxclks"))) if as_number(v) is not None]
         if slots:
-            caps["XCD clocks"] = f"ok: {len(slots)} XCD clocks in slots {_ranges(slots)}; the slowest is the clock of record"
+            caps["XCD clocks"] = (f"ok: {len(slots)} XCD clocks in slots {_ranges(slots)}; the slowest awake one is the "
+                                  f"clock of record (an XCD at or below {DEEP_SLEEP_MHZ} MHz is in deep sleep and left out)")
         elif as_number(m.get("current_gfxclk")) is not None:
             self._clock_mode = "scalar"
             caps["XCD clocks"] = ("XCD clocks: current_gfxclks is missing or all N/A (metrics before v1.4), so the "
@@ -220,9 +233,15 @@ class AmdsmiSampler:
                     f"{fw}: firmware_timestamp is N/A, so copies cannot be told apart and count as fresh polls")
         self._probe_residency(m)
         throttle = m.get("throttle_status")
-        caps["throttle_status"] = ("ok: recorded as the reason 'throttle_status' when true (a bool: which limit is "
-                                   "not said)" if isinstance(throttle, bool) else
-                                   "throttle_status: N/A on this GPU (MI300 and newer report it so)")
+        if throttle is True:
+            caps["throttle_status"] = ("ok: True at open, recorded as the reason 'throttle_status' while true (a bool: "
+                                       "which limit is not said)")
+        elif throttle is False:
+            caps["throttle_status"] = ("unverified: throttle_status reads False, which a firmware that never fills it "
+                                       "(MI300 and newer) reads too; it is recorded as a reason only when true, and the "
+                                       "limited times come from the residency counters")
+        else:
+            caps["throttle_status"] = "throttle_status: N/A on this GPU (MI300 and newer report it so)"
 
     def _cap(self, m: dict, key: str, label: str, consequence: str) -> None:
         ok = as_number(m.get(key)) is not None
@@ -233,18 +252,17 @@ class AmdsmiSampler:
         if as_number(m.get("energy_accumulator")) is None:
             self._caps["energy"] = "energy: energy_accumulator is N/A or missing; energy_j stays empty"
             return
-        res, why, fn = None, "this amdsmi has no amdsmi_get_energy_count", getattr(self._amd, "amdsmi_get_energy_count", None)
+        self._resolution_uj = ENERGY_UNIT_UJ
+        said, fn = "this amdsmi has no amdsmi_get_energy_count", getattr(self._amd, "amdsmi_get_energy_count", None)
         try:
             if fn is not None:
                 res = as_number(fn(self._handle).get("counter_resolution"))
-                why = "" if res and res > 0 else "amdsmi_get_energy_count gave no counter_resolution"
+                said = f"amdsmi reports counter_resolution {res:g} uJ" if res is not None else "amdsmi reports no resolution"
         except self._amd.AmdSmiException as e:
-            why = f"amdsmi_get_energy_count failed: {amdsmi_error_text(e)}"
-        self._resolution_uj = DEFAULT_RESOLUTION_UJ if why else float(res)  # type: ignore[arg-type]
-        self._caps["energy"] = (f"ok: energy_accumulator x {res:g} uJ per count (counter_resolution from "
-                                "amdsmi_get_energy_count)" if not why else
-                                f"ok: energy_accumulator x {DEFAULT_RESOLUTION_UJ} uJ per count, the value in amdsmi.h "
-                                f"({why}; whether 15.259 or 15.3 is right is unverified)")
+            said = f"amdsmi_get_energy_count failed: {amdsmi_error_text(e)}"
+        self._caps["energy"] = (f"ok: energy_accumulator x 2^-16 J ({ENERGY_UNIT_UJ:.4f} uJ) per count, the firmware's "
+                                f"unit in kgd_pp_interface.h ({said}; rocm_smi hard-codes {AMDSMI_RESOLUTION_UJ}, "
+                                "0.27 % off, so it is not used)")
 
     def _probe_residency(self, m: dict) -> None:
         caps = self._caps
@@ -252,7 +270,8 @@ class AmdsmiSampler:
             self._res_keys = tuple((k, n) for k, n, _ in _RESIDENCY if as_number(m.get(k)) is not None)
         names = {n for _, n in self._res_keys}
         if self._res_keys:
-            self._residency = CounterBaseline("residency counters", ("accumulation_counter", *(k for k, _ in self._res_keys)))
+            self._residency = CounterBaseline("residency counters", ("accumulation_counter", *(k for k, _ in self._res_keys)),
+                                              wrap=U32_WRAP)
         missing = "residency counters need ROCm 6.3+ and an MI300 or newer; N/A or missing here"
         caps["power-limited time"] = ("ok: d ppt_residency_acc / d accumulation_counter x interval" if "ppt_power" in names
                                       else f"power-limited time: {missing}")
@@ -331,7 +350,8 @@ class AmdsmiSampler:
     def _clocks(self, m: dict) -> tuple[tuple[float, ...] | None, float]:
         xcd = tuple(float(v) for v in as_list(m.get("current_gfxclks")) if as_number(v) is not None)
         if xcd and self._clock_mode == "xcd":
-            return xcd, min(xcd)
+            awake = tuple(c for c in xcd if c > DEEP_SLEEP_MHZ) or xcd  # all asleep: an idle GPU, keep them all
+            return awake, min(awake)
         for key in ("current_gfxclk",) + (("average_gfxclk_frequency",) if self._clock_mode == "average" else ()):
             value = as_number(m.get(key))
             if value is not None:

@@ -23,6 +23,7 @@ import io
 import math
 import os
 import sys
+import threading
 from typing import Any
 
 from harness.errors import TelemetryError
@@ -39,8 +40,10 @@ __all__ = [
     "amdsmi_status",
     "open_amdsmi_device",
     "close_amdsmi",
+    "init_amdsmi",
     "amdsmi_gpu_processes",
     "amdsmi_versions",
+    "U32_WRAP",
 ]
 
 CACHE_VAR = "AMDSMI_GPU_METRICS_CACHE_MS"
@@ -83,8 +86,15 @@ def as_list(value: Any) -> list:
     return list(value) if isinstance(value, (list, tuple)) else []
 
 
+U32_WRAP = 1 << 32  # the residency and accumulation counters are uint32 in gpu_metrics v1.6+ (kgd_pp_interface.h)
+
+
 class CounterBaseline:
     """The last accepted reading of a set of cumulative counters, and what to do when one goes backwards.
+
+    `wrap`: the counters are unsigned integers of that modulus in the firmware (amdsmi widens them to
+    uint64 but cannot undo a wrap). A fall from below `wrap` that is less than half the range short of
+    a full turn is a wrap, not a misread: the increase is counted modulo `wrap`.
 
     A fall is first taken as a misread (seen on the energy counter under concurrent reads): the reading
     is dropped and the old baseline kept, since the next reading is then consistent with it. A second
@@ -92,8 +102,8 @@ class CounterBaseline:
     and the change in between is lost. Either way the caller flags the sample with the problem text.
     """
 
-    def __init__(self, label: str, keys: tuple[str, ...]) -> None:
-        self.label, self.keys = label, keys
+    def __init__(self, label: str, keys: tuple[str, ...], *, wrap: int | None = None) -> None:
+        self.label, self.keys, self.wrap = label, keys, wrap
         self.base: tuple[int, ...] | None = None
         self.t: int | None = None
         self._doubt = False
@@ -107,7 +117,7 @@ class CounterBaseline:
         if self.base is None:
             self.accept(values, t)
             return None, None
-        deltas = tuple(v - b for v, b in zip(values, self.base))
+        deltas = tuple(self._delta(v, b) for v, b in zip(values, self.base))
         if min(deltas) >= 0:
             self._doubt = False
             return deltas, None
@@ -118,6 +128,12 @@ class CounterBaseline:
             return None, f"{what}: reading dropped, the previous one stays the baseline"
         self.accept(values, t)
         return None, f"{what} twice in a row, taken as a restart: the change since the last good reading is lost"
+
+    def _delta(self, value: int, base: int) -> int:
+        if value >= base or self.wrap is None or not 0 <= value < self.wrap or base >= self.wrap:
+            return value - base
+        turned = value + self.wrap - base
+        return turned if turned < self.wrap // 2 else value - base
 
 
 def _package_version(module: Any = None) -> str | None:
@@ -226,7 +242,24 @@ def _no_gpu_error(detail: str) -> TelemetryError:
     )
 
 
-def _init(amdsmi: Any) -> None:
+# amdsmi_init/amdsmi_shut_down are a bool in libamd_smi (ROCm amdsmi src/amd_smi/amd_smi.cc: a second init
+# is a no-op, the first shutdown tears everything down), so an identity or busy-GPU call that opens and
+# closes amdsmi while a sampler holds a handle would invalidate that handle. The harness counts its own
+# users per module object and calls the library only on the first open and the last close.
+_USERS: dict[int, tuple[Any, int]] = {}  # id -> (the module, kept so its id is never reused; its users)
+_USERS_LOCK = threading.Lock()
+
+
+def init_amdsmi(amdsmi: Any) -> None:
+    """amdsmi_init for one more user (the library itself is started only for the first); pair with close_amdsmi."""
+    with _USERS_LOCK:
+        users = _USERS.get(id(amdsmi), (amdsmi, 0))[1]
+        if users == 0:
+            _library_init(amdsmi)
+        _USERS[id(amdsmi)] = (amdsmi, users + 1)
+
+
+def _library_init(amdsmi: Any) -> None:
     try:
         amdsmi.amdsmi_init()
     except amdsmi.AmdSmiException as e:
@@ -254,11 +287,17 @@ def _init(amdsmi: Any) -> None:
 
 
 def close_amdsmi(amdsmi: Any) -> None:
-    """amdsmi_shut_down, ignoring errors: init is reference counted, and a failed shutdown leaves nothing to fix."""
-    try:
-        amdsmi.amdsmi_shut_down()
-    except Exception:
-        pass
+    """Release one user of amdsmi; the last one calls amdsmi_shut_down (errors ignored: nothing is left to fix)."""
+    with _USERS_LOCK:
+        users = _USERS.get(id(amdsmi), (amdsmi, 0))[1]
+        if users > 1:
+            _USERS[id(amdsmi)] = (amdsmi, users - 1)
+            return
+        _USERS.pop(id(amdsmi), None)
+        try:
+            amdsmi.amdsmi_shut_down()
+        except Exception:
+            pass
 
 
 def open_amdsmi_device(amdsmi: Any, pci_bus_id: str | None) -> tuple[Any, str]:
@@ -273,7 +312,7 @@ def open_amdsmi_device(amdsmi: Any, pci_bus_id: str | None) -> tuple[Any, str]:
             f"one). Pass the device by its bus id (e.g. --device rocm:0000:c1:00.0), {_ALTERNATIVES}."
         )
     wanted = normalize_pci_bus_id(pci_bus_id)
-    _init(amdsmi)
+    init_amdsmi(amdsmi)
     try:
         try:
             handles = list(amdsmi.amdsmi_get_processor_handles())
@@ -356,15 +395,17 @@ def amdsmi_versions(amdsmi: Any) -> dict[str, str | None]:
     except Exception as e:
         out["rocm_error"] = amdsmi_error_text(e)
     try:
-        _init(amdsmi)
+        init_amdsmi(amdsmi)
     except TelemetryError as e:
         out["library_error"] = str(e)
         return out
     try:
         v = amdsmi.amdsmi_get_lib_version()
-        out["library"] = f"{v['major']}.{v['minor']}.{v['release']}" + (f" (build {v['build']})" if v.get("build") else "")
+        # "build" is left out: the 7.0.2 wheel reads one character of the C string (build.contents.value).
+        out["library"] = f"{v['major']}.{v['minor']}.{v['release']}"
     except Exception as e:
         out["library_error"] = amdsmi_error_text(e)
     finally:
         close_amdsmi(amdsmi)
     return out
+

@@ -126,9 +126,56 @@ def test_doctor_with_amdsmi_but_no_libamd_smi(monkeypatch, tmp_path):
     monkeypatch.syspath_prepend(str(tmp_path))
     code, out = bench("doctor", "--device", "rocm:0")
     assert code == 0
-    assert "amdsmi │ missing │ The amdsmi" in out and "package is installed, but ROCm's libamd_smi.so cannot be loaded" in out
+    # probed in a fresh process first (item 6), and not imported here after it failed
+    assert "amdsmi import │ missing │ The amdsmi" in out and "package is installed, but ROCm's libamd_smi.so cannot be loaded" in out
+    assert "can break `import torch`" in out and "amdsmi" not in sys.modules
     assert "telemetry amdsmi │ missing │" in out
     sys.modules.pop("amdsmi", None)
+
+
+class _TorchBrokenByAmdsmi:
+    """A meta-path finder for which `import torch` fails as on a ROCm build whose amdsmi does not match."""
+
+    def find_spec(self, name, path=None, target=None):
+        if name == "torch":
+            raise AttributeError("/opt/rocm/lib/libamd_smi.so: undefined symbol: amdsmi_get_gpu_partition_metrics_info")
+
+
+def test_doctor_when_amdsmi_breaks_import_torch(monkeypatch, tmp_path):
+    """Item 6: PyTorch's ROCm build imports amdsmi itself, so doctor explains amdsmi from a subprocess."""
+    from harness.doctor import diagnose
+
+    (tmp_path / "amdsmi").mkdir()
+    (tmp_path / "amdsmi" / "__init__.py").write_text(
+        'raise AttributeError("/opt/rocm/lib/libamd_smi.so: undefined symbol: amdsmi_get_gpu_partition_metrics_info")\n')
+    monkeypatch.syspath_prepend(str(tmp_path))
+    monkeypatch.delitem(sys.modules, "amdsmi", raising=False)
+    monkeypatch.delitem(sys.modules, "torch")
+    monkeypatch.setattr(sys, "meta_path", [_TorchBrokenByAmdsmi(), *sys.meta_path])
+    checks = {c.name: c for c in diagnose(device="rocm:0")}
+    assert checks["torch"].status == "missing" and checks["torch"].detail.startswith("import torch failed (AttributeError")
+    assert "PyTorch's ROCm build imports amdsmi while it loads" in checks["torch"].detail
+    probe = checks["amdsmi import"]
+    assert probe.status == "missing" and "does not match ROCm's libamd_smi.so" in probe.detail
+    assert "undefined symbol: amdsmi_get_gpu_partition_metrics_info" in probe.detail
+    assert "amdsmi" not in sys.modules  # never imported in this process
+
+
+def test_amdsmi_probe_reports_a_crashing_import(tmp_path, monkeypatch):
+    from harness.doctor import probe_amdsmi_import
+
+    (tmp_path / "amdsmi").mkdir()
+    (tmp_path / "amdsmi" / "__init__.py").write_text("import os\nos._exit(139)\n")  # as a segfault in the library
+    monkeypatch.syspath_prepend(str(tmp_path))
+    check = probe_amdsmi_import()
+    assert check.status == "missing" and "killed a fresh Python (exit status 139" in check.detail
+
+
+def test_doctor_does_not_call_a_false_throttle_status_ok(mi355x):
+    """Item 7: False is what an unfilled field reads too (MI300 firmware), so it is a warning, not ok."""
+    assert mi355x.gpus[0].metrics["throttle_status"] is False  # the fake's default
+    code, out = bench("doctor", "--device", "rocm:0")
+    assert code == 0 and "amdsmi: throttle_status │ warn │ unverified: throttle_status reads False" in out
 
 
 def test_sustained_on_an_amd_gpu_end_to_end(mi355x, tmp_path):

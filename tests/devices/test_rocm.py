@@ -141,3 +141,29 @@ def test_idle_check_without_amdsmi_refuses_unless_allowed(hip, amd):
 def test_unknown_device_names_both_vendors():
     with pytest.raises(DeviceError, match="or rocm, rocm:N or rocm:<PCI bus id> for AMD"):
         open_device("hip:0")
+
+
+def test_a_partitioned_gpu_is_found_by_its_partitions_bdf(monkeypatch):
+    """Item 4: in CPX/DPX mode amdsmi puts the partition id in the BDF function; HIP has no function."""
+    fakes.install_fake_hip(monkeypatch, [fakes.hip_props(), fakes.hip_props()])  # one GPU, two partitions
+    monkeypatch.delenv("HIP_VISIBLE_DEVICES", raising=False)
+    monkeypatch.delenv("ROCR_VISIBLE_DEVICES", raising=False)
+    monkeypatch.delenv("CUDA_VISIBLE_DEVICES", raising=False)
+    parts = [fakes.FakeAmdGpu(bdf="0000:c1:00.0", hip_id=0, hip_uuid="aa"),
+             fakes.FakeAmdGpu(bdf="0000:c1:00.1", hip_id=1, hip_uuid="bb")]
+    parts[1].processes = [fakes.process(4242)]
+    amd = fakes.FakeAmdsmi(parts)
+    dev = open_device("rocm:1", amdsmi=amd)
+    assert dev.pci_bus_id == "00000000:C1:00.1" and dev.identity().pci_bus_id == "00000000:C1:00.1"
+    assert [p.pid for p in dev.other_processes()] == [4242]  # partition 1's processes, not partition 0's
+    assert open_device("rocm:0", amdsmi=amd).pci_bus_id == "00000000:C1:00.0"
+    assert amd.init_count == 0
+    monkeypatch.setenv("HIP_VISIBLE_DEVICES", "1,0")  # hip_id no longer matches torch's index
+    with pytest.raises(DeviceError) as e:
+        _ = open_device("rocm:0", amdsmi=amd).pci_bus_id
+    assert "split into 2 compute partitions (00000000:C1:00.0, 00000000:C1:00.1)" in str(e.value)
+    assert "HIP_VISIBLE_DEVICES renumbers" in str(e.value)
+    parts[1].hip_uuid = "GPU-5f3c1a2b-0000-0000-0000-000000000000"  # the uuid torch reports (hip_props)
+    assert open_device("rocm:0", amdsmi=amd).pci_bus_id == "00000000:C1:00.1"
+    amd.break_fn("amdsmi_get_processor_handles", 2)  # amdsmi unusable: HIP's own id, telemetry will say why
+    assert open_device("rocm:0", amdsmi=amd).pci_bus_id == "00000000:C1:00.0" and amd.init_count == 0

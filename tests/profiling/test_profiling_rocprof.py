@@ -6,6 +6,7 @@ they have not met an AMD GPU here, and neither has this code.
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 
 import pytest
@@ -16,6 +17,7 @@ from harness.profiling import (
     TraceFormatError,
     att_command,
     att_stats_cycles,
+    att_wave_cycles,
     instruction_class,
     kernel_trace_command,
     parse_kernel_trace_csv,
@@ -113,3 +115,16 @@ def test_att_stats_with_a_wrong_header_and_a_broken_wave_file(tmp_path):
     (d / "se0_sm0_sl0_wv0.json").write_text("{not json")
     with pytest.raises(TraceFormatError, match="is not JSON"):
         read_att_dir(tmp_path)
+
+
+def test_a_wave_file_in_an_unknown_layout_is_an_error_not_zero_waves(tmp_path):
+    """Item 1: wave.cpp nests instructions under "wave"; a wave-named file without them must not read as no waves."""
+    d = tmp_path / "ui_output_agent_0_dispatch_1"
+    d.mkdir()
+    (d / "se0_sm0_sl0_wv0.json").write_text(json.dumps({"name": "SE0", "duration": 10, "wavedata": {}}))
+    with pytest.raises(TraceFormatError, match="holds no `wave` object with `instructions`"):
+        read_att_dir(tmp_path)
+    doc = json.loads((ROCPROF / "att/gpu-host/4242/ui_output_agent_1_dispatch_3/se0_sm0_sl0_wv0.json").read_text())
+    assert set(doc) == {"name", "duration", "wave", "num_stitched", "num_insts"}  # the layout wave.cpp writes
+    cats, states = att_wave_cycles([doc])
+    assert sum(c.instructions for c in cats) == doc["num_insts"] and sum(states.values()) == doc["duration"]

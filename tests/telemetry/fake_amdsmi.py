@@ -7,6 +7,12 @@ sentinel. `test_fake_matches_the_real_wheel` checks the names against the wheel'
 installed. A GPU holds plain values the tests set; `advance()` moves its counters like the firmware
 would, and `live=True` does that from the real clock (for end-to-end runs). Tests inject the fake
 explicitly (an argument, or `sys.modules["amdsmi"]`); nothing falls back to it.
+
+Shapes that follow the real sources (fake_amdsmi.md beside this file says which source each comes from):
+init/shutdown are a bool, not a count, and a shutdown invalidates every handle; energy counts are in
+2^-16 J while amdsmi_get_energy_count reports the constant 15.3 uJ; residency counters are uint32;
+amdsmi_get_lib_version's "build" is one character; a partitioned GPU has one BDF per partition, the
+function being the partition id, and amdsmi_get_gpu_enumeration_info gives each one's hip_id.
 """
 
 from __future__ import annotations
@@ -19,10 +25,14 @@ from dataclasses import dataclass, field
 from types import SimpleNamespace
 
 STATUS = {"INVAL": 1, "NOT_SUPPORTED": 2, "FAIL_LOAD_MODULE": 4, "NO_PERM": 10, "INIT_ERROR": 18, "NOT_FOUND": 31,
-          "DRIVER_NOT_LOADED": 34, "NO_DATA": 40}
+          "NOT_INIT": 32, "DRIVER_NOT_LOADED": 34, "NO_DATA": 40}
+ENERGY_UNIT_UJ = 1e6 / 65536  # the firmware's count: 2^-16 J
+AMDSMI_RESOLUTION_UJ = 15.3  # what amdsmi_get_energy_count says, whatever the firmware counts in
+U32 = 1 << 32
 _INFO = {1: "AMDSMI_STATUS_INVAL - Invalid parameters", 2: "AMDSMI_STATUS_NOT_SUPPORTED - Feature not supported",
          4: "AMDSMI_STATUS_FAIL_LOAD_MODULE - Fail to load lib", 10: "AMDSMI_STATUS_NO_PERM - Permission Denied",
          18: "AMDSMI_STATUS_INIT_ERROR - Initialization error", 31: "AMDSMI_STATUS_NOT_FOUND - Device Not found",
+         32: "AMDSMI_STATUS_NOT_INIT - Device not initialized",
          34: "AMDSMI_STATUS_DRIVER_NOT_LOADED - Driver not loaded",
          40: "AMDSMI_STATUS_NO_DATA - No data was found for given input"}
 NA = "N/A"
@@ -97,7 +107,7 @@ def metrics_702(**overrides) -> dict:
         "average_uclk_frequency": NA, "average_vclk0_frequency": NA, "average_dclk0_frequency": NA,
         "average_vclk1_frequency": NA, "average_dclk1_frequency": NA, "current_gfxclk": NA, "current_socclk": NA,
         "current_uclk": 2000, "current_vclk0": NA, "current_dclk0": NA, "current_vclk1": NA, "current_dclk1": NA,
-        "throttle_status": NA, "current_fan_speed": NA, "pcie_link_width": 16, "pcie_link_speed": 320,
+        "throttle_status": False, "current_fan_speed": NA, "pcie_link_width": 16, "pcie_link_speed": 320,
         "gfx_activity_acc": 0, "mem_activity_acc": 0, "temperature_hbm": [NA, NA, NA, NA],
         "firmware_timestamp": 90_000_000_000, "voltage_soc": NA, "voltage_gfx": NA, "voltage_mem": NA,
         "indep_throttle_status": NA, "current_socket_power": 160, "vcn_activity": [0, NA, NA, NA],
@@ -124,7 +134,8 @@ class FakeAmdGpu:
     bdf: str = "0000:c1:00.0"  # what amdsmi_get_gpu_device_bdf returns: 4-digit domain, lower case
     metrics: dict = field(default_factory=metrics_702)
     script: list = field(default_factory=list)  # dicts returned (and consumed) before `metrics`
-    resolution_uj: float = 15.3
+    hip_id: int = 0  # amdsmi_get_gpu_enumeration_info()["hip_id"]
+    hip_uuid: str = "5f3c1a2b-0000-0000-0000-000000000000"
     processes: list = field(default_factory=list)  # dicts shaped like amdsmi_get_gpu_process_list's
     violation_code: int | None = None  # an amdsmi status to raise from amdsmi_get_violation_status
     power_cap_uw: int = 1_400_000_000
@@ -143,13 +154,13 @@ class FakeAmdGpu:
         m = self.metrics
         m["firmware_timestamp"] += 100_000 * ms
         m["system_clock_counter"] += 1_000_000 * ms
-        m["energy_accumulator"] += round(power_w * ms * 1e-3 / (self.resolution_uj * 1e-6))
+        m["energy_accumulator"] += round(power_w * ms * 1e-3 / (ENERGY_UNIT_UJ * 1e-6))
         m["current_socket_power"] = round(power_w)
         if accumulate and "accumulation_counter" in m:  # keys an older metrics table lacks stay absent
-            m["accumulation_counter"] += ms
+            m["accumulation_counter"] = (m["accumulation_counter"] + ms) % U32  # uint32 in the firmware
             for key, share in (("ppt_residency_acc", ppt), ("socket_thm_residency_acc", thermal)):
                 due = self._carry.get(key, 0.0) + share * ms  # whole steps only, like the firmware's counter
-                m[key] += int(due + 1e-9)
+                m[key] = (m[key] + int(due + 1e-9)) % U32
                 self._carry[key] = due - int(due + 1e-9)
 
     def read(self) -> dict:
@@ -183,7 +194,8 @@ class FakeAmdsmi:
         self.rocm = rocm
         self.broken: dict[str, int] = {}
         self.calls: dict[str, int] = {}
-        self.init_count = 0
+        self.init_count = 0  # 0 or 1: libamd_smi keeps a bool, a second init is a no-op
+        self.generation = 0  # bumped by each real shutdown: handles from before it are dead
         self.metrics_threads: set[int] = set()
 
     def break_fn(self, name: str, code: int) -> None:
@@ -200,19 +212,25 @@ class FakeAmdsmi:
             raise AmdSmiLibraryException(self.broken[name])
 
     def _gpu(self, h) -> FakeAmdGpu:
+        if not self.init_count or h.generation != self.generation:
+            raise AmdSmiLibraryException(STATUS["NOT_INIT"])  # amdsmi_shut_down ran since this handle was made
         return self.gpus[h.index]
 
     def amdsmi_init(self, flag=AmdSmiInitFlags.INIT_AMD_GPUS):
         self._enter("amdsmi_init")
-        self.init_count += 1
+        self.init_count = 1
 
     def amdsmi_shut_down(self):
         self._enter("amdsmi_shut_down")
-        self.init_count -= 1
+        if self.init_count:
+            self.generation += 1
+        self.init_count = 0
 
     def amdsmi_get_processor_handles(self):
         self._enter("amdsmi_get_processor_handles")
-        return [SimpleNamespace(index=i) for i in range(len(self.gpus))]
+        if not self.init_count:
+            raise AmdSmiLibraryException(STATUS["NOT_INIT"])
+        return [SimpleNamespace(index=i, generation=self.generation) for i in range(len(self.gpus))]
 
     def amdsmi_get_gpu_device_bdf(self, h):
         self._enter("amdsmi_get_gpu_device_bdf")
@@ -226,7 +244,7 @@ class FakeAmdsmi:
     def amdsmi_get_energy_count(self, h):
         self._enter("amdsmi_get_energy_count")
         g = self._gpu(h)
-        return {"energy_accumulator": g.metrics["energy_accumulator"], "counter_resolution": g.resolution_uj,
+        return {"energy_accumulator": g.metrics["energy_accumulator"], "counter_resolution": AMDSMI_RESOLUTION_UJ,
                 "timestamp": g.metrics["system_clock_counter"]}
 
     def amdsmi_get_violation_status(self, h):
@@ -264,7 +282,13 @@ class FakeAmdsmi:
     def amdsmi_get_lib_version(self):
         self._enter("amdsmi_get_lib_version")
         assert self.init_count > 0, "amdsmi_get_lib_version needs amdsmi_init (AMDSMI_CHECK_INIT)"
-        return {"major": 26, "minor": 0, "release": 2, "build": "26.0.2.0"}
+        return {"major": 26, "minor": 0, "release": 2, "build": "2"}  # the wheel reads one char of the C string
+
+    def amdsmi_get_gpu_enumeration_info(self, h):
+        self._enter("amdsmi_get_gpu_enumeration_info")
+        g = self._gpu(h)
+        return {"drm_render": 128 + h.index, "drm_card": h.index, "hsa_id": h.index + 1, "hip_id": g.hip_id,
+                "hip_uuid": g.hip_uuid}
 
     def amdsmi_get_rocm_version(self):
         self._enter("amdsmi_get_rocm_version")
