@@ -144,11 +144,13 @@ down() {
   if [ -f "$dir/slurm.conf" ] && pid_alive "$dir/slurmctld.pid"; then
     SLURM_CONF=$dir/slurm.conf timeout 10 scancel --full --quiet -u "$(id -un)" 2>/dev/null || true
   fi
-  local pidfile pid i
+  local pidfile pid i pids=()
   for pidfile in "$dir/slurmd.pid" "$dir/slurmctld.pid" "$dir/munge/munged.pid"; do
-    pid_alive "$pidfile" || continue
-    pid=$(cat "$pidfile")
-    kill -TERM "$pid" 2>/dev/null || true
+    pid_alive "$pidfile" && pids+=("$(cat "$pidfile")")
+  done
+  # All at once: each takes a second or two to stop, and none needs another to do so.
+  [ ${#pids[@]} -gt 0 ] && kill -TERM "${pids[@]}" 2>/dev/null || true
+  for pid in "${pids[@]}"; do
     for ((i = 0; i < 50; i++)); do kill -0 "$pid" 2>/dev/null || break; sleep 0.1; done
     kill -0 "$pid" 2>/dev/null && kill -KILL "$pid" 2>/dev/null || true
   done

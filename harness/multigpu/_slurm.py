@@ -248,7 +248,9 @@ def check_partition(options: SlurmOptions, *, run: Callable = subprocess.run) ->
     """
     done = _slurm_command(["sinfo", "--noheader", "--Node", "--format=%P|%N|%c|%m|%G"], run, timeout=SINFO_TIMEOUT_S)
     if done.returncode != 0:
-        raise HarnessError(f"sinfo failed (status {done.returncode}): {(done.stderr or done.stdout).strip()}")
+        raise HarnessError(f"sinfo failed (status {done.returncode}): {(done.stderr or done.stdout).strip()}. The job "
+                           f"is written but not queued; is slurmctld up (`scontrol ping`, SLURM_CONF="
+                           f"{os.environ.get('SLURM_CONF', 'not set')})?")
     nodes: dict[str, list[dict]] = {}
     default = None
     for line in (done.stdout or "").splitlines():

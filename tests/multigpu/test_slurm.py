@@ -73,8 +73,6 @@ def test_job_folder(tmp_path):
     saved = json.loads(job.job_path.read_text())
     assert saved["config"]["device"] == "cuda:0"  # each task opens its allocated GPU, not this machine's
     assert saved["config"]["results_dir"] == str(tmp_path / "job" / "tasks")
-    with pytest.raises(ConfigError, match="already holds a job"):
-        write_slurm_job(suite(tmp_path), options=SlurmOptions(per="config"), out_dir=tmp_path / "job")
     with pytest.raises(ConfigError, match="holds a space"):
         write_slurm_job(suite(tmp_path), options=SlurmOptions(per="config"), out_dir=tmp_path / "a b")
 
@@ -85,12 +83,15 @@ def test_submit_is_an_argument_list(tmp_path):
 
     def fake_run(argv, **kw):
         calls.append(argv)
-        return subprocess.CompletedProcess(argv, 0, stdout="4711;cluster\n", stderr="")
+        out = "gpu*|n1|64|900000|gpu:8\n" if argv[0] == "sinfo" else "4711;cluster\n"
+        return subprocess.CompletedProcess(argv, 0, stdout=out, stderr="")
 
     assert submit_slurm_job(job, run=fake_run) == "4711"
-    assert calls == [["sbatch", "--parsable", str(job.script_path)]]
+    assert calls[-1] == ["sbatch", "--parsable", str(job.script_path)] and calls[0][0] == "sinfo"
 
     def refused(argv, **kw):
+        if argv[0] == "sinfo":
+            return fake_run(argv)
         return subprocess.CompletedProcess(argv, 1, stdout="", stderr="sbatch: error: invalid partition")
 
     with pytest.raises(HarnessError, match="invalid partition"):
