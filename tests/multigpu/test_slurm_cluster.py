@@ -112,7 +112,7 @@ def test_a_job_array_of_cpu_tasks_runs_merges_and_reports(tmp_path, on_cluster):
                  for r in run.measurements.iter_rows(named=True)}
         assert run.measurements.height == 2 and run.info["status"] == "complete"
     assert got == want and merged.measurements.height == 4
-    assert "spread" in text.lower()  # two devices of one suite: the spread table, not pooled repeats
+    assert "Spread between GPUs" in text  # two devices of one suite: the spread table, not pooled repeats
 
     code, text = bench("report", str(out / "merged"), "--html", str(tmp_path / "report.html"))
     assert code == 0, text
