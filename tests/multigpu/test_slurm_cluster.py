@@ -23,7 +23,7 @@ from harness.results import read_run
 SCRIPT = Path(__file__).resolve().parents[2] / "scripts" / "slurm.sh"
 UNAVAILABLE = 3  # scripts/slurm.sh: Slurm cannot be installed or run here
 SUITE = ["--device", "cpu", "--quick", "-k", "sdpa-cpu", "--heads", "2", "--seq-len", "256", "--head-dim", "64",
-         "--dtype", "fp32", "-i", "gaussian:1"]
+         "--dtype", "fp32", "-i", "gaussian:1", "--idle-s", "0", "--warmin-cap-s", "0.5"]
 
 
 @pytest.fixture(scope="module")
