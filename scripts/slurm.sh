@@ -40,10 +40,12 @@ install_packages() {
   command -v apt-get >/dev/null || unavailable "slurmctld, slurmd, sbatch or munged is missing and there is no apt-get"
   local log
   log=$(mktemp)
-  # The lock timeout lets two runs that install at once wait for each other instead of failing.
-  if ! { apt-get -o DPkg::Lock::Timeout=120 update -q \
-      && DEBIAN_FRONTEND=noninteractive apt-get -o DPkg::Lock::Timeout=120 install -y -q --no-install-recommends \
-         slurmctld slurmd slurm-client munge; } >"$log" 2>&1; then
+  # The lock timeout lets two runs that install at once wait for each other instead of failing. The package
+  # lists are updated only when they do not know the packages (a fresh image), or the install fails.
+  local install=(env DEBIAN_FRONTEND=noninteractive apt-get -o DPkg::Lock::Timeout=120 install -y -q
+                 --no-install-recommends slurmctld slurmd slurm-client munge)
+  if ! { { apt-cache show slurmctld slurmd slurm-client munge >/dev/null 2>&1 && "${install[@]}"; } \
+      || { apt-get -o DPkg::Lock::Timeout=120 update -q && "${install[@]}"; }; } >"$log" 2>&1; then
     tail -5 "$log" >&2
     rm -f "$log"
     unavailable "apt-get could not install slurmctld slurmd slurm-client munge (last lines above)"

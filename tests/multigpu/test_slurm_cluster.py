@@ -16,7 +16,7 @@ from pathlib import Path
 import pytest
 from typer.testing import CliRunner
 
-from harness.errors import ConfigError
+from harness.errors import ConfigError, HarnessError
 from harness.multigpu import SlurmOptions, check_partition, check_slurm_job, write_slurm_job
 from harness.results import read_run
 
@@ -31,7 +31,9 @@ def slurm_conf(tmp_path_factory):
     """SLURM_CONF of a cluster brought up for this module and always taken down."""
     folder = tmp_path_factory.mktemp("slurm")
     try:
-        up = subprocess.run(["bash", str(SCRIPT), "up", str(folder)], capture_output=True, text=True, timeout=300)
+        # one fake GPU (GRES over a character device): GPU tasks can be scheduled, not run
+        up = subprocess.run(["bash", str(SCRIPT), "up", str(folder), "--gpus", "1"], capture_output=True, text=True,
+                            timeout=300)
         if up.returncode == UNAVAILABLE:
             pytest.skip(f"no Slurm here: {up.stderr.strip()}")
         assert up.returncode == 0, f"scripts/slurm.sh up failed:\n{up.stdout}{up.stderr}"
@@ -64,8 +66,14 @@ def test_sbatch_accepts_the_script(tmp_path, on_cluster):
     with pytest.raises(ConfigError, match=f"--cpus-per-task {on_cluster['cpus'] + 1}: the nodes of the default "
                                           f"partition \\(debug\\) have at most {on_cluster['cpus']} CPU"):
         check_partition(too_many)  # sbatch --submit alone would queue it forever (Reason=PartitionConfig)
-    with pytest.raises(ConfigError, match="no node of the default partition \\(debug\\) has GPU GRES"):
-        check_partition(SlurmOptions(per="config", device="cuda:0", cpus_per_task=1))
+    assert on_cluster["gpu_nodes"] == on_cluster["nodes"]  # the fake GPU is GRES that sinfo lists
+    gpu_job = write_slurm_job(suite(tmp_path), out_dir=tmp_path / "gpu-job",
+                              options=SlurmOptions(per="config", device="cuda:0", time="00:10:00", cpus_per_task=1))
+    assert "#SBATCH --gres=gpu:1\n" in gpu_job.script and "to start at" in check_slurm_job(gpu_job)
+    two = write_slurm_job(suite(tmp_path), out_dir=tmp_path / "two-gpus", options=SlurmOptions(
+        per="config", device="cuda:0", cpus_per_task=1, sbatch_args=("--gres=gpu:2",)))
+    with pytest.raises(HarnessError, match="sbatch --test-only .* failed"):
+        check_slurm_job(two)  # Slurm's own refusal, passed on: the node has one GPU
 
 
 def _wait(job_id: str, timeout_s: float = 120.0) -> None:
