@@ -140,7 +140,7 @@ def render_sbatch(*, options: SlurmOptions, n_tasks: int, n_configs: int, out_di
         f"cd {q(workdir)}",
         *options.setup,
         "# The Python `bench slurm` ran in (its --python changes it): the same harness, the same packages.",
-        f"exec {options.python} -m harness.multigpu._worker --job {q(out_dir / JOB)} "
+        f"exec {options.python} -m harness.multigpu._worker --job {q(out_dir / JOB)} "  # noqa: ISC004
         '--task "${SLURM_ARRAY_TASK_ID}"',
     ]
     return "\n".join(lines) + "\n"

@@ -51,7 +51,7 @@ def test_gres_only_when_the_tasks_use_gpus():
 
 
 def test_the_partition_is_checked_before_sbatch(tmp_path):
-    cpu = dict(per="config", device="cpu")
+    cpu = {"per": "config", "device": "cpu"}
     with pytest.raises(ConfigError, match=r"--cpus-per-task 8: the nodes of the default partition \(debug\) have at "
                                           r"most 2 CPU\(s\).*Pass --cpus-per-task 2 or fewer"):
         check_partition(SlurmOptions(**cpu), run=FakeSlurm())  # the default 8 on a 2-CPU node
@@ -141,6 +141,7 @@ def test_a_job_only_written_or_checked_can_be_rewritten_and_submitted(tmp_path):
 
 def test_the_worker_module_starts_without_a_runpy_warning(tmp_path):
     done = subprocess.run([sys.executable, "-W", "error::RuntimeWarning", "-m", "harness.multigpu._worker", "--job",
-                           str(tmp_path / "absent.json"), "--task", "0"], capture_output=True, text=True, timeout=120)
+                           str(tmp_path / "absent.json"), "--task", "0"], capture_output=True, text=True, timeout=120,
+                          check=False)
     assert "RuntimeWarning" not in done.stderr and done.returncode == 3, done.stderr
     assert json.loads(done.stdout)["message"].startswith(f"Cannot read the job file {tmp_path / 'absent.json'}")

@@ -8,7 +8,6 @@ apt-get, packages not installable), with its reason; a cluster that does not com
 from __future__ import annotations
 
 import json
-import os
 import subprocess
 import time
 from pathlib import Path
@@ -17,7 +16,12 @@ import pytest
 from typer.testing import CliRunner
 
 from harness.errors import ConfigError, HarnessError
-from harness.multigpu import SlurmOptions, check_partition, check_slurm_job, write_slurm_job
+from harness.multigpu import (
+    SlurmOptions,
+    check_partition,
+    check_slurm_job,
+    write_slurm_job,
+)
 from harness.results import read_run
 
 SCRIPT = Path(__file__).resolve().parents[2] / "scripts" / "slurm.sh"
@@ -33,13 +37,13 @@ def slurm_conf(tmp_path_factory):
     try:
         # one fake GPU (GRES over a character device): GPU tasks can be scheduled, not run
         up = subprocess.run(["bash", str(SCRIPT), "up", str(folder), "--gpus", "1"], capture_output=True, text=True,
-                            timeout=300)
+                            timeout=300, check=False)
         if up.returncode == UNAVAILABLE:
             pytest.skip(f"no Slurm here: {up.stderr.strip()}")
         assert up.returncode == 0, f"scripts/slurm.sh up failed:\n{up.stdout}{up.stderr}"
         yield str(folder / "slurm.conf")
     finally:
-        subprocess.run(["bash", str(SCRIPT), "down", str(folder)], capture_output=True, timeout=60)
+        subprocess.run(["bash", str(SCRIPT), "down", str(folder)], capture_output=True, timeout=60, check=False)
 
 
 @pytest.fixture
@@ -79,7 +83,8 @@ def test_sbatch_accepts_the_script(tmp_path, on_cluster):
 def _wait(job_id: str, timeout_s: float = 120.0) -> None:
     end = time.monotonic() + timeout_s
     while time.monotonic() < end:
-        queued = subprocess.run(["squeue", "--noheader", "--jobs", job_id], capture_output=True, text=True, timeout=10)
+        queued = subprocess.run(["squeue", "--noheader", "--jobs", job_id], capture_output=True, text=True, timeout=10,
+                                check=False)
         if queued.returncode == 0 and not queued.stdout.strip():
             return
         time.sleep(0.5)
