@@ -92,27 +92,28 @@ def slurm(
     account: Optional[str] = typer.Option(None),
     time: str = typer.Option("02:00:00", help="time limit of each task"),
     job_name: str = typer.Option("bench"),
-    cpus_per_task: int = typer.Option(8),
+    cpus_per_task: int = typer.Option(8, help="CPUs of each task; checked against the partition's nodes (sinfo)"),
     mem: Optional[str] = typer.Option(None),
     max_parallel: Optional[int] = typer.Option(None, help="at most this many tasks at once"),
     sbatch_arg: List[str] = typer.Option([], "--sbatch-arg", help="another #SBATCH option, e.g. --constraint=h200 (repeatable)"),
     setup: List[str] = typer.Option([], "--setup", help="a shell line run before each task, e.g. 'source .venv/bin/activate' (repeatable)"),
-    python: str = typer.Option("python", help="the Python that runs each task"),
-    task_device: str = typer.Option("cuda:0", help="what each task opens (Slurm shows a task its GPU as cuda:0)"),
+    python: Optional[str] = typer.Option(None, help="the Python that runs each task (default: this one, sys.executable)"),
+    task_device: Optional[str] = typer.Option(None, help="what each task opens (default: the suite's --device, else cuda:0: Slurm shows a task its GPU as cuda:0)"),
     submit: bool = typer.Option(False, help="submit with sbatch (default: write the job and print the script)"),
     test_only: bool = typer.Option(False, help="ask `sbatch --test-only` to check the script; nothing is queued"),
 ) -> None:
     """Write a Slurm job array for a suite (and with --submit submit it); `bench merge` joins the tasks' runs."""
     from harness.cli.sustained import sustained_config_from_args
     from harness.errors import HarnessError
-    from harness.multigpu import SlurmOptions, check_slurm_job, submit_slurm_job, write_slurm_job
+    from harness.multigpu import SlurmOptions, check_slurm_job, submit_slurm_job, task_device as _task_device, write_slurm_job
 
     console = _console()
     try:
-        options = SlurmOptions(per=per, tasks=tasks, replicate=replicate, device=task_device, job_name=job_name,
+        options = SlurmOptions(per=per, tasks=tasks, replicate=replicate, device=_task_device(task_device, args or []),
+                               job_name=job_name,
                                time=time, partition=partition, account=account, cpus_per_task=cpus_per_task, mem=mem,
                                max_parallel=max_parallel, sbatch_args=tuple(sbatch_arg), setup=tuple(setup),
-                               python=python)
+                               **({"python": python} if python else {}))
         config = sustained_config_from_args(list(args or []))
         job = write_slurm_job(config, options=options, out_dir=out, command=_command())
         if not submit:
@@ -132,13 +133,14 @@ def merge(
     run_dirs: List[Path] = typer.Argument(..., help="run directories to join (e.g. a Slurm job's tasks/*)"),
     out: Path = typer.Option(..., help="the merged run directory to create"),
 ) -> None:
-    """Join per-GPU or per-task runs into one run; each row keeps its GPU."""
+    """Join per-GPU or per-task runs into one run; each row keeps its GPU. Exit status 0 complete, 3 failed, 4 incomplete."""
     from harness.errors import HarnessError
-    from harness.multigpu import merge_runs
+    from harness.multigpu import merge_exit_code, merge_runs
 
     try:
         result = merge_runs(run_dirs, out=out, command=_command())
     except HarnessError as exc:
         _fail(exc)
     render_multi(result, _console())
+    raise typer.Exit(merge_exit_code(result.status))  # 0 complete, 3 failed, 4 incomplete
 

@@ -13,17 +13,21 @@ spread between GPUs. The pieces are merged into one run directory whose rows nam
 """
 
 from harness.multigpu._merge import (
+    MERGE_EXIT,
     GpuOutcome,
     MultiResult,
     Piece,
+    merge_exit_code,
     merge_pieces,
     merge_runs,
+    piece_labels,
     read_piece,
     read_rows,
 )
 from harness.multigpu._orchestrate import run_multi
 from harness.multigpu._plan import (
     MODES,
+    SIDECAR,
     assign_configs,
     config_from_dict,
     config_to_dict,
@@ -51,19 +55,24 @@ from harness.multigpu._slurm import (
     PER,
     SlurmJob,
     SlurmOptions,
+    check_partition,
     check_slurm_job,
     plan_tasks,
     render_sbatch,
     submit_slurm_job,
+    task_device,
+    task_logs,
     write_slurm_job,
 )
 from harness.multigpu._spread import GpuFigure, GpuSpread, gpu_spread, suite_spread
 
 __all__ = [
     "GPU_SEPARATOR",
+    "MERGE_EXIT",
     "MODES",
     "MULTICAST_OFF",
     "PER",
+    "SIDECAR",
     "GpuFigure",
     "GpuOutcome",
     "GpuSlot",
@@ -73,6 +82,7 @@ __all__ = [
     "SlurmJob",
     "SlurmOptions",
     "assign_configs",
+    "check_partition",
     "check_slurm_job",
     "config_from_dict",
     "config_to_dict",
@@ -83,9 +93,11 @@ __all__ = [
     "gpu_measurement_id",
     "gpu_of",
     "gpu_spread",
+    "merge_exit_code",
     "merge_pieces",
     "merge_runs",
     "parse_gpus",
+    "piece_labels",
     "plan_tasks",
     "read_piece",
     "read_rows",
@@ -96,6 +108,8 @@ __all__ = [
     "submit_slurm_job",
     "subset_config",
     "suite_spread",
+    "task_device",
+    "task_logs",
     "with_gpu",
     "worker_env",
     "write_slurm_job",

@@ -23,10 +23,14 @@ from datetime import datetime, timezone
 from pathlib import Path
 
 from harness.errors import ResultsError
+from harness.multigpu._plan import SIDECAR
 from harness.multigpu._rows import gpu_dirname, gpu_label, gpu_measurement_id, with_gpu
-from harness.multigpu._worker import SIDECAR
 
-__all__ = ["GpuOutcome", "MultiResult", "Piece", "merge_pieces", "merge_runs", "read_piece", "read_rows"]
+__all__ = ["MERGE_EXIT", "GpuOutcome", "MultiResult", "Piece", "merge_exit_code", "merge_pieces", "merge_runs",
+           "piece_labels", "read_piece", "read_rows"]
+
+# `bench merge`'s exit status by the merged run's status (2 stays bad input, as for every command).
+MERGE_EXIT = {"complete": 0, "failed": 3, "incomplete": 4}
 
 _CONFIG_PREFIX = re.compile(r"^([cb])(\d+)-")
 _SHARED = ("device_kind", "device_name", "driver", "runtime", "compute_capability", "sm_count", "memory_bytes",
@@ -88,12 +92,39 @@ def read_rows(run_dir: Path, table: str) -> list[dict]:
     return [row for f in files for row in _read_arrow(f, table).to_pylist()]
 
 
+def merge_exit_code(status: str) -> int:
+    """0 for a complete merged run, 3 failed (no measurement timed), 4 incomplete."""
+    return MERGE_EXIT.get(status, MERGE_EXIT["incomplete"])
+
+
+def _log_hint(path: Path) -> str:
+    """Where a Slurm task said why it wrote no run: its log(s), with the last line of each."""
+    from harness.multigpu._slurm import task_logs
+
+    logs = task_logs(path)
+    if not logs:
+        return ""
+
+    def last(log: Path) -> str:
+        lines = [x for x in log.read_text(encoding="utf-8", errors="replace").splitlines() if x.strip()]
+        return lines[-1].strip() if lines else "(empty)"
+
+    return " The task's log says why: " + "; ".join(f"{log}: {last(log)}" for log in logs[:4]) + (
+        f" (and {len(logs) - 4} more in {logs[0].parent})" if len(logs) > 4 else "") + "."
+
+
 def read_piece(path: Path | str) -> Piece:
     """A run directory as a piece: its multigpu.json when a worker wrote one, else its runs row."""
     path = Path(path)
+    if not path.exists() and any(c in str(path) for c in "*?["):
+        hint = _log_hint(path) or (f" Look at the job's logs/ folder beside {path.parent}." if
+                                   path.parent.name == "tasks" else "")
+        raise ResultsError(f"{path} does not exist: the shell passed the pattern unexpanded because nothing matched "
+                           f"it, so no task wrote a run directory.{hint}")
     if not (path / "runs.parquet").is_file():
-        raise ResultsError(f"{path} is not a run directory: it has no runs.parquet. Pass directories that "
-                           f"`bench sustained` or a `bench slurm` task wrote.")
+        hint = _log_hint(path) or " Pass directories that `bench sustained` or a `bench slurm` task wrote."
+        raise ResultsError(f"{path} is not a run directory: it has no runs.parquet (a task that stopped before its "
+                           f"first table, e.g. on an import error, leaves only the folder).{hint}")
     sidecar = path / SIDECAR
     if sidecar.is_file():
         s = json.loads(sidecar.read_text(encoding="utf-8"))
@@ -170,8 +201,7 @@ def merge_pieces(writer, pieces: Sequence[Piece], *, header: Mapping | None = No
     if len(sizes) > 1:
         raise ResultsError(f"The runs to merge come from suites of different sizes {sorted(sizes)}: not one job.")
     suite_size = suite_size if suite_size is not None else (sizes.pop() if sizes else None)
-    with_host = len({p.host for p in pieces}) > 1
-    labels = [gpu_label(gpu_id=p.gpu_id, host=p.host, with_host=with_host) for p in pieces]
+    labels = piece_labels(pieces)
     used: set[str] = set()
     rows: list[dict] = []
     outcomes: list[GpuOutcome] = []
@@ -221,6 +251,27 @@ def merge_pieces(writer, pieces: Sequence[Piece], *, header: Mapping | None = No
                        gpus=tuple(outcomes), measurements=with_gpu(rows))
 
 
+def piece_labels(pieces: Sequence[Piece]) -> list[str]:
+    """The device label of each piece in a merged run: its GPU (with the host when pieces span hosts).
+
+    Pieces on one device that measured the same configurations (two CPU tasks with --replicate, or one GPU
+    twice) are kept apart as `<gpu>~task<N>` (or `~<k>`): pooling them would hide the spread between them.
+    """
+    with_host = len({p.host for p in pieces}) > 1
+    base = [gpu_label(gpu_id=p.gpu_id, host=p.host, with_host=with_host) for p in pieces]
+    labels = list(base)
+    for label in dict.fromkeys(base):
+        group = [i for i, b in enumerate(base) if b == label]
+        sets = [pieces[i].config_indices for i in group]
+        if len(group) < 2 or (None not in sets and len(set().union(*sets)) == sum(len(s) for s in sets)):
+            continue  # one piece, or shards of one device that never measured the same configuration
+        tasks = [pieces[i].task for i in group]
+        by_task = None not in tasks and len(set(tasks)) == len(tasks)
+        for k, i in enumerate(group):
+            labels[i] = f"{label}~task{tasks[k]}" if by_task else f"{label}~{k + 1}"
+    return labels
+
+
 def _merged_info(infos, labels, outcomes, *, header: dict, mode, suite_size, to_json, root: Path) -> dict:
     info: dict = {k: _same([i.get(k) for i in infos]) for k in _SHARED} if infos else {}
     if infos:
@@ -250,8 +301,10 @@ def _merged_info(infos, labels, outcomes, *, header: dict, mode, suite_size, to_
         for o in outcomes]}
     config = json.loads(header.pop("config_json", None) or info.get("config_json") or "{}")
     info["config_json"] = to_json({**config, "multigpu": manifest})
-    n = len(dict.fromkeys(labels))
-    note = f"merged run of {n} GPU run(s) ({mode or 'merge'}); each GPU's own run is under gpus/"
+    devices = len({label.split("~")[0] for label in labels})
+    tasks = header.pop("tasks", None)
+    note = (f"merged run of {len(labels)} run(s)" + (f" of {tasks} Slurm task(s)" if tasks else "")
+            + f" on {devices} device(s) ({mode or 'merge'}); each run is under gpus/")
     info["notes"] = header.pop("notes", None) or note
     info.update({k: v for k, v in header.items() if v is not None})
     return info
@@ -297,5 +350,6 @@ def merge_runs(run_dirs: Sequence[Path | str], *, out: Path | str, command: str 
         shutil.copytree(p.path, dest)
         copied.append(replace(p, path=dest))
     modes = {p.mode for p in pieces if p.mode}
-    return merge_pieces(writer, copied, header={"command": command or None},
+    tasks = {p.task for p in copied if p.task is not None}
+    return merge_pieces(writer, copied, header={"command": command or None, "tasks": len(tasks) or None},
                         mode=modes.pop() if len(modes) == 1 else "merge")

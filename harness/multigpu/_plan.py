@@ -19,9 +19,13 @@ from pathlib import Path
 from harness.config import RunConfig, SustainedProtocol
 from harness.errors import ConfigError
 
-__all__ = ["MODES", "assign_configs", "config_from_dict", "config_to_dict", "subset_config"]
+__all__ = ["MODES", "SIDECAR", "assign_configs", "config_from_dict", "config_to_dict", "subset_config"]
 
 MODES = ("shard", "replicate")
+# Beside each worker's runs.parquet: its GPU and the suite indices of its configurations (see _worker). Here,
+# not in _worker, so that importing the package never imports the module `python -m` then runs as __main__
+# (runpy's RuntimeWarning at the top of every task log).
+SIDECAR = "multigpu.json"
 
 
 def assign_configs(n_configs: int, n_workers: int, *, replicate: bool) -> tuple[tuple[int, ...], ...]:

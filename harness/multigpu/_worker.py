@@ -27,12 +27,12 @@ import signal
 import socket
 import sys
 from pathlib import Path
+
+from harness.multigpu._plan import SIDECAR
 from harness.runner._channel import JsonLinesChannel
 from harness.runner._observer import NullObserver
 
 __all__ = ["SIDECAR", "main"]
-
-SIDECAR = "multigpu.json"
 EXIT_BUSY, EXIT_ERROR, EXIT_STOPPED, EXIT_CRASH, EXIT_INTERRUPTED = 6, 3, 4, 5, 130
 _MEASURED = ("measurement_id", "config_index", "input_label", "kernel", "repeat", "status", "time_ns",
              "sm_clock_mhz", "inband_clock_mhz", "error")

@@ -120,3 +120,75 @@ def test_a_future_gpu_column_is_filled_and_read(tmp_path, monkeypatch):
     finally:
         monkeypatch.undo()
         _schema.table_schema.cache_clear()
+
+
+def test_two_replicated_tasks_on_one_device_stay_two_and_the_notes_count_runs(tmp_path):
+    """Two CPU tasks of `bench slurm --replicate` both measured "cpu": kept apart, so the spread is shown."""
+    from harness.multigpu import gpu_spread
+
+    runs = [write_run(tmp_path / "t", gpu="cpu", times={(0, "k"): [100 + t, 101 + t]}, suite_size=1, task=t, tasks=2)
+            for t in (0, 1)]
+    res = merge_runs(runs, out=tmp_path / "m")
+    assert res.status == "complete" and [o.gpu for o in res.gpus] == ["cpu~task0", "cpu~task1"]
+    assert {r["measurement_id"] for r in res.measurements} == {f"cpu~task{t}#c0-k-r{r}" for t in (0, 1) for r in (0, 1)}
+    (spread,) = gpu_spread(res.measurements)
+    assert sorted(g.gpu for g in spread.gpus) == ["cpu~task0", "cpu~task1"]
+    assert read_run(tmp_path / "m").info["notes"].startswith(
+        "merged run of 2 run(s) of 2 Slurm task(s) on 1 device(s) (replicate)")
+
+
+def test_shards_of_one_device_keep_its_name(tmp_path):
+    runs = [write_run(tmp_path / "t", gpu="cpu", times={(0, "k"): [100]}, config_indices=(t,), suite_size=2, task=t,
+                      tasks=2, mode="shard") for t in (0, 1)]
+    res = merge_runs(runs, out=tmp_path / "m")
+    assert {r["gpu"] for r in res.measurements} == {"cpu"} and res.status == "complete"
+    assert "merged run of 2 run(s) of 2 Slurm task(s) on 1 device(s) (shard)" in read_run(tmp_path / "m").info["notes"]
+
+
+def _job_folder(tmp_path):
+    job = tmp_path / "job"
+    (job / "tasks").mkdir(parents=True)
+    (job / "logs").mkdir()
+    (job / "job.json").write_text("{}")
+    return job
+
+
+def test_a_task_that_wrote_no_table_is_named_with_its_log(tmp_path):
+    job = _job_folder(tmp_path)
+    (job / "tasks" / "20261201-120000-task0001-ab12").mkdir()  # the folder, then an import error
+    (job / "logs" / "77_1.out").write_text("Traceback (most recent call last):\nModuleNotFoundError: No module named "
+                                           "'pyarrow'\n")
+    (job / "logs" / "77_0.out").write_text("all fine\n")
+    with pytest.raises(ResultsError, match=r"task0001-ab12 is not a run directory: it has no runs\.parquet.*The task's "
+                                           r"log says why: .*logs/77_1\.out: ModuleNotFoundError: No module named "
+                                           r"'pyarrow'\.$"):
+        merge_runs([job / "tasks" / "20261201-120000-task0001-ab12"], out=tmp_path / "m")
+
+
+def test_an_unexpanded_tasks_pattern_says_no_task_wrote_a_run(tmp_path):
+    job = _job_folder(tmp_path)
+    (job / "logs" / "77_0.out").write_text("/usr/bin/python: No module named harness\n")
+    with pytest.raises(ResultsError, match=r"tasks/\* does not exist: the shell passed the pattern unexpanded .* no "
+                                           r"task wrote a run directory\. The task's log says why: .*77_0\.out: "
+                                           r"/usr/bin/python: No module named harness"):
+        merge_runs([job / "tasks" / "*"], out=tmp_path / "m")
+
+
+def test_bench_merge_exits_by_the_merged_status(tmp_path):
+    from typer.testing import CliRunner
+
+    from harness.cli import app
+    from harness.multigpu import MERGE_EXIT
+
+    def merge(*runs, out):
+        return CliRunner().invoke(app, ["merge", *map(str, runs), "--out", str(tmp_path / out)],
+                                  env={"COLUMNS": "200"}).exit_code
+
+    ok = write_run(tmp_path / "t", gpu=A, times={(0, "k"): [10]}, suite_size=1)
+    stopped = write_run(tmp_path / "t", gpu=B, times={(0, "k"): [10]}, suite_size=1, status="incomplete")
+    nothing = write_run(tmp_path / "t", gpu=B, times={}, suite_size=1, task=1)
+    assert MERGE_EXIT == {"complete": 0, "failed": 3, "incomplete": 4}
+    assert merge(ok, out="m0") == 0
+    assert merge(ok, stopped, out="m1") == 4
+    assert merge(nothing, out="m2") == 3
+    assert merge(tmp_path / "t" / "absent", out="m3") == 2  # bad input, as everywhere
