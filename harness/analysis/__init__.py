@@ -25,10 +25,15 @@ from harness.analysis._compare import (
 )
 from harness.analysis._decompose import VERDICTS, Decomposition, Ratio, VerdictRule, decompose, geomean, limiter_label
 from harness.analysis._chiplets import chiplet_spread
+from harness.analysis._spread import GpuFigure, GpuSpread, gpu_spread, suite_spread
 from harness.analysis._stats import bootstrap_ci, cv, mean, median, value_range
 from harness.analysis._window import POWER_REASONS, THERMAL_REASONS, chunk_clock, samples_in, summarize_window
 
 __all__ = [
+    "GpuFigure",
+    "GpuSpread",
+    "gpu_spread",
+    "suite_spread",
     "chiplet_spread",
     "BURST_STATUS",
     "MEDIAN_FIELDS",

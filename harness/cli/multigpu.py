@@ -46,8 +46,7 @@ def render_multi(result, console) -> None:
     """The GPUs' outcomes, then the sustained tables (sharded) or the spread between GPUs (replicated)."""
     from rich.table import Table
 
-    from harness.analysis import aggregate_repeats
-    from harness.multigpu import gpu_spread
+    from harness.analysis import aggregate_repeats, gpu_spread
     from harness.report import gpu_spread_tables, sustained_tables
 
     t = Table(title=f"{result.run_id} ({result.status}): GPUs", title_justify="left", header_style="bold")

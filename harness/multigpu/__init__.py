@@ -33,15 +33,6 @@ from harness.multigpu._plan import (
     config_to_dict,
     subset_config,
 )
-from harness.multigpu._rows import (
-    GPU_SEPARATOR,
-    gpu_dirname,
-    gpu_label,
-    gpu_measurement_id,
-    gpu_of,
-    split_measurement_id,
-    with_gpu,
-)
 from harness.multigpu._select import (
     MULTICAST_OFF,
     GpuSlot,
@@ -64,19 +55,15 @@ from harness.multigpu._slurm import (
     task_logs,
     write_slurm_job,
 )
-from harness.multigpu._spread import GpuFigure, GpuSpread, gpu_spread, suite_spread
 
 __all__ = [
-    "GPU_SEPARATOR",
     "MERGE_EXIT",
     "MODES",
     "MULTICAST_OFF",
     "PER",
     "SIDECAR",
-    "GpuFigure",
     "GpuOutcome",
     "GpuSlot",
-    "GpuSpread",
     "MultiResult",
     "Piece",
     "SlurmJob",
@@ -88,11 +75,6 @@ __all__ = [
     "config_to_dict",
     "cpu_stand_ins",
     "enumerate_cuda_gpus",
-    "gpu_dirname",
-    "gpu_label",
-    "gpu_measurement_id",
-    "gpu_of",
-    "gpu_spread",
     "merge_exit_code",
     "merge_pieces",
     "merge_runs",
@@ -104,13 +86,10 @@ __all__ = [
     "render_sbatch",
     "run_multi",
     "select_gpus",
-    "split_measurement_id",
     "submit_slurm_job",
     "subset_config",
-    "suite_spread",
     "task_device",
     "task_logs",
-    "with_gpu",
     "worker_env",
     "write_slurm_job",
 ]

@@ -24,7 +24,7 @@ from pathlib import Path
 
 from harness.errors import ResultsError
 from harness.multigpu._plan import SIDECAR
-from harness.multigpu._rows import gpu_dirname, gpu_label, gpu_measurement_id, with_gpu
+from harness.results import gpu_dirname, gpu_label, gpu_measurement_id, with_gpu
 
 __all__ = ["MERGE_EXIT", "GpuOutcome", "MultiResult", "Piece", "merge_exit_code", "merge_pieces", "merge_runs",
            "piece_labels", "read_piece", "read_rows"]

@@ -31,7 +31,7 @@ from harness.multigpu._merge import (
     read_rows,
 )
 from harness.multigpu._plan import assign_configs, config_to_dict
-from harness.multigpu._rows import gpu_dirname
+from harness.results import gpu_dirname
 from harness.multigpu._select import (
     GpuSlot,
     enumerate_cuda_gpus,

@@ -54,7 +54,8 @@ def gpu_spread_tables(spreads) -> list[ReportTable]:
 
 def gpu_spread_section(run) -> Section | None:
     """The report section of a run measured on two or more GPUs; None for a run of one GPU."""
-    from harness.multigpu import gpu_spread, suite_spread, with_gpu
+    from harness.analysis import gpu_spread, suite_spread
+    from harness.results import with_gpu
 
     rows = with_gpu(run.measurements, run.info).to_dicts()
     spreads = gpu_spread(rows)

@@ -6,12 +6,28 @@ True
 """
 
 from harness.results._atomic import atomic_path, write_bytes_atomic, write_json_atomic, write_text_atomic
+from harness.results._gpu import (
+    GPU_SEPARATOR,
+    gpu_dirname,
+    gpu_label,
+    gpu_measurement_id,
+    gpu_of,
+    split_measurement_id,
+    with_gpu,
+)
 from harness.results._provenance import file_digest, git_state, host_facts, software_versions, tree_digest
 from harness.results._read import Run, read_run, read_table
 from harness.results._schema import SCHEMA_VERSION, TABLES, columns, polars_schema, table_schema
 from harness.results._store import RunWriter, new_run_id, write_table_atomic
 
 __all__ = [
+    "GPU_SEPARATOR",
+    "gpu_dirname",
+    "gpu_label",
+    "gpu_measurement_id",
+    "gpu_of",
+    "split_measurement_id",
+    "with_gpu",
     "atomic_path",
     "write_bytes_atomic",
     "write_json_atomic",

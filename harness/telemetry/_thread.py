@@ -1,15 +1,5 @@
-"""The sampler thread: polls a Sampler at a fixed period and keeps every Sample in one time base.
-
->>> from harness.telemetry import HostSampler, SamplerThread
->>> sampler = HostSampler(); sampler.open()
->>> with SamplerThread(sampler, period_s=0.01) as th:
-...     t0 = th.mark()
-...     t1 = th.mark()
->>> sampler.close()
->>> th.samples()[0].source
-'poll'
->>> window = th.samples_between(t0, t1)
-"""
+"""The sampler thread: polls a Sampler at a fixed period and keeps every Sample in one time base
+(the package's docstring has a runnable example)."""
 
 from __future__ import annotations
 

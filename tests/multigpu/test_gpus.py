@@ -21,10 +21,10 @@ pytestmark = [pytest.mark.gpu, pytest.mark.skipif(not torch.cuda.is_available() 
 from harness.config import RunConfig, SustainedProtocol
 from harness.errors import DeviceError
 from harness.inputs import AttentionShape, InputSpec
+from harness.analysis import gpu_spread
 from harness.multigpu import (
     MULTICAST_OFF,
     enumerate_cuda_gpus,
-    gpu_spread,
     run_multi,
     select_gpus,
 )

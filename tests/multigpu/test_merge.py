@@ -9,7 +9,8 @@ import pytest
 from multigpu_helpers import write_run
 
 from harness.errors import ResultsError
-from harness.multigpu import gpu_of, merge_runs, split_measurement_id, with_gpu
+from harness.multigpu import merge_runs
+from harness.results import gpu_of, split_measurement_id, with_gpu
 from harness.results import read_run
 
 A, B = "00000000:19:00.0", "00000000:3B:00.0"
@@ -124,7 +125,7 @@ def test_a_future_gpu_column_is_filled_and_read(tmp_path, monkeypatch):
 
 def test_two_replicated_tasks_on_one_device_stay_two_and_the_notes_count_runs(tmp_path):
     """Two CPU tasks of `bench slurm --replicate` both measured "cpu": kept apart, so the spread is shown."""
-    from harness.multigpu import gpu_spread
+    from harness.analysis import gpu_spread
 
     runs = [write_run(tmp_path / "t", gpu="cpu", times={(0, "k"): [100 + t, 101 + t]}, suite_size=1, task=t, tasks=2)
             for t in (0, 1)]

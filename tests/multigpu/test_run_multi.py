@@ -9,7 +9,8 @@ import pytest
 from multigpu_helpers import suite
 
 from harness.errors import DeviceBusyError
-from harness.multigpu import cpu_stand_ins, run_multi, with_gpu
+from harness.multigpu import cpu_stand_ins, run_multi
+from harness.results import with_gpu
 from harness.results import read_run
 
 BUSY = "multigpu_fakes:busy_cpu"
@@ -43,7 +44,7 @@ def test_sharded_suite_runs_each_configuration_once_on_its_gpu(tmp_path, worker_
 
 
 def test_replicated_suite_runs_on_every_gpu_and_reports_the_spread(tmp_path, worker_env_for_tests):
-    from harness.multigpu import gpu_spread
+    from harness.analysis import gpu_spread
 
     res = run_multi(suite(tmp_path, seeds=(0,)), gpus="0,1", replicate=True, present=cpu_stand_ins(2))
     assert res.status == "complete", res.status_detail

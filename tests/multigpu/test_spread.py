@@ -7,7 +7,8 @@ import io
 import pytest
 from multigpu_helpers import write_run
 
-from harness.multigpu import gpu_spread, merge_runs, suite_spread
+from harness.analysis import gpu_spread, suite_spread
+from harness.multigpu import merge_runs
 from harness.report._gpu_section import gpu_spread_section, gpu_spread_tables
 from harness.results import read_run
 

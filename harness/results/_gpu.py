@@ -11,7 +11,7 @@ Read the GPU of a row with `gpu_of` / `with_gpu`, never by parsing ids by hand: 
 `measurements.gpu` column (string, same values; proposed for the next schema version), these two read
 it instead, and `merge_runs` fills it.
 
->>> from harness.multigpu import gpu_measurement_id, split_measurement_id
+>>> from harness.results import gpu_measurement_id, split_measurement_id
 >>> mid = gpu_measurement_id("00000000:19:00.0", "c0-sdpa-flash-r1")
 >>> split_measurement_id(mid)
 ('00000000:19:00.0', 'c0-sdpa-flash-r1')

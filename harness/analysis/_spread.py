@@ -5,7 +5,7 @@ minimum, maximum and spread = (max - min) / median are given, for time per launc
 (NVML's, in the window). GPUs of one model differ: the paper behind this harness found a median 4 % between
 the GPUs of one node, which is why a comparison between kernels must not mix GPUs.
 
->>> from harness.multigpu import gpu_spread
+>>> from harness.analysis import gpu_spread
 >>> rows = [{"gpu": g, "config_index": 0, "input_label": "x", "kernel": "k", "status": "ok", "time_ns": t,
 ...          "sm_clock_mhz": c} for g, t, c in (("a", 100.0, 1800.0), ("b", 104.0, 1750.0))]
 >>> s = gpu_spread(rows)[0]
@@ -18,8 +18,8 @@ from __future__ import annotations
 from collections.abc import Iterable
 from dataclasses import dataclass
 
-from harness.analysis import median
-from harness.multigpu._rows import gpu_of
+from harness.analysis._stats import median
+from harness.results import gpu_of
 
 __all__ = ["GpuFigure", "GpuSpread", "gpu_spread", "suite_spread"]
 
