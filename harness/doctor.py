@@ -32,7 +32,7 @@ def _status(text: str) -> str:
 _PROBE = """
 import json
 from harness.errors import HarnessError
-from harness.telemetry._amdsmi_device import import_amdsmi
+from harness.telemetry import import_amdsmi
 try:
     module, _ = import_amdsmi()
 except HarnessError as exc:
@@ -82,7 +82,7 @@ def amd_checks(*, amdsmi=None) -> list[Check]:
     Runs before the device is opened, so a broken amdsmi install is explained even when no GPU opens.
     """
     from harness.errors import HarnessError
-    from harness.telemetry._amdsmi_device import (
+    from harness.telemetry import (
         CACHE_VAR,
         amdsmi_versions,
         import_amdsmi,

@@ -10,9 +10,11 @@ Nothing touches a GPU until `open_device` is called.
 """
 
 from harness.devices._base import Device, DeviceIdentity, Mark, ProcessInfo, normalize_pci_bus_id
+from harness.devices._cuda import cuda_pci_bus_id
 from harness.devices._open import check_idle, open_device
 
 __all__ = [
+    "cuda_pci_bus_id",
     "Device",
     "DeviceIdentity",
     "Mark",

@@ -104,7 +104,7 @@ class RocmDevice(TorchStreamTiming):
         if not self._partition_asked and self._hip_pci is not None:
             import torch
 
-            from harness.telemetry._amdsmi_partition import amdsmi_partition_bdf
+            from harness.telemetry import amdsmi_partition_bdf
 
             uuid = getattr(torch.cuda.get_device_properties(self.index), "uuid", None)
             try:
@@ -147,7 +147,7 @@ class RocmDevice(TorchStreamTiming):
 
     def _amdsmi_identity(self) -> dict:
         """Driver, power cap and max GFX clock from amdsmi; without it they are recorded as unknown."""
-        from harness.telemetry._amdsmi_device import (
+        from harness.telemetry import (
             as_number,
             close_amdsmi,
             import_amdsmi,
@@ -190,7 +190,7 @@ class RocmDevice(TorchStreamTiming):
 
 
 def _watts(value) -> float | None:
-    from harness.telemetry._amdsmi_device import as_number
+    from harness.telemetry import as_number
 
     number = as_number(value)
     if number is None or number <= 0:

@@ -22,7 +22,6 @@ from harness.multigpu._merge import (
     merge_runs,
     piece_labels,
     read_piece,
-    read_rows,
 )
 from harness.multigpu._orchestrate import run_multi
 from harness.multigpu._plan import (
@@ -82,7 +81,6 @@ __all__ = [
     "piece_labels",
     "plan_tasks",
     "read_piece",
-    "read_rows",
     "render_sbatch",
     "run_multi",
     "select_gpus",

@@ -24,10 +24,10 @@ from pathlib import Path
 
 from harness.errors import ResultsError
 from harness.multigpu._plan import SIDECAR
-from harness.results import gpu_dirname, gpu_label, gpu_measurement_id, with_gpu
+from harness.results import gpu_dirname, gpu_label, gpu_measurement_id, read_rows, with_gpu
 
 __all__ = ["MERGE_EXIT", "GpuOutcome", "MultiResult", "Piece", "merge_exit_code", "merge_pieces", "merge_runs",
-           "piece_labels", "read_piece", "read_rows"]
+           "piece_labels", "read_piece"]
 
 # `bench merge`'s exit status by the merged run's status (2 stays bad input, as for every command).
 MERGE_EXIT = {"complete": 0, "failed": 3, "incomplete": 4}
@@ -75,21 +75,6 @@ class MultiResult:
     status_detail: str
     gpus: tuple[GpuOutcome, ...]
     measurements: list[dict] = field(default_factory=list)
-
-
-def read_rows(run_dir: Path, table: str) -> list[dict]:
-    """One table of a run as dicts, migrated to the current schema. pyarrow only, not polars: `run_multi`
-    merges on the GPU machine, which may have no polars."""
-    from harness.results._read import _read_arrow
-
-    run_dir = Path(run_dir)
-    if table == "runs":
-        files = [run_dir / "runs.parquet"]
-    else:
-        if not (run_dir / table).is_dir():
-            raise ResultsError(f"Run directory {run_dir} has no {table}/ folder: it is not a complete run directory.")
-        files = sorted((run_dir / table).glob("part-*.parquet"))
-    return [row for f in files for row in _read_arrow(f, table).to_pylist()]
 
 
 def merge_exit_code(status: str) -> int:
@@ -189,7 +174,7 @@ def merge_pieces(writer, pieces: Sequence[Piece], *, header: Mapping | None = No
     worker ended early (from the orchestrator). `suite_size` is the number of configurations the suite had;
     any of them with no row makes the merged run incomplete.
     """
-    from harness.results._provenance import to_json
+    from harness.results import to_json
 
     stopped = dict(stopped or {})
     infos = [read_rows(p.path, "runs")[0] for p in pieces]

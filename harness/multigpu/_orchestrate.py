@@ -134,7 +134,7 @@ def run_multi(
     the merged run incomplete. Raises DeviceBusyError when no GPU at all can be used.
     """
     from harness.results import RunWriter, git_state, host_facts, new_run_id
-    from harness.results._provenance import to_json
+    from harness.results import to_json
 
     emit = on_event or (lambda gpu, event: None)
     slots = select_gpus(gpus, present=list(present) if present is not None else enumerate_cuda_gpus())

@@ -79,7 +79,7 @@ def enumerate_cuda_gpus() -> list[GpuSlot]:
     """
     import torch
 
-    from harness.devices._cuda import cuda_pci_bus_id
+    from harness.devices import cuda_pci_bus_id
 
     if not torch.cuda.is_available():
         raise DeviceError(

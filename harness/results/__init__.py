@@ -15,12 +15,14 @@ from harness.results._gpu import (
     split_measurement_id,
     with_gpu,
 )
-from harness.results._provenance import file_digest, git_state, host_facts, software_versions, tree_digest
-from harness.results._read import Run, read_run, read_table
+from harness.results._provenance import file_digest, git_state, host_facts, software_versions, to_json, tree_digest
+from harness.results._read import Run, read_rows, read_run, read_table
 from harness.results._schema import SCHEMA_VERSION, TABLES, columns, polars_schema, table_schema
 from harness.results._store import RunWriter, new_run_id, write_table_atomic
 
 __all__ = [
+    "read_rows",
+    "to_json",
     "GPU_SEPARATOR",
     "gpu_dirname",
     "gpu_label",

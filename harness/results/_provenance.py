@@ -10,7 +10,7 @@ import subprocess
 import sys
 from pathlib import Path
 
-__all__ = ["git_state", "software_versions", "host_facts", "tree_digest", "file_digest"]
+__all__ = ["git_state", "software_versions", "host_facts", "tree_digest", "file_digest", "to_json"]
 
 
 def git_state(path: Path) -> tuple[str | None, bool | None]:

@@ -8,7 +8,7 @@ from pathlib import Path
 from harness.errors import ResultsError
 from harness.results._schema import MIGRATIONS, SCHEMA_VERSION, TABLES, table_schema
 
-__all__ = ["Run", "read_run", "read_table"]
+__all__ = ["Run", "read_run", "read_rows", "read_table"]
 
 
 @dataclass(frozen=True, eq=False)
@@ -98,3 +98,16 @@ def read_run(run_dir: Path | str) -> Run:
         samples=read_table(run_dir, "samples"),
         probes=read_table(run_dir, "probes"),
     )
+
+
+def read_rows(run_dir: Path, table: str) -> list[dict]:
+    """One table of a run as dicts, migrated to the current schema. pyarrow only, not polars: runs are
+    merged and appended to on GPU machines, which may have no polars."""
+    run_dir = Path(run_dir)
+    if table == "runs":
+        files = [run_dir / "runs.parquet"]
+    else:
+        if not (run_dir / table).is_dir():
+            raise ResultsError(f"Run directory {run_dir} has no {table}/ folder: it is not a complete run directory.")
+        files = sorted((run_dir / table).glob("part-*.parquet"))
+    return [row for f in files for row in _read_arrow(f, table).to_pylist()]

@@ -27,7 +27,16 @@ from harness.telemetry._amdsmi import (
     AmdsmiSampler,
     decode_amd_reasons,
 )
-from harness.telemetry._amdsmi_device import amdsmi_gpu_processes
+from harness.telemetry._amdsmi_device import (
+    CACHE_VAR,
+    amdsmi_gpu_processes,
+    amdsmi_versions,
+    as_number,
+    close_amdsmi,
+    import_amdsmi,
+    open_amdsmi_device,
+)
+from harness.telemetry._amdsmi_partition import amdsmi_partition_bdf
 from harness.telemetry._factory import SAMPLER_NAMES, NullSampler, create_sampler
 from harness.telemetry._host import HostSampler
 from harness.telemetry._nvml import NvmlSampler
@@ -45,6 +54,13 @@ from harness.telemetry._sample import SAMPLE_FIELDS, Sample, Sampler
 from harness.telemetry._thread import SamplerThread
 
 __all__ = [
+    "CACHE_VAR",
+    "amdsmi_partition_bdf",
+    "amdsmi_versions",
+    "as_number",
+    "close_amdsmi",
+    "import_amdsmi",
+    "open_amdsmi_device",
     "AMD_POWER_REASONS",
     "AMD_REASONS",
     "AMD_THERMAL_REASONS",

@@ -28,7 +28,7 @@ from harness.multigpu import (
     run_multi,
     select_gpus,
 )
-from harness.multigpu import read_rows  # pyarrow only: the GPU machines have no polars
+from harness.results import read_rows  # pyarrow only: the GPU machines have no polars
 
 SHAPE = AttentionShape(batch=1, heads_q=32, heads_kv=8, seq_len=4096, head_dim_qk=128)
 
