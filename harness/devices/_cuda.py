@@ -45,20 +45,8 @@ class CudaDevice(TorchStreamTiming):
     def identity(self) -> DeviceIdentity:
         import torch
 
-        props = torch.cuda.get_device_properties(self.index)
-        extra = self._nvml_identity()
-        return DeviceIdentity(
-            kind="cuda",
-            index=self.index,
-            name=props.name,
-            pci_bus_id=self._pci,
-            uuid=str(getattr(props, "uuid", "")) or None,
-            runtime=f"cuda {torch.version.cuda}",
-            compute_capability=f"{props.major}.{props.minor}",
-            sm_count=props.multi_processor_count,
-            memory_bytes=props.total_memory,
-            **extra,
-        )
+        return self._torch_identity(kind="cuda", runtime=f"cuda {torch.version.cuda}",
+                                    compute_capability=lambda p: f"{p.major}.{p.minor}", **self._nvml_identity())
 
     def _nvml_identity(self) -> dict:
         """Driver, power limit and max clock come from NVML; without it they are recorded as unknown."""

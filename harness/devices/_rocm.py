@@ -130,20 +130,12 @@ class RocmDevice(TorchStreamTiming):
     def identity(self) -> DeviceIdentity:
         import torch
 
-        props = torch.cuda.get_device_properties(self.index)
-        arch = getattr(props, "gcnArchName", None)
-        return DeviceIdentity(
-            kind="rocm",
-            index=self.index,
-            name=props.name,
-            pci_bus_id=self._pci,
-            uuid=str(getattr(props, "uuid", "")) or None,
-            runtime=f"hip {torch.version.hip}",
-            compute_capability=arch.split(":")[0] if arch else None,  # "gfx950:sramecc+:xnack-" -> "gfx950"
-            sm_count=props.multi_processor_count,  # compute units
-            memory_bytes=props.total_memory,
-            **self._amdsmi_identity(),
-        )
+        def arch(props):  # "gfx950:sramecc+:xnack-" -> "gfx950"
+            name = getattr(props, "gcnArchName", None)
+            return name.split(":")[0] if name else None
+
+        return self._torch_identity(kind="rocm", runtime=f"hip {torch.version.hip}", compute_capability=arch,
+                                    **self._amdsmi_identity())
 
     def _amdsmi_identity(self) -> dict:
         """Driver, power cap and max GFX clock from amdsmi; without it they are recorded as unknown."""

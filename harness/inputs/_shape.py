@@ -8,19 +8,11 @@ __all__ = ["AttentionShape", "DTYPES", "torch_dtype"]
 
 # Names users type, mapped to torch dtype attribute names. Kept as strings so that specs and results
 # never need torch imported to be read.
-DTYPES = {
-    "bfloat16": "bfloat16",
-    "bf16": "bfloat16",
-    "float16": "float16",
-    "fp16": "float16",
-    "float32": "float32",
-    "fp32": "float32",
-    "float64": "float64",
-    "fp64": "float64",
-    "float8_e4m3fn": "float8_e4m3fn",
-    "fp8": "float8_e4m3fn",
-    "e4m3": "float8_e4m3fn",
+_ALIASES = {
+    "bfloat16": ("bf16",), "float16": ("fp16",), "float32": ("fp32",), "float64": ("fp64",),
+    "float8_e4m3fn": ("fp8", "e4m3"),
 }
+DTYPES = {alias: name for name, aliases in _ALIASES.items() for alias in (name, *aliases)}
 
 
 def torch_dtype(name: str):
