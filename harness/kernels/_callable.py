@@ -327,9 +327,16 @@ def _load_file(path: Path):
         if getattr(module, "__file__", None) and Path(module.__file__).resolve() == path:
             return module
     stem = path.stem
+    if stem.isidentifier() and stem not in sys.modules:
+        found = importlib.util.find_spec(stem)
+        if found is not None and found.origin and Path(found.origin).resolve() == path:
+            return importlib.import_module(stem)  # the file is that module on sys.path: import it as such
+        free = found is None
+    else:
+        free = False
     # The file's own name when nothing else answers to it, so provenance reads `mykern:attn`; otherwise a
     # name derived from the path, so it can neither shadow nor be shadowed by an installed module.
-    name = stem if stem.isidentifier() and stem not in sys.modules and importlib.util.find_spec(stem) is None else (
+    name = stem if free else (
         f"_bench_file_{stem if stem.isidentifier() else 'module'}_{hashlib.sha256(str(path).encode()).hexdigest()[:8]}")
     spec = importlib.util.spec_from_file_location(name, path)
     module = importlib.util.module_from_spec(spec)
