@@ -123,10 +123,54 @@ def test_bad_arguments_say_what_is_expected(example_repo):
     """)
     result = run(example_repo, "test_bad.py")
     result.assert_outcomes(failed=2)
-    result.stdout.fnmatch_lines(["*kernel must be a harness.kernels.Kernel or a kernel name, not int*",
+    result.stdout.fnmatch_lines(["*kernel must be an attention function, a harness.kernels.Kernel or a kernel name, not int*",
                                  "*sustained: No kernel named 'flash9'. Known kernels:*"])
 
 
 def test_benchmark_skip_skips_sustained_tests(example_repo):
     result = run(example_repo, "tests", "--benchmark-skip")
     result.assert_outcomes(skipped=2)
+
+
+@pytest.mark.slow
+def test_plain_function_summary_line_results_dir_and_ignored_options(example_repo):
+    """A plain function passed as an object (and one in flash-attn's layout) is timed; the terminal summary has
+    a line per test with ms, clock, cycles, power and limiter; runs persist in .bench-results under the
+    rootdir; a pytest-benchmark timing option is reported as ignored; a misfit names the signature."""
+    example_repo.makepyfile(test_plain="""
+        import torch.nn.functional as F
+        from harness.inputs import AttentionShape, InputSpec
+
+        SPEC = InputSpec(shape=AttentionShape(batch=1, heads_q=4, heads_kv=2, seq_len=64, head_dim_qk=16), dtype="float32")
+
+        def my_attn(q, k, v, causal=True, scale=None, enable_gqa=False):
+            return F.scaled_dot_product_attention(q, k, v, is_causal=causal, scale=scale, enable_gqa=enable_gqa)
+
+        def fa_layout(q, k, v, causal=True, softmax_scale=None):
+            assert q.shape[1] == 64, "gets [B, S, H, d]"
+            out = F.scaled_dot_product_attention(q.transpose(1, 2), k.transpose(1, 2), v.transpose(1, 2),
+                                                 is_causal=causal, scale=softmax_scale)
+            return out.transpose(1, 2)
+
+        def test_plain(sustained):
+            out = sustained(my_attn, inputs=SPEC)
+            assert out.extra_info["kernel_source"] == "test_plain:my_attn"
+
+        def test_bshd(sustained):
+            sustained(fa_layout, inputs=SPEC, layout="bshd", gqa="expand")
+
+        def test_misfit(sustained):
+            sustained(lambda q: q, inputs=SPEC)
+    """)
+    result = run(example_repo, "test_plain.py", "--benchmark-min-rounds=50", "-W", "default")
+    result.assert_outcomes(passed=2, failed=1)
+    out = result.stdout.str()
+    result.stdout.fnmatch_lines([
+        "*sustained: Kernel * cannot be called as attention: it takes 1 positional parameter(s) (q)*",
+        "*= sustained =*",
+        "test_plain.py::test_plain: * ms, clock - MHz (none; SMI -, in-band -), - Mcycles, - W, limiter none, quick*",
+        "test_plain.py::test_bshd: * ms, *",
+    ])
+    assert "IgnoredOptionWarning" in out and "ignores --benchmark-min-rounds" in out
+    runs = list((example_repo.path / ".bench-results").iterdir())
+    assert len(runs) == 2 and all((r / "runs.parquet").is_file() for r in runs)
