@@ -363,6 +363,13 @@ def load_target(spec: str, *, base_dir: Path | None = None):
         load = lambda: _load_file(path)  # noqa: E731
     else:
         what = f"module {parts.target!r}"
+        top = parts.target.partition(".")[0]
+        here = Path(base_dir or Path.cwd())
+        if top not in sys.modules and ((here / top).is_dir() or (here / f"{top}.py").is_file()) \
+                and importlib.util.find_spec(top) is None:
+            # A module in the current folder, as `python -m` would find it (a console script's sys.path
+            # starts at the script's own folder instead).
+            sys.path.insert(0, str(here))
         load = lambda: importlib.import_module(parts.target)  # noqa: E731
     try:
         module = load()
