@@ -38,7 +38,7 @@ from harness.errors import ConfigError, KernelError, UnsupportedInputError
 from harness.kernels._kernel import Kernel
 
 __all__ = ["LAYOUTS", "CALLABLE_SIGNATURE", "convention", "fp8_inputs", "adapt_callable", "describe_convention",
-           "split_spec", "with_options", "load_target", "CallableSpec"]
+           "split_spec", "with_options", "apply_options", "load_target", "CallableSpec"]
 
 LAYOUTS = ("bhsd", "bshd")
 _ATTR = "__harness_callable__"
@@ -319,6 +319,23 @@ def with_options(spec: str, *, layout: str | None = None, gqa: str | None = None
     if gqa is not None and "gqa" not in parts.options:
         tokens.append(f"{gqa}-gqa")
     return f"{head}:{attr}@{','.join(tokens)}"
+
+
+def apply_options(kernels, *, layout: str | None = None, gqa: str | None = None) -> tuple[str, ...]:
+    """`bench ... -k A -k B --layout bshd`: the option on every module:function / file.py:function spec.
+
+    Registered kernels in the same list keep their own layout (comparing your function with sdpa-cudnn is
+    the usual case); an option with no callable spec to apply to is refused rather than ignored.
+    """
+    kernels = tuple(kernels)
+    if layout is None and gqa is None:
+        return kernels
+    if not any(":" in k for k in kernels):
+        flag = "--layout" if layout is not None else "--gqa"
+        raise ConfigError(f"{flag} applies to plain callables named module:function or file.py:function, and none of "
+                          f"the kernels ({', '.join(kernels) or 'the defaults'}) is one; registered kernels declare their "
+                          f"own layout. Drop {flag} or name a callable with -k.")
+    return tuple(with_options(k, layout=layout, gqa=gqa) if ":" in k else k for k in kernels)
 
 
 def _load_file(path: Path):

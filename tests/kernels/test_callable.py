@@ -238,6 +238,16 @@ def test_spec_options_and_with_options():
         KernelRegistry().get("m:f@bsdh")
 
 
+def test_cli_layout_applies_to_callables_beside_registered_kernels():
+    from harness.kernels import apply_options
+
+    assert apply_options(["sdpa-cudnn", "m:f", "a.py:g@expand-gqa"], layout="bshd") == (
+        "sdpa-cudnn", "m:f@bshd", "a.py:g@expand-gqa,bshd")
+    assert apply_options(["sdpa-cudnn"]) == ("sdpa-cudnn",)
+    with pytest.raises(ConfigError, match="--layout applies to plain callables .* none of the kernels .sdpa-cudnn."):
+        apply_options(["sdpa-cudnn"], layout="bshd")
+
+
 def test_options_on_a_declared_kernel_are_refused(tmp_path, monkeypatch):
     (tmp_path / "declared_k.py").write_text(textwrap.dedent("""
         from harness.kernels import KernelRegistry
