@@ -112,19 +112,19 @@ def load_revision_kernel(tree: Path, kernel: str, *, revision: str):
         from harness.kernels import split_spec
 
         parts = split_spec(kernel)
-        try:
-            # A file path is relative to the repository folder (--repo) in this revision's worktree.
-            found = registry.get(kernel, base_dir=tree)
-        except KernelError as exc:
-            raise MissingKernelError(f"Kernel {kernel!r} is missing at {where}: {exc}") from None
-        if parts.is_file:
+        if parts.is_file:  # checked before the file runs: one outside the tree is the same at every revision
             path = (tree / parts.target).resolve()
             if not path.is_relative_to(tree.resolve()):
                 raise KernelError(
                     f"Kernel {kernel!r} at {where}: {path} is outside the repository folder {tree}, so both "
                     f"revisions would run the same file. Give a path inside the repository."
                 )
-        else:
+        try:
+            # A file path is relative to the repository folder (--repo) in this revision's worktree.
+            found = registry.get(kernel, base_dir=tree)
+        except UnknownKernelError as exc:  # a misfit signature is reported as it is, not as "missing"
+            raise MissingKernelError(f"Kernel {kernel!r} is missing at {where}: {exc}") from None
+        if not parts.is_file:
             _check_from_tree(sys.modules[parts.target], tree, f"Kernel {kernel!r} at {where}")
         return found
     points = revision_entry_points(tree)

@@ -34,7 +34,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Callable
 
-from harness.errors import ConfigError, KernelError, UnsupportedInputError
+from harness.errors import ConfigError, KernelError, UnknownKernelError, UnsupportedInputError
 from harness.kernels._kernel import Kernel
 
 __all__ = ["LAYOUTS", "CALLABLE_SIGNATURE", "convention", "fp8_inputs", "adapt_callable", "describe_convention",
@@ -118,9 +118,8 @@ class _Convention:
 
 
 def _parameters(fn) -> list[inspect.Parameter] | None:
-    import torch.nn.functional as F
-
-    if fn is getattr(F, "scaled_dot_product_attention", None):  # a builtin without a signature, known by heart
+    F = sys.modules.get("torch.nn.functional")  # never imported here: if torch is not loaded, fn is not SDPA
+    if F is not None and fn is getattr(F, "scaled_dot_product_attention", None):  # a builtin without a signature, known by heart
         P = inspect.Parameter
         return [P(n, P.POSITIONAL_OR_KEYWORD) for n in ("query", "key", "value")] + [
             P(n, P.KEYWORD_ONLY, default=d) for n, d in (("is_causal", False), ("scale", None), ("enable_gqa", False))]
@@ -374,7 +373,7 @@ def load_target(spec: str, *, base_dir: Path | None = None):
         if not path.is_absolute():
             path = Path(base_dir or Path.cwd()) / path
         if not path.is_file():
-            raise KernelError(f"Kernel spec {spec!r}: the file {path} does not exist. Give the path to a .py file "
+            raise UnknownKernelError(f"Kernel spec {spec!r}: the file {path} does not exist. Give the path to a .py file "
                               f"(relative to {'the repository folder' if base_dir else 'the current directory'}).")
         what = f"file {str(path)!r}"
         load = lambda: _load_file(path)  # noqa: E731
@@ -391,7 +390,7 @@ def load_target(spec: str, *, base_dir: Path | None = None):
     try:
         module = load()
     except Exception as exc:
-        raise KernelError(
+        raise UnknownKernelError(
             f"Kernel spec {spec!r}: importing {what} failed ({type(exc).__name__}: {exc}). Check that it is on "
             f"PYTHONPATH (or installed, or the path is right) and imports on its own."
         ) from None
@@ -400,5 +399,5 @@ def load_target(spec: str, *, base_dir: Path | None = None):
         try:
             obj = getattr(obj, piece)
         except AttributeError:
-            raise KernelError(f"Kernel spec {spec!r}: {what} has no attribute {parts.attr!r}.") from None
+            raise UnknownKernelError(f"Kernel spec {spec!r}: {what} has no attribute {parts.attr!r}.") from None
     return module, obj, parts
