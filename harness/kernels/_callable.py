@@ -76,7 +76,8 @@ def convention(*, layout: str | None = None, gqa: str | None = None, causal: boo
 
     `layout` "bhsd" or "bshd"; `gqa` "native" (k, v passed with Hkv < Hq) or "expand" (the harness
     repeats KV heads); `causal` fixes the one mode a function without a causal keyword computes;
-    `name` the kernel name in tables; `dtypes`/`devices` narrow what it is run on; `graph_safe=False`
+    `name` the kernel name in tables when the function is passed as an object (a -k spec is named by the
+    spec itself); `dtypes`/`devices` narrow what it is run on; `graph_safe=False`
     keeps its launches out of CUDA graphs.
     """
     if layout is not None and layout not in LAYOUTS:

@@ -259,3 +259,43 @@ def test_options_on_a_declared_kernel_are_refused(tmp_path, monkeypatch):
     monkeypatch.syspath_prepend(str(tmp_path))
     with pytest.raises(KernelError, match="declared Kernel with its own layout"):
         KernelRegistry().get("declared_k:prep@bshd")
+
+
+def test_fp8_quantized_by_the_callable_is_judged_on_its_quantized_inputs():
+    from harness.kernels import dequantize, quantize_e4m3_pow2
+
+    @fp8_inputs()  # it gets bf16 tensors and quantizes them itself, inside the timed call
+    def fp8(q, k, v, is_causal=True, scale=None):
+        q, k, v = (dequantize(*quantize_e4m3_pow2(t), dtype=torch.float32) for t in (q, k, v))
+        return F.scaled_dot_product_attention(q, k, v, is_causal=is_causal, scale=scale).to(torch.bfloat16)
+
+    kernel = adapt_callable(fp8)
+    assert kernel.dtypes == frozenset({"bfloat16", "float16"}) and kernel.extra["reads_inputs_at_launch"] is False
+    result = gated(kernel, inputs_for(dtype="bfloat16"))
+    # against attention on the quantized inputs only the bf16 output rounding remains
+    assert result.passed and result.max_excess_diff <= 0
+
+
+def test_a_cached_output_is_caught_as_for_bundled_kernels():
+    cache = {}
+
+    def cached(q, k, v, is_causal=True, scale=None):
+        if "out" not in cache:
+            cache["out"] = F.scaled_dot_product_attention(q, k, v, is_causal=is_causal, scale=scale)
+        return cache["out"]
+
+    with pytest.raises(GateFailure, match="returned a stale output"):
+        gated(adapt_callable(cached), inputs_for())
+
+
+def test_decorator_name_and_dtypes():
+    @convention(name="my-attn", dtypes={"float32"}, devices={"cpu"})
+    def attn(q, k, v, causal=True, scale=None):
+        return F.scaled_dot_product_attention(q, k, v, is_causal=causal, scale=scale)
+
+    kernel = adapt_callable(attn)
+    assert kernel.name == "my-attn" and kernel.dtypes == frozenset({"float32"})
+    with pytest.raises(UnsupportedInputError, match="does not support dtype 'bfloat16'"):
+        kernel.check_supports(dtype="bfloat16", head_dim_qk=16, head_dim_v=16, causal=True, device_kind="cpu")
+    with pytest.raises(ConfigError, match="the layout is one of bhsd, bshd"):
+        convention(layout="sbhd")
