@@ -295,11 +295,7 @@ def split_spec(spec: str) -> CallableSpec:
 
 
 def with_options(spec: str, *, layout: str | None = None, gqa: str | None = None) -> str:
-    """`spec` with a layout/GQA option appended, as `bench ... --layout bshd` applies it to module:function specs.
-
-    Registered names (no ':') are returned unchanged only when no option is asked for: a registered
-    kernel declares its own layout, so `--layout` on one is refused.
-    """
+    """`spec` with a layout/GQA option appended; refused for a registered name (it declares its own layout)."""
     if layout is None and gqa is None:
         return spec
     if layout is not None and layout not in LAYOUTS:
