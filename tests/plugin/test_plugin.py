@@ -40,7 +40,7 @@ def test_example_saves_clock_and_cycles_and_compares(example_repo, tmp_path):
     `pytest-benchmark compare` reads it, and --benchmark-compare / --benchmark-compare-fail work unchanged."""
     storage = tmp_path / "benchmarks"
     result = run(example_repo, "tests", "--benchmark-autosave", "--benchmark-save-data", f"--benchmark-storage={storage}")
-    result.assert_outcomes(passed=3)
+    result.assert_outcomes(passed=2)
     (saved,) = storage.glob("*/0001_*.json")
     data = json.loads(saved.read_text())
     assert data["machine_info"]["harness_device"]  # the device model, so a change of GPU shows on compare
@@ -60,11 +60,11 @@ def test_example_saves_clock_and_cycles_and_compares(example_repo, tmp_path):
     compare = subprocess.run([sys.executable, "-m", "pytest_benchmark", "--storage", str(storage), "compare",
                               "--columns=median,rounds"], capture_output=True, text=True, timeout=120)
     assert compare.returncode == 0, compare.stderr
-    assert "test_example_attention[gaussian:0.1]" in compare.stdout
+    assert "test_example_attention" in compare.stdout and "test_plain_function" in compare.stdout
 
     again = run(example_repo, "tests", f"--benchmark-storage={storage}", "--benchmark-compare",
                 "--benchmark-compare-fail=median:1000%")
-    again.assert_outcomes(passed=3)
+    again.assert_outcomes(passed=2)
     assert "Comparing against benchmarks from" in again.stdout.str() or "0001" in again.stdout.str()
     # A saved run 100x faster than tonight: --benchmark-compare-fail must flag the regression and fail.
     fast = json.loads(saved.read_text())
@@ -107,7 +107,7 @@ def test_kernel_by_name_and_attention_inputs(example_repo):
 @pytest.mark.slow
 def test_disabled_benchmarks_run_once_untimed(example_repo):
     result = run(example_repo, "tests", "--benchmark-disable")
-    result.assert_outcomes(passed=3)
+    result.assert_outcomes(passed=2)
     assert "benchmark: 2 tests" not in result.stdout.str()  # no timing table: nothing was timed
 
 
@@ -129,7 +129,7 @@ def test_bad_arguments_say_what_is_expected(example_repo):
 
 def test_benchmark_skip_skips_sustained_tests(example_repo):
     result = run(example_repo, "tests", "--benchmark-skip")
-    result.assert_outcomes(skipped=3)
+    result.assert_outcomes(skipped=2)
 
 
 @pytest.mark.slow
