@@ -1,7 +1,8 @@
 """pytest plugin: the `sustained` fixture, sustained-clock kernel timing on top of pytest-benchmark.
 
     def test_fa(sustained):
-        sustained(kernel, inputs)   # a Kernel or a kernel name; an InputSpec or AttentionInputs
+        sustained(my_attn, inputs=spec)   # a plain attention function, a Kernel or a kernel name;
+                                          # an InputSpec or AttentionInputs; layout="bshd", gqa="expand"
 
 The fixture runs the harness's sustained protocol (idle, warm-in until the clock settles, timed
 windows, repeats) through `run_sustained`, then hands pytest-benchmark the windows' per-chunk times:
@@ -18,7 +19,16 @@ clock. Its fixture records statistics through `_make_stats(iterations)`, which c
 JSON, comparisons and `--benchmark-compare-fail` see ordinary rounds. It is a private method; the
 alternatives (a replaying fake `timer` passed to `pedantic`, or assembling `Metadata` by hand) lean
 on private behaviour as much and are harder to read. The fixture also sets the fixture's mode, so a
-second use in one test fails as pytest-benchmark's own modes do.
+second use in one test fails as pytest-benchmark's own modes do. Because these are private, the supported
+pytest-benchmark range is pinned in pyproject.toml (`PYTEST_BENCHMARK_RANGE`) and checked when the
+fixture is first used.
+
+Each test's figures are also printed in a "sustained" section of the terminal summary (ms, clocks,
+cycles, power, limiter), and each run is kept under --sustained-results (default `.bench-results` in
+the rootdir, not pytest's temporary directory), so the figures can be re-read with `bench report`.
+pytest-benchmark options that time its own loop (--benchmark-min-time, -max-time, -min-rounds, -timer,
+-warmup, -disable-gc, -calibration-precision, -cprofile...) do not apply to the sustained protocol; when
+given, a warning says they are ignored and which `--sustained-*` option to use instead.
 
 Options: --sustained-device, --sustained-quick, --sustained-telemetry, --sustained-results,
 --sustained-repeats, --sustained-window-s, --sustained-no-gate, --sustained-allow-busy.
@@ -34,12 +44,34 @@ from pathlib import Path
 
 import pytest
 
-__all__ = ["SustainedResult", "sustained", "pytest_addoption", "STATS_NOTE"]
+__all__ = ["SustainedResult", "sustained", "pytest_addoption", "pytest_terminal_summary", "STATS_NOTE",
+           "IGNORED_BENCHMARK_OPTIONS", "RESULTS_DEFAULT", "PYTEST_BENCHMARK_RANGE", "IgnoredOptionWarning"]
 
 STATS_NOTE = ("rounds are the timed windows' chunks of every repeat; each value is the device time per launch over "
               "that chunk, in seconds, measured at a settled clock by the harness's sustained protocol")
 _given = itertools.count()
 _DEVICES = pytest.StashKey[set]()  # GPU models the fixture measured on in this session
+_LINES = pytest.StashKey[list]()  # (nodeid, extra_info) of every sustained test, for the terminal summary
+_WARNED = pytest.StashKey[bool]()
+RESULTS_DEFAULT = ".bench-results"
+PYTEST_BENCHMARK_RANGE = (">=5.2", "<5.3")  # keep in step with pyproject.toml: the private API used is checked there
+IGNORED_BENCHMARK_OPTIONS = {
+    "--benchmark-min-time": "the sustained protocol's chunk size (--sustained-quick for short runs)",
+    "--benchmark-max-time": "--sustained-window-s",
+    "--benchmark-min-rounds": "--sustained-repeats (rounds are window chunks)",
+    "--benchmark-timer": "nothing: device time comes from the harness's events",
+    "--benchmark-calibration-precision": "nothing: launches per chunk are sized by the protocol",
+    "--benchmark-warmup": "nothing: warm-in runs until the clock settles",
+    "--benchmark-warmup-iterations": "nothing: warm-in runs until the clock settles",
+    "--benchmark-disable-gc": "nothing: launches are captured in a CUDA graph",
+    "--benchmark-cprofile": "nothing: `bench trace` profiles kernels",
+    "--benchmark-cprofile-loops": "nothing", "--benchmark-cprofile-top": "nothing",
+    "--benchmark-cprofile-dump": "nothing",
+}
+
+
+class IgnoredOptionWarning(UserWarning):
+    """A pytest-benchmark option that the sustained fixture does not use was given."""
 
 
 def pytest_addoption(parser) -> None:
@@ -48,8 +80,8 @@ def pytest_addoption(parser) -> None:
                     "PyTorch sees a GPU, else cpu)")
     group.addoption("--sustained-quick", action="store_true", help="short protocol for dry runs (not sustained figures)")
     group.addoption("--sustained-telemetry", default="auto", help="auto, nvml, host or none")
-    group.addoption("--sustained-results", default=None, help="keep each test's results run here (default: pytest's "
-                    "temporary directory)")
+    group.addoption("--sustained-results", default=None, help=f"keep each test's results run here (default: "
+                    f"{RESULTS_DEFAULT} in the rootdir; runs persist between sessions)")
     group.addoption("--sustained-repeats", type=int, default=None, help="repeats per test (default: the protocol's)")
     group.addoption("--sustained-window-s", type=float, default=None, help="timed window per repeat, seconds")
     group.addoption("--sustained-no-gate", action="store_true", help="skip the correctness gate before timing")
@@ -84,18 +116,23 @@ class SustainedResult:
     extra_info: dict = field(default_factory=dict)
 
 
-def _kernel_and_registry(kernel):
-    from harness.kernels import Kernel, KernelRegistry, default_registry
+def _kernel_and_registry(kernel, *, layout: str | None = None, gqa: str | None = None):
+    from harness.kernels import Kernel, KernelRegistry, adapt_callable, default_registry, with_options
 
-    if isinstance(kernel, Kernel):
-        registry = KernelRegistry()
-        registry.add(kernel)
-        return kernel, registry
     if isinstance(kernel, str):
         registry = default_registry()
-        return registry.get(kernel), registry
-    raise TypeError(f"sustained(kernel, inputs): kernel must be a harness.kernels.Kernel or a kernel name, "
-                    f"not {type(kernel).__name__}")
+        return registry.get(with_options(kernel, layout=layout, gqa=gqa)), registry
+    if isinstance(kernel, Kernel):
+        if layout or gqa:
+            raise TypeError("sustained(kernel, layout=/gqa=): a Kernel declares its own layout; pass a plain function")
+    elif callable(kernel) and not isinstance(kernel, type):
+        kernel = adapt_callable(kernel, options={k: v for k, v in dict(layout=layout, gqa=gqa).items() if v})
+    else:
+        raise TypeError(f"sustained(kernel, inputs): kernel must be an attention function, a harness.kernels.Kernel "
+                        f"or a kernel name, not {type(kernel).__name__}")
+    registry = KernelRegistry()
+    registry.add(kernel)
+    return kernel, registry
 
 
 def _input_spec(inputs):
@@ -162,7 +199,8 @@ class _Sustained:
     def __init__(self, benchmark, request, results_root: Path) -> None:
         self._benchmark, self._request, self._root = benchmark, request, results_root
 
-    def __call__(self, kernel, inputs, *, protocol=None, launch: str = "auto") -> SustainedResult:
+    def __call__(self, kernel, inputs, *, protocol=None, launch: str = "auto", layout: str | None = None,
+                 gqa: str | None = None) -> SustainedResult:
         from harness.config import RunConfig
         from harness.errors import HarnessError
         from harness.runner import run_sustained
@@ -171,9 +209,11 @@ class _Sustained:
         if bench._mode:
             raise pytest.UsageError(f"The benchmark fixture of this test was already used in {bench._mode} mode; "
                                     f"call sustained(...) once per test (parametrize for several inputs).")
+        _warn_ignored_options(config)
         try:
-            k, registry = _kernel_and_registry(kernel)
-        except HarnessError as exc:  # an unknown name: the message lists the known ones
+            _check_benchmark_version()
+            k, registry = _kernel_and_registry(kernel, layout=layout, gqa=gqa)
+        except HarnessError as exc:  # an unknown name lists the known ones; a misfit names the signature
             bench.has_error = True
             pytest.fail(f"sustained: {exc}", pytrace=False)
         spec = _input_spec(inputs)
@@ -211,15 +251,82 @@ class _Sustained:
         extra = _extra_info(rows, result.info, spec, k, result.path, proto, config.getoption("sustained_quick"))
         bench.extra_info.update(extra)
         config.stash.setdefault(_DEVICES, set()).add(str(result.info.get("device_name")))
+        config.stash.setdefault(_LINES, []).append((self._request.node.nodeid, extra))
         return SustainedResult(run_dir=result.path, rows=tuple(rows), chunk_times_s=tuple(times), extra_info=extra)
 
 
 @pytest.fixture
-def sustained(benchmark, request, tmp_path_factory):
+def sustained(benchmark, request):
     """`sustained(kernel, inputs)`: time a kernel at sustained clocks and report it through pytest-benchmark."""
     option = request.config.getoption("sustained_results")
-    root = Path(option) if option else tmp_path_factory.getbasetemp() / "sustained-runs"
+    root = Path(option) if option else request.config.rootpath / RESULTS_DEFAULT
     return _Sustained(benchmark, request, root)
+
+
+def _check_benchmark_version() -> None:
+    from importlib.metadata import version
+
+    from harness.errors import ConfigError
+
+    have = version("pytest-benchmark")
+    parts = tuple(int(p) for p in have.split(".")[:2] if p.isdigit())
+    low, high = (tuple(int(p) for p in b.lstrip("<>=").split(".")) for b in PYTEST_BENCHMARK_RANGE)
+    if not (low <= parts < high):
+        raise ConfigError(
+            f"The sustained fixture records its rounds through pytest-benchmark internals checked with "
+            f"pytest-benchmark {','.join(PYTEST_BENCHMARK_RANGE)}; this environment has {have}. Install a version "
+            f"in that range (pip install 'pytest-benchmark{','.join(PYTEST_BENCHMARK_RANGE)}')."
+        )
+
+
+def _given_options(config) -> list[str]:
+    import os
+    import shlex
+
+    args = [*config.invocation_params.args, *shlex.split(os.environ.get("PYTEST_ADDOPTS", ""))]
+    try:
+        args += list(config.getini("addopts"))
+    except (ValueError, KeyError):
+        pass
+    return [a.split("=", 1)[0] for a in args if isinstance(a, str) and a.startswith("--benchmark-")]
+
+
+def _warn_ignored_options(config) -> None:
+    if config.stash.get(_WARNED, False):
+        return
+    config.stash[_WARNED] = True
+    ignored = sorted({a for a in _given_options(config) if a in IGNORED_BENCHMARK_OPTIONS})
+    if ignored:
+        import warnings
+
+        instead = "; ".join(f"{a}: {IGNORED_BENCHMARK_OPTIONS[a]}" for a in ignored)
+        warnings.warn(IgnoredOptionWarning(
+            f"The sustained fixture ignores {', '.join(ignored)}: they set pytest-benchmark's own timing loop, which "
+            f"the sustained protocol replaces. Use instead: {instead}."), stacklevel=3)
+
+
+def _fmt(value, spec: str, unit: str = "") -> str:
+    return f"-{unit}" if value is None else f"{value:{spec}}{unit}"
+
+
+def summary_line(nodeid: str, extra: dict) -> str:
+    """One test's sustained figures on one line (never wrapped: pytest writes it as is)."""
+    clock = extra.get("clock_mhz")
+    return (f"{nodeid}: {_fmt(extra.get('time_ns') and extra['time_ns'] / 1e6, '.4f', ' ms')}, clock "
+            f"{_fmt(clock, '.0f', ' MHz')} ({extra.get('clock_source')}; SMI {_fmt(extra.get('sm_clock_mhz'), '.0f')}, "
+            f"in-band {_fmt(extra.get('inband_clock_mhz'), '.0f')}), "
+            f"{_fmt(extra.get('cycles_per_launch') and extra['cycles_per_launch'] / 1e6, '.3f', ' Mcycles')}, "
+            f"{_fmt(extra.get('power_w'), '.0f', ' W')}, limiter {extra.get('limiter') or '-'}, "
+            f"{extra.get('protocol')}, run {extra.get('harness_run_dir')}")
+
+
+def pytest_terminal_summary(terminalreporter, exitstatus, config) -> None:
+    lines = config.stash.get(_LINES, [])
+    if not lines:
+        return
+    terminalreporter.section("sustained")
+    for nodeid, extra in lines:
+        terminalreporter.write_line(summary_line(nodeid, extra))
 
 
 def _device_name(config) -> str:

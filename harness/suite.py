@@ -32,6 +32,7 @@ __all__ = [
     "CaptureArgs",
     "device_kind",
     "default_kernels",
+    "kernel_specs",
     "default_seq_len",
     "attention_shape",
     "synthetic_specs",
@@ -70,6 +71,15 @@ def device_kind(device: str) -> str:
 def default_kernels(device: str) -> tuple[str, ...]:
     """The kernels a run times when none is named: the device's own SDPA back-ends."""
     return _KERNELS[device_kind(device)]
+
+
+def kernel_specs(names: Sequence[str], *, device: str, layout: str | None = None,
+                 gqa: str | None = None) -> tuple[str, ...]:
+    """The kernels a run names (or the device's defaults), with `--layout` / `--gqa` applied to the plain
+    callables among them (`module:function`, `file.py:function`)."""
+    from harness.kernels import apply_options
+
+    return apply_options(tuple(names) or default_kernels(device), layout=layout, gqa=gqa)
 
 
 def default_seq_len(device: str, *, model: bool) -> int:
@@ -238,5 +248,5 @@ def sustained_protocol(*, quick: bool = False, repeats: int | None = None, windo
 def sustained_config(*, kernels: Sequence[str] = (), inputs: Sequence[InputSpec], device: str,
                      protocol: SustainedProtocol, **settings) -> RunConfig:
     """The RunConfig of a sustained run: the named kernels, or the device's defaults."""
-    return RunConfig(kernels=tuple(kernels) or default_kernels(device), inputs=tuple(inputs), device=device,
+    return RunConfig(kernels=kernel_specs(kernels, device=device), inputs=tuple(inputs), device=device,
                      protocol=protocol, **settings)

@@ -100,14 +100,14 @@ def burst(
     from harness.errors import HarnessError
     from harness.report import LiveView, burst_tables
     from harness.runner import BurstConfig, BurstProtocol, run_burst
-    from harness.suite import BURST_INPUTS, attention_shape, default_kernels, synthetic_specs
+    from harness.suite import BURST_INPUTS, attention_shape, kernel_specs, synthetic_specs
 
     console = _console()
     try:
         device = sources["device"]
         dims = attention_shape(shape_args(shape), device=device)
         config = BurstConfig(
-            kernels=tuple(sources["kernel"]) or default_kernels(device),
+            kernels=kernel_specs(sources["kernel"], device=device, layout=sources["layout"], gqa=sources["gqa"]),
             inputs=synthetic_specs(sources["input_"] or BURST_INPUTS, shape=dims, dtype=shape["dtype"],
                                    seed=shape["seed"]),
             device=device, telemetry=record["telemetry"], results_dir=record["results"], run_name=record["name"],

@@ -6,6 +6,7 @@ without the console script (ci/nightly.sh calls it that way, so it works with an
 
 from __future__ import annotations
 
+import signal
 from pathlib import Path
 from typing import List, Optional
 
@@ -59,6 +60,9 @@ def commits(
                                  command=_command())
     except HarnessError as exc:
         _fail(exc)
+    except KeyboardInterrupt as exc:  # Ctrl-C, or SIGTERM/SIGHUP as harness.commits.Terminated
+        console.print(f"[yellow]bench commits {exc or 'interrupted'}[/]", highlight=False)
+        raise typer.Exit(128 + (signal.Signals[exc.signal] if hasattr(exc, "signal") else signal.SIGINT)) from None
     console.print(commits_table(result).to_rich())
     for c in result.comparisons:
         f = c.factors

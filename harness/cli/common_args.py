@@ -30,6 +30,10 @@ SOURCES = dict(
     input_=(Optional[List[str]], typer.Option(None, "--input", "-i", help="input source (repeatable; default: "
                                                                           "gaussian:0.1 and gaussian:1)")),
     device=(str, typer.Option("cuda:0", help="cpu, cuda:N, rocm:N, or cuda:/rocm:<PCI bus id>")),
+    layout=(Optional[str], typer.Option(None, help="layout of the plain callables named with -k: bhsd (torch SDPA's, "
+                                                   "the default) or bshd (flash-attn's)")),
+    gqa=(Optional[str], typer.Option(None, help="plain callables and grouped-query inputs: native (K/V passed with "
+                                                "Hkv < Hq) or expand (the harness repeats K/V heads first)")),
 )
 SHAPE = dict(
     batch=(Optional[int], typer.Option(None, help="B (default 1)")),

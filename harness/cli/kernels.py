@@ -98,10 +98,11 @@ def repro(
 def _setup(out, suite: dict):
     """Kernels first (an unknown name is refused before any capture), then inputs, then the device."""
     from harness.kernels import resolve_kernels, set_up_survey
-    from harness.suite import default_kernels
+    from harness.suite import kernel_specs
 
-    device = suite["sources"]["device"]
-    kernels = resolve_kernels(tuple(suite["sources"]["kernel"]) or default_kernels(device))
+    src = suite["sources"]
+    device = src["device"]
+    kernels = resolve_kernels(kernel_specs(src["kernel"], device=device, layout=src["layout"], gqa=src["gqa"]))
     specs = suite_inputs(out, **suite)
     return set_up_survey(kernels, specs, device)
 

@@ -55,7 +55,10 @@ def _config(out, *, sources, shape, capture, protocol, run):
     device_kind(device)
     proto = protocol_of(protocol)
     inputs = suite_inputs(out, sources=sources, shape=shape, capture=capture)
-    return sustained_config(kernels=sources["kernel"], inputs=inputs, device=device, protocol=proto,
+    from harness.suite import kernel_specs
+
+    kernels = kernel_specs(sources["kernel"], device=device, layout=sources["layout"], gqa=sources["gqa"])
+    return sustained_config(kernels=kernels, inputs=inputs, device=device, protocol=proto,
                             telemetry=run["telemetry"], results_dir=run["results"], run_name=run["name"],
                             launch=run["launch"], allow_busy=run["allow_busy"], gate=run["gate"])
 

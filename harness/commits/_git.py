@@ -79,21 +79,22 @@ def resolve_revision(repo: Path, rev: str) -> Revision:
     return Revision(label=rev, commit=commit, subject=subject)
 
 
-def dirty_files(repo: Path) -> list[str]:
-    """Tracked files with uncommitted changes (`git status --porcelain --untracked-files=no`)."""
-    out = _git(repo, "status", "--porcelain", "--untracked-files=no")
+def dirty_files(repo: Path, *, under: str = ".") -> list[str]:
+    """Tracked files with uncommitted changes under `under` (`git status --porcelain --untracked-files=no`)."""
+    out = _git(repo, "status", "--porcelain", "--untracked-files=no", "--", under)
     if out.returncode != 0:
         raise RevisionError(f"`git status` failed in {repo}: {out.stderr.strip()}")
     return [line[3:] for line in out.stdout.splitlines() if line.strip()]
 
 
-def check_clean(repo: Path, *, allow_dirty: bool) -> list[str]:
+def check_clean(repo: Path, *, allow_dirty: bool, under: str = ".") -> list[str]:
     """Refuse a dirty work tree unless `allow_dirty`; return the dirty files either way (to be recorded).
 
     Revisions are checked out into fresh worktrees, so uncommitted edits are never measured: a user who
     edited a kernel and forgot to commit would compare two revisions without the edit and not know it.
+    Only `under` counts (the --repo folder inside a larger repository): nothing else is imported.
     """
-    files = dirty_files(repo)
+    files = dirty_files(repo, under=under)
     if files and not allow_dirty:
         listing = ", ".join(files[:5]) + (f" and {len(files) - 5} more" if len(files) > 5 else "")
         raise DirtyWorktreeError(
@@ -106,19 +107,40 @@ def check_clean(repo: Path, *, allow_dirty: bool) -> list[str]:
 
 @contextmanager
 def worktrees(repo: Path, revisions: Sequence[Revision], *, root: Path) -> Iterator[dict[str, Path]]:
-    """A detached git worktree per distinct commit under `root`, removed again on exit (commit -> path)."""
+    """A detached git worktree per distinct commit under `root`, removed again on every exit (commit -> path).
+
+    The removal runs with SIGINT, SIGTERM and SIGHUP held back (delivered once it is done), so a second
+    Ctrl-C or a `kill` during clean-up cannot leave a worktree registered in the user's repository.
+    """
     made: dict[str, Path] = {}
     try:
         for rev in revisions:
             if rev.commit in made:
                 continue
             path = Path(root) / f"rev-{len(made)}-{rev.short}"
+            made[rev.commit] = path  # before git runs: an interrupted `worktree add` is removed too
             out = _git(repo, "worktree", "add", "--detach", "--quiet", str(path), rev.commit, timeout=600)
             if out.returncode != 0:
                 raise RevisionError(f"`git worktree add` of {rev.describe()} failed: {out.stderr.strip()}")
-            made[rev.commit] = path
         yield made
     finally:
-        for path in made.values():
-            _git(repo, "worktree", "remove", "--force", str(path))
-        _git(repo, "worktree", "prune")
+        with _signals_held():
+            for path in made.values():
+                _git(repo, "worktree", "remove", "--force", str(path))
+            _git(repo, "worktree", "prune")
+
+
+@contextmanager
+def _signals_held():
+    import signal
+    import threading
+
+    held = {signal.SIGINT, signal.SIGTERM, signal.SIGHUP}
+    if threading.current_thread() is not threading.main_thread():
+        yield
+        return
+    previous = signal.pthread_sigmask(signal.SIG_BLOCK, held)
+    try:
+        yield
+    finally:
+        signal.pthread_sigmask(signal.SIG_SETMASK, previous)

@@ -109,12 +109,23 @@ def load_revision_kernel(tree: Path, kernel: str, *, revision: str):
     registry = KernelRegistry()  # not default_registry(): that loads what is installed, not this revision
     where = f"revision {revision}"
     if ":" in kernel:
-        module = kernel.partition(":")[0]
+        from harness.kernels import split_spec
+
+        parts = split_spec(kernel)
+        if parts.is_file:  # checked before the file runs: one outside the tree is the same at every revision
+            path = (tree / parts.target).resolve()
+            if not path.is_relative_to(tree.resolve()):
+                raise KernelError(
+                    f"Kernel {kernel!r} at {where}: {path} is outside the repository folder {tree}, so both "
+                    f"revisions would run the same file. Give a path inside the repository."
+                )
         try:
-            found = registry.get(kernel)
-        except KernelError as exc:
+            # A file path is relative to the repository folder (--repo) in this revision's worktree.
+            found = registry.get(kernel, base_dir=tree)
+        except UnknownKernelError as exc:  # a misfit signature is reported as it is, not as "missing"
             raise MissingKernelError(f"Kernel {kernel!r} is missing at {where}: {exc}") from None
-        _check_from_tree(sys.modules[module], tree, f"Kernel {kernel!r} at {where}")
+        if not parts.is_file:
+            _check_from_tree(sys.modules[parts.target], tree, f"Kernel {kernel!r} at {where}")
         return found
     points = revision_entry_points(tree)
     if not points and (tree / "kernels_under_test" / "__init__.py").is_file():

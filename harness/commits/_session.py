@@ -15,10 +15,12 @@ from __future__ import annotations
 import json
 import os
 import queue
+import signal
 import subprocess
 import sys
 import tempfile
 import threading
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Callable
@@ -32,7 +34,7 @@ from harness.inputs import InputSpec
 if TYPE_CHECKING:
     from harness.analysis import VerdictRule
 
-__all__ = ["CommitsConfig", "compare_commits", "WorkerError"]
+__all__ = ["CommitsConfig", "compare_commits", "WorkerError", "Terminated"]
 
 
 class WorkerError(KernelError):
@@ -73,9 +75,12 @@ class _Worker:
         self.revision = revision
         self.log = log
         self._stderr = open(log, "w", encoding="utf-8")
+        # A session of its own: a Ctrl-C in the terminal reaches the orchestrator only, which then stops
+        # each worker once (a second SIGINT from the terminal would interrupt the worker's own clean-up).
         self.proc = subprocess.Popen(argv, stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=self._stderr,
-                                     env=env, cwd=cwd, text=True, bufsize=1)
+                                     env=env, cwd=cwd, text=True, bufsize=1, start_new_session=True)
         self.lines: queue.Queue = queue.Queue()
+        self.run_dir: str | None = None
         threading.Thread(target=self._read, daemon=True).start()
 
     def _read(self) -> None:
@@ -114,15 +119,21 @@ class _Worker:
                 msg = json.loads(line)
             except json.JSONDecodeError:
                 continue  # not protocol (cannot happen: the worker sends prints to stderr); never fatal
-            if msg.get("event") == "message":
+            if msg.get("event") == "started":
+                self.run_dir = msg.get("run_dir")
+            elif msg.get("event") == "message":
                 on_message(f"{self.revision.describe()}: {msg['text']}")
             elif msg.get("event") == "error":
                 raise WorkerError(msg["message"])
             elif msg.get("event") in events:
                 return msg
 
-    def stop(self) -> None:
+    def stop(self, *, interrupt: bool = False) -> None:
+        """End the worker. `interrupt`: SIGINT first, so a measurement under way ends and its run is marked
+        incomplete by the runner; otherwise `stop` on its pipe, read before its next repeat."""
         if self.proc.poll() is None:
+            if interrupt:
+                self.proc.send_signal(signal.SIGINT)
             self.send("stop")
             try:
                 self.proc.stdin.close()
@@ -131,6 +142,32 @@ class _Worker:
                 self.proc.kill()
                 self.proc.wait()
         self._stderr.close()
+
+
+class Terminated(KeyboardInterrupt):
+    """SIGTERM or SIGHUP reached `bench commits`: it ends as a Ctrl-C does (worktrees removed, runs incomplete)."""
+
+    def __init__(self, signum: int) -> None:
+        self.signal = signal.Signals(signum).name
+        super().__init__(f"stopped by {self.signal}")
+
+
+@contextmanager
+def _terminate_as_interrupt():
+    """SIGTERM/SIGHUP raise `Terminated` in the main thread for the duration, so every `finally` runs."""
+    if threading.current_thread() is not threading.main_thread():
+        yield
+        return
+
+    def handler(signum, frame):
+        raise Terminated(signum)
+
+    previous = {sig: signal.signal(sig, handler) for sig in (signal.SIGTERM, signal.SIGHUP)}
+    try:
+        yield
+    finally:
+        for sig, old in previous.items():
+            signal.signal(sig, old)
 
 
 def _harness_root() -> Path:
@@ -157,13 +194,17 @@ def compare_commits(config: CommitsConfig, *, on_message: Callable[[str], None] 
 
     rule = config.rule or VerdictRule()
     root = repo_root(config.repo)
+    # --repo may be a folder inside a larger repository: worktrees are of the top level, and the kernels,
+    # their imports and pyproject.toml come from that folder in each worktree.
+    sub = Path(config.repo).resolve().relative_to(root.resolve())
     revisions = [resolve_revision(root, r) for r in config.revisions]  # all checked before anything runs
-    dirty = check_clean(root, allow_dirty=config.allow_dirty)
+    dirty = check_clean(root, allow_dirty=config.allow_dirty, under=str(sub))
     results_dir = Path(config.results_dir).resolve()
     env = {**os.environ, "PYTHONPATH": os.pathsep.join(
         [str(_harness_root())] + ([os.environ["PYTHONPATH"]] if os.environ.get("PYTHONPATH") else []))}
     names = ", ".join(r.describe() for r in revisions)
-    with tempfile.TemporaryDirectory(prefix="bench-commits-") as tmp, worktrees(root, revisions, root=Path(tmp)) as trees:
+    with _terminate_as_interrupt(), tempfile.TemporaryDirectory(prefix="bench-commits-") as tmp, \
+            worktrees(root, revisions, root=Path(tmp)) as trees:
         cwd = Path(tmp) / "cwd"  # not a tree: `-m` puts the cwd first on sys.path, and a tree may hold a harness/
         cwd.mkdir()
         workers: list[_Worker] = []
@@ -172,7 +213,7 @@ def compare_commits(config: CommitsConfig, *, on_message: Callable[[str], None] 
                 notes = (f"bench commits {names} in {root}: this run is revision {rev.describe()} = {rev.commit}"
                          + (f"; --allow-dirty with uncommitted changes to {', '.join(dirty)} (not measured)" if dirty else ""))
                 spec = spec_to_json(
-                    tree=str(trees[rev.commit]), revision_text=rev.describe(), kernel=config.kernel,
+                    tree=str(trees[rev.commit] / sub), revision_text=rev.describe(), kernel=config.kernel,
                     input=config.input, protocol=config.protocol,
                     device=config.device, telemetry=config.telemetry, results_dir=str(results_dir),
                     run_name=f"commits-{i}-{rev.short[:8]}", launch=config.launch, gate=config.gate,
@@ -196,6 +237,12 @@ def compare_commits(config: CommitsConfig, *, on_message: Callable[[str], None] 
                     on_message(f"repeat {rep} {w.revision.describe()}: {row['time_ns'] / 1e6:.4f} ms/launch "
                                f"({row['status']})")
             done = [w.expect(("done",), timeout=300, on_message=on_message) for w in workers]
+        except KeyboardInterrupt as exc:
+            for w in workers:  # each run is marked incomplete by its own worker's runner
+                w.stop(interrupt=True)
+            kept = ", ".join(w.run_dir for w in workers if w.run_dir) or "none had started"
+            on_message(f"{exc or 'interrupted'}: the worktrees are removed; runs kept, marked incomplete: {kept}")
+            raise
         finally:
             for w in workers:
                 w.stop()

@@ -18,6 +18,7 @@ import argparse
 import dataclasses
 import json
 import os
+import signal
 import sys
 from pathlib import Path
 from harness.runner._channel import JsonLinesChannel
@@ -30,8 +31,10 @@ MEASURED_FIELDS = ("measurement_id", "repeat", "status", "time_ns", "sm_clock_mh
                    "cycles_per_launch", "settled_after_s", "power_w")
 
 
-class _Stopped(Exception):
-    """The orchestrator asked this worker to stop before its next repeat (another revision failed)."""
+class _Stopped(KeyboardInterrupt):
+    """The orchestrator asked this worker to stop before its next repeat (interrupted, or another revision
+    failed). A KeyboardInterrupt, so the runner marks the run `incomplete`, as for a Ctrl-C: the run was
+    stopped from outside, it did not fail."""
 
 
 class _Relay(NullObserver):
@@ -119,6 +122,9 @@ def _run(spec: dict, channel: JsonLinesChannel) -> int:
     except _Stopped as exc:
         channel.send(event="error", kind="stopped", message=str(exc))
         return 4
+    except KeyboardInterrupt:  # SIGINT (or SIGTERM, below) from the orchestrator; the run is marked incomplete
+        channel.send(event="error", kind="interrupted", message="interrupted; the run is marked incomplete")
+        return 130
     except HarnessError as exc:
         kind = "missing_kernel" if isinstance(exc, MissingKernelError) else type(exc).__name__
         channel.send(event="error", kind=kind, message=str(exc))
@@ -138,6 +144,7 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m harness.commits._worker", description=__doc__.split("\n")[0])
     parser.add_argument("--spec", required=True, help="JSON from spec_to_json")
     args = parser.parse_args(argv)
+    signal.signal(signal.SIGTERM, signal.default_int_handler)  # a kill ends the run as `incomplete`, not `running`
     # Keep the real stdout for the protocol and point fd 1 at stderr, so a kernel that prints (or a
     # library that logs to stdout) cannot write into the JSON stream.
     protocol_out = os.fdopen(os.dup(1), "w", buffering=1)

@@ -11,8 +11,26 @@ gate can check it.
 ...     return lambda: inputs.q * 2
 >>> reg.names()
 ['double']
+
+A plain attention function is a kernel too (`-k mykern:attn`, `-k path/to/file.py:attn@bshd`):
+
+>>> def attn(q, k, v, is_causal=True, scale=None):
+...     return q
+>>> adapt_callable(attn).extra["convention"]
+'attn(q, k, v, is_causal=..., scale=...) layout bhsd, GQA passed as is'
 """
 
+from harness.kernels._callable import (
+    CALLABLE_SIGNATURE,
+    LAYOUTS,
+    adapt_callable,
+    apply_options,
+    convention,
+    describe_convention,
+    fp8_inputs,
+    split_spec,
+    with_options,
+)
 from harness.kernels._error import ErrorReport, attention_error, kernel_reference_inputs
 from harness.kernels._gate import GateResult, GateTolerance, gate, gate_tolerance
 from harness.kernels._kernel import Kernel, Launch
@@ -41,6 +59,15 @@ __all__ = [
     "set_up_survey",
     "INTERFERERS",
     "pow2_scale",
+    "CALLABLE_SIGNATURE",
+    "LAYOUTS",
+    "adapt_callable",
+    "apply_options",
+    "convention",
+    "describe_convention",
+    "fp8_inputs",
+    "split_spec",
+    "with_options",
     "ErrorReport",
     "ReproReport",
     "attention_error",

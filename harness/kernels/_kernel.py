@@ -34,6 +34,7 @@ class Kernel:
     description: str = ""
     graph_safe: bool = True
     causal_only: bool = False
+    noncausal_only: bool = False  # a plain callable declared to compute non-causal attention only
     output_dtype: str | None = None  # None: same dtype as the inputs
     tolerance: str | None = None  # gate tolerance class: "bf16", "fp8", "fp32"; None picks from dtype
     source: str = ""  # module path, recorded with results
@@ -62,6 +63,8 @@ class Kernel:
             )
         if self.causal_only and not causal:
             raise UnsupportedInputError(f"Kernel {self.name!r} supports causal attention only; drop --no-causal.")
+        if self.noncausal_only and causal:
+            raise UnsupportedInputError(f"Kernel {self.name!r} supports non-causal attention only; pass --no-causal.")
         reason = self.unavailable_reason(device_kind)
         if reason:
             raise UnsupportedInputError(f"Kernel {self.name!r} cannot run here: {reason}.")

@@ -1,9 +1,9 @@
 from __future__ import annotations
 
-import importlib
 from typing import Callable, Iterable
 
 from harness.errors import KernelError, UnknownKernelError
+from harness.kernels._callable import CALLABLE_SIGNATURE, adapt_callable, load_target
 from harness.kernels._kernel import Kernel, Launch
 
 __all__ = ["KernelRegistry", "default_registry", "ENTRY_POINT_GROUP"]
@@ -99,33 +99,45 @@ class KernelRegistry:
     def __contains__(self, name: str) -> bool:
         return name in self._kernels
 
-    def get(self, name: str) -> Kernel:
-        """A kernel by name, or by `module:function` spec (a Kernel object or a recorded factory)."""
+    def get(self, name: str, *, base_dir=None) -> Kernel:
+        """A kernel by name, or by spec: `module:attr` / `path/to/file.py:attr`, optionally `@bshd,expand-gqa`.
+
+        The attribute may be a `Kernel`, a factory recorded with `@registry.kernel(...)`, or a plain
+        attention function, which is adapted (`adapt_callable`) under the spec as its name. File paths
+        are relative to `base_dir` (default: the current directory).
+        """
         if name in self._kernels:
             return self._kernels[name]
         if ":" in name:
-            return self._load_spec(name)
+            return self._load_spec(name, base_dir=base_dir)
         known = ", ".join(self.names()) or "(none registered)"
         raise UnknownKernelError(
             f"No kernel named {name!r}. Known kernels: {known}. `bench list kernels` shows them with their "
-            f"availability; an external kernel can be given as 'module:function'."
+            f"availability; an external kernel or a plain attention function can be given as 'module:function' "
+            f"or 'path/to/file.py:function'."
         )
 
-    def _load_spec(self, spec: str) -> Kernel:
-        module_name, _, attr = spec.partition(":")
-        try:
-            module = importlib.import_module(module_name)
-        except Exception as exc:
+    def _load_spec(self, spec: str, *, base_dir=None) -> Kernel:
+        module, obj, parts = load_target(spec, base_dir=base_dir)
+        found = self._declared(obj, module)
+        if found is not None:
+            if parts.options:
+                raise KernelError(
+                    f"Kernel spec {spec!r}: the options after '@' apply to plain attention functions; "
+                    f"{found.name!r} is a declared Kernel with its own layout. Drop them."
+                )
+            return self.add(found)
+        if isinstance(obj, type) or not callable(obj):
             raise KernelError(
-                f"Kernel spec {spec!r}: importing module {module_name!r} failed ({type(exc).__name__}: {exc}). "
-                f"Check that the module is on PYTHONPATH (or installed) and imports on its own."
-            ) from None
-        try:
-            obj = getattr(module, attr)
-        except AttributeError:
-            raise KernelError(f"Kernel spec {spec!r}: module {module_name!r} has no attribute {attr!r}.") from None
+                f"Kernel spec {spec!r} names {type(obj).__name__} {parts.attr!r}, which is neither a harness.kernels."
+                f"Kernel, a factory recorded with @registry.kernel(...), nor an attention function. {CALLABLE_SIGNATURE}"
+            )
+        return self.add(adapt_callable(obj, name=spec, options=parts.options))
+
+    def _declared(self, obj, module) -> Kernel | None:
+        """The Kernel `obj` is, or whose recorded factory it is; None for anything else."""
         if isinstance(obj, Kernel):
-            return self.add(obj)
+            return obj
         for kernel in self._kernels.values():
             if kernel.prepare is obj:
                 return kernel
@@ -133,11 +145,8 @@ class KernelRegistry:
         if isinstance(registry, KernelRegistry):
             for kernel in registry:
                 if kernel.prepare is obj:
-                    return self.add(kernel)
-        raise KernelError(
-            f"Kernel spec {spec!r} names {type(obj).__name__} {attr!r}, which is neither a harness.kernels.Kernel "
-            f"nor a factory recorded with @registry.kernel(...) in a module-level `registry`."
-        )
+                    return kernel
+        return None
 
 
 _default: KernelRegistry | None = None

@@ -86,3 +86,19 @@ def test_a_broken_plugin_is_reported_with_its_revision(kernel_repo, isolated_imp
     with pytest.raises(KernelError, match="entry point example = 'example_kernels:register' failed at revision "
                                           "wip: ImportError: half-finished edit"):
         load_revision_kernel(kernel_repo, "example-attention", revision="wip")
+
+
+def test_plain_function_by_module_and_by_file_from_the_tree(kernel_repo, isolated_imports):
+    by_module = load_revision_kernel(kernel_repo, "example_kernels.plain:attention", revision="main")
+    assert by_module.source == "example_kernels.plain:attention" and by_module.extra["layout"] == "bhsd"
+    assert sys.modules["example_kernels.plain"].__file__.startswith(str(kernel_repo))
+    by_file = load_revision_kernel(kernel_repo, "example_kernels/plain.py:attention_bshd@bshd", revision="main")
+    assert by_file.name == "example_kernels/plain.py:attention_bshd@bshd" and by_file.extra["layout"] == "bshd"
+    module = sys.modules[by_file.source.partition(":")[0]]
+    assert module.__file__ == str((kernel_repo / "example_kernels" / "plain.py").resolve())
+
+
+def test_a_file_outside_the_tree_is_refused(kernel_repo, tmp_path, isolated_imports):
+    (tmp_path / "elsewhere.py").write_text("def attn(q, k, v, is_causal=True):\n    return q\n")
+    with pytest.raises(KernelError, match="is outside the repository folder"):
+        load_revision_kernel(kernel_repo, "../elsewhere.py:attn", revision="main")

@@ -38,7 +38,7 @@ def test_spec_naming_a_missing_attribute_or_a_non_kernel(tmp_path, monkeypatch):
     monkeypatch.syspath_prepend(str(tmp_path))
     with pytest.raises(KernelError, match="has no attribute 'nope'"):
         KernelRegistry().get("some_kernels:nope")
-    with pytest.raises(KernelError, match="neither a harness.kernels.Kernel nor a factory"):
+    with pytest.raises(KernelError, match="neither a harness.kernels.Kernel, a factory .* nor an attention function"):
         KernelRegistry().get("some_kernels:VALUE")
 
 

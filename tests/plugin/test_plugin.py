@@ -50,7 +50,7 @@ def test_example_saves_clock_and_cycles_and_compares(example_repo, tmp_path):
                     "limiter", "settled_after_s", "harness_run_dir"):
             assert key in extra, key
         assert extra["clock_source"] == "none" and extra["clock_mhz"] is None  # no clock telemetry on this CPU
-        assert extra["kernel"] == "example-attention" and extra["device"] == "cpu"
+        assert extra["kernel"] in ("example-attention", "example_kernels.plain:attention") and extra["device"] == "cpu"
         stats = bench["stats"]
         assert stats["rounds"] == len(stats["data"]) >= 2 and stats["iterations"] == 1
         assert 1e-6 < stats["median"] < 0.1  # seconds per launch
@@ -60,7 +60,7 @@ def test_example_saves_clock_and_cycles_and_compares(example_repo, tmp_path):
     compare = subprocess.run([sys.executable, "-m", "pytest_benchmark", "--storage", str(storage), "compare",
                               "--columns=median,rounds"], capture_output=True, text=True, timeout=120)
     assert compare.returncode == 0, compare.stderr
-    assert "test_example_attention[gaussian:0.1]" in compare.stdout
+    assert "test_example_attention" in compare.stdout and "test_plain_function" in compare.stdout
 
     again = run(example_repo, "tests", f"--benchmark-storage={storage}", "--benchmark-compare",
                 "--benchmark-compare-fail=median:1000%")
@@ -123,10 +123,54 @@ def test_bad_arguments_say_what_is_expected(example_repo):
     """)
     result = run(example_repo, "test_bad.py")
     result.assert_outcomes(failed=2)
-    result.stdout.fnmatch_lines(["*kernel must be a harness.kernels.Kernel or a kernel name, not int*",
+    result.stdout.fnmatch_lines(["*kernel must be an attention function, a harness.kernels.Kernel or a kernel name, not int*",
                                  "*sustained: No kernel named 'flash9'. Known kernels:*"])
 
 
 def test_benchmark_skip_skips_sustained_tests(example_repo):
     result = run(example_repo, "tests", "--benchmark-skip")
     result.assert_outcomes(skipped=2)
+
+
+@pytest.mark.slow
+def test_plain_function_summary_line_results_dir_and_ignored_options(example_repo):
+    """A plain function passed as an object (and one in flash-attn's layout) is timed; the terminal summary has
+    a line per test with ms, clock, cycles, power and limiter; runs persist in .bench-results under the
+    rootdir; a pytest-benchmark timing option is reported as ignored; a misfit names the signature."""
+    example_repo.makepyfile(test_plain="""
+        import torch.nn.functional as F
+        from harness.inputs import AttentionShape, InputSpec
+
+        SPEC = InputSpec(shape=AttentionShape(batch=1, heads_q=4, heads_kv=2, seq_len=64, head_dim_qk=16), dtype="float32")
+
+        def my_attn(q, k, v, causal=True, scale=None, enable_gqa=False):
+            return F.scaled_dot_product_attention(q, k, v, is_causal=causal, scale=scale, enable_gqa=enable_gqa)
+
+        def fa_layout(q, k, v, causal=True, softmax_scale=None):
+            assert q.shape[1] == 64, "gets [B, S, H, d]"
+            out = F.scaled_dot_product_attention(q.transpose(1, 2), k.transpose(1, 2), v.transpose(1, 2),
+                                                 is_causal=causal, scale=softmax_scale)
+            return out.transpose(1, 2)
+
+        def test_plain(sustained):
+            out = sustained(my_attn, inputs=SPEC)
+            assert out.extra_info["kernel_source"] == "test_plain:my_attn"
+
+        def test_bshd(sustained):
+            sustained(fa_layout, inputs=SPEC, layout="bshd", gqa="expand")
+
+        def test_misfit(sustained):
+            sustained(lambda q: q, inputs=SPEC)
+    """)
+    result = run(example_repo, "test_plain.py", "--benchmark-min-rounds=50", "-W", "default")
+    result.assert_outcomes(passed=2, failed=1)
+    out = result.stdout.str()
+    result.stdout.fnmatch_lines([
+        "*sustained: Kernel * cannot be called as attention: it takes 1 positional parameter(s) (q)*",
+        "*= sustained =*",
+        "test_plain.py::test_plain: * ms, clock - MHz (none; SMI -, in-band -), - Mcycles, - W, limiter none, quick*",
+        "test_plain.py::test_bshd: * ms, *",
+    ])
+    assert "IgnoredOptionWarning" in out and "ignores --benchmark-min-rounds" in out
+    runs = list((example_repo.path / ".bench-results").iterdir())
+    assert len(runs) == 2 and all((r / "runs.parquet").is_file() for r in runs)

@@ -1,0 +1,68 @@
+"""examples/kernel_repo/README.md's commands, run as written on the CPU, in a copy of the example that is a
+folder of a larger git repository (as it is inside the harness's own repository)."""
+
+from __future__ import annotations
+
+import os
+import re
+import shlex
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[2]
+EXAMPLE = ROOT / "examples" / "kernel_repo"
+
+
+def readme_commands() -> list[str]:
+    text = (EXAMPLE / "README.md").read_text()
+    (block,) = re.findall(r"```\n(.*?)```", text, flags=re.S)
+    return [line for line in block.splitlines() if line.strip()]
+
+
+def git(repo: Path, *args: str) -> None:
+    env = {**os.environ, "GIT_AUTHOR_NAME": "t", "GIT_AUTHOR_EMAIL": "t@example.com", "GIT_COMMITTER_NAME": "t",
+           "GIT_COMMITTER_EMAIL": "t@example.com"}
+    subprocess.run(["git", "-C", str(repo), *args], check=True, capture_output=True, env=env)
+
+
+def test_the_readme_commands_are_the_ones_this_test_runs():
+    commands = readme_commands()
+    assert all(c.split()[0] in ("python", "bench") for c in commands), commands
+    assert any(c.startswith("python -m pytest tests") for c in commands) and not any(c.startswith("pytest") for c in commands)
+    assert any(c.startswith("bench commits --repo . ") for c in commands)
+
+
+@pytest.mark.slow
+def test_readme_commands_run_as_written(tmp_path):
+    if shutil.which("git") is None:
+        pytest.skip("git is not installed")
+    top = tmp_path / "big"
+    here = top / "examples" / "kernel_repo"
+    shutil.copytree(EXAMPLE, here, ignore=shutil.ignore_patterns("__pycache__", ".benchmarks", ".bench-results",
+                                                                 "results", ".pytest_cache"))
+    (top / "pyproject.toml").write_text("this is not TOML: the example's own pyproject must be the one read\n")
+    git(top, "init", "-q", "-b", "main")
+    git(top, "add", "-A")
+    git(top, "commit", "-q", "-m", "one")
+    (here / "example_kernels" / "plain.py").write_text((here / "example_kernels" / "plain.py").read_text() + "\n# two\n")
+    git(top, "commit", "-q", "-am", "two")
+    env = {**os.environ, "PYTHONPATH": str(ROOT), "OMP_NUM_THREADS": "1", "COLUMNS": "250"}
+    run = {"python": [sys.executable], "bench": [sys.executable, "-m", "harness"]}
+    outputs = []
+    for command in readme_commands():
+        argv = shlex.split(command)
+        done = subprocess.run(run[argv[0]] + argv[1:], cwd=here, env=env, capture_output=True, text=True, timeout=300)
+        out = done.stdout + done.stderr
+        assert done.returncode == 0, f"{command}\n{out[-3000:]}"
+        outputs.append(out)
+    pytest_out, _, compare_out, sustained_out, commits_out = outputs
+    assert "= sustained =" in pytest_out and "test_plain_function: " in pytest_out
+    assert "test_plain_function" in compare_out
+    for kernel in ("example_kernels/plain.py:attention", "example_kernels.plain:attention_bshd@bshd", "example-attention"):
+        assert f"│ {kernel} " in sustained_out, sustained_out
+    assert "HEAD (" in commits_out and "vs HEAD~1 (" in commits_out
+    assert len(list((here / ".bench-results").iterdir())) == 4  # two pytest sessions of two tests, kept
