@@ -25,11 +25,29 @@ from harness.analysis._compare import (
 )
 from harness.analysis._decompose import VERDICTS, Decomposition, Ratio, VerdictRule, decompose, geomean, limiter_label
 from harness.analysis._chiplets import chiplet_spread
+from harness.analysis._explain import (
+    MIN_REPEATS_FOR_VERDICT,
+    Explanation,
+    comparison_warnings,
+    explain_comparison,
+    honest_interval,
+    is_full_protocol,
+    row_sentence,
+    t_quantile,
+)
 from harness.analysis._stats import bootstrap_ci, cv, mean, median, value_range
 from harness.analysis._window import POWER_REASONS, THERMAL_REASONS, chunk_clock, samples_in, summarize_window
 
 __all__ = [
     "chiplet_spread",
+    "MIN_REPEATS_FOR_VERDICT",
+    "Explanation",
+    "comparison_warnings",
+    "explain_comparison",
+    "honest_interval",
+    "is_full_protocol",
+    "row_sentence",
+    "t_quantile",
     "BURST_STATUS",
     "MEDIAN_FIELDS",
     "SHAPE_COLUMNS",
