@@ -24,7 +24,9 @@ from harness.analysis._compare import (
     summarize_run,
 )
 from harness.analysis._decompose import VERDICTS, Decomposition, Ratio, VerdictRule, decompose, geomean, limiter_label
+from harness.analysis._burst_gap import burst_gap_rows
 from harness.analysis._chiplets import chiplet_spread
+from harness.analysis._crosscheck import CROSSCHECK_TOLERANCE, clock_crosscheck, crosscheck_verdict
 from harness.analysis._explain import (
     MIN_REPEATS_FOR_VERDICT,
     Explanation,
@@ -40,6 +42,10 @@ from harness.analysis._window import POWER_REASONS, THERMAL_REASONS, chunk_clock
 
 __all__ = [
     "chiplet_spread",
+    "burst_gap_rows",
+    "CROSSCHECK_TOLERANCE",
+    "clock_crosscheck",
+    "crosscheck_verdict",
     "MIN_REPEATS_FOR_VERDICT",
     "Explanation",
     "comparison_warnings",

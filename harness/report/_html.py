@@ -43,17 +43,36 @@ class Report:
 
 
 def report_header(summary) -> str:
-    """One paragraph: what ran, on what, and how complete the run is."""
+    """One paragraph: what ran, on what, and how complete the run is.
+
+    Only settled rows of a full-protocol run count as timed at sustained clocks: `--quick` (a loosened settle
+    rule) and UNSETTLED rows are timed, but their clocks may still have been moving.
+    """
+    import json
+
+    from harness.analysis import is_full_protocol
+
     info = summary.info
     timed = [a for a in summary.sustained if a.get("repeats")]
+    try:
+        full = is_full_protocol(json.loads(info.get("protocol_json") or "null"))
+    except ValueError:
+        full = False
+    settled = [a for a in timed if not a.get("unsettled")] if full else []
+    unsettled = sum(1 for a in timed if a.get("unsettled"))
     kernels = list(dict.fromkeys(a["kernel"] for a in summary.sustained))
     inputs = list(dict.fromkeys(a["input_label"] for a in summary.sustained))
     shapes = sorted({a["shape"] for a in timed if a.get("shape")})
     limit = info.get("power_limit_w")
     text = (f"{info.get('device_name')} (driver {info.get('driver')}, power limit "
             f"{f'{limit:.0f}' if limit else '?'} W): {len(kernels)} kernel(s) x {len(inputs)} input(s), "
-            f"{', '.join(shapes) or 'no timed shape'}; {len(timed)} of {len(summary.sustained)} kernel x input "
-            f"timed at sustained clocks" + (f", {len(summary.burst)} with burst timing" if summary.burst else "") + ".")
+            f"{', '.join(shapes) or 'no timed shape'}; {len(settled)} of {len(summary.sustained)} kernel x input "
+            f"timed at sustained clocks (settled, full protocol)"
+            + (f", {unsettled} UNSETTLED" if unsettled and full else "")
+            + (f", {len(summary.burst)} with burst timing" if summary.burst else "") + ".")
+    if timed and not full:
+        text += (f" WARNING: the run used a loosened protocol (--quick or a looser settle rule): its {len(timed)} "
+                 f"timed kernel x input are not sustained figures.")
     if info.get("status") != "complete":
         text += (f" WARNING: the run is {info.get('status')!r}"
                  + (f" ({info['status_detail']})" if info.get("status_detail") else "")
@@ -80,8 +99,27 @@ def build_report(run, *, rule=None, figures: bool = True) -> Report:
     spread = gpu_spread_section(run)  # runs over several GPUs only
     if spread is not None:
         sections.insert(1, spread)
+    _add_check_sections(run, summary, sections)
     return Report(title=f"Run {summary.run_id}", header=report_header(summary), summary=summary, figures=figs,
                   sections=sections)
+
+
+def _add_check_sections(run, summary, sections: list[Section]) -> None:
+    """The clock cross-check before the pipe counters, the burst gap after burst vs sustained, provenance as tables."""
+    from harness.report._checks_section import burst_gap_section, crosscheck_section
+    from harness.report._provenance_section import provenance_section
+
+    titles = [s.title for s in sections]
+    check = crosscheck_section(run)
+    if check is not None:
+        at = titles.index("Pipe counters (ncu) and GPM") if "Pipe counters (ncu) and GPM" in titles else len(sections) - 1
+        sections.insert(at, check)
+    gap = burst_gap_section(summary)
+    if gap is not None:
+        titles = [s.title for s in sections]
+        sections.insert(titles.index("Burst vs sustained") + 1 if "Burst vs sustained" in titles else -1, gap)
+    if sections and sections[-1].title == "Provenance":
+        sections[-1] = provenance_section(summary.info)
 
 
 def render_html(title: str, header: str, sections: list[Section]) -> str:
