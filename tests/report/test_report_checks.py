@@ -87,3 +87,24 @@ def test_provenance_is_tables_not_a_dict():
     html = render_html(rep.title, rep.header, rep.sections)
     assert "{'" not in html and '{"' not in html
     assert ("window_s", "4.0") in prov.tables[-1].rows
+
+
+def test_roofline_has_the_exp2_roof_and_shares(trace_run):
+    from harness.profiling import roofs_from_peaks
+    from harness.report._roofline import roofline_rows
+    from harness.report._trace_section import roofline_points
+
+    m = trace_run.measurements.to_dicts()
+    traces, peaks = read_trace_table(TRACE, "traces"), read_trace_table(TRACE, "peaks")
+    roofs = roofs_from_peaks(peaks)
+    exp2 = next(r.value for r in roofs if r.label == "exp2-mufu")
+    rows = {r["kernel"]: r for r in roofline_rows(roofline_points(m, traces), m, roofs)}
+    # one exp per score, 2 (d_qk + d_v) = 512 FLOP per score at d = 128
+    assert rows["sdpa-cudnn"]["roofs"]["exp2 (d=128)"] == pytest.approx(exp2 * 512)
+    assert rows["sdpa-cudnn"]["governing_roof"] == "gemm-bf16"
+    assert rows["triton-fp8-lean"]["governing_roof"] == "gemm-fp8"
+    r = rows["triton-bf16"]
+    assert r["share_of_roof"] == pytest.approx(r["flops_per_s"] / r["governing_flops_per_s"])
+    sec = next(s for s in build_report(trace_run, figures=False).sections if s.title == "Empirical peaks and roofline")
+    table = sec.tables[1]
+    assert table.title == "Share of the governing roof" and table.rows[0][-2] == "gemm-bf16"
