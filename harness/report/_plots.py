@@ -239,7 +239,8 @@ def _bars(ax, groups, *, colors, ref, labels_fmt, delta_from=None):
         ticks.append(((start + x - 1) / 2, kernel))
         x += 0.6
     # Kernel names are long (triton-fp8-exact) and groups can be one bar wide: tilt them so they never overlap.
-    ax.set_xticks([t for t, _ in ticks], [k for _, k in ticks], rotation=20, ha="right")
+    # per_gpu_view names (`kernel @ 00:06.0`) go on two lines, so a tilted label never runs off the figure's edge.
+    ax.set_xticks([t for t, _ in ticks], [k.replace(" @ ", "\n@ ") for _, k in ticks], rotation=20, ha="right")
     ax.grid(False, axis="x")
     ax.margins(y=0.45 if crowded else 0.18)
 
