@@ -16,7 +16,7 @@ clock the SMs run at under load. Pure functions of stored rows; the report and t
 
 from __future__ import annotations
 
-from typing import Sequence
+from collections.abc import Sequence
 
 from harness.analysis._compare import SUSTAINED_STATUSES
 from harness.analysis._decompose import geomean
@@ -62,7 +62,7 @@ def crosscheck_verdict(rows: Sequence[dict], *, tolerance: float = CROSSCHECK_TO
 
     ok_in, v_in = fits("inband_vs_ncu")
     ok_nv, v_nv = fits("nvml_vs_ncu")
-    span = lambda vs: f"{(min(vs) - 1) * 100:+.1f} to {(max(vs) - 1) * 100:+.1f} %"  # noqa: E731
+    span = lambda vs: f"{(min(vs) - 1) * 100:+.1f} to {(max(vs) - 1) * 100:+.1f} %"
     clocks = [r["ncu_clock_mhz"] for r in rows if r.get("ncu_clock_mhz")] + [
         r["inband_clock_mhz"] for r in rows if r.get("inband_clock_mhz")]
     over = f" over {min(clocks):.0f}-{max(clocks):.0f} MHz" if clocks else ""

@@ -20,10 +20,15 @@ from __future__ import annotations
 
 import json
 import math
+from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Sequence
 
-from harness.analysis._compare import SUSTAINED_STATUSES, Comparison, ComparisonRow, shape_text
+from harness.analysis._compare import (
+    SUSTAINED_STATUSES,
+    Comparison,
+    ComparisonRow,
+    shape_text,
+)
 
 __all__ = ["MIN_REPEATS_FOR_VERDICT", "Explanation", "comparison_warnings", "explain_comparison",
            "honest_interval", "is_full_protocol", "row_sentence", "t_quantile"]
@@ -43,7 +48,7 @@ def t_quantile(p: float, df: float) -> float:
 
     def cdf(x: float) -> float:  # P(T <= x) for x >= 0, integrated in u = atan(t) to keep the tail finite
         n, hi = 400, math.atan(x)
-        f = lambda u: c * (1 + math.tan(u) ** 2 / df) ** (-(df + 1) / 2) / math.cos(u) ** 2  # noqa: E731
+        f = lambda u: c * (1 + math.tan(u) ** 2 / df) ** (-(df + 1) / 2) / math.cos(u) ** 2
         h = hi / n
         s = f(0) + f(hi) + sum((4 if i % 2 else 2) * f(i * h) for i in range(1, n))
         return 0.5 + s * h / 3
@@ -233,10 +238,10 @@ def comparison_warnings(run_a, run_b) -> list[str]:
     pa, pb = _json(a, "protocol_json"), _json(b, "protocol_json")
     diff = sorted(k for k in set(pa) | set(pb) if pa.get(k) != pb.get(k))
     if diff:
-        kind = lambda p: "full" if is_full_protocol(p) else "quick/loosened"  # noqa: E731
+        kind = lambda p: "full" if is_full_protocol(p) else "quick/loosened"
         out.append(f"protocols differ (A {kind(pa)}, B {kind(pb)}): " + ", ".join(
             f"{k} {pa.get(k)} vs {pb.get(k)}" for k in diff) + ". A looser settle rule or a shorter window "
-            f"changes the figures by itself.")
+            "changes the figures by itself.")
     sa, sb = _shapes(run_a), _shapes(run_b)
     if sa != sb:
         out.append(f"shapes differ: A has {', '.join(sorted(sa)) or 'none'}; B has {', '.join(sorted(sb)) or 'none'}"

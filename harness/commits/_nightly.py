@@ -141,7 +141,7 @@ def gpu_change(baseline_info: dict, run_info: dict) -> str | None:
     else:
         if (a["host"], a["pci_bus_id"]) == (b["host"], b["pci_bus_id"]):
             return None
-    desc = lambda g: ", ".join(f"{k} {g[k]}" for k in ("host", "pci_bus_id", "uuid", "serial") if g[k])  # noqa: E731
+    desc = lambda g: ", ".join(f"{k} {g[k]}" for k in ("host", "pci_bus_id", "uuid", "serial") if g[k])
     return (f"Tonight's GPU is not the baseline's: baseline {desc(a)}; tonight {desc(b)} (both {a['model']}). GPUs of "
             f"one model differ by a few % at the power cap, so the slowdown gate is widened by "
             f"{GPU_SPREAD_ALLOWANCE:.1%} for this comparison; store a baseline on this GPU to judge smaller changes.")
@@ -167,6 +167,9 @@ def _summary(*, verdict, sentence, warnings, comparison, summary, run, baseline,
         lines += ["## Tonight (B) against the baseline (A)", ""]
         lines += [t.to_markdown() + "\n" for t in comparison_tables(comparison, title="Decomposition: time = cycles / clock",
                                                                     input_columns=("baseline", "tonight"))]
+        from harness.analysis import explain_comparison
+
+        lines += [f"- {line}" for line in explain_comparison(comparison, baseline, run).lines()] + [""]
         if any(r.clock is None for r in comparison.rows):
             lines += ["Where the cycles and clock factors show '-', no clock was recorded (no clock telemetry on this "
                       "device): the clock factor is unknown, and the time ratio is attributed to cycles only on the "

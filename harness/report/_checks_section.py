@@ -25,8 +25,8 @@ def crosscheck_section(run) -> Section | None:
         return None
     rows = clock_crosscheck(run.measurements.to_dicts(), traces)
     _, verdict = crosscheck_verdict(rows)
-    mc = lambda v: fmt(v, ".3f", scale=1e-6)  # noqa: E731
-    pct = lambda v: fmt(None if v is None else v - 1, "+.1f", scale=100, suffix=" %")  # noqa: E731
+    mc = lambda v: fmt(v, ".3f", scale=1e-6)
+    pct = lambda v: fmt(None if v is None else v - 1, "+.1f", scale=100, suffix=" %")
     table = ReportTable(
         title="Cycles per launch: ncu counted vs sustained time x clock", left=2,
         columns=("kernel", "input", "ncu Mcycles", "ncu MHz", "sustained ms", "in-band MHz", "x in-band Mcycles",

@@ -12,12 +12,12 @@ Roofs are drawn in a palette of their own (dark blues, purples, greys, brown), p
 from __future__ import annotations
 
 import io
-from typing import Sequence
+from collections.abc import Sequence
 
 from harness.report._markdown import ReportTable
 from harness.report._tables import fmt
 
-__all__ = ["roofline_rows", "roofline_figure_png", "roofline_table"]
+__all__ = ["roofline_figure_png", "roofline_rows", "roofline_table"]
 
 _ROOF_COLORS = {"bf16": "#08306b", "fp8": "#54278f", "fma": "#525252", "exp2": "#8c2d04", "memory": "#000000"}
 _POINT_COLORS = ("#1b9e77", "#e7298a", "#66a61e", "#e6ab02", "#e41a1c", "#17becf", "#a6761d", "#f781bf")
@@ -62,7 +62,7 @@ def roofline_rows(points: Sequence, measurements: Sequence[dict], roofs: Sequenc
 
 
 def roofline_table(rows: Sequence[dict]) -> ReportTable:
-    t = lambda v: fmt(v, ".0f", scale=1e-12)  # noqa: E731
+    t = lambda v: fmt(v, ".0f", scale=1e-12)
     return ReportTable(
         title="Share of the governing roof", left=2, text_tail=2,
         columns=("kernel", "input", "TFLOP/s", "FLOP/B", "memory roof", "GEMM roof", "exp2 roof", "% of roof",

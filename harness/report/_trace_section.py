@@ -151,7 +151,11 @@ def trace_sections(run, *, figures: bool = True) -> list[Section]:
                                  caption="scopes as recorded by Proton's instrumentation backend")
                           for p in pngs)))
     if peaks:
-        from harness.report._roofline import roofline_figure_png, roofline_rows, roofline_table
+        from harness.report._roofline import (
+            roofline_figure_png,
+            roofline_rows,
+            roofline_table,
+        )
 
         points = roofline_points(measurements, traces)
         roofs = roofs_from_peaks(peaks)

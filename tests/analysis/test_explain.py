@@ -9,9 +9,9 @@ from types import SimpleNamespace
 import polars as pl
 import pytest
 import typer
+from h200_runs import COMMITS_BASE, COMMITS_HEAD, FIXTURES
 from typer.testing import CliRunner
 
-from h200_runs import COMMITS_BASE, COMMITS_HEAD, FIXTURES
 from harness.analysis import (
     compare_runs,
     comparison_warnings,
@@ -142,7 +142,7 @@ def test_bootstrap_verdict_overstating_confidence_is_flagged(commits):
 
 def test_one_repeat_gives_no_verdict(commits):
     a, b = commits
-    one = lambda r, rid: _with(r, measurements=r.measurements.head(1), run_id=rid)  # noqa: E731
+    one = lambda r, rid: _with(r, measurements=r.measurements.head(1), run_id=rid)
     ra, rb = one(a, "x"), one(b, "y")
     ex = explain_comparison(compare_runs(ra, rb), ra, rb)
     assert "no verdict" in ex.sentences[0] and "fewer than 2 repeats" in ex.sentences[0]

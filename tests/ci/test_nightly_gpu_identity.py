@@ -9,7 +9,13 @@ from pathlib import Path
 import pyarrow.parquet as pq
 import pytest
 
-from harness.commits import GPU_SPREAD_ALLOWANCE, gpu_change, gpu_identity, judge_nightly, store_baseline
+from harness.commits import (
+    GPU_SPREAD_ALLOWANCE,
+    gpu_change,
+    gpu_identity,
+    judge_nightly,
+    store_baseline,
+)
 from harness.results import read_run, write_table_atomic
 
 H200 = Path(__file__).resolve().parents[1] / "fixtures" / "h200"
@@ -69,7 +75,10 @@ def test_other_gpu_of_the_model_widens_the_gate(tmp_path):
     v = json.loads(res.verdict_json.read_text())
     assert v["gate"] == pytest.approx(0.02 + GPU_SPREAD_ALLOWANCE)
     assert v["gpu"]["pci_bus_id"] == "00000000:00:06.0" and v["baseline_gpu"]["pci_bus_id"] == "00000000:00:07.0"
-    assert "> **Warning:** Tonight's GPU is not the baseline's" in res.summary_md.read_text()
+    text = res.summary_md.read_text()
+    assert "> **Warning:** Tonight's GPU is not the baseline's" in text
+    assert "- WARNING: same model, different GPU: PCI 00000000:00:07.0 vs 00000000:00:06.0" in text
+    assert "- triton-bf16 on gaussian:0.1: B is 3.1 % slower" in text
 
 
 def test_other_gpu_still_catches_a_large_regression(tmp_path):

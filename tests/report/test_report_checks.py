@@ -4,7 +4,12 @@ from pathlib import Path
 
 import pytest
 
-from harness.analysis import burst_gap_rows, clock_crosscheck, crosscheck_verdict, summarize_run
+from harness.analysis import (
+    burst_gap_rows,
+    clock_crosscheck,
+    crosscheck_verdict,
+    summarize_run,
+)
 from harness.profiling import read_trace_table
 from harness.report import build_report, render_html
 from harness.results import read_run
@@ -38,7 +43,7 @@ def test_crosscheck_reproduces_the_h200_numbers(trace_run):
 
 
 def test_crosscheck_verdict_cases():
-    row = lambda i, n: {"inband_vs_ncu": i, "nvml_vs_ncu": n, "ncu_clock_mhz": 1700.0}  # noqa: E731
+    row = lambda i, n: {"inband_vs_ncu": i, "nvml_vs_ncu": n, "ncu_clock_mhz": 1700.0}
     assert crosscheck_verdict([row(1.0, 1.1)])[0] == "inband"
     assert crosscheck_verdict([row(1.1, 1.0)])[0] == "nvml"
     assert crosscheck_verdict([row(1.1, 1.1)])[0] == "neither"
