@@ -113,3 +113,15 @@ def test_roofline_has_the_exp2_roof_and_shares(trace_run):
     sec = next(s for s in build_report(trace_run, figures=False).sections if s.title == "Empirical peaks and roofline")
     table = sec.tables[1]
     assert table.title == "Share of the governing roof" and table.rows[0][-2] == "gemm-bf16"
+
+
+def test_header_leaves_unsettled_rows_out_of_the_sustained_count(trace_run):
+    import dataclasses
+
+    from harness.report import report_header
+
+    summary = summarize_run(trace_run)
+    rows = list(summary.sustained)
+    rows[0] = {**rows[0], "unsettled": 1}
+    text = report_header(dataclasses.replace(summary, sustained=tuple(rows)))
+    assert "4 of 5 kernel x input timed at sustained clocks (settled, full protocol), 1 UNSETTLED" in text
