@@ -139,6 +139,15 @@ def _add_check_sections(run, summary, sections: list[Section]) -> None:
     if gap is not None:
         titles = [s.title for s in sections]
         sections.insert(titles.index("Burst vs sustained") + 1 if "Burst vs sustained" in titles else -1, gap)
+    titles = [s.title for s in sections]
+    if summary.inputs.rows and "Inputs compared: B relative to A" in titles:
+        import dataclasses
+
+        from harness.analysis import explain_comparison
+
+        i = titles.index("Inputs compared: B relative to A")
+        words = " ".join(explain_comparison(summary.inputs).sentences)  # one run: no provenance to warn about
+        sections[i] = dataclasses.replace(sections[i], text=f"{sections[i].text} In words: {words}")
     if sections and sections[-1].title == "Provenance":
         sections[-1] = provenance_section(summary.info)
 

@@ -125,3 +125,9 @@ def test_header_leaves_unsettled_rows_out_of_the_sustained_count(trace_run):
     rows[0] = {**rows[0], "unsettled": 1}
     text = report_header(dataclasses.replace(summary, sustained=tuple(rows)))
     assert "4 of 5 kernel x input timed at sustained clocks (settled, full protocol), 1 UNSETTLED" in text
+
+
+def test_inputs_section_says_each_row_in_words():
+    rep = build_report(read_run(H200 / "20261130-043508-issue2-b7147a"), figures=False)
+    sec = next(s for s in rep.sections if s.title == "Inputs compared: B relative to A")
+    assert "In words: sdpa-cudnn on gaussian:1 (A: gaussian:0.1): B is 1.0 % slower" in sec.text
