@@ -24,8 +24,20 @@ from harness.analysis._compare import (
     summarize_run,
 )
 from harness.analysis._decompose import VERDICTS, Decomposition, Ratio, VerdictRule, decompose, geomean, limiter_label
+from harness.analysis._burst_gap import burst_gap_rows
 from harness.analysis._chiplets import chiplet_spread
 from harness.analysis._spread import GpuFigure, GpuSpread, gpu_spread, suite_spread
+from harness.analysis._crosscheck import CROSSCHECK_TOLERANCE, clock_crosscheck, crosscheck_verdict
+from harness.analysis._explain import (
+    MIN_REPEATS_FOR_VERDICT,
+    Explanation,
+    comparison_warnings,
+    explain_comparison,
+    honest_interval,
+    is_full_protocol,
+    row_sentence,
+    t_quantile,
+)
 from harness.analysis._stats import bootstrap_ci, cv, mean, median, value_range
 from harness.analysis._window import POWER_REASONS, THERMAL_REASONS, chunk_clock, samples_in, summarize_window
 
@@ -35,6 +47,18 @@ __all__ = [
     "gpu_spread",
     "suite_spread",
     "chiplet_spread",
+    "burst_gap_rows",
+    "CROSSCHECK_TOLERANCE",
+    "clock_crosscheck",
+    "crosscheck_verdict",
+    "MIN_REPEATS_FOR_VERDICT",
+    "Explanation",
+    "comparison_warnings",
+    "explain_comparison",
+    "honest_interval",
+    "is_full_protocol",
+    "row_sentence",
+    "t_quantile",
     "BURST_STATUS",
     "MEDIAN_FIELDS",
     "SHAPE_COLUMNS",

@@ -29,7 +29,7 @@ def compare(
     seed: int = typer.Option(0, help="bootstrap seed"),
 ) -> None:
     """Same kernels in two runs: time B/A = cycles B/A x clock A/B, limiters, and a verdict per kernel x input."""
-    from harness.analysis import VerdictRule, compare_runs, parse_pairs, parse_threshold
+    from harness.analysis import VerdictRule, compare_runs, explain_comparison, parse_pairs, parse_threshold
     from harness.errors import HarnessError
     from harness.report import comparison_markdown, comparison_tables
     from harness.results import read_run
@@ -38,12 +38,14 @@ def compare(
     try:
         pairs = parse_pairs(pair_inputs)
         threshold = parse_threshold(fail_on_slowdown) if fail_on_slowdown is not None else None
-        cmp = compare_runs(read_run(run_a), read_run(run_b), pairs=pairs, rule=VerdictRule(seed=seed),
-                           allow_incomplete=allow_incomplete)
+        ra, rb = read_run(run_a), read_run(run_b)
+        cmp = compare_runs(ra, rb, pairs=pairs, rule=VerdictRule(seed=seed), allow_incomplete=allow_incomplete)
     except HarnessError as exc:
         _fail(exc)
     for table in comparison_tables(cmp, title=f"{cmp.name_b} vs {cmp.name_a}"):
         console.print(table.to_rich())
+    for line in explain_comparison(cmp, ra, rb).lines():  # the rows in words, warnings first
+        console.print(line, highlight=False, soft_wrap=True)
     if cmp.unmatched:
         console.print("not compared (one side only): " + "; ".join(cmp.unmatched), highlight=False)
     if md is not None:

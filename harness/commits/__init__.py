@@ -25,9 +25,12 @@ from harness.commits._result import (
     factors,
 )
 from harness.commits._nightly import (
+    GPU_SPREAD_ALLOWANCE,
     VERDICT_EXIT,
     NightlyResult,
     capture_suite,
+    gpu_change,
+    gpu_identity,
     judge_nightly,
     machine_warning,
     read_baseline,
@@ -58,6 +61,9 @@ __all__ = [
     "factors",
     "judge_nightly",
     "load_revision_kernel",
+    "GPU_SPREAD_ALLOWANCE",
+    "gpu_change",
+    "gpu_identity",
     "machine_warning",
     "read_baseline",
     "repo_root",

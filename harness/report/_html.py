@@ -15,7 +15,7 @@ from pathlib import Path
 
 from harness.report._markdown import Figure, Section, render_markdown, run_sections
 
-__all__ = ["Report", "build_report", "render_html", "write_report", "report_header"]
+__all__ = ["Report", "build_report", "per_gpu_view", "render_html", "write_report", "report_header"]
 
 _CSS = """
 body{font-family:system-ui,-apple-system,"Segoe UI",sans-serif;margin:24px auto;max-width:1320px;color:#222;
@@ -43,17 +43,38 @@ class Report:
 
 
 def report_header(summary) -> str:
-    """One paragraph: what ran, on what, and how complete the run is."""
+    """One paragraph: what ran, on what, and how complete the run is.
+
+    Only settled rows of a full-protocol run count as timed at sustained clocks: `--quick` (a loosened settle
+    rule) and UNSETTLED rows are timed, but their clocks may still have been moving.
+    """
+    import json
+
+    from harness.analysis import is_full_protocol
+
     info = summary.info
     timed = [a for a in summary.sustained if a.get("repeats")]
-    kernels = list(dict.fromkeys(a["kernel"] for a in summary.sustained))
+    try:
+        full = is_full_protocol(json.loads(info.get("protocol_json") or "null"))
+    except ValueError:
+        full = False
+    settled = [a for a in timed if not a.get("unsettled")] if full else []
+    unsettled = sum(1 for a in timed if a.get("unsettled"))
+    kernels = list(dict.fromkeys(a["kernel"].split(" @ ")[0] for a in summary.sustained))  # per_gpu_view names
+    gpus = {a["kernel"].split(" @ ")[1] for a in summary.sustained if " @ " in a["kernel"]}
     inputs = list(dict.fromkeys(a["input_label"] for a in summary.sustained))
     shapes = sorted({a["shape"] for a in timed if a.get("shape")})
     limit = info.get("power_limit_w")
     text = (f"{info.get('device_name')} (driver {info.get('driver')}, power limit "
-            f"{f'{limit:.0f}' if limit else '?'} W): {len(kernels)} kernel(s) x {len(inputs)} input(s), "
-            f"{', '.join(shapes) or 'no timed shape'}; {len(timed)} of {len(summary.sustained)} kernel x input "
-            f"timed at sustained clocks" + (f", {len(summary.burst)} with burst timing" if summary.burst else "") + ".")
+            f"{f'{limit:.0f}' if limit else '?'} W): {len(kernels)} kernel(s) x {len(inputs)} input(s)"
+            + (f" on {len(gpus)} GPUs (one row per GPU)" if gpus else "") + ", "
+            f"{', '.join(shapes) or 'no timed shape'}; {len(settled)} of {len(summary.sustained)} kernel x input "
+            f"timed at sustained clocks (settled, full protocol)"
+            + (f", {unsettled} UNSETTLED" if unsettled and full else "")
+            + (f", {len(summary.burst)} with burst timing" if summary.burst else "") + ".")
+    if timed and not full:
+        text += (f" WARNING: the run used a loosened protocol (--quick or a looser settle rule): its {len(timed)} "
+                 f"timed kernel x input are not sustained figures.")
     if info.get("status") != "complete":
         text += (f" WARNING: the run is {info.get('status')!r}"
                  + (f" ({info['status_detail']})" if info.get("status_detail") else "")
@@ -61,15 +82,34 @@ def report_header(summary) -> str:
     return text
 
 
+def per_gpu_view(run):
+    """A run measured on several GPUs with each kernel named `kernel @ <bus id>`, so repeats are counted per GPU
+    (a GPU is not a repeat) and every figure draws each GPU in its own colour. A one-GPU run comes back as is."""
+    import dataclasses
+
+    import polars as pl
+
+    from harness.multigpu import with_gpu
+
+    m = with_gpu(run.measurements, run.info)
+    gpus = [g for g in dict.fromkeys(m["gpu"].to_list()) if g]
+    if len(gpus) < 2:
+        return run
+    short = {g: g.split(":", 1)[-1] for g in gpus}  # 00000000:00:06.0 -> 00:06.0
+    kernel = pl.col("kernel") + pl.lit(" @ ") + pl.col("gpu").replace_strict(short, default=pl.col("gpu"))
+    return dataclasses.replace(run, measurements=m.with_columns(kernel.alias("kernel")).drop("gpu"))
+
+
 def build_report(run, *, rule=None, figures: bool = True) -> Report:
     """Summary, figures and sections of a run (pure: nothing is written)."""
     from harness.analysis import VerdictRule, summarize_run
     from harness.report._plots import report_figures
 
-    summary = summarize_run(run, rule=rule or VerdictRule())
+    view = per_gpu_view(run)  # a replicate run: one row (and colour) per kernel x input x GPU
+    summary = summarize_run(view, rule=rule or VerdictRule())
     from harness.report._trace_section import trace_sections
 
-    figs = report_figures(run, summary) if figures else {}
+    figs = report_figures(view, summary) if figures else {}
     # Pipe counters, timelines and peaks live beside the run (bench trace / bench peaks), when they exist.
     extra = trace_sections(run, figures=figures)
     figs.update({f.key: f for sec in extra for f in sec.figures})
@@ -80,8 +120,36 @@ def build_report(run, *, rule=None, figures: bool = True) -> Report:
     spread = gpu_spread_section(run)  # runs over several GPUs only
     if spread is not None:
         sections.insert(1, spread)
+    _add_check_sections(run, summary, sections)
     return Report(title=f"Run {summary.run_id}", header=report_header(summary), summary=summary, figures=figs,
                   sections=sections)
+
+
+def _add_check_sections(run, summary, sections: list[Section]) -> None:
+    """The clock cross-check before the pipe counters, the burst gap after burst vs sustained, provenance as tables."""
+    from harness.report._checks_section import burst_gap_section, crosscheck_section
+    from harness.report._provenance_section import provenance_section
+
+    titles = [s.title for s in sections]
+    check = crosscheck_section(run)
+    if check is not None:
+        at = titles.index("Pipe counters (ncu) and GPM") if "Pipe counters (ncu) and GPM" in titles else len(sections) - 1
+        sections.insert(at, check)
+    gap = burst_gap_section(summary)
+    if gap is not None:
+        titles = [s.title for s in sections]
+        sections.insert(titles.index("Burst vs sustained") + 1 if "Burst vs sustained" in titles else -1, gap)
+    titles = [s.title for s in sections]
+    if summary.inputs.rows and "Inputs compared: B relative to A" in titles:
+        import dataclasses
+
+        from harness.analysis import explain_comparison
+
+        i = titles.index("Inputs compared: B relative to A")
+        words = " ".join(explain_comparison(summary.inputs).sentences)  # one run: no provenance to warn about
+        sections[i] = dataclasses.replace(sections[i], text=f"{sections[i].text} In words: {words}")
+    if sections and sections[-1].title == "Provenance":
+        sections[-1] = provenance_section(summary.info)
 
 
 def render_html(title: str, header: str, sections: list[Section]) -> str:

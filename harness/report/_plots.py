@@ -15,7 +15,7 @@ from harness.report._markdown import Figure
 __all__ = ["report_figures", "timeline_figure", "cycles_figure", "inputs_figure", "energy_figure", "burst_figure"]
 
 _MARKERS = "osD^vP*X"
-_DPI = 80  # the pixel count sets the report's time (budget: 3 s for a 12-window run); fonts carry legibility
+_DPI = 150  # readable when the page scales a 13-inch figure to its 1300 px column (80 dpi blurred the text)
 
 
 def _plt():
@@ -127,7 +127,8 @@ def timeline_figure(run, summary) -> Figure | None:
     return Figure(key="timeline", title="Clock, power and time per launch through idle, warm-in and window",
                   caption=("grey: idle before the kernel; faint points: warm-in; dashed line: the clock settled and "
                            "the timed window starts; in-band dots: cycles the SMs counted per ns during the window "
-                           "(a probe on a side stream). Each repeat is a separate idle / warm-in / window."),
+                           "(a probe on a side stream; the runner probes only during the window, so the in-band dots start at "
+                           "the dashed line). Each repeat is a separate idle / warm-in / window."),
                   png=_png(fig))
 
 
@@ -157,9 +158,18 @@ def cycles_figure(run, summary) -> Figure | None:
     kernels = list(dict.fromkeys(k for k, _ in groups))
     points = {key: (geomean([r["time_ns"] for r in rs]) * 1e-6, geomean([clock_of(r) for r in rs]))
               for key, rs in groups.items()}
-    fig, axes = plt.subplots(1, 1 + len(kernels), figsize=(4.6 * (1 + len(kernels)), 4.2), squeeze=False)
-    axes = axes[0]
-    for ax, only in zip(axes, [None, *kernels]):
+    # Zoom panels only where a kernel has two repeats somewhere: a one-dot zoom shows nothing the overview lacks.
+    zoom = [k for k in kernels if any(len(rs) >= 2 for (kk, _), rs in groups.items() if kk == k)]
+    cols = 3
+    zrows = (len(zoom) + cols - 1) // cols
+    fig = plt.figure(figsize=(13, 4.6 + 3.6 * zrows))
+    gs = fig.add_gridspec(1 + zrows, cols, height_ratios=[1.25] + [1] * zrows)
+    overview = fig.add_subplot(gs[0, :2])
+    legend_ax = fig.add_subplot(gs[0, 2])
+    legend_ax.axis("off")
+    panels = [(overview, None)] + [(fig.add_subplot(gs[1 + i // cols, i % cols]), k) for i, k in enumerate(zoom)]
+    basis = "in-band" if reps[0].get("cycles_clock") == "inband" else "NVML"
+    for ax, only in panels:
         keys = [k for k in groups if only is None or k[0] == only]
         xs = np.array([clock_of(r) for k in keys for r in groups[k]])
         pad = max(xs.max() - xs.min(), 0.02 * xs.mean())
@@ -175,24 +185,27 @@ def cycles_figure(run, summary) -> Figure | None:
             ax.plot(clock, t_ms * clock * 1e-3, mk, ms=9, mew=1.5, color=color, mfc=color if filled else "white",
                     label=f"{label}: {t_ms:.4f} ms" if only is not None else None)
         ax.set_xlim(lo, hi)
-        ax.set_xlabel(f"{'in-band' if reps[0].get('cycles_clock') == 'inband' else 'NVML'} SM clock (MHz)")
-        ax.set_title("all kernels" if only is None else f"{only} (zoom)")
+        ax.xaxis.set_major_locator(plt.MaxNLocator(5))  # clocks are 4 digits: five ticks never touch
+        ax.set_xlabel(f"{basis} SM clock (MHz)")
+        ax.set_ylabel("Mcycles per launch")
+        ax.set_title("all kernels" if only is None else f"{only} (zoom)", loc="left")
         if only is not None:
-            ax.legend(loc="upper left", fontsize=9)
-    axes[0].set_ylabel("Mcycles per launch")
+            ax.legend(loc="best", fontsize=9)
     handles = [plt.Line2D([], [], ls="", marker="o", color=c, label=k) for k, c in colors.items() if k in kernels]
     handles += [plt.Line2D([], [], ls="", marker=mk, color="k", mfc="white" if x in ref else "k",
                            label=x + (" (A: ref)" if x in ref else "")) for x, mk in markers.items()]
     handles += [plt.Line2D([], [], ls="", marker="o", ms=4, color="k", alpha=0.5, label="one repeat (small)"),
                 plt.Line2D([], [], ls=":", color="k", label="equal time")]
-    axes[0].legend(handles=handles, loc="best", fontsize=9)
-    _fixed_layout(fig, rows=1, cols=1 + len(kernels), left=0.8, right=0.15, top=0.35, bottom=0.6, wgap=0.85, hgap=0)
+    legend_ax.legend(handles=handles, loc="upper left", fontsize=10, frameon=False)  # beside the data, never on it
+    fig.subplots_adjust(left=0.07, right=0.98, top=1 - 0.45 / fig.get_figheight(), bottom=0.7 / fig.get_figheight(),
+                        wspace=0.3, hspace=0.55 * (1 + zrows) / (1 + zrows * 0.9))
     return Figure(key="cycles", title="Cycles per launch vs clock",
                   caption=("big markers: geometric mean over repeats of one kernel on one input, as in the "
                            "decomposition table (small: each repeat). Dotted lines: equal time through each big "
                            "marker (cycles = time x clock): moving along one trades clock for cycles at the same "
                            "time; moving across them changes time. Open markers: the reference / control input (A); "
-                           "filled: the other input (B, e.g. captured)."),
+                           "filled: the other input (B, e.g. captured). Zoom panels: kernels with two or more "
+                           "repeats on an input."),
                   png=_png(fig))
 
 
@@ -226,7 +239,8 @@ def _bars(ax, groups, *, colors, ref, labels_fmt, delta_from=None):
         ticks.append(((start + x - 1) / 2, kernel))
         x += 0.6
     # Kernel names are long (triton-fp8-exact) and groups can be one bar wide: tilt them so they never overlap.
-    ax.set_xticks([t for t, _ in ticks], [k for _, k in ticks], rotation=20, ha="right")
+    # per_gpu_view names (`kernel @ 00:06.0`) go on two lines, so a tilted label never runs off the figure's edge.
+    ax.set_xticks([t for t, _ in ticks], [k.replace(" @ ", "\n@ ") for _, k in ticks], rotation=20, ha="right")
     ax.grid(False, axis="x")
     ax.margins(y=0.45 if crowded else 0.18)
 

@@ -128,12 +128,7 @@ def roofline_points(measurements: Sequence[dict], traces: Sequence[dict] = ()) -
 
 def trace_sections(run, *, figures: bool = True) -> list[Section]:
     """Sections for a run (`harness.results.Run`) from its `traces/` and `peaks/` tables; [] when it has none."""
-    from harness.profiling import (
-        gpm_medians,
-        read_trace_table,
-        roofline_png,
-        roofs_from_peaks,
-    )
+    from harness.profiling import gpm_medians, read_trace_table, roofs_from_peaks
 
     path = Path(run.path)
     traces = read_trace_table(path, "traces")
@@ -156,15 +151,24 @@ def trace_sections(run, *, figures: bool = True) -> list[Section]:
                                  caption="scopes as recorded by Proton's instrumentation backend")
                           for p in pngs)))
     if peaks:
+        from harness.report._roofline import (
+            roofline_figure_png,
+            roofline_rows,
+            roofline_table,
+        )
+
+        points = roofline_points(measurements, traces)
+        roofs = roofs_from_peaks(peaks)
+        rows = roofline_rows(points, measurements, roofs)
         figs = ()
-        if figures:
-            points = roofline_points(measurements, traces)
-            roofs = roofs_from_peaks(peaks)
-            if any(r.kind in ("compute", "memory") for r in roofs) or points:
-                figs = (Figure(key="roofline", title="Roofline with the empirical roofs",
-                               caption=("roofs: the peaks measured under the sustained protocol (solid: random "
-                                        "operands, dashed: constant, dotted: zero); points: this run's kernels at "
-                                        "their sustained TFLOP/s"),
-                               png=roofline_png(roofs=roofs, points=points)),)
-        sections.append(Section(title="Empirical peaks and roofline", tables=(peaks_table(peaks),), figures=figs))
+        if figures and (any(r.kind in ("compute", "memory") for r in roofs) or points):
+            figs = (Figure(key="roofline", title="Roofline with the empirical roofs",
+                           caption=("roofs (dark blue: bf16 GEMM, purple: fp8 GEMM, grey: FP32 FMA, brown dash-dot: "
+                                    "MUFU exp2 at the kernels' head dim, black: copy bandwidth) measured under the "
+                                    "sustained protocol (solid: random operands, dashed: constant, dotted: zero); "
+                                    "points: this run's kernels at their sustained TFLOP/s, labelled with their % of "
+                                    "the roof that governs them"),
+                           png=roofline_figure_png(roofs=roofs, points=points, rows=rows)),)
+        tables = (peaks_table(peaks),) + ((roofline_table(rows),) if rows else ())
+        sections.append(Section(title="Empirical peaks and roofline", tables=tables, figures=figs))
     return sections

@@ -41,7 +41,8 @@ def test_html_embeds_every_figure_and_needs_nothing_else(issue2):
 def test_html_has_the_numbers_and_the_provenance(issue2):
     html = (issue2[1] / "r.html").read_text()
     for text in ("3.9223", "1.0102 [1.0075, 1.0129]", "power cap 99%", "slower",  # figures and decomposition
-                 "NVIDIA H200", "580.159.04", "torch 2.11.0", "window_s=4.0", "PCI 00000000:00:06.0",
+                 "NVIDIA H200", "580.159.04", "<td>torch</td><td>2.11.0</td>",
+                 "<td>window_s</td><td>4.0</td>", "PCI 00000000:00:06.0",
                  "git not recorded", "bench sustained --kernel sdpa-cudnn"):
         assert text in html, text
 

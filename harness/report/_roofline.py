@@ -1,0 +1,133 @@
+"""The roofline of a run with its empirical roofs, the MUFU exp2 roof among them, and each kernel's % of the roof
+that governs it.
+
+Attention computes one exp per score and 2 x (d_qk + d_v) FLOPs per score (both products), so the exp2 roof
+(exp/s, from `bench peaks`) is a FLOP/s roof of rate x 2 (d_qk + d_v) for a kernel of that head dim: at d = 128
+and 4.1 Texp/s that is 2.1 PFLOP/s, above the bf16 GEMM roof; at d = 64 it falls to 1.05 PFLOP/s, below the
+fp8 one. A kernel's governing roof is the lowest of: memory roof x its intensity, the GEMM roof of its operand
+type (random operands: what real data meets; fp8 for kernels named fp8, else the input dtype) and its exp2 roof.
+Roofs are drawn in a palette of their own (dark blues, purples, greys, brown), points in another.
+"""
+
+from __future__ import annotations
+
+import io
+from collections.abc import Sequence
+
+from harness.report._markdown import ReportTable
+from harness.report._tables import fmt
+
+__all__ = ["roofline_figure_png", "roofline_rows", "roofline_table"]
+
+_ROOF_COLORS = {"bf16": "#08306b", "fp8": "#54278f", "fma": "#525252", "exp2": "#8c2d04", "memory": "#000000"}
+_POINT_COLORS = ("#1b9e77", "#e7298a", "#66a61e", "#e6ab02", "#e41a1c", "#17becf", "#a6761d", "#f781bf")
+_POINT_MARKERS = "oDs^vP*X"
+
+
+def _family(label: str) -> str:
+    for k in ("bf16", "fp8", "fma", "exp2"):
+        if k in label:
+            return k
+    return "other"
+
+
+def roofline_rows(points: Sequence, measurements: Sequence[dict], roofs: Sequence) -> list[dict]:
+    """Per point (`RooflinePoint` labelled "kernel / input"): the roofs that apply in FLOP/s and the governing one
+    with the point's share of it. Plain dicts, for the table and the JSON export."""
+    shapes = {(m["kernel"], m["input_label"]): m for m in measurements}
+    memory = max((r.value for r in roofs if r.kind == "memory"), default=None)
+    exp2 = next((r.value for r in roofs if r.kind == "ops" and "exp2" in r.label), None)
+    gemm = {}
+    for r in roofs:
+        if r.kind == "compute" and r.operands in ("random", "") and _family(r.label) in ("bf16", "fp8"):
+            gemm[_family(r.label)] = r.value
+    out = []
+    for p in points:
+        kernel, _, label = p.label.partition(" / ")
+        m = shapes.get((kernel, label), {})
+        fam = "fp8" if "fp8" in kernel else ("fp8" if "8" in str(m.get("dtype", "")) else "bf16")
+        d_sum = (m.get("head_dim_qk") or 0) + (m.get("head_dim_v") or 0)
+        applies = {}
+        if memory:
+            applies["memory"] = memory * p.intensity
+        if fam in gemm:
+            applies[f"gemm-{fam}"] = gemm[fam]
+        if exp2 and d_sum:
+            applies[f"exp2 (d={m.get('head_dim_qk')})"] = exp2 * 2 * d_sum
+        name, roof = min(applies.items(), key=lambda kv: kv[1]) if applies else (None, None)
+        out.append({"kernel": kernel, "input_label": label, "intensity": p.intensity, "flops_per_s": p.flops_per_s,
+                    "roofs": applies, "governing_roof": name, "governing_flops_per_s": roof,
+                    "share_of_roof": p.flops_per_s / roof if roof else None, "note": p.note})
+    return out
+
+
+def roofline_table(rows: Sequence[dict]) -> ReportTable:
+    t = lambda v: fmt(v, ".0f", scale=1e-12)
+    return ReportTable(
+        title="Share of the governing roof", left=2, text_tail=2,
+        columns=("kernel", "input", "TFLOP/s", "FLOP/B", "memory roof", "GEMM roof", "exp2 roof", "% of roof",
+                 "governing roof", "bytes"),
+        rows=tuple((r["kernel"], r["input_label"], t(r["flops_per_s"]), fmt(r["intensity"], ".0f"),
+                    t(r["roofs"].get("memory")), t(next((v for k, v in r["roofs"].items() if k.startswith("gemm")), None)),
+                    t(next((v for k, v in r["roofs"].items() if k.startswith("exp2")), None)),
+                    fmt(r["share_of_roof"], ".0f", scale=100, suffix=" %"), r["governing_roof"] or "-", r["note"]) for r in rows),
+        caption=("roofs in TFLOP/s at the kernel's intensity and head dim: memory = copy bandwidth x FLOP/B; GEMM = the "
+                 "random-operand GEMM of its operand type; exp2 = MUFU exp2/s x 2 (d_qk + d_v) FLOP per exp"),
+    )
+
+
+def roofline_figure_png(*, roofs: Sequence, points: Sequence, rows: Sequence[dict], dpi: int = 150) -> bytes:
+    """Log-log roofline: GEMM and FMA roofs, the exp2 roof per head dim, the memory roof, points with % labels."""
+    import matplotlib
+
+    matplotlib.use("Agg", force=False)
+    import matplotlib.pyplot as plt
+
+    memory = max((r for r in roofs if r.kind == "memory"), key=lambda r: r.value, default=None)
+    compute = sorted((r for r in roofs if r.kind == "compute"), key=lambda r: -r.value)
+    exp_roofs = sorted({(k, v) for r in rows for k, v in r["roofs"].items() if k.startswith("exp2")}, key=lambda kv: -kv[1])
+    ys = [c.value for c in compute] + [v for _, v in exp_roofs] + [p.flops_per_s for p in points]
+    if not ys:
+        raise ValueError("a roofline needs at least one roof or point")
+    y_lo, y_hi = min(ys) / 6, max(ys) * 2.5
+    xs = [p.intensity for p in points if p.intensity > 0]
+    ridge = [c.value / memory.value for c in compute] if memory else []
+    lo = min([y_lo / memory.value if memory else 1.0, *(x / 4 for x in xs + ridge)])
+    hi = max([100.0, *(x * 4 for x in xs + ridge)])
+    fig, ax = plt.subplots(figsize=(13, 6), dpi=dpi)
+    fig.subplots_adjust(left=0.07, right=0.52, bottom=0.1, top=0.94)
+    for c in compute:
+        style = {"constant": "--", "zero": ":"}.get(c.operands, "-")
+        start = c.value / memory.value if memory else lo
+        ax.plot([start, hi], [c.value / 1e12] * 2, style, color=_ROOF_COLORS.get(_family(c.label), "#525252"), lw=1.6,
+                label=f"roof {c.label}: {c.value / 1e12:.0f} TFLOP/s")
+    for name, v in exp_roofs:
+        ax.plot([v / memory.value if memory else lo, hi], [v / 1e12] * 2, "-.", color=_ROOF_COLORS["exp2"], lw=2.0,
+                label=f"roof {name} MUFU: {v / 1e12:.0f} TFLOP/s equivalent")
+    if memory:
+        top = max(ys)
+        ax.plot([lo, top / memory.value], [lo * memory.value / 1e12, top / 1e12], "-", color=_ROOF_COLORS["memory"],
+                lw=1.8, label=f"roof {memory.label}: {memory.value / 1e12:.2f} TB/s")
+    for i, (p, r) in enumerate(zip(points, rows)):
+        color, mk = _POINT_COLORS[i % len(_POINT_COLORS)], _POINT_MARKERS[i % len(_POINT_MARKERS)]
+        share = f" = {r['share_of_roof']:.0%} of {r['governing_roof']}" if r["share_of_roof"] is not None else ""
+        ax.plot([p.intensity], [p.flops_per_s / 1e12], mk, ms=9, color=color, mec="white", mew=0.8,
+                label=f"{p.label}: {p.flops_per_s / 1e12:.0f} TFLOP/s @ {p.intensity:.0f} FLOP/B{share}")
+        if share:
+            # Kernels of one shape sit on top of each other: each label gets a line of its own, tied by its colour.
+            ax.annotate(f"{r['share_of_roof']:.0%}", (p.intensity, p.flops_per_s / 1e12), xytext=(14, 22 - 13 * i),
+                        textcoords="offset points", fontsize=9, color=color, fontweight="bold",
+                        arrowprops={"arrowstyle": "-", "color": color, "lw": 0.6})
+    ax.set_xscale("log")
+    ax.set_yscale("log")
+    ax.set_xlim(lo, hi)
+    ax.set_ylim(y_lo / 1e12, y_hi / 1e12)
+    ax.set_xlabel("arithmetic intensity, FLOP per DRAM byte")
+    ax.set_ylabel("TFLOP/s (sustained)")
+    ax.set_title("Roofline with the empirical roofs (exp2 as FLOP/s at each kernel's head dim)", fontsize=11, loc="left")
+    ax.grid(True, which="both", alpha=0.25)
+    ax.legend(fontsize=9, loc="upper left", bbox_to_anchor=(1.01, 1.0), frameon=False)
+    buf = io.BytesIO()
+    fig.savefig(buf, format="png", dpi=dpi)
+    plt.close(fig)
+    return buf.getvalue()

@@ -1,0 +1,161 @@
+"""`bench compare` in words: the sentence of each row, every warning, and the interval rule for few repeats."""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+from types import SimpleNamespace
+
+import polars as pl
+import pytest
+import typer
+from h200_runs import COMMITS_BASE, COMMITS_HEAD, FIXTURES
+from typer.testing import CliRunner
+
+from harness.analysis import (
+    compare_runs,
+    comparison_warnings,
+    explain_comparison,
+    honest_interval,
+    is_full_protocol,
+    row_sentence,
+    t_quantile,
+)
+from harness.results import read_run
+
+QUICK = FIXTURES / "h200" / "20261130-063427-smollm2-gate-612c47"
+SMOLLM2 = FIXTURES / "h200" / "20261130-043801-smollm2-217172"
+
+
+@pytest.fixture(scope="module")
+def commits():
+    return read_run(COMMITS_BASE), read_run(COMMITS_HEAD)
+
+
+def _with(run, path=None, measurements=None, **info):
+    return SimpleNamespace(info={**run.info, **info}, measurements=run.measurements if measurements is None
+                           else measurements, path=path or run.path)
+
+
+def test_commits_sentence_is_computed_from_the_rows(commits):
+    a, b = commits
+    cmp = compare_runs(a, b)
+    ex = explain_comparison(cmp, a, b)
+    (s,) = ex.sentences
+    row = cmp.rows[0]
+    # The figures come from the row: time 0.7032, cycles 0.6527, clock 1605/1729 MHz.
+    assert f"B is {(1 - row.time.value) * 100:.1f} % faster" in s
+    assert "29.7 % faster" in s and "34.7 % fewer cycles, part given back by a 7.2 % lower clock" in s
+    assert "(B reached the power cap)" in s
+    assert "A: 1729 MHz in-band, 599 W, no limiter; B: 1605 MHz in-band, 692 W, power cap 100%" in s
+    assert "NVML" not in s  # one clock basis in the row
+    assert ex.basis.startswith("Clock basis: in-band") and ex.warnings == ()
+
+
+def test_sentence_directions_follow_the_factors(commits):
+    a, b = commits
+    row = compare_runs(a, b).rows[0]
+    swapped = compare_runs(b, a).rows[0]  # B/A flipped: slower, more cycles, partly offset by a higher clock
+    s = row_sentence(swapped, verdict="slower")
+    assert "B is 42.2 % slower" in s and "53.2 % more cycles, partly offset by a 7.7 % higher clock" in s
+    assert "(A was at the power cap)" in s
+    same_clock = dataclasses.replace(row, clock=dataclasses.replace(row.clock, value=1.0))
+    assert "34.7 % fewer cycles (B" in row_sentence(same_clock, verdict="faster")
+
+
+def test_same_run_warns(commits):
+    a, _ = commits
+    w = comparison_warnings(a, a)
+    assert len(w) == 1 and w[0].startswith("A and B are the same run")
+    copy = _with(a, path=COMMITS_HEAD)  # another directory holding the same run id still is the same run
+    assert comparison_warnings(a, copy)[0].startswith("A and B are the same run")
+
+
+def test_protocol_difference_warns_and_names_quick():
+    full, quick = read_run(SMOLLM2), read_run(QUICK)
+    (w,) = [x for x in comparison_warnings(full, quick) if x.startswith("protocols differ")]
+    assert "A full, B quick/loosened" in w and "settle_chunk_tol 0.003 vs 0.05" in w
+    assert is_full_protocol(json.loads(full.info["protocol_json"]))
+    assert not is_full_protocol(json.loads(quick.info["protocol_json"]))
+    assert not is_full_protocol(None)
+
+
+@pytest.mark.parametrize("field,value,start", [
+    ("device_name", "NVIDIA H100", "devices differ: NVIDIA H200 vs NVIDIA H100"),
+    ("pci_bus_id", "00000000:00:07.0", "same model, different GPU: PCI 00000000:00:06.0 vs 00000000:00:07.0"),
+    ("driver", "575.1", "driver or runtime differs: 580.159.04"),
+    ("runtime", "cuda 12.8", "driver or runtime differs"),
+    ("harness_version", "0.9", "versions differ: harness version"),
+    ("git_commit", "abc", "versions differ: harness git"),
+])
+def test_each_provenance_difference_warns(commits, field, value, start):
+    a, b = commits
+    assert comparison_warnings(a, b) == []
+    (w,) = comparison_warnings(a, _with(b, **{field: value}))
+    assert w.startswith(start)
+
+
+def test_software_version_difference_warns(commits):
+    a, b = commits
+    versions = {**json.loads(b.info["versions_json"]), "triton": "3.7.0"}
+    (w,) = comparison_warnings(a, _with(b, versions_json=json.dumps(versions)))
+    assert w == "versions differ: triton 3.6.0 vs 3.7.0."
+
+
+def test_shape_difference_warns(commits):
+    a, b = commits
+    other = b.measurements.with_columns(pl.lit(8192).cast(pl.Int32).alias("seq_len"))
+    (w,) = comparison_warnings(a, _with(b, measurements=other))
+    assert w.startswith("shapes differ: A has B=1 H=32/32 S=16384") and "S=8192" in w
+
+
+def test_t_quantile_matches_tables():
+    # Student's t tables: 12.706 (df 1), 4.303 (df 2), 2.042 (df 30); 0.95 one-sided at df 5: 2.015.
+    assert t_quantile(0.975, 1) == pytest.approx(12.706, abs=2e-3)
+    assert t_quantile(0.975, 2) == pytest.approx(4.303, abs=2e-3)
+    assert t_quantile(0.975, 30) == pytest.approx(2.042, abs=2e-3)
+    assert t_quantile(0.95, 5) == pytest.approx(2.015, abs=2e-3)
+
+
+def test_honest_interval_is_wider_than_the_bootstrap_with_two_repeats(commits):
+    a, b = commits
+    row = compare_runs(a, b).rows[0]
+    lo, hi = honest_interval(a.measurements["time_ns"].to_list(), b.measurements["time_ns"].to_list())
+    assert lo < row.time.low and hi > row.time.high and lo < row.time.value < hi
+    assert honest_interval([1.0], [1.0, 1.1]) is None
+
+
+def test_bootstrap_verdict_overstating_confidence_is_flagged(commits):
+    a, _ = commits
+    # Two repeats a side, 1.5 % apart on average with 0.4 % spread: the bootstrap calls it, Welch t (df ~2) does not.
+    t = a.measurements["time_ns"].to_list()
+    base = a.measurements.with_columns(pl.Series("time_ns", [t[0], t[0] * 1.008]))
+    slow = a.measurements.with_columns(pl.Series("time_ns", [t[0] * 1.011, t[0] * 1.019]))
+    ra = _with(a, measurements=base, run_id="ra")
+    rb = _with(a, measurements=slow, run_id="rb", path=COMMITS_HEAD)
+    cmp = compare_runs(ra, rb)
+    assert cmp.rows[0].verdict == "slower"
+    ex = explain_comparison(cmp, ra, rb)
+    assert "B is the same within noise" in ex.sentences[0]
+    assert any("overstates confidence" in w and "verdict 'same'" in w for w in ex.warnings)
+
+
+def test_one_repeat_gives_no_verdict(commits):
+    a, b = commits
+    one = lambda r, rid: _with(r, measurements=r.measurements.head(1), run_id=rid)
+    ra, rb = one(a, "x"), one(b, "y")
+    ex = explain_comparison(compare_runs(ra, rb), ra, rb)
+    assert "no verdict" in ex.sentences[0] and "fewer than 2 repeats" in ex.sentences[0]
+
+
+def test_cli_prints_sentence_and_warning(commits):
+    from harness.cli.analysis import compare
+
+    app = typer.Typer()
+    app.command()(compare)
+    res = CliRunner().invoke(app, [str(COMMITS_BASE), str(COMMITS_HEAD)], env={"COLUMNS": "300"})
+    assert res.exit_code == 0, res.output
+    assert "29.7 % faster: 34.7 % fewer cycles, part given back by a 7.2 % lower clock (B reached the power cap)" \
+        in res.output
+    res = CliRunner().invoke(app, [str(COMMITS_BASE), str(COMMITS_BASE)], env={"COLUMNS": "300"})
+    assert "WARNING: A and B are the same run" in res.output
