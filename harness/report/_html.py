@@ -89,7 +89,7 @@ def per_gpu_view(run):
 
     import polars as pl
 
-    from harness.multigpu import with_gpu
+    from harness.results import with_gpu
 
     m = with_gpu(run.measurements, run.info)
     gpus = [g for g in dict.fromkeys(m["gpu"].to_list()) if g]
