@@ -25,6 +25,7 @@ from harness.analysis._compare import (
 )
 from harness.analysis._decompose import VERDICTS, Decomposition, Ratio, VerdictRule, decompose, geomean, limiter_label
 from harness.analysis._chiplets import chiplet_spread
+from harness.analysis._sentences import comparison_sentence, input_sentences, row_sentence
 from harness.analysis._stats import bootstrap_ci, cv, mean, median, value_range
 from harness.analysis._window import POWER_REASONS, THERMAL_REASONS, chunk_clock, samples_in, summarize_window
 
@@ -49,6 +50,9 @@ __all__ = [
     "captured_control_pairs",
     "chunk_clock",
     "compare_inputs",
+    "comparison_sentence",
+    "input_sentences",
+    "row_sentence",
     "compare_measurements",
     "compare_runs",
     "cv",
