@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import dataclasses
-import datetime as _dt
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -12,30 +11,24 @@ from harness.capture._device import default_capture_dtype, peak_memory, torch_de
 from harness.capture._estimate import check_fits, estimate_capture
 from harness.capture._format import (
     FORMAT,
-    FORMAT_VERSION,
-    STORED_DTYPE,
     capture_dir,
     layer_file,
-    read_manifest,
     verify_layer,
     write_layer,
     write_manifest,
 )
 from harness.capture._hook import LayerRecord, recording, run_forward
+from harness.capture._manifest import random_weights_identity, start_manifest
 from harness.capture._model_io import build_random, load_model, load_tokenizer, quiet_transformers, release_device
 from harness.capture._models import DEFAULT_MODEL, ModelSpec, check_config, resolve_model
 from harness.capture._progress import Stages
-from harness.capture._provenance import harness_provenance, software_versions
 from harness.capture._recompute import LayerStats, recompute
 from harness.capture._text import byte_windows, load_text, text_name, token_windows
-from harness.capture._weights import ResolvedWeights, resolve_weights
+from harness.capture._weights import resolve_weights
 from harness.errors import CaptureError, ConfigError
 
 __all__ = ["CaptureConfig", "CaptureResult", "LayerResult", "capture", "ensure_capture", "parse_layers",
            "capture_directory"]
-
-RANDOM_WARNING = ("random weights: these activations mean nothing about any trained model; they check the "
-                  "architecture, the hook and the memory, and are refused as timing inputs unless explicitly allowed")
 
 # Self-check tolerance on max |recomputed - model output|, relative to max(1, max |output|). fp32: the
 # two computations differ only in summation order; bf16/fp16: the model's output is rounded to 8/11 bits.
@@ -190,7 +183,7 @@ def capture(config: CaptureConfig, *, progress=None, on_estimate=None) -> Captur
     if on_estimate is not None:
         on_estimate(estimate)
     check_fits(estimate)
-    weights = _random_weights(spec, config, device) if config.random_weights else resolve_weights(spec, weights=config.weights)
+    weights = random_weights_identity(spec, config, device) if config.random_weights else resolve_weights(spec, weights=config.weights)
     stages = Stages(progress, total=2 + max(config.layers) + 1 + 2 * len(config.layers), title=f"capture {spec.name}")
     timings["prepare"] = time.perf_counter() - t0
     with quiet_transformers():
@@ -237,7 +230,7 @@ def capture(config: CaptureConfig, *, progress=None, on_estimate=None) -> Captur
     compute = {"dtype": config.dtype, "device": device, "device_spec": config.device,
                "attention": "torch sdpa (transformers)", "peak_device_memory_bytes": peak,
                "estimate": {"total_bytes": estimate.total_bytes, "seconds": round(estimate.total_s, 1)}}
-    manifest = _start_manifest(directory, spec, weights, config, text_provenance, records, compute)
+    manifest = start_manifest(directory, spec, weights, config, text_provenance, records, compute)
     results = []
     for layer in config.layers:
         record = records.pop(layer)  # dropped once saved: memory holds only the layers not yet written
@@ -278,19 +271,6 @@ def capture(config: CaptureConfig, *, progress=None, on_estimate=None) -> Captur
     )
 
 
-def _random_weights(spec: ModelSpec, config: CaptureConfig, device: str) -> ResolvedWeights:
-    import hashlib
-    import json
-
-    config_sha = hashlib.sha256(json.dumps(spec.architecture, sort_keys=True).encode()).hexdigest()
-    return ResolvedWeights(
-        folder=Path("."), gguf_file=None, origin="random",
-        identity={"seed": config.seed, "init": "transformers' own initialisation (normal, std initializer_range), "
-                  f"torch.manual_seed({config.seed}) on {device}", "architecture_sha256": config_sha,
-                  "architecture": spec.architecture},
-    )
-
-
 def _self_check(spec: ModelSpec, record: LayerRecord, config: CaptureConfig, *,
                 device: str = "cpu") -> tuple[float, LayerStats, float]:
     shapes = {"q": list(record.q.shape), "k": list(record.k.shape), "v": list(record.v.shape)}
@@ -318,74 +298,6 @@ def _self_check(spec: ModelSpec, record: LayerRecord, config: CaptureConfig, *,
             f"model attended with; nothing was saved. Report this with the model and transformers version."
         )
     return diff, stats, tol
-
-
-def _identity(manifest: dict) -> tuple:
-    model = manifest.get("model", {})
-    # The forward pass's device and dtype are not part of it: a layer captured in bf16 on the GPU joins one
-    # captured in fp32 on the CPU from the same weights and text; each layer entry records its own.
-    return (model.get("name"), repr(model.get("weights", {}).get("identity")), manifest.get("text", {}).get("sha256"),
-            manifest.get("seq_len"), manifest.get("batch"))
-
-
-def _start_manifest(directory: Path, spec: ModelSpec, weights: ResolvedWeights, config: CaptureConfig,
-                    text_provenance: dict, records: dict[int, LayerRecord], compute: dict) -> dict:
-    first = next(iter(records.values()))
-    manifest = {
-        "format": FORMAT,
-        "version": FORMAT_VERSION,
-        "created_utc": _dt.datetime.now(_dt.timezone.utc).isoformat(timespec="seconds"),
-        "random_weights": config.random_weights,
-        **({"warning": RANDOM_WARNING} if config.random_weights else {}),
-        "model": {
-            "name": spec.name,
-            "argument": config.model if isinstance(config.model, str) else spec.name,
-            "hf_id": spec.hf_id,
-            "attention_kind": spec.attention_kind,
-            "heads_q": spec.heads_q,
-            "heads_kv": spec.heads_kv,
-            "head_dim_qk": spec.head_dim_qk,
-            "head_dim_v": spec.head_dim_v,
-            "num_layers": spec.num_layers,
-            "max_positions": spec.max_positions,
-            "qk_norm": spec.qk_norm or first.qk_norm,
-            "weights": {"origin": weights.origin, "where": weights.where, "identity": weights.identity},
-        },
-        "rope": {
-            "theta": spec.rope_theta,
-            "scaling": spec.rope_scaling,
-            "rotated_dims": spec.rope_head_dim or spec.head_dim_qk,
-            "positions": f"0..{config.seq_len - 1} in every batch row",
-            "captured": "after RoPE" + (" and QK-norm" if spec.qk_norm or first.qk_norm else ""),
-        },
-        "text": text_provenance,
-        "seq_len": config.seq_len,
-        "batch": config.batch,
-        "stacking": {
-            "windows": config.batch,
-            "along": "batch",
-            "rows": "batch row b holds text window b: special_prefix + the text tokens token_ranges[b]",
-        },
-        "compute": compute,
-        "stored_dtype": STORED_DTYPE,
-        "harness": harness_provenance(),
-        "software": software_versions(),
-        "layers": {},
-    }
-    try:
-        old = read_manifest(directory)
-    except CaptureError:
-        return manifest
-    if _identity(old) == _identity(manifest):
-        # Same model, weights, text and length: add to the layers already captured here.
-        manifest["layers"] = {k: v for k, v in old["layers"].items() if int(k) not in records}
-    else:
-        # Another capture under the same name (new weights, another Python's pydoc text): its layer files
-        # no longer match what the manifest will describe, so they go.
-        for key, entry in old["layers"].items():
-            if int(key) not in records:
-                (directory / entry.get("file", layer_file(int(key)))).unlink(missing_ok=True)
-    return manifest
 
 
 def ensure_capture(model: str | ModelSpec = DEFAULT_MODEL, *, layers, seq_len: int, text: str = "pydoc",

@@ -100,7 +100,7 @@ def matmul_rate(device: str, dtype: str) -> float:
     """FLOP/s of a square matrix product on `device` in `dtype`, timed for about 0.2 s."""
     import torch
 
-    n = 2048 if device == "cpu" else 8192
+    n = 1024 if device == "cpu" else 8192
     dt = getattr(torch, dtype)
     a = torch.randn(n, n, device=device).to(dt)
     b = torch.randn(n, n, device=device).to(dt)
