@@ -22,7 +22,10 @@ _BYTES = {"float32": 4, "bfloat16": 2, "float16": 2}
 RUNTIME_ALLOWANCE = {"cpu": 1 << 30, "gpu": 2 << 30}  # interpreter + torch on a CPU; context + cuBLAS/cuDNN on a GPU
 ACTIVATION_MARGIN = 1.5  # allocator fragmentation and temporaries the per-layer count leaves out
 FORWARD_EFFICIENCY = 0.5  # a forward pass reaches about half the rate of one large matrix product
-DISK_BYTES_PER_S = 1e9  # reading (and for GGUF dequantizing) weights; a local NVMe reads faster
+DISK_BYTES_PER_S = 1e9  # reading safetensors weights; a local NVMe reads faster
+# transformers dequantizes a GGUF file tensor by tensor in Python: SmolLM2-135M's Q4_1 file (0.54 GB in fp32)
+# took 108 s (plus 24 s to read its tokenizer) on this project's shared 2-core CPU machine.
+GGUF_BYTES_PER_S = 2e7
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -43,6 +46,7 @@ class CaptureEstimate:
     forward_s: float
     check_s: float
     random_weights: bool
+    rate_measured: bool = True  # flops_per_s was timed on the device (else given or assumed)
 
     @property
     def total_bytes(self) -> int:
@@ -65,7 +69,8 @@ class CaptureEstimate:
             f"(weights {_gb(self.weight_bytes)} for {self.params / 1e9:.2f} B parameters, activations "
             f"{_gb(self.activation_bytes)}, runtime {_gb(self.runtime_bytes)}{free}) and about "
             f"{_duration(self.total_s)} ({init} {_duration(self.load_s)}, forward {_duration(self.forward_s)} "
-            f"for {self.flops / 1e12:.1f} TFLOP at {self.flops_per_s / 1e9:,.0f} GFLOP/s measured here, "
+            f"for {self.flops / 1e12:.1f} TFLOP at {self.flops_per_s / 1e9:,.0f} GFLOP/s "
+            f"{'measured here' if self.rate_measured else 'assumed'}, "
             f"self-check {_duration(self.check_s)})"
         )
 
@@ -168,13 +173,19 @@ def estimate_capture(config, *, available_bytes: int | None = None, flops_per_s:
     activation = int(ACTIVATION_MARGIN * tokens * per_token * width)
     attention = config.batch * spec.heads_q * config.seq_len**2 * (spec.head_dim_qk + spec.head_dim_v)  # causal
     flops = 2.0 * active * tokens + attention * (max(config.layers) + 1)
+    rate_measured = flops_per_s is None and measure
     if flops_per_s is None:
         flops_per_s = matmul_rate(config.device, config.dtype) if measure else (5e14 if gpu else 5e10)
     if available_bytes is None and measure:
         available_bytes = device_free_bytes(config.device)
     random = bool(getattr(config, "random_weights", False))
     # Random init draws every parameter (~1 ns an element on a GPU, ~10 ns on a CPU core); loading reads the file.
-    load_s = total * (1e-9 if gpu else 1e-8) if random else total * width / DISK_BYTES_PER_S
+    gguf = (spec.wheel_file or "").endswith(".gguf") or (spec.path is not None and spec.path.suffix == ".gguf")
+    if config.weights is not None:
+        gguf = str(config.weights).endswith(".gguf")
+    rate = GGUF_BYTES_PER_S if gguf else DISK_BYTES_PER_S
+    # A checkpoint's files hold bf16 (2 bytes a parameter); a GGUF is dequantized into 4-byte floats.
+    load_s = total * (1e-9 if gpu else 1e-8) if random else total * (4 if gguf else 2) / rate
     check_flops = 2.0 * attention * len(config.layers)  # fp32 recompute of scores and output
     check_rate = flops_per_s * (0.05 if gpu else 0.5)  # fp32 without tensor cores; bf16 rate on a GPU
     return CaptureEstimate(
@@ -182,7 +193,7 @@ def estimate_capture(config, *, available_bytes: int | None = None, flops_per_s:
         activation_bytes=activation, runtime_bytes=RUNTIME_ALLOWANCE["gpu" if gpu else "cpu"],
         available_bytes=available_bytes, flops=flops, flops_per_s=flops_per_s, load_s=load_s,
         forward_s=flops / (flops_per_s * FORWARD_EFFICIENCY), check_s=check_flops / check_rate,
-        random_weights=random,
+        random_weights=random, rate_measured=rate_measured,
     )
 
 

@@ -130,7 +130,7 @@ def layer_entry(manifest: dict, file_name: str, *, where: Path) -> tuple[int, di
     listed = ", ".join(e.get("file", "?") for e in manifest["layers"].values()) or "none"
     raise CaptureError(
         f"{where / file_name} is not listed in {where / MANIFEST} (it lists: {listed}). The file does not "
-        f"belong to this capture; recapture the layer with `bench capture`."
+        f"belong to this capture; re-capture the layer with `bench capture ... --recapture` (which replaces it)."
     )
 
 
