@@ -157,6 +157,12 @@ class CaptureArgs:
     weights: Path | None = None
     captures: Path = Path("captures")
     files: tuple[Path, ...] = ()  # explicit capture layer files (nightly's --capture)
+    windows: int | None = None  # None = the model's main-job default on this device
+    capture_device: str | None = None  # None = the run's device
+    capture_dtype: str | None = None  # None = bf16 on a GPU, fp32 on the CPU
+    random_weights: bool = False
+    allow_random_weights: bool = False
+    recapture: bool = False
 
     @property
     def wanted(self) -> bool:
@@ -169,7 +175,10 @@ class CaptureArgs:
         if self.model or self.files:
             return
         given = [flag for flag, v in (("--layer", self.layers), ("--control", self.controls),
-                                      ("--text", self.text), ("--weights", self.weights)) if v]
+                                      ("--text", self.text), ("--weights", self.weights), ("--windows", self.windows),
+                                      ("--capture-device", self.capture_device), ("--capture-dtype", self.capture_dtype),
+                                      ("--random-weights", self.random_weights), ("--recapture", self.recapture),
+                                      ("--allow-random-weights", self.allow_random_weights)) if v]
         if given:
             raise ConfigError(f"{', '.join(given)} select(s) captured activations of a model, but no --model was "
                               f"given. Add --model NAME (see `bench list models`) or drop {', '.join(given)}.")
@@ -182,29 +191,35 @@ def _labelled(spec: InputSpec, tag: str, controls: Sequence[str]) -> list[InputS
 
 
 def captured_specs(args: CaptureArgs, *, device: str, seq_len: int | None, dtype: str = "bf16", seed: int = 0,
-                   progress=None) -> tuple[InputSpec, ...]:
+                   progress=None, on_estimate=None) -> tuple[InputSpec, ...]:
     """A model's captured layers (captured first where missing) each followed by its controls, or the
     explicit capture files with theirs. A control shares the capture's shape and softmax scale, so the
     only difference a kernel sees is the data: the comparison the harness exists for."""
     import re
 
-    from harness.capture import capture_spec, model_input_specs
+    from harness.capture import capture_spec, main_job_defaults, model_input_specs
 
     controls = DEFAULT_CONTROLS if args.controls is None else tuple(args.controls)
     for c in controls:
         check_source(c, flag="--control")
     _positive(seq_len, "--seq-len")
+    _positive(args.windows, "--windows")
     if args.files:
         out: list[InputSpec] = []
         for path in args.files:
             m = re.search(r"layer(\d+)", Path(path).name)
             tag = f"L{int(m.group(1)):02d}" if m else Path(path).stem
-            out.extend(_labelled(capture_spec(path, dtype=dtype, seed=seed), tag, controls))
+            out.extend(_labelled(capture_spec(path, dtype=dtype, seed=seed,
+                                              allow_random_weights=args.allow_random_weights), tag, controls))
         return tuple(out)
+    job = main_job_defaults(args.model, device)
     return model_input_specs(
-        args.model, layers=tuple(args.layers), seq_len=default_seq_len(device, model=True) if seq_len is None else seq_len,
+        args.model, layers=tuple(args.layers) or job.layers, seq_len=job.seq_len if seq_len is None else seq_len,
         text=args.text or DEFAULT_TEXT, weights=args.weights, root=args.captures, controls=controls, dtype=dtype,
-        seed=seed, progress=progress,
+        seed=seed, progress=progress, device=device, capture_device=args.capture_device,
+        capture_dtype=args.capture_dtype, windows=job.windows if args.windows is None else args.windows,
+        random_weights=args.random_weights, allow_random_weights=args.allow_random_weights, recapture=args.recapture,
+        on_estimate=on_estimate,
     )
 
 
@@ -216,7 +231,7 @@ def capture_file_specs(paths: Sequence[Path], *, controls: Sequence[str] = DEFAU
 
 
 def input_specs(*, sources: Sequence[str] | None, shape: ShapeArgs, capture: CaptureArgs, device: str,
-                dtype: str = "bf16", seed: int = 0, progress=None) -> tuple[InputSpec, ...]:
+                dtype: str = "bf16", seed: int = 0, progress=None, on_estimate=None) -> tuple[InputSpec, ...]:
     """The suite's inputs: captured activations (with their controls) when a model or files are named,
     else the synthetic sources at the shape the options give."""
     capture.check()
@@ -226,7 +241,7 @@ def input_specs(*, sources: Sequence[str] | None, shape: ShapeArgs, capture: Cap
             raise ConfigError(f"{', '.join(ignored)} set(s) the shape of synthetic inputs, but captured inputs take "
                               f"their shape from the model (only --seq-len applies). Drop {', '.join(ignored)}.")
         return captured_specs(capture, device=device, seq_len=shape.seq_len, dtype=dtype, seed=seed,
-                              progress=progress)
+                              progress=progress, on_estimate=on_estimate)
     return synthetic_specs(sources, shape=attention_shape(shape, device=device), dtype=dtype, seed=seed)
 
 

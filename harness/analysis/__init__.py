@@ -38,6 +38,7 @@ from harness.analysis._explain import (
     row_sentence,
     t_quantile,
 )
+from harness.analysis._sentences import comparison_sentence, input_row_sentence, input_sentences
 from harness.analysis._stats import bootstrap_ci, cv, mean, median, value_range
 from harness.analysis._window import POWER_REASONS, THERMAL_REASONS, chunk_clock, samples_in, summarize_window
 
@@ -78,6 +79,9 @@ __all__ = [
     "captured_control_pairs",
     "chunk_clock",
     "compare_inputs",
+    "comparison_sentence",
+    "input_sentences",
+    "input_row_sentence",
     "compare_measurements",
     "compare_runs",
     "cv",

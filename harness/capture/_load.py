@@ -5,14 +5,18 @@ from __future__ import annotations
 from dataclasses import dataclass
 from pathlib import Path
 
-from harness.capture._format import MANIFEST, layer_entry, read_layer, read_manifest
+from harness.capture._format import MANIFEST, layer_entry, read_layer, read_manifest, verify_layer
 from harness.errors import CaptureError, InputError
 from harness.inputs import AttentionInputs, AttentionShape, InputSpec, torch_dtype
 
-__all__ = ["CaptureInfo", "load_capture", "capture_shape", "capture_spec", "list_captures", "source_loader"]
+__all__ = ["CaptureInfo", "load_capture", "capture_shape", "capture_spec", "list_captures", "source_loader",
+           "format_listing", "ALLOW_RANDOM"]
 
 _FP8 = {"fp8", "e4m3", "float8_e4m3fn"}
 LOADER = "harness.capture:source_loader"  # what a capture's InputSpec names as its loader
+# Appended to a `capture:PATH` source to let a random-weight capture be timed: the permission then travels
+# with the spec into the run's recorded config, where a reader sees it.
+ALLOW_RANDOM = "?random-weights=allowed"
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -30,6 +34,10 @@ class CaptureInfo:
     scale: float
     self_check_max_abs_diff: float | None
     bytes: int
+    random_weights: bool = False
+    device: str | None = None  # of the forward pass that made it
+    dtype: str | None = None
+    status: str = "not verified"  # "ok", or why the file does not match its manifest
 
 
 def _shape(manifest: dict, entry: dict) -> AttentionShape:
@@ -53,15 +61,40 @@ def capture_shape(path: str | Path) -> AttentionShape:
     return _shape(manifest, entry)
 
 
-def capture_spec(path: str | Path, *, dtype: str = "bfloat16", seed: int = 0) -> InputSpec:
-    """An InputSpec that loads this capture (shape and softmax scale from its manifest)."""
+def _is_random(manifest: dict) -> bool:
+    if manifest.get("kind") == "synthetic":
+        return False
+    return bool(manifest.get("random_weights")) or manifest.get("model", {}).get("weights", {}).get("origin") == "random"
+
+
+def _refuse_random(path: Path, manifest: dict) -> None:
+    raise InputError(
+        f"{path} was captured from a model with random weights ({manifest.get('model', {}).get('name')}, no "
+        f"trained weights): its activations mean nothing about real attention, so it is refused as a timing "
+        f"input. It checks the architecture and the hook only. Capture the model with its weights, or pass "
+        f"--allow-random-weights to time it anyway (recorded with the run)."
+    )
+
+
+def capture_spec(path: str | Path, *, dtype: str = "bfloat16", seed: int = 0,
+                 allow_random_weights: bool = False) -> InputSpec:
+    """An InputSpec that loads this capture (shape and softmax scale from its manifest).
+
+    A capture of random weights is refused unless `allow_random_weights`.
+    """
     manifest, entry, _ = _entry(Path(path))
-    return InputSpec(shape=_shape(manifest, entry), dtype=dtype, source=f"capture:{path}", seed=seed,
+    source = f"capture:{path}"
+    if _is_random(manifest):
+        if not allow_random_weights:
+            _refuse_random(Path(path), manifest)
+        source += ALLOW_RANDOM
+    return InputSpec(shape=_shape(manifest, entry), dtype=dtype, source=source, seed=seed,
                      scale=float(entry["scale"]), loader=LOADER)
 
 
 def _provenance(manifest: dict, entry: dict, layer: int, path: Path) -> dict:
-    keep = ("model", "rope", "text", "seq_len", "batch", "compute", "harness", "kind", "like", "dist", "seed")
+    keep = ("model", "rope", "text", "seq_len", "batch", "stacking", "compute", "harness", "kind", "like", "dist",
+            "seed", "random_weights")
     return {
         "capture": str(path),
         "layer": layer,
@@ -72,7 +105,7 @@ def _provenance(manifest: dict, entry: dict, layer: int, path: Path) -> dict:
     }
 
 
-def load_capture(path: str | Path, *, device="cpu") -> AttentionInputs:
+def load_capture(path: str | Path, *, device="cpu", allow_random_weights: bool = True) -> AttentionInputs:
     """q, k, v of one capture file (bf16, as stored), checked against the manifest (sha256, shapes).
 
     >>> x = load_capture("captures/smollm2-135m/pydoc-S2048/layer03.safetensors")  # doctest: +SKIP
@@ -81,6 +114,8 @@ def load_capture(path: str | Path, *, device="cpu") -> AttentionInputs:
     """
     path = Path(path)
     tensors, manifest, entry, layer = read_layer(path, verify=True)
+    if _is_random(manifest) and not allow_random_weights:
+        _refuse_random(path, manifest)
     return AttentionInputs(
         q=tensors["q"].to(device), k=tensors["k"].to(device), v=tensors["v"].to(device),
         shape=_shape(manifest, entry), dtype=entry.get("dtype", "bfloat16"), source=f"capture:{path}",
@@ -95,9 +130,11 @@ def source_loader(spec: InputSpec, device) -> AttentionInputs:
     from harness.capture._fp8 import quantize_inputs_e4m3
 
     path = spec.source.partition(":")[2]
+    allowed = path.endswith(ALLOW_RANDOM)
+    path = path.removesuffix(ALLOW_RANDOM)
     if not path:
         raise InputError("Input source 'capture:' needs a path: capture:captures/MODEL/TEXT-S<seq>/layerNN.safetensors.")
-    inputs = load_capture(path, device=device)
+    inputs = load_capture(path, device=device, allow_random_weights=allowed)
     if spec.shape != inputs.shape:
         raise InputError(
             f"The spec for {spec.source} says shape {spec.shape.label()}, but the capture holds "
@@ -115,19 +152,36 @@ def source_loader(spec: InputSpec, device) -> AttentionInputs:
     return inputs
 
 
-def list_captures(root: str | Path = "captures") -> list[CaptureInfo]:
-    """Every layer file listed by a manifest under `root` (captures/<model>/<dir>/manifest.json)."""
+def list_captures(root: str | Path = "captures", *, verify: bool = False) -> list[CaptureInfo]:
+    """Every layer file listed by a manifest under `root` (captures/<model>/<dir>/manifest.json).
+
+    `verify` checks each file against its manifest (sha256, tensors, shapes) and says in `status` what
+    does not match; a directory whose manifest cannot be read is listed as one row with layer -1.
+    """
     root = Path(root)
     found = []
     for manifest_path in sorted(root.glob(f"*/*/{MANIFEST}")):
         try:
             manifest = read_manifest(manifest_path.parent)
-        except CaptureError:
-            continue  # a damaged directory is reported when it is loaded, not when listing
+        except CaptureError as exc:
+            if verify:
+                found.append(CaptureInfo(
+                    path=manifest_path, kind="?", model=manifest_path.parent.parent.name, text="?", layer=-1,
+                    seq_len=0, batch=0, shape=None, scale=float("nan"), self_check_max_abs_diff=None, bytes=0,
+                    status=f"damaged manifest: {exc}",
+                ))
+            continue
+        compute = manifest.get("compute", {})
         for key, entry in sorted(manifest["layers"].items(), key=lambda kv: int(kv[0])):
             check = entry.get("self_check") or {}
+            path = manifest_path.parent / entry["file"]
+            status = "not verified"
+            if verify:
+                problem = verify_layer(path) if path.exists() else f"missing: {path} is listed but not on disk"
+                status = "ok" if problem is None else problem
+            layer_compute = entry.get("compute") or compute
             found.append(CaptureInfo(
-                path=manifest_path.parent / entry["file"],
+                path=path,
                 kind=manifest.get("kind", "capture"),
                 model=manifest.get("model", {}).get("name", manifest_path.parent.parent.name),
                 text=manifest.get("text", {}).get("name", "?"),
@@ -138,5 +192,30 @@ def list_captures(root: str | Path = "captures") -> list[CaptureInfo]:
                 scale=float(entry["scale"]),
                 self_check_max_abs_diff=check.get("max_abs_diff"),
                 bytes=int(entry.get("bytes", 0)),
+                random_weights=_is_random(manifest),
+                device=layer_compute.get("device"),
+                dtype=layer_compute.get("dtype"),
+                status=status,
             ))
     return found
+
+
+def format_listing(infos: list[CaptureInfo]) -> str:
+    """A plain-text table of captures, columns as wide as their widest cell (nothing is cut in a pipe or
+    a CI log), then one line per capture that did not verify, saying why."""
+    header = ("status", "model", "text", "layer", "shape", "weights", "forward", "self-check", "MB", "path")
+    rows = []
+    for i in infos:
+        ok = i.status in ("ok", "not verified")
+        weights = "random" if i.random_weights else ("synthetic" if i.kind == "synthetic" else "trained")
+        forward = f"{i.device} {i.dtype}" if i.device else "-"
+        check = f"{i.self_check_max_abs_diff:.2g}" if i.self_check_max_abs_diff is not None else "-"
+        rows.append((i.status if ok else "DAMAGED", i.model, i.text, str(i.layer) if i.layer >= 0 else "-",
+                     i.shape.label() if i.shape else "-", weights, forward, check, f"{i.bytes / 1e6:.1f}", str(i.path)))
+    if not rows:
+        return "no captures found"
+    widths = [max(len(r[c]) for r in (header, *rows)) for c in range(len(header))]
+    lines = ["  ".join(cell.ljust(w) for cell, w in zip(r, widths)).rstrip() for r in (header, *rows)]
+    bad = [i for i in infos if i.status not in ("ok", "not verified")]
+    lines += [""] * bool(bad) + [f"{i.path}: {i.status}" for i in bad]
+    return "\n".join(lines)

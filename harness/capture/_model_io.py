@@ -7,10 +7,11 @@ import functools
 from typing import Iterator
 
 from harness.capture._hook import ATTN_IMPLEMENTATION, register_attention
+from harness.capture._models import ModelSpec, architecture_config
 from harness.capture._weights import ResolvedWeights
 from harness.errors import CaptureError
 
-__all__ = ["load_tokenizer", "load_model", "quiet_transformers"]
+__all__ = ["load_tokenizer", "load_model", "build_random", "quiet_transformers", "release_device"]
 
 
 @contextlib.contextmanager
@@ -86,3 +87,29 @@ def load_model(weights: ResolvedWeights, *, dtype: str, device: str):
             f"the `gguf` package is installed (pip install gguf)."
         ) from None
     return model.to(device).eval()
+
+
+def build_random(spec: ModelSpec, *, dtype: str, device: str, seed: int):
+    """The registered architecture at its published size with random weights (transformers' own init,
+    seeded), built directly on `device` in `dtype`: nothing is downloaded, nothing passes through the CPU."""
+    import torch
+    from transformers import AutoModelForCausalLM
+
+    register_attention()
+    config = architecture_config(spec)
+    torch.manual_seed(seed)
+    with torch.device(device):
+        model = AutoModelForCausalLM.from_config(config, attn_implementation=ATTN_IMPLEMENTATION,
+                                                 dtype=getattr(torch, dtype))
+    return model.eval()
+
+
+def release_device(device: str) -> None:
+    """Give a GPU's cached blocks back after the model is dropped, so the run that follows has them."""
+    import gc
+
+    gc.collect()
+    if device != "cpu":
+        import torch
+
+        torch.cuda.empty_cache()

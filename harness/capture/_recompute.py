@@ -6,6 +6,7 @@ j // (Hq/Hkv)), so a kernel fed the capture with those facts computes what the m
 
 from __future__ import annotations
 
+import contextlib
 import math
 from dataclasses import asdict, dataclass
 
@@ -45,12 +46,37 @@ def tensor_moments(t) -> tuple[float, float]:
     return math.sqrt(var), kurt
 
 
-def recompute(q, k, v, *, scale: float, causal: bool = True, model_out=None, block_rows: int = 256):
+def recompute(q, k, v, *, scale: float, causal: bool = True, model_out=None, block_rows: int | None = None,
+              device="cpu"):
     """Recompute attention from q, k, v (fp32) and gather statistics.
 
     Returns (max_abs_diff against `model_out` or None, LayerStats). Memory: one [block_rows, S] score
-    block at a time.
+    block at a time, on `device` (one head of q, k, v, out is moved there at a time). On a GPU the
+    products run in true fp32 (TF32 off for the duration), so the check means the same on both.
     """
+    import torch
+
+    device = torch.device(device)
+    if block_rows is None:
+        block_rows = 256 if device.type == "cpu" else 1024
+    with _exact_fp32(device) if device.type == "cuda" else contextlib.nullcontext():
+        return _recompute(q, k, v, scale=scale, causal=causal, model_out=model_out, block_rows=block_rows,
+                          device=device)
+
+
+@contextlib.contextmanager
+def _exact_fp32(device):
+    import torch
+
+    saved = torch.backends.cuda.matmul.allow_tf32
+    torch.backends.cuda.matmul.allow_tf32 = False
+    try:
+        yield
+    finally:
+        torch.backends.cuda.matmul.allow_tf32 = saved
+
+
+def _recompute(q, k, v, *, scale, causal, model_out, block_rows, device):
     import torch
 
     B, Hq, S, _ = q.shape
@@ -63,14 +89,16 @@ def recompute(q, k, v, *, scale: float, causal: bool = True, model_out=None, blo
     deep = valid_blocks = 0
     for b in range(B):
         for h in range(Hq):
-            kh = k[b, h // group].float()
-            vh = v[b, h // group].float()
+            kh = k[b, h // group].to(device).float()
+            vh = v[b, h // group].to(device).float()
+            qh = q[b, h].to(device).float()
+            oh = model_out[b, h].to(device).float() if model_out is not None else None
             for r0 in range(0, S, block_rows):
                 r1 = min(S, r0 + block_rows)
                 kv_end = r1 if causal else S
-                s = torch.matmul(q[b, h, r0:r1].float(), kh[:kv_end].T) * scale
-                rows = torch.arange(r0, r1)[:, None]
-                cols = torch.arange(kv_end)[None, :]
+                s = torch.matmul(qh[r0:r1], kh[:kv_end].T) * scale
+                rows = torch.arange(r0, r1, device=device)[:, None]
+                cols = torch.arange(kv_end, device=device)[None, :]
                 allowed = cols <= rows if causal else torch.ones_like(s, dtype=torch.bool)
                 s = s.masked_fill(~allowed, float("-inf"))
                 m = s.amax(dim=-1, keepdim=True)
@@ -79,7 +107,7 @@ def recompute(q, k, v, *, scale: float, causal: bool = True, model_out=None, blo
                 p = e / l
                 if model_out is not None:
                     o = torch.matmul(p, vh[:kv_end])
-                    max_diff = max(max_diff, float((o - model_out[b, h, r0:r1].float()).abs().max()))
+                    max_diff = max(max_diff, float((o - oh[r0:r1]).abs().max()))
                 finite = torch.where(allowed, s, torch.zeros_like(s)).double()
                 logit_sum += float(finite.sum())
                 logit_sq += float((finite * finite).sum())
@@ -112,10 +140,10 @@ def _deep_blocks(s, m, r0: int, *, causal: bool, log2e: float) -> tuple[int, int
     if width % KEY_BLOCK:
         padded = torch.nn.functional.pad(s, (0, nb * KEY_BLOCK - width), value=float("-inf"))
     bmax = padded.view(rows, nb, KEY_BLOCK).amax(dim=-1)
-    block_start = torch.arange(nb)[None, :] * KEY_BLOCK
+    block_start = torch.arange(nb, device=s.device)[None, :] * KEY_BLOCK
     if causal:
-        valid = block_start <= torch.arange(r0, r0 + rows)[:, None]
+        valid = block_start <= torch.arange(r0, r0 + rows, device=s.device)[:, None]
     else:
-        valid = torch.ones((rows, nb), dtype=torch.bool)
+        valid = torch.ones((rows, nb), dtype=torch.bool, device=s.device)
     below = ((m - bmax) * log2e > SUBNORMAL_BINADES) & valid
     return int(below.sum()), int(valid.sum())

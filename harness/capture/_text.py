@@ -11,7 +11,7 @@ from typing import Any
 
 from harness.errors import CaptureError
 
-__all__ = ["TextSource", "TEXT_SOURCES", "load_text", "text_name", "token_windows"]
+__all__ = ["TextSource", "TEXT_SOURCES", "load_text", "text_name", "token_windows", "byte_windows"]
 
 TEXT_SOURCES = {
     "pydoc": "CPython's own documentation text (pydoc_data.topics, joined); needs no download",
@@ -121,5 +121,29 @@ def token_windows(tokenizer, source: TextSource, *, seq_len: int, batch: int = 1
         "special_prefix": prefix,
         "token_ranges": [[b * per_window, (b + 1) * per_window] for b in range(batch)],
         "note": "token_ranges index the text's tokens without special tokens; each window is special_prefix + that range",
+    }
+    return torch.tensor(rows, dtype=torch.long), provenance
+
+
+def byte_windows(source: TextSource, *, seq_len: int, batch: int = 1):
+    """Windows of the text's UTF-8 bytes as token ids (0-255), for a model with random weights: it has no
+    tokenizer, and its activations mean nothing whatever ids it reads. Same return shape as token_windows."""
+    import torch
+
+    data = source.text.encode("utf-8")
+    need = seq_len * batch
+    if need > len(data):
+        raise CaptureError(
+            f"The text {source.name!r} ({source.origin}) holds {len(data):,} bytes, but --seq-len {seq_len} x "
+            f"batch {batch} needs {need:,} byte tokens. Use a longer text or a shorter --seq-len / fewer windows."
+        )
+    rows = [list(data[b * seq_len : (b + 1) * seq_len]) for b in range(batch)]
+    provenance = {
+        **source.provenance(),
+        "text_tokens": len(data),
+        "special_prefix": [],
+        "token_ranges": [[b * seq_len, (b + 1) * seq_len] for b in range(batch)],
+        "tokenizer": "none (random weights): token ids are the text's UTF-8 bytes",
+        "note": "token_ranges index the text's UTF-8 bytes; each window is that range",
     }
     return torch.tensor(rows, dtype=torch.long), provenance

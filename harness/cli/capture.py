@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Optional
+from typing import List, Optional
 
 import typer
 
@@ -14,29 +14,39 @@ __all__ = ["capture_cmd", "inputs_synth"]
 
 def capture_cmd(
     model: str = typer.Option("smollm2-135m", help="registered model name, a local HF folder or a .gguf file"),
-    layers: str = typer.Option("3,15", help="comma-separated layer indices"),
+    layers: List[str] = typer.Option(["3,15"], "--layers", "--layer", help="layer indices: comma-separated and/or "
+                                                                          "repeated"),
     seq_len: int = typer.Option(2048, help="tokens of text per captured window"),
+    windows: int = typer.Option(1, help="consecutive text windows stacked along the batch"),
     text: str = typer.Option("pydoc", help="pydoc, wikitext2:PATH or a text file"),
     weights: Optional[Path] = typer.Option(None, help="model weights (folder or GGUF file)"),
     root: Path = typer.Option(Path("captures"), "--captures", help="captures root directory"),
-    dtype: str = typer.Option("float32", help="dtype of the forward pass (saved as bf16)"),
-    device: str = typer.Option("cpu", help="device of the forward pass"),
-    list_: bool = typer.Option(False, "--list", help="list existing captures instead"),
+    dtype: Optional[str] = typer.Option(None, help="dtype of the forward pass (default bf16 on a GPU, fp32 on the CPU; "
+                                                  "saved as bf16)"),
+    device: str = typer.Option("cpu", help="device of the forward pass (cpu, cuda:N)"),
+    random_weights: bool = typer.Option(False, help="the registered architecture with seeded random weights (no "
+                                                    "download; labelled, refused as timing input)"),
+    seed: int = typer.Option(0, help="seed of --random-weights"),
+    recapture: bool = typer.Option(False, help="replace layer files that fail their checksum"),
+    list_: bool = typer.Option(False, "--list", help="list the captures under --captures and verify each file"),
 ) -> None:
     """Capture the post-RoPE q, k, v a model's attention receives, verified against the model's output."""
-    from harness.capture import CaptureConfig, capture, capture_progress, list_captures
+    from harness.capture import CaptureConfig, capture, capture_progress, format_listing, list_captures
     from harness.errors import HarnessError
 
     out = console()
     try:
         if list_:
-            for info in list_captures(root):
-                out.print(info)
+            infos = list_captures(root, verify=True)
+            typer.echo(format_listing(infos), nl=False)
+            if any(i.status != "ok" for i in infos):
+                raise typer.Exit(2)
             return
-        config = CaptureConfig(model=model, layers=layers, seq_len=seq_len, text=text, weights=weights, root=root,
-                               dtype=dtype, device=device)
+        config = CaptureConfig(model=model, layers=",".join(layers), seq_len=seq_len, text=text, weights=weights,
+                               root=root, dtype=dtype, device=device, batch=windows, random_weights=random_weights,
+                               seed=seed, recapture=recapture)
         with capture_progress(out) as progress:
-            result = capture(config, progress=progress)
+            result = capture(config, progress=progress, on_estimate=lambda e: out.print(e.describe(), highlight=False))
     except HarnessError as exc:
         fail(exc)
     for layer in result.layers:

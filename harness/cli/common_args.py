@@ -55,6 +55,17 @@ CAPTURE = dict(
     text=(Optional[str], typer.Option(None, help="text for --model captures: pydoc (default), wikitext2:PATH or a file")),
     weights=(Optional[Path], typer.Option(None, help="model weights for --model (folder or GGUF file)")),
     captures=(Path, typer.Option(Path("captures"), help="captures root directory")),
+    windows=(Optional[int], typer.Option(None, help="text windows of --model stacked along the batch (default: the "
+                                                    "model's, e.g. 3 for smollm2-135m on a GPU, so a launch reaches the "
+                                                    "power limiter; 1 on the CPU)")),
+    capture_device=(Optional[str], typer.Option(None, help="device of the capture's forward pass (default: the run's "
+                                                           "--device)")),
+    capture_dtype=(Optional[str], typer.Option(None, help="dtype of the capture's forward pass (default bf16 on a GPU, "
+                                                          "fp32 on the CPU)")),
+    random_weights=(bool, typer.Option(False, help="build --model from its published config with random weights "
+                                                   "(checks the architecture and hook; refused as timing input)")),
+    allow_random_weights=(bool, typer.Option(False, help="time captures of random-weight models anyway (recorded)")),
+    recapture=(bool, typer.Option(False, help="capture again, replacing a damaged or outdated capture")),
 )
 # The sustained protocol's settings; None = the protocol's default (or --quick's), given in the help.
 PROTOCOL = dict(
@@ -138,7 +149,10 @@ def capture_args(capture: dict, *, files=()):
 
     c = capture
     return CaptureArgs(model=c["model"], layers=tuple(c["layer"] or ()), controls=tuple(c["control"] or ()) or None,
-                       text=c["text"], weights=c["weights"], captures=c["captures"], files=tuple(files or ()))
+                       text=c["text"], weights=c["weights"], captures=c["captures"], files=tuple(files or ()),
+                       windows=c["windows"], capture_device=c["capture_device"], capture_dtype=c["capture_dtype"],
+                       random_weights=c["random_weights"], allow_random_weights=c["allow_random_weights"],
+                       recapture=c["recapture"])
 
 
 def protocol_of(protocol: dict):
@@ -165,4 +179,5 @@ def suite_inputs(out, *, sources: dict, shape: dict, capture: dict, files=()):
     from harness.capture import capture_progress
 
     with capture_progress(out) as progress:
-        return input_specs(sources=None, progress=progress, **common)
+        return input_specs(sources=None, progress=progress, on_estimate=lambda e: out.print(e.describe(), highlight=False),
+                           **common)

@@ -100,6 +100,10 @@ def _run_and_render(config, out) -> None:
     except KeyboardInterrupt:
         out.print("[yellow]interrupted: finished measurements are kept; the run is marked incomplete.[/]")
         raise typer.Exit(130)
+    from harness.analysis import input_sentences
+
     for table in sustained_tables(aggregate_repeats(result.measurements), title=f"{result.run_id} ({result.status})"):
         out.print(table)
+    for sentence in input_sentences(result.measurements, max_clock_mhz=result.info.get("max_sm_clock_mhz")):
+        out.print(sentence, highlight=False, soft_wrap=True)
     out.print(f"results: {result.path}")

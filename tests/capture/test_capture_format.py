@@ -109,13 +109,18 @@ def test_list_captures(llama_capture, capture_copy):
 
 
 def test_checksum_mismatch(capture_copy):
+    from harness.capture._weights import sha256_file
+
     path = capture_copy / "layer02.safetensors"
+    expected = json.loads((capture_copy / "manifest.json").read_text())["layers"]["2"]["sha256"]
     data = bytearray(path.read_bytes())
     data[-1] ^= 0xFF  # one bit flipped in the last value
     path.write_bytes(bytes(data))
     with pytest.raises(CaptureError) as err:
         load_capture(path)
-    assert "sha256" in str(err.value) and "changed or damaged" in str(err.value)
+    message = str(err.value)
+    assert f"{path} is damaged: its sha256 is {sha256_file(path)}, but its manifest records {expected}" in message
+    assert "--layers 2 --seq-len 64" in message and message.rstrip("`.").endswith("--recapture")
 
 
 def test_corrupt_safetensors(capture_copy):
@@ -176,7 +181,7 @@ def test_ensure_capture_reuses_what_is_there(model_dirs, text_file, tmp_path, mo
     monkeypatch.setattr(cap, "capture", refuse)
     assert ensure_capture(str(model_dirs["llama"]), layers=(1,), **common) == paths
     monkeypatch.undo()
-    paths[0].write_bytes(b"damaged")  # a damaged file is captured again
+    paths[0].unlink()  # a missing file is captured again
     again = ensure_capture(str(model_dirs["llama"]), layers="1", **common)
     assert load_capture(again[0]).shape.seq_len == SEQ
 

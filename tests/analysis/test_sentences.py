@@ -1,0 +1,78 @@
+"""The one-sentence verdict per kernel: captured vs its control, with the interval and the split into clock
+and cycles, from measurement rows (no polars) and from a ComparisonRow."""
+
+from __future__ import annotations
+
+import glob
+from pathlib import Path
+
+import pytest
+
+from harness.analysis import Ratio, VerdictRule, comparison_sentence, decompose, input_sentences
+
+FIXTURES = Path(__file__).resolve().parents[1] / "fixtures" / "h200"
+
+
+def _row(label, kernel, time_ns, clock, *, pl=0.99, status="ok"):
+    return {"input_label": label, "kernel": kernel, "time_ns": time_ns, "inband_clock_mhz": clock,
+            "sm_clock_mhz": clock and clock * 1.1, "status": status, "power_limited_frac": pl, "thermal_limited_frac": 0.0,
+            "reason_names": "sw_power_cap:1.0"}
+
+
+def test_slower_on_captured_with_clock_and_cycles():
+    rows = []
+    for t, c in ((1.000, 1500.0), (1.001, 1499.0), (0.999, 1501.0)):
+        rows.append(_row("L15:gaussian:0.1", "sdpa-cudnn", 570_000 * t, c))
+        rows.append(_row("L15:captured", "sdpa-cudnn", 570_000 * t * 1.018, c * 0.985))
+    (sentence,) = input_sentences(rows)
+    d = decompose(time_a=[r["time_ns"] for r in rows[0::2]], time_b=[r["time_ns"] for r in rows[1::2]],
+                  clock_a=[r["inband_clock_mhz"] for r in rows[0::2]], clock_b=[r["inband_clock_mhz"] for r in rows[1::2]])
+    assert sentence == (
+        f"On captured L15 activations sdpa-cudnn runs 1.8 % slower than on Gaussian 0.1 (95 % interval "
+        f"{(d.time.low - 1) * 100:+.1f} % to {(d.time.high - 1) * 100:+.1f} %): clock -1.5 %, cycles +0.3 % "
+        f"(in-band clock; both at the power cap)."
+    )
+
+
+def test_no_difference_beyond_noise_and_mixed_limiters():
+    rows = [_row("L03:gaussian:1", "sdpa-flash", 1000.0 + i, 1900.0, pl=0.0) for i in (0, 2, 4)]
+    rows += [_row("L03:captured", "sdpa-flash", 1001.0 + i, 1900.0) for i in (0, 2, 4)]
+    for r in rows[:3]:
+        r["reason_names"] = ""
+    (sentence,) = input_sentences(rows, max_clock_mhz=1980.0)
+    assert sentence.startswith("On captured L3 activations sdpa-flash shows no difference beyond noise from Gaussian 1 "
+                               "(time +0.1 %, 95 % interval")
+    assert sentence.endswith("(in-band clock; captured: power cap 99%; control: none (NVML at max clock)).")
+
+
+def test_too_few_repeats_and_failed_rows():
+    rows = [_row("L15:gaussian:0.1", "k", 100.0, 1500.0), _row("L15:captured", "k", 101.0, 1500.0),
+            _row("L15:captured", "k", None, None, status="gate_failed")]
+    (sentence,) = input_sentences(rows)
+    assert sentence == ("On captured L15 activations k cannot be compared with Gaussian 0.1: too few repeats "
+                        "(1 and 1 timed) for an interval (time +1.0 %).")
+
+
+def test_nvml_clock_when_the_probe_is_missing():
+    rows = [_row("L15:zeros", "k", 100.0 + i, 1500.0) for i in range(3)]
+    rows += [_row("L15:captured", "k", 120.0 + i, 1500.0) for i in range(3)]
+    rows[0]["inband_clock_mhz"] = None
+    (sentence,) = input_sentences(rows, rule=VerdictRule(level=0.9))
+    assert "than on zeros (90 % interval" in sentence and "(NVML clock; both at the power cap)" in sentence
+
+
+def test_comparison_sentence_without_clocks():
+    text = comparison_sentence(kernel="sdpa-cpu", input_a="gaussian:0.1", input_b="gaussian:1",
+                               time=Ratio(value=0.97, low=0.96, high=0.98), cycles=None, clock=None,
+                               clock_source="none", limiter_a="none", limiter_b="none", verdict="faster")
+    assert text == ("On Gaussian 1 sdpa-cpu runs 3.0 % faster than on Gaussian 0.1 (95 % interval -4.0 % to -2.0 %): "
+                    "no clock reading on both sides, so no split into clock and cycles (neither at a limiter).")
+
+
+def test_the_h200_main_job_fixture_says_no_difference():
+    pq = pytest.importorskip("pyarrow.parquet")
+    run = FIXTURES / "20261130-043801-smollm2-217172"
+    rows = [r for f in sorted(glob.glob(str(run / "measurements" / "*.parquet"))) for r in pq.read_table(f).to_pylist()]
+    sentences = input_sentences(rows, max_clock_mhz=1980.0)
+    assert [s.split(" activations ")[1].split()[0] for s in sentences] == ["sdpa-cudnn", "sdpa-flash"]
+    assert all("no difference beyond noise from Gaussian 0.1" in s and "neither at a limiter" in s for s in sentences)
