@@ -6,11 +6,13 @@ True
 """
 
 from harness.results._provenance import file_digest, git_state, host_facts, software_versions, tree_digest
-from harness.results._read import Run, read_run, read_table
+from harness.results._read import Run, part_files, read_run, read_table
 from harness.results._schema import SCHEMA_VERSION, TABLES, columns, polars_schema, table_schema
-from harness.results._store import RunWriter, new_run_id, write_table_atomic
+from harness.results._store import PART_PATTERN, RUN_NAME_MAX, RunWriter, new_run_id, write_table_atomic
 
 __all__ = [
+    "PART_PATTERN",
+    "RUN_NAME_MAX",
     "SCHEMA_VERSION",
     "TABLES",
     "Run",
@@ -20,6 +22,7 @@ __all__ = [
     "git_state",
     "host_facts",
     "new_run_id",
+    "part_files",
     "polars_schema",
     "read_run",
     "read_table",
