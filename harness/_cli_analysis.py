@@ -129,6 +129,12 @@ def burst(
         result = run_burst(config, observer=LiveView(console), command=command)
     except HarnessError as exc:
         _fail(exc)
+    except KeyboardInterrupt as exc:
+        from harness.errors import RunStopped
+
+        name, code = (exc.signal_name, 128 + exc.signum) if isinstance(exc, RunStopped) else ("Ctrl-C", 130)
+        console.print(f"[yellow]stopped by {name}: finished measurements are kept; the run is marked incomplete.[/]")
+        raise typer.Exit(code)
     rows = [r for r in result.measurements if r.get("status") == BURST_STATUS]
     bvs = None
     if into is not None:
@@ -136,6 +142,9 @@ def burst(
     for table in burst_tables(aggregate_measurements(rows), bvs=bvs):
         console.print(table.to_rich())
     console.print(f"results: {result.path}")
+    if result.nothing_timed:
+        console.print(f"[bold red]nothing was timed[/] ({result.untimed_summary()}).", highlight=False)
+        raise typer.Exit(1)
 
 
 def _burst_vs_sustained(path: Path, console):

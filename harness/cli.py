@@ -46,6 +46,7 @@ def sustained(
     idle_s: Optional[float] = typer.Option(None, help="idle before each kernel"),
     chunk_s: Optional[float] = typer.Option(None),
     sample_period_ms: Optional[float] = typer.Option(None),
+    launch_timeout_s: Optional[float] = typer.Option(None, help="a kernel's first call or chunk may take this long, then it is stopped as timeout (default 60)"),
     gate: bool = typer.Option(True, "--gate/--no-gate", help="correctness gate before timing"),
     model: Optional[str] = _OPT["model"],
     layer: List[int] = _OPT["layer"],
@@ -65,6 +66,7 @@ def sustained(
         overrides = {k: v for k, v in dict(
             repeats=repeats, window_s=window_s, warmin_cap_s=warmin_cap_s, idle_before_kernel_s=idle_s, chunk_s=chunk_s,
             sample_period_s=sample_period_ms / 1000 if sample_period_ms else None, probe=probe,
+            launch_timeout_s=launch_timeout_s,
         ).items() if v is not None}
         protocol = SustainedProtocol.quick(**overrides) if quick else SustainedProtocol(**overrides)
         inputs = _input_specs(console, input_=input_, batch=batch, heads=heads, heads_kv=heads_kv, seq_len=seq_len,
@@ -97,18 +99,24 @@ def _default_kernels(device: str) -> tuple[str, ...]:
 def _run_and_render(config, console) -> None:
     from harness.analysis import aggregate_repeats
     from harness.report import LiveView, sustained_tables
+    from harness.errors import RunStopped
     from harness.runner import run_sustained
 
     view = LiveView(console)
     command = _command()
     try:
         result = run_sustained(config, observer=view, command=command)
-    except KeyboardInterrupt:
-        console.print("[yellow]interrupted: finished measurements are kept; the run is marked incomplete.[/]")
-        raise typer.Exit(130)
+    except KeyboardInterrupt as exc:
+        name, code = (exc.signal_name, 128 + exc.signum) if isinstance(exc, RunStopped) else ("Ctrl-C", 130)
+        console.print(f"[yellow]stopped by {name}: finished measurements are kept; the run is marked incomplete.[/]")
+        raise typer.Exit(code)
     for table in sustained_tables(aggregate_repeats(result.measurements), title=f"{result.run_id} ({result.status})"):
         console.print(table)
     console.print(f"results: {result.path}")
+    if result.nothing_timed:
+        console.print(f"[bold red]nothing was timed[/] ({result.untimed_summary()}): every kernel x input failed the "
+                      f"gate, errored or timed out; the reasons are above and in the results.", highlight=False)
+        raise typer.Exit(1)
 
 
 @app.command("capture")

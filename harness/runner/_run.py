@@ -17,7 +17,7 @@ from harness.runner._observer import RunObserver
 from harness.runner._probe import InbandProbe, probe_unavailable_reason
 from harness.runner._setup import run_info_row
 
-__all__ = ["RunResult", "run_sustained"]
+__all__ = ["RunResult", "run_sustained"]  # RunResult: runner._loop's, re-exported
 
 
 def _sample_row(s, phase: str, mid: str) -> dict:
