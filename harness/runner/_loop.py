@@ -107,7 +107,6 @@ def run_loop(config, *, protocol, measurer: Measurer, open_writer, info_row, obs
     `open_writer(setup)` returns the writer (a new run directory or one appended to); `info_row(setup)`
     the runs row, or None when appending. Stop signals, the watchdog and every ending are handled here.
     """
-    from harness.results._provenance import to_json
     from harness.runner._setup import set_up_run
     from harness.telemetry import SamplerThread
 
@@ -125,7 +124,7 @@ def run_loop(config, *, protocol, measurer: Measurer, open_writer, info_row, obs
             setup.sampler.open()
             sampler_open = True
             if info is not None:
-                info["telemetry_json"] = to_json(setup.sampler.describe())
+                info["telemetry_json"] = _to_json(setup.sampler.describe())
                 if watchdog.note:
                     info["notes"] = "; ".join(x for x in (info.get("notes"), watchdog.note) if x)
                 with stops.deferred():
@@ -146,6 +145,12 @@ def run_loop(config, *, protocol, measurer: Measurer, open_writer, info_row, obs
         finally:
             obs.on_run_end(result)
     return result
+
+
+def _to_json(obj) -> str:
+    import json
+
+    return json.dumps(obj, sort_keys=True, default=str)  # as results' provenance writes its JSON columns
 
 
 def _ending_of(exc: BaseException, result: RunResult) -> tuple[str, str]:
@@ -170,11 +175,10 @@ def _end(stops: StopSignals, writer, result, thread, setup, measurer, status, de
     result.status, result.status_detail = status, detail
     extra = {"finished_at": datetime.now(timezone.utc).isoformat()}
     if setup.contention is not None and result.info:
-        from harness.results._provenance import to_json
         from harness.runner._setup import measure_contention
 
         after = measure_contention(setup.device)
-        extra["contention_json"] = to_json({"before": setup.contention, "after": after})
+        extra["contention_json"] = _to_json({"before": setup.contention, "after": after})
         result.info["contention_json"] = extra["contention_json"]
     writer.finish(status, detail, **extra)
 
