@@ -50,9 +50,13 @@ class SustainedProtocol:
     probe: bool = True  # in-band clock probe on a side stream during the window (CUDA only)
     probe_period_s: float = 0.1
     probe_spin_us: float = 200.0
+    # The watchdog: a kernel's first call (in the gate) or one chunk that takes longer is stopped and
+    # recorded as `timeout` for that kernel x input (harness.runner._endings says what it cannot stop).
+    launch_timeout_s: float = 60.0
 
     def __post_init__(self) -> None:
-        positive = ("chunk_s", "window_s", "sample_period_s", "graph_replay_s", "probe_period_s", "probe_spin_us")
+        positive = ("chunk_s", "window_s", "sample_period_s", "graph_replay_s", "probe_period_s", "probe_spin_us",
+                    "launch_timeout_s")
         for name in positive:
             if not getattr(self, name) > 0:
                 raise ConfigError(f"Protocol setting {name} must be > 0, got {getattr(self, name)!r}.")

@@ -20,6 +20,9 @@ __all__ = [
     "ResultsError",
     "CaptureError",
     "InputError",
+    "KernelTimeout",
+    "RunStopped",
+    "ResultsWarning",
 ]
 
 
@@ -69,3 +72,26 @@ class ResultsError(HarnessError):
 
 class CaptureError(HarnessError):
     """A model capture cannot be made or loaded."""
+
+
+class KernelTimeout(KernelError):
+    """A kernel's launch (its first call in the gate, or one chunk) outlasted the watchdog; it was stopped."""
+
+
+class RunStopped(KeyboardInterrupt):
+    """The run was stopped by a signal (SIGINT, SIGTERM, SIGHUP): finished measurements are kept.
+
+    A KeyboardInterrupt, so every caller that already ends cleanly on Ctrl-C ends cleanly on a stop, and
+    no `except Exception` in a kernel swallows it. `signum` names the signal; a CLI exits 128 + signum.
+    """
+
+    def __init__(self, signum: int) -> None:
+        import signal
+
+        self.signum = int(signum)
+        self.signal_name = signal.Signals(self.signum).name
+        super().__init__(f"stopped by {self.signal_name}")
+
+
+class ResultsWarning(UserWarning):
+    """A file in a run directory that the store did not write (a copy, a stray file): it is ignored."""

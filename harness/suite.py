@@ -247,15 +247,18 @@ def input_specs(*, sources: Sequence[str] | None, shape: ShapeArgs, capture: Cap
 
 def sustained_protocol(*, quick: bool = False, repeats: int | None = None, window_s: float | None = None,
                        warmin_cap_s: float | None = None, idle_s: float | None = None, chunk_s: float | None = None,
-                       sample_period_ms: float | None = None, probe: bool | None = None) -> SustainedProtocol:
+                       sample_period_ms: float | None = None, probe: bool | None = None,
+                       launch_timeout_s: float | None = None) -> SustainedProtocol:
     """The protocol's defaults (or `--quick`'s) with the options given on top; 0 and negatives refused by flag."""
     checks = (("--repeats", repeats, False), ("--window-s", window_s, False), ("--warmin-cap-s", warmin_cap_s, False),
-              ("--idle-s", idle_s, True), ("--chunk-s", chunk_s, False), ("--sample-period-ms", sample_period_ms, False))
+              ("--idle-s", idle_s, True), ("--chunk-s", chunk_s, False), ("--sample-period-ms", sample_period_ms, False),
+              ("--launch-timeout-s", launch_timeout_s, False))
     for flag, value, zero_ok in checks:
         _positive(value, flag, allow_zero=zero_ok)
     overrides = {k: v for k, v in dict(
         repeats=repeats, window_s=window_s, warmin_cap_s=warmin_cap_s, idle_before_kernel_s=idle_s, chunk_s=chunk_s,
         sample_period_s=None if sample_period_ms is None else sample_period_ms / 1000, probe=probe,
+        launch_timeout_s=launch_timeout_s,
     ).items() if v is not None}
     return SustainedProtocol.quick(**overrides) if quick else SustainedProtocol(**overrides)
 

@@ -10,7 +10,7 @@ from typing import List, Optional
 
 import typer
 
-from harness.cli.common_args import RECORD, SHAPE, SOURCES, with_options
+from harness.cli.common_args import RECORD, SHAPE, SOURCES, nothing_timed, stopped, with_options
 from harness.cli.common_args import command_line as _command, console as _console, fail as _fail
 
 __all__ = ["burst", "compare", "report"]
@@ -120,6 +120,8 @@ def burst(
         result = run_burst(config, observer=LiveView(console), command=command)
     except HarnessError as exc:
         _fail(exc)
+    except KeyboardInterrupt as exc:
+        raise typer.Exit(stopped(console, exc)) from None
     rows = [r for r in result.measurements if r.get("status") == BURST_STATUS]
     bvs = None
     if into is not None:
@@ -127,6 +129,7 @@ def burst(
     for table in burst_tables(aggregate_measurements(rows), bvs=bvs):
         console.print(table.to_rich())
     console.print(f"results: {result.path}")
+    nothing_timed(console, result)
 
 
 def _burst_vs_sustained(path: Path, console):

@@ -20,7 +20,7 @@ import typer
 
 __all__ = ["console", "fail", "command_line", "SOURCES", "SHAPE", "CAPTURE", "PROTOCOL", "RECORD", "RUN",
            "with_options",
-           "shape_args", "capture_args", "protocol_of", "suite_inputs"]
+           "shape_args", "capture_args", "protocol_of", "suite_inputs", "stopped", "nothing_timed"]
 
 # Option groups: name -> (type, typer.Option). A command takes a group with `@with_options(shape=SHAPE)`
 # and receives it as one dict argument `shape`; its other parameters are its own.
@@ -80,6 +80,9 @@ PROTOCOL = dict(
     sample_period_ms=(Optional[float], typer.Option(None, help="telemetry sampling period, ms (default 10)")),
     probe=(Optional[bool], typer.Option(None, "--probe/--no-probe", help="in-band clock probe during the window "
                                                                          "(default on; CUDA)")),
+    launch_timeout_s=(Optional[float], typer.Option(None, help="a kernel's first call or one chunk may take this "
+                                                               "long, then it is stopped and recorded as timeout "
+                                                               "(default 60)")),
 )
 # Where a run is recorded, and what it checks first.
 RECORD = dict(
@@ -181,3 +184,20 @@ def suite_inputs(out, *, sources: dict, shape: dict, capture: dict, files=()):
     with capture_progress(out) as progress:
         return input_specs(sources=None, progress=progress, on_estimate=lambda e: out.print(e.describe(), highlight=False),
                            **common)
+
+
+def stopped(out, exc: KeyboardInterrupt) -> int:
+    """Say how a run was stopped (Ctrl-C, SIGTERM, SIGHUP) and return its exit code, 128 + the signal."""
+    from harness.errors import RunStopped
+
+    name, code = (exc.signal_name, 128 + exc.signum) if isinstance(exc, RunStopped) else ("Ctrl-C", 130)
+    out.print(f"[yellow]stopped by {name}: finished measurements are kept; the run is marked incomplete.[/]")
+    return code
+
+
+def nothing_timed(out, result) -> None:
+    """A run in which no kernel x input was timed passes nothing: say so and exit non-zero."""
+    if result.nothing_timed:
+        out.print(f"[bold red]nothing was timed[/] ({result.untimed_summary()}): every kernel x input failed the "
+                  f"gate, errored or timed out; the reasons are above and in the results.", highlight=False)
+        raise typer.Exit(1)

@@ -11,7 +11,7 @@ from typing import Optional
 import typer
 
 from harness.cli.common_args import CAPTURE, PROTOCOL, RUN, SHAPE, SOURCES, command_line, console, fail, protocol_of
-from harness.cli.common_args import suite_inputs, with_options
+from harness.cli.common_args import nothing_timed, stopped, suite_inputs, with_options
 
 __all__ = ["sustained", "sustained_config_from_args", "MULTI_GPU_OPTIONS"]
 
@@ -97,9 +97,8 @@ def _run_and_render(config, out) -> None:
     view = LiveView(out)
     try:
         result = run_sustained(config, observer=view, command=command_line())
-    except KeyboardInterrupt:
-        out.print("[yellow]interrupted: finished measurements are kept; the run is marked incomplete.[/]")
-        raise typer.Exit(130)
+    except KeyboardInterrupt as exc:
+        raise typer.Exit(stopped(out, exc)) from None
     from harness.analysis import input_sentences
 
     for table in sustained_tables(aggregate_repeats(result.measurements), title=f"{result.run_id} ({result.status})"):
@@ -107,3 +106,4 @@ def _run_and_render(config, out) -> None:
     for sentence in input_sentences(result.measurements, max_clock_mhz=result.info.get("max_sm_clock_mhz")):
         out.print(sentence, highlight=False, soft_wrap=True)
     out.print(f"results: {result.path}")
+    nothing_timed(out, result)

@@ -50,7 +50,50 @@ class CpuDevice:
         return int(end.handle - start.handle)
 
     def other_processes(self) -> list[ProcessInfo]:
+        # A CPU run is never refused for a busy machine (a shared CI host always is); how busy it was is
+        # measured and recorded instead, by `contention`.
         return []
+
+    def contention(self, *, interval_s: float = 0.1, min_cpu_pct: float = 10.0) -> dict:
+        """How busy the host is: load averages and the processes (other than this one and its children)
+        that used more than `min_cpu_pct` of one core over `interval_s`. Recorded before and after a run."""
+        import os
+
+        out: dict = {"checked": True, "cpu_count": os.cpu_count(), "interval_s": interval_s,
+                     "min_cpu_pct": min_cpu_pct}
+        try:
+            out["load_avg"] = [round(x, 2) for x in os.getloadavg()]
+        except OSError:
+            out["load_avg"] = None
+        try:
+            import psutil
+        except ImportError as exc:
+            out["busy_processes"] = None
+            out["error"] = f"psutil missing ({exc}); busy processes not checked"
+            return out
+        me = psutil.Process()
+        mine = {me.pid, *(c.pid for c in me.children(recursive=True))}
+        procs = []
+        for p in psutil.process_iter(["pid", "name"]):
+            if p.pid in mine:
+                continue
+            try:
+                p.cpu_percent(None)
+                procs.append(p)
+            except (psutil.Error, OSError):
+                pass
+        time.sleep(interval_s)
+        busy = []
+        for p in procs:
+            try:
+                pct = p.cpu_percent(None)
+            except (psutil.Error, OSError):
+                continue
+            if pct >= min_cpu_pct:
+                busy.append({"pid": p.pid, "name": p.info.get("name"), "cpu_pct": round(pct, 1)})
+        out["busy_processes"] = sorted(busy, key=lambda b: -b["cpu_pct"])[:20]
+        out["busy_cpu_pct"] = round(sum(b["cpu_pct"] for b in busy), 1)
+        return out
 
     def default_telemetry(self) -> str:
         return "host"

@@ -56,7 +56,7 @@ class GateResult:
     reason: str = ""
 
     def summary(self) -> str:
-        snr = "inf" if math.isinf(self.snr_db) else f"{self.snr_db:.1f}"
+        snr = f"{self.snr_db:.1f}"  # -inf (a NaN or wrong-shape output) must not print as "inf"
         return (
             f"max |diff| {self.max_abs_diff:.3g} (beyond rounding {self.max_excess_diff:.3g}, limit "
             f"{self.tolerance.max_abs:g}), rel. RMS error {self.rel_rms_error:.3g}, SNR {snr} dB"

@@ -177,6 +177,24 @@ def run_tables(summary) -> list[ReportTable]:
     return tables
 
 
+def _others(info: dict, j) -> str:
+    """What was checked about other processes: a GPU's compute processes, or a CPU host's load."""
+    contention = j("contention_json")
+    if isinstance(contention, dict):
+        def one(c):
+            if not isinstance(c, dict) or not c.get("checked"):
+                return "not checked" + (f" ({c.get('error')})" if isinstance(c, dict) and c.get("error") else "")
+            busy = c.get("busy_processes") or []
+            return (f"load average {c.get('load_avg')} on {c.get('cpu_count')} CPUs, "
+                    + (f"{len(busy)} busy process(es) using {c.get('busy_cpu_pct')} % of a CPU" if busy else "no busy process"))
+        return f"host load before: {one(contention.get('before'))}; after: {one(contention.get('after'))}"
+    if info.get("device_kind") == "cpu":
+        return "not checked (a CPU run is never refused for a busy host)"
+    if info.get("allow_busy"):
+        return "allowed (--allow-busy): " + str(j("busy_processes_json"))
+    return "none allowed (checked before the run)"
+
+
 def _provenance(info: dict) -> ReportTable:
     def j(key):
         try:
@@ -211,9 +229,10 @@ def _provenance(info: dict) -> ReportTable:
         ("kernels", "; ".join(f"{k}: {v.get('source')}" + (f" @ {v['git_commit']}" if v.get("git_commit") else "")
                               for k, v in kernels.items()) if isinstance(kernels, dict) else str(kernels)),
         ("protocol", ", ".join(f"{k}={v}" for k, v in sorted((j("protocol_json") or {}).items()))),
-        ("other processes", "allowed (--allow-busy): " + str(j("busy_processes_json")) if info.get("allow_busy")
-         else "none allowed (checked before the run)"),
+        ("other processes", _others(info, j)),
     ]
+    if info.get("timing_note"):
+        rows.append(("timings", info["timing_note"]))
     if info.get("notes"):
         rows.append(("notes", info["notes"]))
     return ReportTable(title="", columns=("what", "value"), rows=tuple(rows), left=2)

@@ -16,11 +16,12 @@ from harness.results._gpu import (
     with_gpu,
 )
 from harness.results._provenance import file_digest, git_state, host_facts, software_versions, to_json, tree_digest
-from harness.results._read import Run, read_rows, read_run, read_table
+from harness.results._read import Run, part_files, read_rows, read_run, read_table
 from harness.results._schema import SCHEMA_VERSION, TABLES, columns, polars_schema, table_schema
-from harness.results._store import RunWriter, new_run_id, write_table_atomic
+from harness.results._store import PART_PATTERN, RUN_NAME_MAX, RunWriter, new_run_id, write_table_atomic
 
 __all__ = [
+    "part_files",
     "read_rows",
     "to_json",
     "GPU_SEPARATOR",
@@ -34,6 +35,8 @@ __all__ = [
     "write_bytes_atomic",
     "write_json_atomic",
     "write_text_atomic",
+    "PART_PATTERN",
+    "RUN_NAME_MAX",
     "SCHEMA_VERSION",
     "TABLES",
     "Run",
@@ -43,6 +46,7 @@ __all__ = [
     "git_state",
     "host_facts",
     "new_run_id",
+    "part_files",
     "polars_schema",
     "read_run",
     "read_table",

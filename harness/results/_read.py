@@ -8,7 +8,7 @@ from pathlib import Path
 from harness.errors import ResultsError
 from harness.results._schema import MIGRATIONS, SCHEMA_VERSION, TABLES, table_schema
 
-__all__ = ["Run", "read_run", "read_rows", "read_table"]
+__all__ = ["Run", "part_files", "read_run", "read_rows", "read_table"]
 
 
 @dataclass(frozen=True, eq=False)
@@ -58,6 +58,30 @@ def _read_arrow(path: Path, table: str):
     return arrow.select(want.names).cast(want)
 
 
+def part_files(folder: Path) -> list[Path]:
+    """The parts the store wrote in one table folder, in order. Anything else there (a copy such as
+    `part-00000 (copy).parquet`, a stray file) is ignored with a ResultsWarning naming it: counting it
+    would add a repeat that was never measured. Hidden files (`.part-*.tmp` of an interrupted write) are
+    skipped without a word."""
+    import warnings
+
+    from harness.errors import ResultsWarning
+    from harness.results._store import PART_PATTERN
+
+    folder = Path(folder)
+    keep, odd = [], []
+    for f in sorted(folder.iterdir()) if folder.is_dir() else ():
+        if f.name.startswith("."):
+            continue
+        (keep if f.is_file() and PART_PATTERN.fullmatch(f.name) else odd).append(f)
+    if odd:
+        warnings.warn(
+            f"{folder}: ignored {len(odd)} file(s) the harness did not write ({', '.join(repr(f.name) for f in odd)}); "
+            f"only part-NNNNN.parquet files count as measurements. Remove them to silence this.",
+            ResultsWarning, stacklevel=2)
+    return keep
+
+
 def read_table(run_dir: Path, table: str):
     """All parts of one table as a polars DataFrame (an empty frame with the schema when there are none)."""
     import polars as pl
@@ -73,7 +97,7 @@ def read_table(run_dir: Path, table: str):
                 f"Run directory {run_dir} has no {table}/ folder: it is not a complete harness run directory "
                 f"(expected runs.parquet and the folders {', '.join(t for t in TABLES if t != 'runs')})."
             )
-        files = sorted(folder.glob("part-*.parquet"))
+        files = part_files(folder)
     parts = [_read_arrow(f, table) for f in files]
     arrow = pa.concat_tables(parts) if parts else table_schema(table).empty_table()
     return pl.from_arrow(arrow)
@@ -109,5 +133,5 @@ def read_rows(run_dir: Path, table: str) -> list[dict]:
     else:
         if not (run_dir / table).is_dir():
             raise ResultsError(f"Run directory {run_dir} has no {table}/ folder: it is not a complete run directory.")
-        files = sorted((run_dir / table).glob("part-*.parquet"))
+        files = part_files(run_dir / table)
     return [row for f in files for row in _read_arrow(f, table).to_pylist()]

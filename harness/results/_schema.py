@@ -12,7 +12,7 @@ from functools import lru_cache
 
 __all__ = ["SCHEMA_VERSION", "TABLES", "table_schema", "polars_schema", "MIGRATIONS"]
 
-SCHEMA_VERSION = 2
+SCHEMA_VERSION = 3
 
 _COLUMNS: dict[str, list[tuple[str, str]]] = {
     "runs": [
@@ -25,6 +25,9 @@ _COLUMNS: dict[str, list[tuple[str, str]]] = {
         ("power_limit_w", "float64"), ("max_sm_clock_mhz", "float64"), ("telemetry_backend", "string"),
         ("telemetry_json", "string"), ("protocol_json", "string"), ("config_json", "string"),
         ("allow_busy", "bool"), ("busy_processes_json", "string"), ("notes", "string"),
+        # v3: how busy the host was before and after (CPU runs), and what the timings are (a CPU's are not
+        # sustained-clock figures).
+        ("contention_json", "string"), ("timing_note", "string"),
     ],
     "measurements": [
         ("run_id", "string"), ("measurement_id", "string"), ("config_index", "int32"), ("input_label", "string"),
@@ -86,8 +89,23 @@ def _v1_to_v2(table: str, arrow):
     return arrow
 
 
+V3_RUNS_COLUMNS = ("contention_json", "timing_note")
+
+
+def _v2_to_v3(table: str, arrow):
+    """v2 recorded no host contention and no timing note: null (nothing was checked)."""
+    import pyarrow as pa
+
+    if table != "runs":
+        return arrow
+    for name in V3_RUNS_COLUMNS:
+        if name not in arrow.schema.names:
+            arrow = arrow.append_column(name, pa.nulls(arrow.num_rows, type=pa.string()))
+    return arrow
+
+
 # Migrations on read: from_version -> function(table_name, arrow_table) -> arrow_table of from_version+1.
-MIGRATIONS: dict[int, object] = {1: _v1_to_v2}
+MIGRATIONS: dict[int, object] = {1: _v1_to_v2, 2: _v2_to_v3}
 
 
 def _arrow_type(name: str):

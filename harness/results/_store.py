@@ -3,27 +3,60 @@
 Layout: `<root>/<run_id>/runs.parquet` (rewritten atomically as the status changes) and
 `<root>/<run_id>/<table>/part-NNNNN.parquet` for the other tables, one part per finished measurement.
 A measurement's samples, chunks and probes are written before its measurement row, so a measurement
-row on disk means everything it was computed from is on disk too.
+row on disk means everything it was computed from is on disk too. Only names the store writes
+(`PART_PATTERN`) count as parts when read back; a copy such as `part-00000 (copy).parquet` does not.
+
+A full disk: a small reserve file is kept beside runs.parquet and given up just before the final status
+write, so the run's last row can still be written when the parts have filled the disk.
 """
 
 from __future__ import annotations
 
+import errno
+import os
+import re
 import uuid
 from pathlib import Path
 
-from harness.errors import ResultsError
+from harness.errors import ConfigError, ResultsError
 from harness.results._atomic import atomic_path
 from harness.results._schema import SCHEMA_VERSION, TABLES, columns, table_schema
 
-__all__ = ["RunWriter", "new_run_id", "write_table_atomic"]
+__all__ = ["PART_PATTERN", "RUN_NAME_MAX", "RunWriter", "new_run_id", "write_table_atomic"]
+
+# The part names the store writes: RunWriter's part-NNNNN and `bench burst --into`'s part-burst-<stamp>-NNN.
+PART_PATTERN = re.compile(r"part-(\d{5}|burst-\d{14}[0-9a-f]{4}-\d{3})\.parquet")
+RUN_NAME_MAX = 64
+_NAME_OK = re.compile(r"[A-Za-z0-9._-]+")
+_RESERVE = ".space-reserve"
 
 
 def new_run_id(name: str | None = None) -> str:
+    """`<date>-<time>[-<name>]-<random>`: a single directory name under --results.
+
+    >>> new_run_id("my.run_1")[16:24]
+    'my.run_1'
+    """
     import time
 
+    if name is not None:
+        if not _NAME_OK.fullmatch(name):
+            bad = sorted({c for c in name if not _NAME_OK.fullmatch(c)})
+            raise ConfigError(
+                f"--name {name!r}: a run name may hold only letters, digits, '.', '_' and '-' (it becomes part of "
+                f"the run directory's name under --results); it holds {', '.join(repr(c) for c in bad) or 'nothing'}. "
+                f"Pick a name such as 'bf16-h200'."
+            )
+        if len(name) > RUN_NAME_MAX:
+            raise ConfigError(f"--name: a run name may be at most {RUN_NAME_MAX} characters long; this one has "
+                              f"{len(name)}. Pick a shorter name.")
     stamp = time.strftime("%Y%m%d-%H%M%S")
     suffix = uuid.uuid4().hex[:6]
     return f"{stamp}-{name}-{suffix}" if name else f"{stamp}-{suffix}"
+
+
+def _no_space(exc: OSError) -> bool:
+    return getattr(exc, "errno", None) == errno.ENOSPC or "No space left" in str(exc)
 
 
 def write_table_atomic(path: Path, table: str, rows: list[dict]) -> None:
@@ -37,7 +70,7 @@ def write_table_atomic(path: Path, table: str, rows: list[dict]) -> None:
         raise ValueError(f"columns not in the {table} schema: {sorted(unknown)}")
     data = {n: [r.get(n) for r in rows] for n in names}
     arrow = pa.Table.from_pydict(data, schema=schema)
-    with atomic_path(path) as tmp:
+    with atomic_path(path) as tmp:  # removes the half-written file on a full disk or a signal mid-write
         pq.write_table(arrow, tmp)
 
 
@@ -46,6 +79,8 @@ class RunWriter:
 
     def __init__(self, root: Path, run_id: str) -> None:
         self.root = Path(root)
+        if not run_id or run_id in (".", "..") or Path(run_id).name != run_id or "\\" in run_id:
+            raise ResultsError(f"Run id {run_id!r} is not a single directory name; results never leave {self.root}.")
         self.run_id = run_id
         self.path = self.root / run_id
         try:
@@ -57,23 +92,64 @@ class RunWriter:
             probe.write_bytes(b"ok")
             probe.unlink()
         except OSError as exc:
+            if _no_space(exc):
+                raise ResultsError(f"No space left on the device holding {self.root}: the run directory cannot be "
+                                   f"created. Free space or pass --results on a larger disk.") from None
             raise ResultsError(
                 f"Cannot write results under {self.root}: {exc.strerror or exc}. Pass a writable directory with "
                 f"--results DIR (it is created if missing), or fix the permissions of {self.root}."
             ) from None
         self._part = 0
+        self._written = 0
         self._run_row: dict = {}
+
+    def _write(self, path: Path, table: str, rows: list[dict]) -> None:
+        try:
+            write_table_atomic(path, table, rows)
+        except OSError as exc:
+            if _no_space(exc):
+                raise ResultsError(
+                    f"No space left on the device holding {self.path} while writing {path.relative_to(self.path)}. "
+                    f"The {self._written} measurements written before it stay readable; the run is marked failed. "
+                    f"Free space or pass --results on a larger disk."
+                ) from None
+            raise ResultsError(f"Cannot write {path}: {exc}. The {self._written} measurements written before it "
+                               f"stay readable.") from None
 
     def write_run(self, row: dict) -> None:
         self._run_row = {**row, "run_id": self.run_id, "schema_version": SCHEMA_VERSION}
-        write_table_atomic(self.path / "runs.parquet", "runs", [self._run_row])
+        self._write(self.path / "runs.parquet", "runs", [self._run_row])
+        self._reserve()
+
+    def _reserve(self) -> None:
+        """Hold about twice the run row's size, so the final status can be written on a full disk."""
+        reserve = self.path / _RESERVE
+        if reserve.exists():
+            return
+        try:
+            size = max(64 * 1024, 2 * (self.path / "runs.parquet").stat().st_size)
+            with open(reserve, "wb") as f:
+                f.write(b"\0" * size)
+        except OSError:
+            reserve.unlink(missing_ok=True)  # too little space even for this: the final write may still fit
 
     def set_status(self, status: str, detail: str = "", **extra) -> None:
-        self.write_run({**self._run_row, "status": status, "status_detail": detail, **extra})
+        """A final status (complete, incomplete, failed): the same as `finish`."""
+        self.finish(status, detail, **extra)
+
+    def finish(self, status: str, detail: str = "", **extra) -> None:
+        """The run's last status: the space reserve is given up for it, and temp files left by an
+        interrupted write are removed."""
+        (self.path / _RESERVE).unlink(missing_ok=True)
+        for tmp in self.path.glob("**/.*.tmp"):
+            tmp.unlink(missing_ok=True)
+        self._run_row = {**self._run_row, "status": status, "status_detail": detail, **extra}
+        self._write(self.path / "runs.parquet", "runs", [self._run_row])
 
     def append_measurement(self, *, measurement: dict, chunks: list[dict], samples: list[dict], probes: list[dict]) -> None:
         part = f"part-{self._part:05d}.parquet"
         self._part += 1
         for table, rows in (("samples", samples), ("chunks", chunks), ("probes", probes)):
-            write_table_atomic(self.path / table / part, table, [{**r, "run_id": self.run_id} for r in rows])
-        write_table_atomic(self.path / "measurements" / part, "measurements", [{**measurement, "run_id": self.run_id}])
+            self._write(self.path / table / part, table, [{**r, "run_id": self.run_id} for r in rows])
+        self._write(self.path / "measurements" / part, "measurements", [{**measurement, "run_id": self.run_id}])
+        self._written += 1

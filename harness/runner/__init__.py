@@ -8,12 +8,15 @@ True
 
 from harness.runner._burst import BurstConfig, BurstProtocol, KernelTimes, ProfEvent, device_time_from_events, run_burst
 from harness.runner._chunks import Chunk, ChunkSource, PipelinedChunks
+from harness.runner._endings import StopSignals, Watchdog, stop_signals
 from harness.runner._launch import Launcher, build_launcher, estimate_launch_ns
+from harness.runner._loop import TIMED_STATUSES, RunResult
 from harness.runner._measure import MeasureOutcome, PhaseTimes, run_protocol
 from harness.runner._observer import NullObserver, RunObserver
 from harness.runner._probe import InbandProbe, ProbeReading, probe_unavailable_reason, summarize_probe_blocks
-from harness.runner._run import RunResult, run_sustained
+from harness.runner._run import run_sustained
 from harness.runner._settle import SettleCheck, check_settled, trend_change
+from harness.runner._setup import estimate_bytes
 
 __all__ = [
     "BurstConfig",
@@ -32,14 +35,19 @@ __all__ = [
     "RunObserver",
     "RunResult",
     "SettleCheck",
+    "StopSignals",
+    "TIMED_STATUSES",
+    "Watchdog",
     "build_launcher",
     "check_settled",
     "device_time_from_events",
+    "estimate_bytes",
     "estimate_launch_ns",
     "probe_unavailable_reason",
     "run_burst",
     "run_protocol",
     "run_sustained",
+    "stop_signals",
     "summarize_probe_blocks",
     "trend_change",
 ]

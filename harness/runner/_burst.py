@@ -37,12 +37,16 @@ class BurstProtocol:
     repeats: int = 3
     idle_s: float = 2.0  # before each measurement, as in the sustained protocol: every burst starts rested
     sample_period_s: float = 0.010
+    # One measurement (its 600 launches) may take this long before it is stopped as a timeout.
+    launch_timeout_s: float = 600.0
 
     def __post_init__(self) -> None:
         if self.warmup_launches < 0 or self.timed_launches < 1 or self.repeats < 1:
             raise ConfigError("Burst protocol: warm-up launches >= 0, timed launches >= 1 and repeats >= 1.")
         if self.idle_s < 0 or not self.sample_period_s > 0:
             raise ConfigError("Burst protocol: idle_s >= 0 and sample_period_s > 0.")
+        if not self.launch_timeout_s > 0:
+            raise ConfigError(f"Burst protocol: launch_timeout_s must be > 0, got {self.launch_timeout_s!r}.")
 
     def as_dict(self) -> dict:
         return {"kind": "burst", **dataclasses.asdict(self)}
@@ -221,8 +225,8 @@ class _AppendWriter:
             self._write(self.path / table / part, table, [{**r, "run_id": self.run_id} for r in rows])
         self._write(self.path / "measurements" / part, "measurements", [{**measurement, "run_id": self.run_id}])
 
-    def set_status(self, *args, **kw) -> None:
-        pass  # the run's status is the sustained run's; a failed burst leaves it alone
+    def finish(self, *args, **kw) -> None:
+        pass  # the run's status is the sustained run's; a failed or stopped burst leaves it alone
 
 
 def run_burst(
@@ -236,76 +240,60 @@ def run_burst(
     sleep: Callable[[float], None] = time.sleep,
     command: str = "",
 ):
-    """Time every kernel x input kernel-only and write the rows (a new run, or appended `into` one)."""
-    from harness.inputs import check_finite, make_inputs
-    from harness.kernels import gate
-    from harness.results import RunWriter, new_run_id
-    from harness.results._provenance import to_json
-    from harness.runner._observer import NullObserver
-    from harness.runner._run import RunResult, _rotate, _sample_row
-    from harness.runner._setup import config_row, run_info_row, set_up_run
-    from harness.telemetry import SamplerThread
+    """Time every kernel x input kernel-only and write the rows (a new run, or appended `into` one).
 
-    obs = observer or NullObserver()
+    The run loop (gate, failure isolation, non-finite inputs per kernel, Ctrl-C -> incomplete) is the
+    sustained runner's, `runner._loop.run_loop`; this supplies the burst protocol's "measure one".
+    """
+    from harness.results import RunWriter, new_run_id
+    from harness.runner._loop import run_loop
+    from harness.runner._setup import run_info_row
+
     proto = config.protocol
-    setup = set_up_run(config, registry=registry, device=device, sampler=sampler)
-    kernels, device, ident, sampler = setup.kernels, setup.device, setup.ident, setup.sampler
-    if config.into is not None:
-        writer = _AppendWriter(config.into, ident, command, proto)
-        info = {"run_id": writer.run_id}
-    else:
-        writer = RunWriter(config.results_dir, new_run_id(config.run_name))
-        info = run_info_row(config, setup, command=command, protocol=proto)
-    sampler.open()
-    if config.into is None:
-        info["telemetry_json"] = to_json(sampler.describe())
-        writer.write_run(info)
-    result = RunResult(run_id=writer.run_id, path=writer.path, status="running", info=info)
-    obs.on_run_start(result, total=len(config.inputs) * len(kernels) * proto.repeats)
-    thread = SamplerThread(sampler, period_s=proto.sample_period_s, clock=clock)
-    try:
-        thread.start()
-        for ci, spec in enumerate(config.inputs):
-            inputs = make_inputs(spec, device=device.torch_device)
-            check_finite(inputs)
-            base = config_row(ci, spec, inputs)
-            ready = []
-            for kernel in kernels:
-                try:
-                    launch = kernel.prepare(inputs)
-                    g = gate(kernel, inputs, launch) if config.gate else None
-                except KernelError as exc:  # recorded like the sustained runner does: the others still run
-                    row = {**base, "measurement_id": f"b{ci}-{kernel.name}-gate", "kernel": kernel.name,
-                           "kernel_source": kernel.source, "repeat": -1, "order_index": -1,
-                           "status": "gate_failed" if "gate" in str(exc) else "error", "error": str(exc)}
-                    writer.append_measurement(measurement=row, chunks=[], samples=[], probes=[])
-                    result.measurements.append(row)
-                    obs.on_message(str(exc))
-                    continue
-                ready.append((kernel, launch, g))
-            for rep in range(proto.repeats):
-                for oi, (kernel, launch, g) in enumerate(_rotate(ready, rep)):
-                    obs.on_measurement_start(kernel=kernel.name, input_label=spec.label, repeat=rep)
-                    row, chunks, samples = _measure(launch, device, ident, thread, proto, clock, sleep, obs, inputs,
-                                                    mid=f"b{ci}-{kernel.name}-r{rep}", sample_row=_sample_row)
-                    row.update({
-                        **base, "kernel": kernel.name, "kernel_source": kernel.source, "repeat": rep, "order_index": oi,
-                        "gate_max_abs_diff": g.max_abs_diff if g else None, "gate_snr_db": g.snr_db if g else None,
-                    })
-                    writer.append_measurement(measurement=row, chunks=chunks, samples=samples, probes=[])
-                    result.measurements.append(row)
-                    obs.on_measurement_end(row)
-        result.status = "complete"
-        writer.set_status("complete", finished_at=datetime.now(timezone.utc).isoformat())
-    except BaseException as exc:
-        result.status = "failed"
-        writer.set_status("failed", str(exc), finished_at=datetime.now(timezone.utc).isoformat())
-        raise
-    finally:
-        thread.stop()
-        sampler.close()
-        obs.on_run_end(result)
-    return result
+    run_id = new_run_id(config.run_name) if config.into is None else None
+
+    def open_writer(setup):
+        if config.into is not None:
+            return _AppendWriter(config.into, setup.ident, command, proto)
+        return RunWriter(config.results_dir, run_id)
+
+    def info_row(setup):
+        return run_info_row(config, setup, command=command, protocol=proto) if config.into is None else None
+
+    return run_loop(config, protocol=proto, measurer=_Burst(proto), open_writer=open_writer, info_row=info_row,
+                    observer=observer, registry=registry, device=device, sampler=sampler, clock=clock, sleep=sleep)
+
+
+class _Burst:
+    """The burst protocol's part of the run loop: profile the warm-up and timed launches."""
+
+    mid_prefix = "b"
+
+    def __init__(self, proto: BurstProtocol) -> None:
+        self.proto = proto
+
+    def start(self, s) -> None:
+        pass
+
+    def arm(self, s, kernel, launch):
+        return None
+
+    def idle_s(self, rep: int, order_index: int) -> float:
+        return self.proto.idle_s
+
+    def measure(self, s, kernel, launch, armed, *, idle_s: float, inputs, mid: str):
+        from harness.runner._run import _sample_row
+
+        with s.watchdog.limit(what="its warm-up and timed launches"):
+            row, chunks, samples = _measure(launch, s.device, s.ident, s.thread, self.proto, s.clock, s.sleep, s.obs,
+                                            inputs, mid=mid, sample_row=_sample_row)
+        return row, chunks, samples, []
+
+    def row_extra(self, s, armed) -> dict:
+        return {}
+
+    def stop(self) -> None:
+        pass
 
 
 def _measure(launch, device, ident, thread, proto, clock, sleep, obs, inputs, *, mid, sample_row):

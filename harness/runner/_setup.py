@@ -9,7 +9,12 @@ from dataclasses import dataclass
 from datetime import datetime, timezone
 from pathlib import Path
 
-__all__ = ["RunSetup", "set_up_run", "run_info_row", "config_row", "kernel_provenance"]
+__all__ = ["RunSetup", "set_up_run", "run_info_row", "config_row", "kernel_provenance", "check_memory",
+           "estimate_bytes", "CPU_TIMING_NOTE"]
+
+CPU_TIMING_NOTE = ("CPU run: times are the host's, under the OS's own frequency scaling and whatever else the "
+                   "machine ran (see contention); they are not sustained-clock GPU figures and say nothing about "
+                   "a GPU")
 
 
 @dataclass(kw_only=True)
@@ -20,6 +25,73 @@ class RunSetup:
     busy: list
     telemetry_name: str
     sampler: object
+    contention: dict | None = None  # the host's load before the run (CPU runs); None where not checked
+
+
+def estimate_bytes(spec, *, gate: bool) -> dict[str, int]:
+    """Bytes one input configuration needs on the device: q, k, v, the output, and the gate's fp64
+    reference (output and upcast k, v). Kernels' own workspaces come on top."""
+    import torch
+
+    from harness.inputs import torch_dtype
+
+    s = spec.shape
+    item = torch.empty((), dtype=torch_dtype(spec.dtype)).element_size()
+    out_item = max(item, 2)  # FP8 kernels write bf16
+    q, k, v = (s.batch * s.heads_q * s.seq_len * s.head_dim_qk, s.batch * s.heads_kv * s.seq_len * s.head_dim_qk,
+               s.batch * s.heads_kv * s.seq_len * s.head_dim_v)
+    o = s.batch * s.heads_q * s.seq_len * s.head_dim_v
+    sizes = {"q": q * item, "k": k * item, "v": v * item, "output": o * out_item}
+    if gate:
+        sizes["gate reference (fp64 output, k, v)"] = 8 * (o + k + v)
+    return sizes
+
+
+def _available(device) -> tuple[int | None, int | None, str]:
+    """(free, total, what) bytes of the memory inputs go to: the GPU's, or the host's available RAM."""
+    if device.kind in ("cuda", "rocm"):
+        try:
+            import torch
+
+            free, total = torch.cuda.mem_get_info(device.torch_device)
+            return int(free), int(total), f"free on {device.spec}"
+        except Exception:
+            return None, None, ""
+    try:
+        with open("/proc/meminfo") as f:
+            info = {line.split(":")[0]: int(line.split()[1]) * 1024 for line in f if line.split()[1:2]}
+        return info.get("MemAvailable"), info.get("MemTotal"), "available host RAM"
+    except (OSError, ValueError, IndexError):
+        return None, None, ""
+
+
+def _fmt_bytes(n: int) -> str:
+    for unit, size in (("TiB", 2**40), ("GiB", 2**30), ("MiB", 2**20), ("KiB", 2**10)):
+        if n >= size:
+            return f"{n / size:.3g} {unit}"
+    return f"{n} B"
+
+
+def check_memory(config, device) -> None:
+    """Refuse an input configuration that cannot fit, before anything is allocated."""
+    from harness.errors import ConfigError
+
+    free, total, what = _available(device)
+    if free is None:
+        return
+    gate = getattr(config, "gate", True)
+    for spec in config.inputs:
+        sizes = estimate_bytes(spec, gate=gate)
+        need = sum(sizes.values())
+        if need > free:
+            s = spec.shape
+            parts = ", ".join(f"{k} {_fmt_bytes(b)}" for k, b in sizes.items())
+            raise ConfigError(
+                f"Input {spec.label} at B={s.batch} Hq={s.heads_q} Hkv={s.heads_kv} S={s.seq_len} dqk={s.head_dim_qk} "
+                f"dv={s.head_dim_v} {spec.dtype} needs about {_fmt_bytes(need)} ({parts}), more than the "
+                f"{_fmt_bytes(free)} {what} (of {_fmt_bytes(total or 0)} total). Nothing was allocated. Lower "
+                f"--batch, --seq-len or --heads."
+            )
 
 
 def set_up_run(config, *, registry=None, device=None, sampler=None) -> RunSetup:
@@ -39,13 +111,26 @@ def set_up_run(config, *, registry=None, device=None, sampler=None) -> RunSetup:
         for k in kernels:
             k.check_supports(dtype=spec.dtype, head_dim_qk=spec.shape.head_dim_qk, head_dim_v=spec.shape.head_dim_v,
                              causal=spec.shape.causal, device_kind=device.kind)
+    check_memory(config, device)
     busy = check_idle(device, allow_busy=config.allow_busy)
     ident = device.identity()
     telemetry_name = config.telemetry if config.telemetry != "auto" else device.default_telemetry()
     if sampler is None:
         sampler = create_sampler(telemetry_name, pci_bus_id=ident.pci_bus_id)
+    contention = measure_contention(device)
     return RunSetup(kernels=kernels, device=device, ident=ident, busy=busy, telemetry_name=telemetry_name,
-                    sampler=sampler)
+                    sampler=sampler, contention=contention)
+
+
+def measure_contention(device) -> dict | None:
+    """The host's load where the device can say (the CPU device); None where it was not checked."""
+    measure = getattr(device, "contention", None)
+    if measure is None:
+        return None
+    try:
+        return measure()
+    except Exception as exc:  # recorded as not checked, with the reason; never a silent "none"
+        return {"checked": False, "error": f"{type(exc).__name__}: {exc}"}
 
 
 def kernel_provenance(kernels) -> dict:
@@ -85,6 +170,8 @@ def run_info_row(config, setup: RunSetup, *, command: str, protocol) -> dict:
         "config_json": to_json({**dataclasses.asdict(config), "protocol": None}), "allow_busy": config.allow_busy,
         "busy_processes_json": to_json([dataclasses.asdict(p) for p in setup.busy]),
         "notes": getattr(config, "notes", ""),
+        "contention_json": to_json({"before": setup.contention}) if setup.contention is not None else None,
+        "timing_note": CPU_TIMING_NOTE if ident.kind == "cpu" else None,
     }
 
 

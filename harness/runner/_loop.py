@@ -1,0 +1,312 @@
+"""The one run loop shared by the sustained and the burst protocol.
+
+Set-up, the run row, per-configuration inputs, the gate, per-kernel x input failure isolation, rotated
+repeats and every ending live here; a protocol supplies only its `Measurer` (how to get one kernel ready
+for timing and how to measure it once). Every way a run ends goes through `_end`: the row becomes
+`complete`, `incomplete` (stopped: Ctrl-C or a signal, named in status_detail) or `failed` (the reason),
+written with stop signals deferred so a second Ctrl-C cannot leave it `running`.
+"""
+
+from __future__ import annotations
+
+import time
+import traceback
+from dataclasses import dataclass, field
+from datetime import datetime, timezone
+from pathlib import Path
+from typing import Callable, Protocol
+
+from harness.errors import GateFailure, HarnessError, InputError, KernelError, KernelTimeout, RunStopped
+from harness.runner._endings import StopSignals, Watchdog, stop_signals
+from harness.runner._observer import NullObserver, RunObserver
+
+__all__ = ["Measurer", "RunResult", "Session", "TIMED_STATUSES", "run_loop"]
+
+# Rows that hold a timing; every other status (gate_failed, error, timeout, input_error) says why not.
+TIMED_STATUSES = ("ok", "unsettled", "burst")
+
+
+@dataclass(kw_only=True)
+class RunResult:
+    run_id: str
+    path: Path
+    status: str
+    info: dict
+    measurements: list[dict] = field(default_factory=list)
+    status_detail: str = ""
+
+    @property
+    def timed(self) -> list[dict]:
+        """The rows that hold a timing."""
+        return [r for r in self.measurements if r.get("status") in TIMED_STATUSES]
+
+    @property
+    def nothing_timed(self) -> bool:
+        """True when every kernel x input failed the gate, errored, timed out or had bad inputs: a CLI exits
+        non-zero then, because a run that timed nothing must not pass as a successful benchmark."""
+        return not self.timed
+
+    def untimed_summary(self) -> str:
+        from collections import Counter
+
+        counts = Counter(r.get("status") for r in self.measurements if r.get("status") not in TIMED_STATUSES)
+        return ", ".join(f"{n} {s}" for s, n in sorted(counts.items())) or "no measurements"
+
+
+@dataclass(frozen=True, kw_only=True)
+class Session:
+    """What every measurement of one run shares."""
+
+    config: object
+    protocol: object
+    kernels: list
+    device: object
+    ident: object
+    thread: object
+    writer: object
+    result: RunResult
+    obs: RunObserver
+    clock: Callable[[], int]
+    sleep: Callable[[float], None]
+    watchdog: Watchdog
+
+
+class Measurer(Protocol):
+    """What a protocol supplies to `run_loop`."""
+
+    mid_prefix: str  # measurement ids are f"{prefix}{config}-{kernel}-..."
+
+    def start(self, s: Session) -> None:
+        """After telemetry started (the sustained protocol sets up its in-band probe here)."""
+
+    def arm(self, s: Session, kernel, launch):
+        """Get a kernel that passed the gate ready for timing (runs under the watchdog); returns what
+        `measure` needs."""
+
+    def measure(self, s: Session, kernel, launch, armed, *, idle_s: float, inputs, mid: str):
+        """One measurement: (row, chunk rows, sample rows, probe rows)."""
+
+    def idle_s(self, rep: int, order_index: int) -> float: ...
+
+    def row_extra(self, s: Session, armed) -> dict: ...
+
+    def stop(self) -> None: ...
+
+
+def _rotate(items: list, k: int) -> list:
+    if not items:
+        return items
+    k %= len(items)
+    return items[k:] + items[:k]
+
+
+def run_loop(config, *, protocol, measurer: Measurer, open_writer, info_row, observer=None, registry=None,
+             device=None, sampler=None, clock=time.monotonic_ns, sleep=time.sleep) -> RunResult:
+    """Run `measurer` on every kernel x input x repeat of `config` and write the results.
+
+    `open_writer(setup)` returns the writer (a new run directory or one appended to); `info_row(setup)`
+    the runs row, or None when appending. Stop signals, the watchdog and every ending are handled here.
+    """
+    from harness.runner._setup import set_up_run
+    from harness.telemetry import SamplerThread
+
+    obs = observer or NullObserver()
+    with stop_signals() as stops:
+        setup = set_up_run(config, registry=registry, device=device, sampler=sampler)
+        with stops.deferred():
+            writer = open_writer(setup)
+            info = info_row(setup)
+        result = RunResult(run_id=writer.run_id, path=writer.path, status="running", info=info or {})
+        watchdog = Watchdog(getattr(protocol, "launch_timeout_s", None))
+        thread = SamplerThread(setup.sampler, period_s=protocol.sample_period_s, clock=clock)
+        sampler_open = False
+        try:
+            setup.sampler.open()
+            sampler_open = True
+            if info is not None:
+                info["telemetry_json"] = _to_json(setup.sampler.describe())
+                if watchdog.note:
+                    info["notes"] = "; ".join(x for x in (info.get("notes"), watchdog.note) if x)
+                with stops.deferred():
+                    writer.write_run(info)
+            obs.on_run_start(result, total=len(config.inputs) * len(setup.kernels) * protocol.repeats)
+            thread.start()
+            s = Session(config=config, protocol=protocol, kernels=setup.kernels, device=setup.device,
+                        ident=setup.ident, thread=thread, writer=writer, result=result, obs=obs, clock=clock,
+                        sleep=sleep, watchdog=watchdog)
+            measurer.start(s)
+            for ci, spec in enumerate(config.inputs):
+                _run_config(s, measurer, ci, spec)
+            _end(stops, writer, result, thread, setup, measurer, "complete", "", sampler_open)
+        except BaseException as exc:
+            status, detail = _ending_of(exc, result)
+            _end(stops, writer, result, thread, setup, measurer, status, detail, sampler_open)
+            raise
+        finally:
+            obs.on_run_end(result)
+    return result
+
+
+def _to_json(obj) -> str:
+    import json
+
+    return json.dumps(obj, sort_keys=True, default=str)  # as results' provenance writes its JSON columns
+
+
+def _ending_of(exc: BaseException, result: RunResult) -> tuple[str, str]:
+    n = len(result.timed)
+    if isinstance(exc, RunStopped):
+        return "incomplete", f"interrupted by {exc.signal_name} after {n} timed measurements; they are kept"
+    if isinstance(exc, KeyboardInterrupt):
+        return "incomplete", f"interrupted by the user (KeyboardInterrupt) after {n} timed measurements; they are kept"
+    if isinstance(exc, HarnessError):
+        return "failed", str(exc)
+    return "failed", f"{type(exc).__name__}: {exc}"
+
+
+def _end(stops: StopSignals, writer, result, thread, setup, measurer, status, detail, sampler_open) -> None:
+    """The one ending: stop telemetry, write the status row. Signals are only recorded from here on."""
+    stops.ending()
+    for stop in (measurer.stop, thread.stop, setup.sampler.close if sampler_open else (lambda: None)):
+        try:
+            stop()
+        except Exception:  # the status below is what matters now; a failing clean-up must not hide it
+            pass
+    result.status, result.status_detail = status, detail
+    extra = {"finished_at": datetime.now(timezone.utc).isoformat()}
+    if setup.contention is not None and result.info:
+        from harness.runner._setup import measure_contention
+
+        after = measure_contention(setup.device)
+        extra["contention_json"] = _to_json({"before": setup.contention, "after": after})
+        result.info["contention_json"] = extra["contention_json"]
+    writer.finish(status, detail, **extra)
+
+
+def _where(exc: BaseException) -> str:
+    tb = traceback.extract_tb(exc.__traceback__)
+    return f" (at {Path(tb[-1].filename).name}:{tb[-1].lineno})" if tb else ""
+
+
+def _record_untimed(s: Session, base: dict, kernel, *, mid: str, status: str, error: str, repeat: int = -1) -> None:
+    """A kernel x input reported with its reason and not timed (further)."""
+    row = {**base, "measurement_id": mid, "kernel": kernel.name, "kernel_source": kernel.source, "repeat": repeat,
+           "order_index": -1, "status": status, "error": error}
+    s.writer.append_measurement(measurement=row, chunks=[], samples=[], probes=[])
+    s.result.measurements.append(row)
+    s.obs.on_message(error)
+
+
+def _failure(kernel, spec, inputs, stage: str, exc: BaseException, timeout_s) -> tuple[str, str]:
+    """(status, error text naming the kernel, the input and the stage) for a kernel that failed."""
+    who = f"Kernel {kernel.name!r} on {spec.label} ({inputs.shape.label()}, {inputs.dtype})"
+    if isinstance(exc, KernelTimeout):
+        return "timeout", (f"{who}: {exc} in stage {stage}; it was stopped and is not timed on this input. The "
+                           f"other kernels still run. The limit is the protocol's launch_timeout_s "
+                           f"(--launch-timeout-s).")
+    if isinstance(exc, GateFailure):
+        return "gate_failed", str(exc)
+    if isinstance(exc, KernelError):
+        return "error", f"{who}, stage {stage}: {exc}"
+    return "error", (f"{who} raised in stage {stage}: {type(exc).__name__}: {exc}{_where(exc)}. It is not timed on "
+                     f"this input; the run went on with the others.")
+
+
+def _checked(launch, inputs, kernel, watchdog: Watchdog):
+    """The launch closure as the gate calls it: each call bounded by the watchdog (the gate's fp64
+    reference is not: on the CPU it can take minutes), and what it returns checked to be a tensor shaped
+    like the attention output."""
+    import torch
+
+    want = (inputs.shape.batch, inputs.shape.heads_q, inputs.shape.seq_len, inputs.shape.head_dim_v)
+
+    def call():
+        with watchdog.limit(what="its first call (the gate)"):
+            out = launch()
+        if not isinstance(out, torch.Tensor):
+            raise KernelError(f"its launch returned {type(out).__name__}, not a tensor: the launch closure must "
+                              f"return the attention output [B, Hq, S, dv] = {list(want)}")
+        if tuple(out.shape) != want:
+            raise KernelError(f"its launch returned a tensor of shape {list(out.shape)}; the attention output is "
+                              f"[B, Hq, S, dv] = {list(want)}")
+        return out
+
+    return call
+
+
+def _settle_device(device) -> None:
+    """After a kernel was stopped or raised: wait for what it queued so the next one starts from an idle
+    device (this blocks if a GPU kernel never finishes; see _endings for what the watchdog cannot stop)."""
+    try:
+        device.synchronize()
+    except Exception:
+        pass
+
+
+def _run_config(s: Session, m: Measurer, ci: int, spec) -> None:
+    from harness.inputs import check_finite, make_inputs
+    from harness.kernels import gate
+    from harness.runner._setup import config_row
+
+    proto, wd, p = s.protocol, s.watchdog, m.mid_prefix
+    inputs = make_inputs(spec, device=s.device.torch_device)
+    base = config_row(ci, spec, inputs)
+    try:
+        check_finite(inputs)
+    except InputError as exc:
+        # Reported per kernel and never timed; the run goes on with its other configurations.
+        for kernel in s.kernels:
+            _record_untimed(s, base, kernel, mid=f"{p}{ci}-{kernel.name}-input", status="input_error", error=str(exc))
+        return
+    ready = []
+    for kernel in s.kernels:
+        stage = "prepare"
+        try:
+            with wd.limit(what="prepare()"):
+                launch = kernel.prepare(inputs)
+            stage = "gate (first call)"
+            checked = _checked(launch, inputs, kernel, wd)
+            if s.config.gate:
+                g = gate(kernel, inputs, checked)
+            else:
+                g = None
+                checked()
+            stage = "set-up for timing"
+            with wd.limit(what="its set-up for timing"):
+                armed = m.arm(s, kernel, launch)
+        except Exception as exc:
+            _settle_device(s.device)
+            status, error = _failure(kernel, spec, inputs, stage, exc, wd.timeout_s)
+            _record_untimed(s, base, kernel, mid=f"{p}{ci}-{kernel.name}-gate", status=status, error=error)
+            continue
+        ready.append((kernel, launch, armed, g))
+    for rep in range(proto.repeats):
+        order = list(_rotate(ready, rep) if getattr(proto, "rotate_order", True) else ready)
+        for oi, entry in enumerate(order):
+            kernel, launch, armed, g = entry
+            mid = f"{p}{ci}-{kernel.name}-r{rep}"
+            s.obs.on_measurement_start(kernel=kernel.name, input_label=spec.label, repeat=rep)
+            try:
+                row, chunks, samples, probes = m.measure(s, kernel, launch, armed, idle_s=m.idle_s(rep, oi),
+                                                         inputs=inputs, mid=mid)
+            except Exception as exc:
+                # This kernel x input stops here (its later repeats too); the others go on.
+                _settle_device(s.device)
+                status, error = _failure(kernel, spec, inputs, f"measure (repeat {rep})", exc, wd.timeout_s)
+                _record_untimed(s, base, kernel, mid=mid, status=status, error=error, repeat=rep)
+                ready.remove(entry)
+                continue
+            row.update(base)
+            row.update({
+                "measurement_id": mid, "kernel": kernel.name, "kernel_source": kernel.source, "repeat": rep,
+                "order_index": oi, "gate_max_abs_diff": g.max_abs_diff if g else None,
+                "gate_snr_db": g.snr_db if g else None, **m.row_extra(s, armed),
+            })
+            s.writer.append_measurement(measurement=row, chunks=chunks, samples=samples, probes=probes)
+            s.result.measurements.append(row)
+            s.obs.on_measurement_end(row)
+    del ready, inputs
+    if s.device.kind in ("cuda", "rocm"):
+        import torch
+
+        torch.cuda.empty_cache()
