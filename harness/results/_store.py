@@ -13,7 +13,6 @@ write, so the run's last row can still be written when the parts have filled the
 from __future__ import annotations
 
 import errno
-import os
 import re
 import uuid
 from pathlib import Path
