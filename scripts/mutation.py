@@ -1,0 +1,104 @@
+"""Mutation testing of the measurement core: mutmut per module, with only that module's tests, and the
+kill rate per module.
+
+    python scripts/mutation.py                 # every core module (about 30-60 min on 2 shared cores)
+    python scripts/mutation.py window gate     # some of them (names below, or the module path)
+    python scripts/mutation.py --report        # print the table from the last run's cache only
+
+Why mutmut 2.x and not 3: mutmut 3 maps tests to mutants by first running the whole suite under its
+trampolines (~5 min here) and then picks tests per function; it cannot be told "for this module, run
+these tests". mutmut 2.5 takes `--paths-to-mutate` one module at a time and a `--runner` command, so each
+mutant runs only the targeted pytest command below (a few seconds), and the module's doctests with it.
+
+mutmut 2 mutates the source files IN PLACE (and restores them): run it in a copy of the tree, or do not
+run tests of these modules at the same time. Its results go to `.mutmut-cache` (sqlite) in the working
+directory; the table is read from there. Run it under `nice`: `nice -n 10 python scripts/mutation.py`.
+Run it before every change to these modules; it is not in `.ci/run` (too slow). The surviving mutants and
+why each is equivalent or harmless are in tests/MUTATION.md.
+"""
+
+from __future__ import annotations
+
+import argparse
+import sqlite3
+import subprocess
+import sys
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+
+# module -> the tests that guard it (the module's own doctests run too).
+MODULES: dict[str, tuple[str, tuple[str, ...]]] = {
+    "settle": ("harness/runner/_settle.py", (
+        "tests/runner/test_settle.py", "tests/runner/test_settle_scenarios.py", "tests/runner/test_protocol.py")),
+    "measure": ("harness/runner/_measure.py", ("tests/runner/test_protocol.py",)),
+    "window": ("harness/analysis/_window.py", ("tests/analysis/test_window.py",)),
+    "decompose": ("harness/analysis/_decompose.py", (
+        "tests/analysis/test_analysis_decompose.py", "tests/analysis/test_decompose_properties.py",
+        "tests/analysis/test_compare_verdict.py")),
+    "compare": ("harness/analysis/_compare.py", (
+        "tests/analysis/test_analysis_compare.py", "tests/analysis/test_compare_verdict.py")),
+    "gate": ("harness/kernels/_gate.py", ("tests/kernels/test_gate_limits.py", "tests/kernels/test_adversarial.py")),
+    "reasons": ("harness/telemetry/_reasons.py", (
+        "tests/telemetry/test_telemetry_reasons.py", "tests/telemetry/test_reasons.py",
+        "tests/analysis/test_window.py")),
+    "schema": ("harness/results/_schema.py", ("tests/results/test_schema.py",)),
+}
+
+KILLED = ("ok_killed", "bad_timeout", "ok_suspicious")  # a timeout or a crash is a detected mutant too
+
+
+def runner_command(path: str, tests: tuple[str, ...]) -> str:
+    return (f"{sys.executable} -m pytest -x -q -p no:cacheprovider --no-header "
+            f"--doctest-modules {path} {' '.join(tests)}")
+
+
+def run_module(name: str) -> int:
+    path, tests = MODULES[name]
+    cmd = [sys.executable, "-m", "mutmut", "run", "--paths-to-mutate", path, "--tests-dir", "tests",
+           "--runner", runner_command(path, tests), "--simple-output", "--no-progress"]
+    print(f"== {name}: {path}\n   runner: {runner_command(path, tests)}", flush=True)
+    return subprocess.call(cmd, cwd=ROOT)
+
+
+def table(names: list[str]) -> list[tuple[str, int, int, list[int]]]:
+    db = ROOT / ".mutmut-cache"
+    if not db.exists():
+        raise SystemExit("no .mutmut-cache here: run the mutation first (python scripts/mutation.py)")
+    con = sqlite3.connect(db)
+    rows = []
+    for name in names:
+        path = MODULES[name][0]
+        res = con.execute(
+            "SELECT m.id, m.status FROM Mutant m JOIN Line l ON m.line = l.id JOIN SourceFile f ON l.sourcefile = f.id "
+            "WHERE f.filename = ?", (path,)).fetchall()
+        tested = [(i, s) for i, s in res if s not in ("untested", "skipped")]
+        killed = sum(1 for _, s in tested if s in KILLED)
+        rows.append((name, len(tested), killed, [i for i, s in tested if s not in KILLED]))
+    return rows
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("modules", nargs="*", help=f"some of: {', '.join(MODULES)} (default: all)")
+    ap.add_argument("--report", action="store_true", help="only print the table from .mutmut-cache")
+    args = ap.parse_args(argv)
+    by_path = {p: n for n, (p, _) in MODULES.items()}
+    names = [by_path.get(m, m) for m in args.modules] or list(MODULES)
+    unknown = [n for n in names if n not in MODULES]
+    if unknown:
+        ap.error(f"unknown module {', '.join(unknown)}; choose from {', '.join(MODULES)}")
+    if not args.report:
+        for n in names:
+            run_module(n)
+    print(f"\n{'module':<40} {'mutants':>8} {'killed':>7} {'rate':>7}  survivors (mutmut show ID)")
+    worst = 1.0
+    for name, total, killed, survivors in table(names):
+        rate = killed / total if total else 1.0
+        worst = min(worst, rate)
+        print(f"{MODULES[name][0]:<40} {total:>8} {killed:>7} {rate:>7.1%}  {' '.join(map(str, survivors))}")
+    return 0 if worst >= 0.9 else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())
