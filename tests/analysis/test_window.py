@@ -210,3 +210,16 @@ def test_chunk_clock_is_the_median_poll_clock_within_the_chunk():
                        Sample(t_ns=1260 * MS, source="replay", sm_clock_mhz=1450.0)]
     assert chunk_clock(ss, 1000 * MS, 1400 * MS) == pytest.approx(1475.0)
     assert chunk_clock(ss, 1500 * MS, 1600 * MS) is None
+
+
+def test_probe_blocks_from_recorded_h200_pairs():
+    # clock64 / globaltimer pairs as an H200 block records them: 200 us spins at 1980 and 1755 MHz, an even
+    # number of blocks (median of the middle two), the reading stamped at the middle block's midpoint.
+    raw = [[1_000_000 + i, 1_200_000 + i, 5_000, 5_000 + (396_000 if i % 2 else 351_000), i] for i in range(4)]
+    r = summarize_probe_blocks(raw, offset_ns=-1_000_000)
+    assert r.clock_mhz == pytest.approx(0.5 * (1755.0 + 1980.0))
+    assert (r.clock_min_mhz, r.clock_max_mhz) == (pytest.approx(1755.0), pytest.approx(1980.0))
+    assert r.span_ns == 200_000 and r.blocks == 4
+    assert r.t_ns == 1_100_002 - 1_000_000
+    odd = summarize_probe_blocks(raw[:3], offset_ns=0)
+    assert odd.clock_mhz == pytest.approx(1755.0) and odd.t_ns == 1_100_001
