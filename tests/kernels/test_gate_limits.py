@@ -95,6 +95,16 @@ def test_snr_is_not_a_bf16_criterion():
 
 
 def test_tolerance_table_and_aliases():
+    import dataclasses
+
+    for kind in ("bf16", "fp16", "fp8", "fp32", "fp64"):
+        assert gate_tolerance(kind).name == kind
+    with pytest.raises(dataclasses.FrozenInstanceError):
+        gate_tolerance("bf16").max_abs = 1.0
+    with pytest.raises(TypeError):
+        type(gate_tolerance("bf16"))("bf16", 2e-3, None, 2.0**-8, 2.0**-8)
+    assert gate_tolerance("fp16").p_rounding == 2.0**-11 and gate_tolerance("fp16").min_snr_db is None
+    assert gate_tolerance("fp32").rounding == 2.0**-24 and gate_tolerance("fp64").p_rounding == 2.0**-53
     assert gate_tolerance("bfloat16") == gate_tolerance("bf16")
     assert gate_tolerance("float8_e4m3fn") == gate_tolerance("fp8")
     assert (gate_tolerance("bf16").max_abs, gate_tolerance("bf16").rounding, gate_tolerance("bf16").p_rounding) == (

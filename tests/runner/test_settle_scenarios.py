@@ -91,3 +91,26 @@ def test_trend_change_edge_cases():
     assert trend_change([(0.0, 2.0), (1.0, 1.0), (3.0, 0.0)]) == pytest.approx(
         (-0.6428571428571429 * 3.0) / 1.0)
     assert trend_change([(0, 1.0), (1, 0.9), (2, 0.8)]) == pytest.approx(-0.2 / 0.9)
+
+
+def test_records_are_frozen_keyword_only_values():
+    import dataclasses
+
+    from harness.runner import SettleCheck
+    from harness.runner._measure import MeasureOutcome, PhaseTimes
+
+    check = SettleCheck(settled=True, chunk_change=0.0, trend_change=0.0, reason="settled")
+    with pytest.raises(dataclasses.FrozenInstanceError):
+        check.settled = False
+    with pytest.raises(TypeError):
+        SettleCheck(True, 0.0, 0.0, "settled")
+    times = PhaseTimes(idle=(0, 1), warmin=(1, 2), window=(2, 3))
+    with pytest.raises(dataclasses.FrozenInstanceError):
+        times.idle = (0, 0)
+    with pytest.raises(TypeError):
+        PhaseTimes((0, 1), (1, 2), (2, 3))
+    with pytest.raises(TypeError):
+        MeasureOutcome([])
+    out = MeasureOutcome()
+    assert (out.chunks, out.settled, out.settled_after_s, out.settle, out.phases) == ([], False, None, None, None)
+    assert out.settled is False and MeasureOutcome().chunks is not out.chunks

@@ -49,5 +49,5 @@ def test_decoding_is_lowest_bit_first_and_covers_high_unknown_bits():
     assert decode_nvml_reasons(1 << 40) == ("unknown_0x10000000000",)
     assert decode_nvml_reasons(0x100) == ("display_clock",)  # the highest known bit (bit <= mask)
     assert join_reason_names(0) == "" and join_reason_names(0x24) == "sw_power_cap|sw_thermal"
-    with pytest.raises(ValueError, match=r"never negative \(got -4\)"):
+    with pytest.raises(ValueError, match=r"^a clock-event reason mask is never negative \(got -4\)$"):
         decode_nvml_reasons(-4)
