@@ -65,3 +65,30 @@ def test_threshold_parser():
     assert parse_threshold("0.02") == pytest.approx(0.02)
     with pytest.raises(ConfigError, match="--fail-on-slowdown"):
         parse_threshold("fast")
+
+
+def test_every_verdict_is_one_of_the_published_names():
+    from harness.analysis import VERDICTS
+
+    seen = {decompose(time_a=a, time_b=b).verdict for a, b in (
+        ([1.0, 1.0001], [1.1, 1.1001]), ([1.1, 1.1001], [1.0, 1.0001]), ([1.0, 1.2], [1.0, 1.2]), ([1.0], [2.0]))}
+    assert seen == set(VERDICTS) and len(VERDICTS) == 4
+
+
+def test_shape_text_names_what_a_ratio_is_meaningful_within():
+    from harness.analysis._compare import shape_text
+
+    row = _meas("k", 1.0)
+    assert shape_text(row) == "B=1 H=8/8 S=1024 d=64/64 causal bfloat16"
+    assert shape_text({**row, "causal": False, "heads_kv": 2}).startswith("B=1 H=8/2 S=1024 d=64/64 non-causal ")
+
+
+def test_burst_rows_aggregate_as_timed():
+    from harness.analysis import BURST_STATUS
+    from harness.analysis._compare import aggregate_measurements
+
+    rows = [{**_meas("k", t, status=BURST_STATUS), "config_index": 0, "repeat": i, "launch_note": None}
+            for i, t in enumerate((1000.0, 1010.0))]
+    assert BURST_STATUS == "burst"  # the status runner/_burst.py writes
+    (agg,) = aggregate_measurements(rows)
+    assert agg["shape"].startswith("B=1 H=8/8") and agg["limiter"] != ""
