@@ -96,3 +96,20 @@ def test_min_repeats_gates_the_verdict():
     d = decompose(time_a=[1.0, 1.0], time_b=[2.0, 2.0], rule=VerdictRule(min_repeats=3))
     assert d.verdict == "too few repeats" and d.time.low is None and d.time.high is None
     assert decompose(time_a=[1.0, 1.0, 1.0], time_b=[2.0, 2.0], rule=VerdictRule(min_repeats=2)).verdict == "slower"
+
+
+def test_rule_ratio_and_decomposition_are_frozen_keyword_only_values():
+    import dataclasses
+
+    from harness.analysis import Decomposition, Ratio
+
+    d = decompose(time_a=[1.0, 1.1], time_b=[1.2, 1.3])
+    for value in (VerdictRule(), d.time, d):
+        with pytest.raises(dataclasses.FrozenInstanceError):
+            setattr(value, dataclasses.fields(value)[0].name, None)
+    with pytest.raises(TypeError):
+        VerdictRule(0.9)
+    with pytest.raises(TypeError):
+        Ratio(1.0)
+    with pytest.raises(TypeError):
+        Decomposition(d.time, None, None, "same")
