@@ -92,3 +92,27 @@ def test_burst_rows_aggregate_as_timed():
     assert BURST_STATUS == "burst"  # the status runner/_burst.py writes
     (agg,) = aggregate_measurements(rows)
     assert agg["shape"].startswith("B=1 H=8/8") and agg["limiter"] != ""
+
+
+def test_rule_defaults_and_bounds():
+    r = VerdictRule()
+    assert (r.level, r.min_change, r.min_repeats, r.resamples, r.seed) == (0.95, 0.005, 2, 2000, 0)
+    for level in (0.0, 1.0):
+        with pytest.raises(ValueError, match=r"^confidence level must be in \(0, 1\), got "):
+            VerdictRule(level=level)
+    assert VerdictRule(min_change=0.0).min_change == 0.0  # no minimum change is a valid rule
+    with pytest.raises(ValueError, match="min_change >= 0"):
+        VerdictRule(min_change=-0.1)
+
+
+def test_comparison_records_defaults():
+    import dataclasses
+
+    cmp = Comparison(name_a="A", name_b="B", rule=VerdictRule(), rows=(_row("k", "same", 1.0),))
+    assert cmp.unmatched == () and cmp.rows[0].note == ""
+    with pytest.raises(dataclasses.FrozenInstanceError):
+        cmp.name_a = "C"
+    with pytest.raises(dataclasses.FrozenInstanceError):
+        cmp.rows[0].verdict = "slower"
+    with pytest.raises(TypeError):
+        Comparison("A", "B", VerdictRule(), ())
