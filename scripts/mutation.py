@@ -42,7 +42,8 @@ ROOT = Path(__file__).resolve().parent.parent
 MODULES: dict[str, tuple[str, tuple[str, ...]]] = {
     "settle": ("harness/runner/_settle.py", (
         "tests/runner/test_settle.py", "tests/runner/test_settle_scenarios.py", "tests/runner/test_protocol.py")),
-    "measure": ("harness/runner/_measure.py", ("tests/runner/test_protocol.py",)),
+    "measure": ("harness/runner/_measure.py", (
+        "tests/runner/test_protocol.py", "tests/runner/test_settle_scenarios.py")),
     "window": ("harness/analysis/_window.py", ("tests/analysis/test_window.py",)),
     "decompose": ("harness/analysis/_decompose.py", (
         "tests/analysis/test_analysis_decompose.py", "tests/analysis/test_decompose_properties.py",
