@@ -10,12 +10,15 @@ from typing import Sequence
 
 from harness.analysis._chiplets import chiplet_spread
 from harness.analysis._stats import cv, median
+from harness.telemetry import AMD_POWER_REASONS, AMD_THERMAL_REASONS
+from harness.telemetry import POWER_REASONS as _NVML_POWER
+from harness.telemetry import THERMAL_REASONS as _NVML_THERMAL
 
 __all__ = ["summarize_window", "samples_in", "chunk_clock", "POWER_REASONS", "THERMAL_REASONS"]
 
-# NVML's names, then amdsmi's (harness.telemetry decodes both into these names).
-POWER_REASONS = {"sw_power_cap", "hw_power_brake", "ppt_power"}
-THERMAL_REASONS = {"sw_thermal", "hw_thermal", "socket_thermal", "prochot", "vr_thermal", "hbm_thermal"}
+# NVML's names and amdsmi's, as harness.telemetry decides them (decided there once, not copied here).
+POWER_REASONS: frozenset[str] = _NVML_POWER | AMD_POWER_REASONS
+THERMAL_REASONS: frozenset[str] = _NVML_THERMAL | AMD_THERMAL_REASONS
 
 
 def samples_in(samples: Sequence, t0: int, t1: int) -> list:

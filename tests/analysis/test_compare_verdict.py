@@ -1,0 +1,118 @@
+"""The verdict and the slowdowns `bench compare --fail-on-slowdown` fails on: one follows the other.
+
+A slowdown is a row whose verdict is `slower` AND whose time grew by more than the threshold: a 5 % move
+inside the noise (verdict `same`) must not fail the nightly job, nor may a significant 0.3 % one.
+"""
+
+from __future__ import annotations
+
+import pytest
+
+from harness.analysis import Comparison, ComparisonRow, Ratio, VerdictRule, compare_measurements, decompose
+from harness.errors import ConfigError
+from harness.analysis._compare import parse_threshold
+
+
+def _row(kernel: str, verdict: str, value: float) -> ComparisonRow:
+    return ComparisonRow(
+        kernel=kernel, input_a="a", input_b="b", shape="s", repeats_a=3, repeats_b=3, time_a_ns=1.0,
+        time_b_ns=value, time=Ratio(value=value, low=value * 0.9, high=value * 1.1), cycles=None, clock=None,
+        clock_source="none", clock_a_mhz=None, clock_b_mhz=None, power_a_w=None, power_b_w=None, limiter_a="none",
+        limiter_b="none", verdict=verdict)
+
+
+def test_slowdowns_need_the_slower_verdict_and_the_threshold():
+    rows = (_row("noisy", "same", 1.05), _row("slow", "slower", 1.05), _row("slightly", "slower", 1.003),
+            _row("fast", "faster", 0.9), _row("few", "too few repeats", 1.5), _row("edge", "slower", 1.019))
+    cmp = Comparison(name_a="A", name_b="B", rule=VerdictRule(), rows=rows)
+    assert [r.kernel for r in cmp.slowdowns(0.02)] == ["slow"]  # 1.9 % is not beyond 2 %
+    assert [r.kernel for r in cmp.slowdowns(0.0)] == ["slow", "slightly", "edge"]
+
+
+def test_the_verdict_comes_from_the_interval_and_the_minimum_change():
+    noisy_a, noisy_b = [1.0, 1.2, 0.9, 1.1], [1.05, 1.3, 0.95, 1.15]  # +5 %, but well inside the spread
+    d = decompose(time_a=noisy_a, time_b=noisy_b)
+    assert d.time.value > 1.04 and not d.time.excludes_one() and d.verdict == "same"
+    tight_a, tight_b = [1.0, 1.0001, 0.9999], [1.003, 1.0031, 1.0029]  # +0.3 %: significant, below 0.5 %
+    d = decompose(time_a=tight_a, time_b=tight_b)
+    assert d.time.excludes_one() and d.verdict == "same"
+    d = decompose(time_a=tight_a, time_b=[1.006, 1.0061, 1.0059])
+    assert d.verdict == "slower"
+    assert decompose(time_a=[1.006, 1.0061, 1.0059], time_b=tight_a).verdict == "faster"
+    assert decompose(time_a=tight_a, time_b=tight_b, rule=VerdictRule(min_change=0.002)).verdict == "slower"
+
+
+def _meas(kernel, t, clock=1500.0, **kw):
+    return {"kernel": kernel, "input_label": kw.pop("label", "x"), "time_ns": t, "sm_clock_mhz": clock,
+            "inband_clock_mhz": None, "status": "ok", "power_w": 500.0, "batch": 1, "heads_q": 8, "heads_kv": 8,
+            "seq_len": 1024, "head_dim_qk": 64, "head_dim_v": 64, "causal": True, "dtype": "bfloat16",
+            "power_limited_frac": None, "thermal_limited_frac": None, "reason_names": None, **kw}
+
+
+def test_rows_of_measurements_carry_the_decomposition_verdict():
+    pl = pytest.importorskip("polars")
+    a = pl.DataFrame([_meas("k", t) for t in (1000.0, 1001.0, 999.0)])
+    b = pl.DataFrame([_meas("k", t, clock=1400.0) for t in (1100.0, 1101.0, 1099.0)])
+    cmp = compare_measurements(a, b, name_a="A", name_b="B")
+    (row,) = cmp.rows
+    assert row.verdict == "slower" and row.time.value == pytest.approx(1.1, rel=1e-3)
+    assert row.clock.value == pytest.approx(1500.0 / 1400.0)
+    assert [r.kernel for r in cmp.slowdowns(0.05)] == ["k"] and cmp.slowdowns(0.2) == ()
+
+
+def test_threshold_parser():
+    assert parse_threshold("2%") == pytest.approx(0.02)
+    assert parse_threshold("0.02") == pytest.approx(0.02)
+    with pytest.raises(ConfigError, match="--fail-on-slowdown"):
+        parse_threshold("fast")
+
+
+def test_every_verdict_is_one_of_the_published_names():
+    from harness.analysis import VERDICTS
+
+    seen = {decompose(time_a=a, time_b=b).verdict for a, b in (
+        ([1.0, 1.0001], [1.1, 1.1001]), ([1.1, 1.1001], [1.0, 1.0001]), ([1.0, 1.2], [1.0, 1.2]), ([1.0], [2.0]))}
+    assert seen == set(VERDICTS) and len(VERDICTS) == 4
+
+
+def test_shape_text_names_what_a_ratio_is_meaningful_within():
+    from harness.analysis._compare import shape_text
+
+    row = _meas("k", 1.0)
+    assert shape_text(row) == "B=1 H=8/8 S=1024 d=64/64 causal bfloat16"
+    assert shape_text({**row, "causal": False, "heads_kv": 2}).startswith("B=1 H=8/2 S=1024 d=64/64 non-causal ")
+
+
+def test_burst_rows_aggregate_as_timed():
+    from harness.analysis import BURST_STATUS
+    from harness.analysis._compare import aggregate_measurements
+
+    rows = [{**_meas("k", t, status=BURST_STATUS), "config_index": 0, "repeat": i, "launch_note": None}
+            for i, t in enumerate((1000.0, 1010.0))]
+    assert BURST_STATUS == "burst"  # the status runner/_burst.py writes
+    (agg,) = aggregate_measurements(rows)
+    assert agg["shape"].startswith("B=1 H=8/8") and agg["limiter"] != ""
+
+
+def test_rule_defaults_and_bounds():
+    r = VerdictRule()
+    assert (r.level, r.min_change, r.min_repeats, r.resamples, r.seed) == (0.95, 0.005, 2, 2000, 0)
+    for level in (0.0, 1.0):
+        with pytest.raises(ValueError, match=r"^confidence level must be in \(0, 1\), got "):
+            VerdictRule(level=level)
+    assert VerdictRule(min_change=0.0).min_change == 0.0  # no minimum change is a valid rule
+    with pytest.raises(ValueError, match="min_change >= 0"):
+        VerdictRule(min_change=-0.1)
+
+
+def test_comparison_records_defaults():
+    import dataclasses
+
+    cmp = Comparison(name_a="A", name_b="B", rule=VerdictRule(), rows=(_row("k", "same", 1.0),))
+    assert cmp.unmatched == () and cmp.rows[0].note == ""
+    with pytest.raises(dataclasses.FrozenInstanceError):
+        cmp.name_a = "C"
+    with pytest.raises(dataclasses.FrozenInstanceError):
+        cmp.rows[0].verdict = "slower"
+    with pytest.raises(TypeError):
+        Comparison("A", "B", VerdictRule(), ())

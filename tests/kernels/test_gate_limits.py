@@ -1,0 +1,153 @@
+"""The gate at its limits: bf16 and e4m3 (fp8) kernels that miss exactly by a little, or stay just within.
+
+Each adversarial kernel returns the fp64 reference plus an error it sizes itself from the gate's own
+allowance at one element (the format's rounding times |ref| plus the P rounding, or the kernel's declared
+P-error bound, times rms(v)), so "just within" and "just beyond" are a few percent of the limit apart
+and a loosened limit or an ignored declaration flips a verdict.
+"""
+
+from __future__ import annotations
+
+import pytest
+import torch
+
+from harness.errors import GateFailure
+from harness.inputs import AttentionShape, InputSpec, make_inputs
+from harness.kernels import Kernel, gate, reference_attention
+from harness.kernels._gate import compare_outputs, gate_tolerance
+
+SHAPE = AttentionShape(batch=1, heads_q=2, heads_kv=2, seq_len=32, head_dim_qk=16)
+ELEM = (0, 1, 7, 3)
+
+
+def _inputs():
+    return make_inputs(InputSpec(shape=SHAPE, dtype="bfloat16", source="gaussian:1"), device="cpu")
+
+
+def _kernel(*, beyond: float, tolerance: str | None = None, declared: float | None = None,
+            assume_p: float | None = None, rel_noise: float = 0.0) -> Kernel:
+    """A kernel off the reference by `allowance + beyond` at ELEM (allowance computed with P rounding
+    `assume_p`, default the format's), and by `rel_noise` x ref everywhere (for the SNR limit)."""
+    tol = gate_tolerance(tolerance or "bfloat16")
+    p = tol.p_rounding if assume_p is None else assume_p
+
+    def prepare(x):
+        def launch():
+            ref = reference_attention(x.q, x.k, x.v, scale=x.scale, causal=True)
+            v_rms = float(x.v.double().pow(2).mean().sqrt())
+            out = ref * (1.0 + rel_noise)
+            out[ELEM] = ref[ELEM] + tol.rounding * abs(float(ref[ELEM])) + p * v_rms + beyond
+            return out
+
+        return launch
+
+    extra = {} if declared is None else {"p_rel_error": declared}
+    return Kernel(name="adversarial", prepare=prepare, dtypes=frozenset({"bfloat16"}), devices=frozenset({"cpu"}),
+                  tolerance=tolerance, extra=extra)
+
+
+def _gate(kernel):
+    x = _inputs()
+    return gate(kernel, x, kernel.prepare(x))
+
+
+@pytest.mark.parametrize("tolerance, limit", [(None, 2e-3), ("fp8", 0.03)])
+def test_max_diff_beyond_rounding_just_within_passes_and_just_beyond_fails(tolerance, limit):
+    assert _gate(_kernel(beyond=0.95 * limit, tolerance=tolerance)).passed
+    with pytest.raises(GateFailure, match="max |diff| beyond rounding"):
+        _gate(_kernel(beyond=1.05 * limit, tolerance=tolerance))
+
+
+def test_bf16_limit_is_2e_3_not_looser():
+    # Beyond 2e-3 but well within a tenfold looser limit: still a failure.
+    with pytest.raises(GateFailure, match=r">= 0.002"):
+        _gate(_kernel(beyond=4e-3))
+
+
+@pytest.mark.parametrize("tolerance, bound", [(None, 0.075), ("fp8", 0.15)])
+def test_a_declared_p_error_bound_is_allowed_and_held_to(tolerance, bound):
+    # A lean-P kernel declares its P within 7.5 %: an error at that bound passes only because of the declaration.
+    limit = gate_tolerance(tolerance or "bfloat16").max_abs
+    within = dict(beyond=0.5 * limit, tolerance=tolerance, assume_p=bound)
+    assert _gate(_kernel(declared=bound, **within)).passed
+    with pytest.raises(GateFailure, match="beyond rounding"):
+        _gate(_kernel(**within))  # the same output without the declaration
+    with pytest.raises(GateFailure, match="beyond rounding"):
+        _gate(_kernel(declared=bound, beyond=1.05 * limit, tolerance=tolerance, assume_p=bound))
+
+
+def test_a_declared_bound_tighter_than_rounding_does_not_tighten_the_gate():
+    # 1e-6 < 2^-8: the format's own P rounding still applies.
+    assert _gate(_kernel(beyond=1e-3, declared=1e-6)).passed
+
+
+def test_fp8_snr_limit_30_db():
+    # A relative error e everywhere gives SNR -20 log10(e): 0.03 -> 30.5 dB passes, 0.033 -> 29.6 dB fails.
+    assert _gate(_kernel(beyond=0.0, tolerance="fp8", rel_noise=0.030)).passed
+    with pytest.raises(GateFailure, match=r"SNR 29\.\d dB < 30 dB"):
+        _gate(_kernel(beyond=0.0, tolerance="fp8", rel_noise=0.033))
+
+
+def test_snr_is_not_a_bf16_criterion():
+    r = compare_outputs(torch.ones(8, dtype=torch.float64) * 1.001, torch.ones(8, dtype=torch.float64),
+                        kernel="k", tolerance=gate_tolerance("bf16"))
+    assert r.passed and r.snr_db == pytest.approx(60.0)
+
+
+def test_tolerance_table_and_aliases():
+    import dataclasses
+
+    for kind in ("bf16", "fp16", "fp8", "fp32", "fp64"):
+        assert gate_tolerance(kind).name == kind
+    with pytest.raises(dataclasses.FrozenInstanceError):
+        gate_tolerance("bf16").max_abs = 1.0
+    with pytest.raises(TypeError):
+        type(gate_tolerance("bf16"))("bf16", 2e-3, None, 2.0**-8, 2.0**-8)
+    assert gate_tolerance("fp16").p_rounding == 2.0**-11 and gate_tolerance("fp16").min_snr_db is None
+    assert gate_tolerance("fp32").rounding == 2.0**-24 and gate_tolerance("fp64").p_rounding == 2.0**-53
+    assert gate_tolerance("bfloat16") == gate_tolerance("bf16")
+    assert gate_tolerance("float8_e4m3fn") == gate_tolerance("fp8")
+    assert (gate_tolerance("bf16").max_abs, gate_tolerance("bf16").rounding, gate_tolerance("bf16").p_rounding) == (
+        2e-3, 2.0**-8, 2.0**-8)
+    fp8 = gate_tolerance("fp8")
+    assert (fp8.max_abs, fp8.min_snr_db, fp8.rounding, fp8.p_rounding) == (0.03, 30.0, 2.0**-8, 2.0**-4)
+    assert gate_tolerance("float16").max_abs == 1e-3 and gate_tolerance("float16").rounding == 2.0**-11
+    assert gate_tolerance("float32").max_abs == 1e-4 and gate_tolerance("float32").p_rounding == 2.0**-24
+    assert gate_tolerance("float64").max_abs == 1e-10 and gate_tolerance("float64").rounding == 2.0**-53
+
+
+def test_compare_outputs_figures():
+    ref = torch.tensor([1.0, -2.0, 0.5, 0.0], dtype=torch.float64)
+    out = ref + torch.tensor([0.0, 0.01, 0.0, -0.02], dtype=torch.float64)
+    r = compare_outputs(out, ref, kernel="k", tolerance=gate_tolerance("bf16"), v_rms=0.5)
+    assert r.max_abs_diff == pytest.approx(0.02)
+    # element 3: 0.02 - (2^-8 * 0 + 2^-8 * 0.5); element 1: 0.01 - 2^-8 * 2.5
+    assert r.max_excess_diff == pytest.approx(0.02 - 2.0**-8 * 0.5)
+    rms_ref = ((1.0 + 4.0 + 0.25 + 0.0) / 4) ** 0.5
+    rms_diff = ((0.01**2 + 0.02**2) / 4) ** 0.5
+    assert r.rel_rms_error == pytest.approx(rms_diff / rms_ref)
+    assert r.snr_db == pytest.approx(20 * torch.log10(torch.tensor(rms_ref / rms_diff)).item())
+    assert not r.passed and r.kernel == "k" and r.nonfinite == 0
+    assert "max |diff| beyond rounding" in r.reason and "SNR" not in r.reason
+    assert "limit 0.002" in r.summary() and "dB" in r.summary() and "non-finite" not in r.summary()
+
+
+def test_exact_output_and_zero_reference():
+    z = torch.zeros(4, dtype=torch.float64)
+    r = compare_outputs(z.clone(), z, kernel="k", tolerance=gate_tolerance("fp8"))
+    assert r.passed and r.snr_db == float("inf") and r.rel_rms_error == 0.0 and r.max_excess_diff <= 0
+    assert "SNR inf dB" in r.summary()
+    bad = compare_outputs(z + 1e-9, z, kernel="k", tolerance=gate_tolerance("fp8"))
+    assert bad.rel_rms_error == float("inf") and bad.snr_db == float("-inf") and not bad.passed
+
+
+def test_nonfinite_and_shape_mismatch():
+    ref = torch.ones(4, dtype=torch.float64)
+    out = ref.clone()
+    out[1] = float("nan")
+    out[2] = float("inf")
+    r = compare_outputs(out, ref, kernel="k", tolerance=gate_tolerance("bf16"))
+    assert not r.passed and r.nonfinite == 2 and r.max_abs_diff == float("inf")
+    assert r.reason.startswith("2 NaN/Inf values") and "2 non-finite values" in r.summary()
+    s = compare_outputs(torch.ones(3), ref, kernel="k", tolerance=gate_tolerance("bf16"))
+    assert not s.passed and "output shape (3,) differs from the reference's (4,)" == s.reason

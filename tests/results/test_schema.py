@@ -1,0 +1,65 @@
+"""The results schema: table names, column types, the version in the metadata and the v1 -> v2 migration."""
+
+from __future__ import annotations
+
+import pyarrow as pa
+import pytest
+
+from harness.results._schema import (
+    MIGRATIONS,
+    SCHEMA_VERSION,
+    TABLES,
+    V2_CHIPLET_COLUMNS,
+    _arrow_type,
+    columns,
+    polars_schema,
+    table_schema,
+)
+
+
+def test_tables_and_version():
+    assert TABLES == ("runs", "measurements", "chunks", "samples", "probes")
+    assert SCHEMA_VERSION == 2 and set(MIGRATIONS) == {1}
+
+
+@pytest.mark.parametrize("table", ["runs", "measurements", "chunks", "samples", "probes"])
+def test_schema_metadata_names_the_version_and_table(table):
+    s = table_schema(table)
+    assert s.metadata[b"harness_schema_version"] == b"2"
+    assert s.metadata[b"harness_table"] == table.encode()
+    assert s.names == columns(table) and s.names[0] == "run_id"
+    assert table_schema(table) is s  # built once
+
+
+def test_column_types():
+    m = table_schema("measurements")
+    assert m.field("time_ns").type == pa.float64() and m.field("window_launches").type == pa.int64()
+    assert m.field("repeat").type == pa.int32() and m.field("causal").type == pa.bool_()
+    assert m.field("kernel").type == pa.string()
+    assert table_schema("samples").field("chiplet_clocks_mhz").type == pa.list_(pa.float64())
+    assert _arrow_type("list<int64>") == pa.list_(pa.int64())
+    with pytest.raises(KeyError):
+        _arrow_type("float16")
+    assert {"window_start_ns", "energy_per_launch_j", "slowest_chiplet_share"} <= set(m.names)
+    assert table_schema("probes").names == ["run_id", "measurement_id", "t_ns", "clock_mhz", "clock_min_mhz",
+                                            "clock_max_mhz", "blocks", "span_ns"]
+
+
+def test_v1_measurements_gain_null_chiplet_columns_and_other_tables_pass_through():
+    v1 = pa.table({"run_id": ["r", "r"], "time_ns": [1.0, 2.0]})
+    up = MIGRATIONS[1]("measurements", v1)
+    assert up.column_names == ["run_id", "time_ns", *V2_CHIPLET_COLUMNS]
+    for name in V2_CHIPLET_COLUMNS:
+        assert up.column(name).null_count == 2
+        assert up.schema.field(name).type == table_schema("measurements").field(name).type
+    assert MIGRATIONS[1]("chunks", v1) is v1
+    half = v1.append_column("chiplet_count", pa.array([8, 8], pa.int32()))
+    kept = MIGRATIONS[1]("measurements", half)
+    assert kept.column("chiplet_count").to_pylist() == [8, 8]  # present columns are kept, not nulled
+
+
+def test_polars_schema_matches_arrow():
+    pl = pytest.importorskip("polars")
+    s = polars_schema("samples")
+    assert s["chiplet_clocks_mhz"] == pl.List(pl.Float64) and s["t_ns"] == pl.Int64
+    assert list(s.names()) == columns("samples")
