@@ -133,7 +133,7 @@ def merge(
     run_dirs: List[Path] = typer.Argument(..., help="run directories to join (e.g. a Slurm job's tasks/*)"),
     out: Path = typer.Option(..., help="the merged run directory to create"),
 ) -> None:
-    """Join per-GPU or per-task runs into one run; each row keeps its GPU. Exit status 0 complete, 3 failed, 4 incomplete."""
+    """Join per-GPU or per-task runs into one run; each row keeps its GPU. Exit status 0 complete, 4 failed, 5 incomplete, 2 bad input."""
     from harness.errors import HarnessError
     from harness.multigpu import merge_exit_code, merge_runs
 
@@ -142,5 +142,5 @@ def merge(
     except HarnessError as exc:
         _fail(exc)
     render_multi(result, _console())
-    raise typer.Exit(merge_exit_code(result.status))  # 0 complete, 3 failed, 4 incomplete
+    raise typer.Exit(merge_exit_code(result.status))  # 0 complete, 4 failed, 5 incomplete
 
