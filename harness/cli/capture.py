@@ -3,18 +3,20 @@
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Optional
+from typing import List, Optional
 
 import typer
 
-from harness.cli.common_args import console, fail
+from harness.cli.common_args import console, fail, split_list
 
 __all__ = ["capture_cmd", "inputs_synth"]
 
 
 def capture_cmd(
     model: str = typer.Option("smollm2-135m", help="registered model name, a local HF folder or a .gguf file"),
-    layers: str = typer.Option("3,15", help="comma-separated layer indices"),
+    layers: List[str] = typer.Option(["3,15"], "--layers", "--layer", callback=split_list,
+                                     help="layer indices, comma-separated or repeated (--layers 3,15 or --layers 3 "
+                                          "--layers 15)"),
     seq_len: int = typer.Option(2048, help="tokens of text per captured window"),
     text: str = typer.Option("pydoc", help="pydoc, wikitext2:PATH or a text file"),
     weights: Optional[Path] = typer.Option(None, help="model weights (folder or GGUF file)"),
@@ -33,7 +35,7 @@ def capture_cmd(
             for info in list_captures(root):
                 out.print(info)
             return
-        config = CaptureConfig(model=model, layers=layers, seq_len=seq_len, text=text, weights=weights, root=root,
+        config = CaptureConfig(model=model, layers=",".join(layers), seq_len=seq_len, text=text, weights=weights, root=root,
                                dtype=dtype, device=device)
         with capture_progress(out) as progress:
             result = capture(config, progress=progress)

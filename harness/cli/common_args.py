@@ -190,7 +190,7 @@ def need_polars(command: str) -> None:
 
 def fail(exc) -> None:
     """Print a HarnessError's paragraph and exit 2: bad input, never a traceback."""
-    console().print(f"[bold red]error:[/] {exc}", highlight=False)
+    console(stderr=True).print(f"[bold red]error:[/] {exc}", highlight=False)
     raise typer.Exit(2)
 
 

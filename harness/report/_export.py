@@ -27,8 +27,8 @@ import json
 import sys
 from pathlib import Path
 
-__all__ = ["FIGURES_SCHEMA", "FIGURES_SCHEMA_VERSION", "comparison_figures", "csv_text", "figures_document",
-           "provenance", "sustained_figures", "write_figures"]
+__all__ = ["FIGURES_SCHEMA", "FIGURES_SCHEMA_VERSION", "commits_figures", "comparison_figures", "csv_text", "figures_document", "nightly_figures",
+           "provenance", "run_figures", "sustained_figures", "write_figures"]
 
 FIGURES_SCHEMA_VERSION = 1
 FIGURES_SCHEMA = Path(__file__).with_name("figures.schema.json")
@@ -95,6 +95,20 @@ def comparison_figures(cmp) -> list[dict]:
     } for r in cmp.rows]
 
 
+def commits_figures(result) -> tuple[list[dict], list[dict]]:
+    """(runs, rows) of a `commits.CommitsResult`: one run per revision, one row per later revision vs the first."""
+    runs = [{**{k: None for k in _PROVENANCE}, "run_id": Path(r.run_dir).name, "status": r.status,
+             "git_commit": r.revision.commit, "device_name": result.device_name, "run_dir": str(r.run_dir),
+             "revision": r.revision.describe()} for r in result.runs]
+    rows = []
+    for c in result.comparisons:
+        (row,) = comparison_figures(c.comparison)[:1] or [{}]
+        rows.append({"revision_a": c.base.revision.describe(), "revision_b": c.head.revision.describe(),
+                     "commit_a": c.base.revision.commit, "commit_b": c.head.revision.commit,
+                     "clock_known": bool(c.factors.clock_known), **row})
+    return runs, rows
+
+
 def figures_document(*, command: str, runs: list[dict], tables: dict[str, list[dict]],
                      verdict: dict | None = None) -> dict:
     """The JSON document of `figures.schema.json` (see the module docstring)."""
@@ -103,6 +117,31 @@ def figures_document(*, command: str, runs: list[dict], tables: dict[str, list[d
     return {"schema": "harness.figures", "schema_version": FIGURES_SCHEMA_VERSION, "harness_version": __version__,
             "command": command, "runs": list(runs), "tables": {k: list(v) for k, v in tables.items()},
             "verdict": verdict}
+
+
+def run_figures(summary, *, path=None, command: str = "report") -> dict:
+    """The figures of one run's report (an `analysis.RunSummary`): its sustained table, the inputs compared,
+    burst figures where there are any."""
+    tables = {"sustained": sustained_figures(summary.sustained)}
+    if summary.inputs.rows:
+        tables["inputs"] = comparison_figures(summary.inputs)
+    if summary.burst:
+        tables["burst"] = sustained_figures(summary.burst)
+    return figures_document(command=command, runs=[provenance(summary.info, path=path)], tables=tables)
+
+
+def nightly_figures(result, *, threshold: float | None = None) -> dict:
+    """The figures of `bench nightly` (a `commits.NightlyResult`): tonight's run as `bench report` gives it,
+    the comparison with the baseline (A = baseline, B = tonight) and the verdict that set the exit status."""
+    from harness.analysis import summarize_run
+    from harness.results import read_run
+
+    doc = run_figures(summarize_run(read_run(result.run_dir)), path=result.run_dir, command="nightly")
+    if result.comparison is not None:
+        doc["tables"]["comparison"] = comparison_figures(result.comparison)
+    doc["verdict"] = {"verdict": result.verdict, "exit_code": result.exit_code, "threshold_frac": threshold,
+                      "slower": [f"{s.get('kernel')} @ {s.get('input')}" for s in result.slowdowns]}
+    return doc
 
 
 def _cell(value):
