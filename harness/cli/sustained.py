@@ -102,5 +102,6 @@ def _run_and_render(config, out, figures: dict) -> None:
     for table in sustained_tables(aggregates, title=f"{result.run_id} ({result.status})"):
         out.print(table)
     out.print(f"results: {result.path}", highlight=False)
-    export(out, figures, figures_document(command="sustained", runs=[provenance(result.info, path=result.path)],
+    export(out, figures, figures_document(command="sustained", runs=[provenance(
+        {**result.info, "run_id": result.run_id, "status": result.status}, path=result.path)],
                                           tables={"sustained": sustained_figures(aggregates)}))
