@@ -147,7 +147,7 @@ def burst(
 
 
 def _burst_vs_sustained(path: Path, console):
-    """The run's burst vs sustained comparison, or None where polars (the analysis extra) is missing."""
+    """The run's burst vs sustained comparison, or None where polars is missing (GPU images record without it)."""
     try:
         from harness.analysis import summarize_run
         from harness.results import read_run
