@@ -184,6 +184,41 @@ def test_report_and_compare_without_polars_say_what_to_install(monkeypatch):
         assert "polars" in out and "pip install 'polars>=1.0'" in " ".join(out.split()) and "Traceback" not in out
 
 
+def test_commits_md_and_its_old_name_summary(tmp_path):
+    code, out = piped("commits", "-k", "x", "--md", str(tmp_path / "a.md"), "--summary", str(tmp_path / "b.md"), "A", "B")
+    assert code == 2 and "--summary is the old name of --md" in out
+    code, out = piped("commits", "--help")
+    assert "--md" in out and "--summary" not in out  # hidden alias
+
+
+def test_line_observer_prints_one_line_per_measurement_with_an_eta():
+    from rich.console import Console
+
+    from harness.report import LineObserver, run_observer
+
+    now = [100.0]
+    console = Console(file=io.StringIO(), width=10_000)
+    obs = LineObserver(console, get_time=lambda: now[0])
+    assert isinstance(run_observer(console), LineObserver)  # not a terminal
+
+    class Result:
+        run_id, path, status = "r1", "/results/r1", "complete"
+
+    obs.on_run_start(Result, total=4)
+    now[0] += 30
+    obs.on_measurement_end(dict(kernel="k", input_label="gaussian:1", repeat=0, status="ok", time_ns=3_963_000.0,
+                                sm_clock_mhz=1650.0, inband_clock_mhz=1486.2, power_w=692.4, settled_after_s=4.7,
+                                power_limited_frac=1.0, reason_names="sw_power_cap:1.0"))
+    now[0] += 30
+    obs.on_measurement_end(dict(kernel="k", input_label="gaussian:1", repeat=1, status="gate_failed", time_ns=None,
+                                error="max |diff| 0.5"))
+    lines = console.file.getvalue().splitlines()
+    assert lines[0] == "run r1 -> /results/r1: 4 measurement(s)"
+    assert lines[1] == ("[1/4, 0:00:30 elapsed, ETA 0:01:30] k on gaussian:1 repeat 1: 3.9630 ms/launch, NVML 1650 MHz, "
+                        "in-band 1486 MHz, 692 W, limiter power cap 100%, settled after 4.7 s (ok)")
+    assert lines[2] == "[2/4, 0:01:00 elapsed, ETA 0:01:00] k on gaussian:1 repeat 2: not timed (gate_failed): max |diff| 0.5"
+
+
 def test_version_names_the_package_and_commit():
     from harness import __version__
 
