@@ -110,7 +110,7 @@ def main(argv: list[str] | None = None) -> None:
         app(args=args, prog_name="bench")
     except SystemExit:
         raise
-    except Exception as exc:  # a bug, not bad input (that is a HarnessError, exit 2): keep the trace, print one line
+    except Exception as exc:  # noqa: BLE001 - a bug, not bad input (that is a HarnessError, exit 2): keep the trace, print one line
         path = _traceback_file(args)
         try:
             path.write_text(f"bench {' '.join(args)}\n{version_text()}\n\n{traceback.format_exc()}", encoding="utf-8")

@@ -74,7 +74,7 @@ def peaks(
     """Empirical peaks under the sustained protocol: GEMMs by operand, FMA, exp2 (MUFU), copy; the roofs."""
     from harness.errors import HarnessError
     from harness.profiling import peak_registry, run_peaks
-    from harness.report import LiveView, peaks_table
+    from harness.report import peaks_table, run_observer
 
     console = _console()
     try:
@@ -86,7 +86,7 @@ def peaks(
         command = _command()
         result = run_peaks(kernels=tuple(kernel), device=device, telemetry=telemetry, protocol=protocol_of(protocol),
                            results_dir=results, run_name=name, registry=registry, into=into, allow_busy=allow_busy,
-                           observer=LiveView(console), command=command)
+                           observer=run_observer(console), command=command)
     except HarnessError as exc:
         _fail(exc)
     for k, why in result.skipped.items():

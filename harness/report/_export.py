@@ -24,6 +24,7 @@ from __future__ import annotations
 import csv
 import io
 import json
+import math
 import sys
 from pathlib import Path
 
@@ -176,7 +177,7 @@ def _json_default(value):
 def _finite(value):
     """NaN and infinities as null: JSON has no spelling for them."""
     if isinstance(value, float):
-        return value if value == value and value not in (float("inf"), float("-inf")) else None
+        return value if math.isfinite(value) else None
     if isinstance(value, dict):
         return {k: _finite(v) for k, v in value.items()}
     if isinstance(value, (list, tuple)):

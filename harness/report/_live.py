@@ -24,7 +24,7 @@ def run_observer(console, *, get_time=time.monotonic):
 def _clock(seconds: float | None) -> str:
     if seconds is None:
         return "-:--:--"
-    s = int(round(seconds))
+    s = round(seconds)
     return f"{s // 3600}:{s % 3600 // 60:02d}:{s % 60:02d}"
 
 

@@ -125,9 +125,8 @@ def test_report_piped_keeps_every_figure_whole(tmp_path):
 
 
 def test_one_vocabulary_in_sustained_report_and_json():
-    from harness.report import HEADERS, run_tables, sustained_figures, sustained_tables
-
     from harness.analysis import summarize_run
+    from harness.report import HEADERS, run_tables, sustained_figures, sustained_tables
     from harness.results import read_run
 
     summary = summarize_run(read_run(REPORT_RUN))
@@ -206,12 +205,12 @@ def test_line_observer_prints_one_line_per_measurement_with_an_eta():
 
     obs.on_run_start(Result, total=4)
     now[0] += 30
-    obs.on_measurement_end(dict(kernel="k", input_label="gaussian:1", repeat=0, status="ok", time_ns=3_963_000.0,
-                                sm_clock_mhz=1650.0, inband_clock_mhz=1486.2, power_w=692.4, settled_after_s=4.7,
-                                power_limited_frac=1.0, reason_names="sw_power_cap:1.0"))
+    obs.on_measurement_end({"kernel": "k", "input_label": "gaussian:1", "repeat": 0, "status": "ok",
+                            "time_ns": 3_963_000.0, "sm_clock_mhz": 1650.0, "inband_clock_mhz": 1486.2, "power_w": 692.4,
+                            "settled_after_s": 4.7, "power_limited_frac": 1.0, "reason_names": "sw_power_cap:1.0"})
     now[0] += 30
-    obs.on_measurement_end(dict(kernel="k", input_label="gaussian:1", repeat=1, status="gate_failed", time_ns=None,
-                                error="max |diff| 0.5"))
+    obs.on_measurement_end({"kernel": "k", "input_label": "gaussian:1", "repeat": 1, "status": "gate_failed",
+                            "time_ns": None, "error": "max |diff| 0.5"})
     lines = console.file.getvalue().splitlines()
     assert lines[0] == "run r1 -> /results/r1: 4 measurement(s)"
     assert lines[1] == ("[1/4, 0:00:30 elapsed, ETA 0:01:30] k on gaussian:1 repeat 1: 3.9630 ms/launch, NVML 1650 MHz, "
@@ -227,7 +226,7 @@ def test_version_names_the_package_and_commit():
 
 
 def test_an_internal_error_exits_3_with_the_traceback_in_a_file(tmp_path, monkeypatch, capsys):
-    import harness.cli as cli
+    from harness import cli
     from harness.errors import ExitCode
 
     def broken(*a, **k):
@@ -268,7 +267,7 @@ def test_sustained_piped_logs_each_measurement_and_keeps_names_whole(tmp_path):
          "--head-dim", "8", "--dtype", "fp32", "-k", "sdpa-cpu,long_kernels:long_named", "-i", LONG_INPUT,
          "--quick", "--repeats", "1", "--window-s", "0.05", "--idle-s", "0", "--chunk-s", "0.02",
          "--no-gate", "--results", str(tmp_path / "res"), "--json", str(tmp_path / "s.json")],
-        capture_output=True, text=True, env=env, cwd=tmp_path, timeout=120)
+        capture_output=True, text=True, env=env, cwd=tmp_path, timeout=120, check=False)
     assert proc.returncode == 0, proc.stdout + proc.stderr
     out = proc.stdout
     doc = json.loads((tmp_path / "s.json").read_text())
