@@ -135,6 +135,22 @@ def _amdsmi_after_torch_failed() -> list[Check]:
     return [probe_amdsmi_import()] if present else []
 
 
+def _reading_check(backend: str, sample) -> Check:
+    """One sample's figures; "ok" only when it has a clock and a power (a run needs both for its figures)."""
+    def show(value, unit):
+        return "not read" if value is None else f"{value:.0f} {unit}"
+
+    unread = [name for name, value in (("clock", sample.sm_clock_mhz), ("power", sample.power_w)) if value is None]
+    detail = (f"clock {show(sample.sm_clock_mhz, 'MHz')}, power {show(sample.power_w, 'W')}, "
+              f"reasons {sample.reason_names or 'none'}")
+    if sample.error:
+        return Check(f"{backend}: reading", "missing", f"{detail}; error: {sample.error}")
+    if unread:
+        return Check(f"{backend}: reading", "warn", f"{detail}: this machine does not expose the {' and '.join(unread)} "
+                                                    f"to {backend}, so runs here have no {' or '.join(unread)} figures")
+    return Check(f"{backend}: reading", "ok", detail)
+
+
 def diagnose(*, device: str | None = None, nvml=None, amdsmi=None) -> list[Check]:
     """Every check is independent: one failure never hides the others."""
     checks: list[Check] = []
@@ -182,8 +198,7 @@ def diagnose(*, device: str | None = None, nvml=None, amdsmi=None) -> list[Check
                 if cap == "metrics cache":
                     continue  # the AMD section reported it as found, before this process set the variable
                 checks.append(Check(f"{backend}: {cap}", _status(text), text))
-            checks.append(Check(f"{backend}: reading", "ok", f"clock {sample.sm_clock_mhz} MHz, power {sample.power_w} W, "
-                                                         f"reasons {sample.reason_names}"))
+            checks.append(_reading_check(backend, sample))
         finally:
             sampler.close()
     except HarnessError as exc:

@@ -7,7 +7,10 @@ exits with status 2; it never prints a traceback for these.
 
 from __future__ import annotations
 
+from enum import IntEnum
+
 __all__ = [
+    "ExitCode",
     "HarnessError",
     "ConfigError",
     "DeviceError",
@@ -95,3 +98,17 @@ class RunStopped(KeyboardInterrupt):
 
 class ResultsWarning(UserWarning):
     """A file in a run directory that the store did not write (a copy, a stray file): it is ignored."""
+
+
+class ExitCode(IntEnum):
+    """The exit status of every `bench` command (README: Exit codes). CI reads 1 as "slower", so nothing
+    but a verdict may return it."""
+
+    OK = 0
+    REGRESSION = 1  # a verdict only: slower beyond --fail-on-slowdown, or repro --fail-on-diff found differences
+    USAGE = 2  # a user error: a HarnessError (bad input, missing dependency, unusable machine); one paragraph
+    INTERNAL = 3  # a bug: one line names the file holding the traceback
+    RUN_FAILED = 4  # the run ended `failed`: nothing was timed
+    RUN_INCOMPLETE = 5  # the run ended `incomplete`: it stopped early (what finished is kept)
+    SIGINT = 130  # interrupted (Ctrl-C): 128 + SIGINT
+    SIGTERM = 143  # terminated: 128 + SIGTERM

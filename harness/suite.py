@@ -33,6 +33,7 @@ __all__ = [
     "device_kind",
     "default_kernels",
     "kernel_specs",
+    "machine_device",
     "default_seq_len",
     "attention_shape",
     "synthetic_specs",
@@ -66,6 +67,15 @@ def device_kind(device: str) -> str:
     if kind not in _KERNELS:
         raise ConfigError(f"--device {device!r}: use cpu, cuda:N, rocm:N, or cuda:/rocm:<PCI bus id>.")
     return kind
+
+
+def machine_device() -> str:
+    """This machine's own device: cuda:0 where PyTorch sees a CUDA GPU, rocm:0 on its ROCm build, else cpu."""
+    import torch
+
+    if not torch.cuda.is_available():
+        return "cpu"
+    return "rocm:0" if getattr(torch.version, "hip", None) else "cuda:0"
 
 
 def default_kernels(device: str) -> tuple[str, ...]:

@@ -12,18 +12,23 @@ frozen config through `harness.suite`, calling one library function and renderin
 | `multigpu` | `bench slurm`, `bench merge` |
 | `listing` | `bench doctor`, `bench list ...` |
 
-Options shared by several commands are declared once in `common_args`.
+Options shared by several commands are declared once in `common_args`. Exit codes are
+`harness.errors.ExitCode` (README: Exit codes); `main` turns an unexpected exception into exit 3 with the
+traceback in a file.
 """
 
 from __future__ import annotations
+
+import os
 
 import typer
 
 from harness.cli import analysis, capture, commits, kernels, listing, multigpu, profiling, sustained
 
-__all__ = ["app", "main"]
+__all__ = ["app", "main", "version_text"]
 
-app = typer.Typer(add_completion=False, no_args_is_help=True, help="Sustained-clock benchmarks of GPU attention kernels.")
+app = typer.Typer(add_completion=False, no_args_is_help=True, pretty_exceptions_enable=False,
+                  help="Sustained-clock benchmarks of GPU attention kernels.")
 _list = typer.Typer(no_args_is_help=True, help="List kernels, models, telemetry backends and input sources.")
 _inputs = typer.Typer(no_args_is_help=True, help="Make inputs: controls shaped like a capture.")
 app.add_typer(_list, name="list")
@@ -52,10 +57,66 @@ for _name, _fn in (("models", listing.list_models), ("kernels", listing.list_ker
     _list.command(_name)(_fn)
 
 
-def main() -> None:
-    import os
+def version_text() -> str:
+    """`bench 0.1.0 (git 147d680..., clean)`: the package version and the commit of its source tree."""
+    from pathlib import Path
+
+    from harness import __version__
+    from harness.results import git_state
+
+    commit, dirty = git_state(Path(__file__).resolve().parent)
+    git = f"git {commit}{' (dirty)' if dirty else ''}" if commit else "git commit unknown (not a git checkout)"
+    return f"bench {__version__} ({git})"
+
+
+def _show_version(value: bool) -> None:
+    if value:
+        typer.echo(version_text())
+        raise typer.Exit(0)
+
+
+@app.callback()
+def _root(version: bool = typer.Option(False, "--version", callback=_show_version, is_eager=True,
+                                       help="print the package version and git commit, then exit")) -> None:
+    """Sustained-clock benchmarks of GPU attention kernels."""
+
+
+def _traceback_file(argv: list[str]):
+    """Where an internal error's traceback goes: the --results folder when one was named and exists, else
+    the temp folder."""
+    import tempfile
+    import time
+    from pathlib import Path
+
+    folder = Path(tempfile.gettempdir())
+    for flag in ("--results", "--out"):
+        if flag in argv[:-1] and Path(argv[argv.index(flag) + 1]).is_dir():
+            folder = Path(argv[argv.index(flag) + 1])
+            break
+    return folder / f"bench-internal-error-{time.strftime('%Y%m%d-%H%M%S')}-{os.getpid()}.txt"
+
+
+def main(argv: list[str] | None = None) -> None:
+    import sys
+    import traceback
+
+    from harness.errors import ExitCode
 
     # amdsmi caches GPU metrics for a while unless told not to, and PyTorch's ROCm build loads amdsmi
     # when torch is imported: set it before anything imports torch. No effect on other machines.
     os.environ.setdefault("AMDSMI_GPU_METRICS_CACHE_MS", "0")
-    app()
+    args = list(sys.argv[1:] if argv is None else argv)
+    try:
+        app(args=args, prog_name="bench")
+    except SystemExit:
+        raise
+    except Exception as exc:  # noqa: BLE001 - a bug, not bad input (that is a HarnessError, exit 2): keep the trace, print one line
+        path = _traceback_file(args)
+        try:
+            path.write_text(f"bench {' '.join(args)}\n{version_text()}\n\n{traceback.format_exc()}", encoding="utf-8")
+            where = f"traceback in {path}"
+        except OSError:
+            traceback.print_exc()
+            where = "traceback above"
+        print(f"bench: internal error {type(exc).__name__}: {exc} ({where}; please report it)", file=sys.stderr)
+        sys.exit(int(ExitCode.INTERNAL))

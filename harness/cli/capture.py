@@ -7,15 +7,16 @@ from typing import List, Optional
 
 import typer
 
-from harness.cli.common_args import console, fail
+from harness.cli.common_args import console, fail, split_list
 
 __all__ = ["capture_cmd", "inputs_synth"]
 
 
 def capture_cmd(
     model: str = typer.Option("smollm2-135m", help="registered model name, a local HF folder or a .gguf file"),
-    layers: List[str] = typer.Option(["3,15"], "--layers", "--layer", help="layer indices: comma-separated and/or "
-                                                                          "repeated"),
+    layers: List[str] = typer.Option(["3,15"], "--layers", "--layer", callback=split_list,
+                                     help="layer indices, comma-separated or repeated (--layers 3,15 or --layers 3 "
+                                          "--layers 15)"),
     seq_len: int = typer.Option(2048, help="tokens of text per captured window"),
     windows: int = typer.Option(1, help="consecutive text windows stacked along the batch"),
     text: str = typer.Option("pydoc", help="pydoc, wikitext2:PATH or a text file"),

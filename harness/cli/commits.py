@@ -12,39 +12,48 @@ from typing import List, Optional
 
 import typer
 
-from harness.cli.common_args import CAPTURE, PROTOCOL, RUN, SHAPE, SOURCES, capture_args, protocol_of, shape_args
-from harness.cli.common_args import command_line as _command, console as _console, fail as _fail
-from harness.cli.common_args import with_options
+from harness.cli.common_args import CAPTURE, EXPORT, PROTOCOL, RUN, SHAPE, SOURCES, capture_args, export, export_console
+from harness.cli.common_args import command_line as _command, fail as _fail, protocol_of, shape_args, split_list
+from harness.cli.common_args import need_polars, with_options
+from harness.errors import ExitCode
 
 _COMMITS_PROTOCOL = {k: PROTOCOL[k] for k in ("quick", "window_s")}
 
 __all__ = ["commits", "nightly"]
 
 
-@with_options(shape=SHAPE, protocol=_COMMITS_PROTOCOL, run=RUN)
+@with_options(shape=SHAPE, protocol=_COMMITS_PROTOCOL, run=RUN, figures=EXPORT)
 def commits(
     revisions: List[str] = typer.Argument(..., help="two or more revisions (branch, tag, sha, HEAD~1); the first is the base"),
     shape: dict = None,
     protocol: dict = None,
     run: dict = None,
+    figures: dict = None,
     repo: Path = typer.Option(Path("."), "--repo", help="the git repository whose kernels are compared"),
     kernel: str = typer.Option(..., "--kernel", "-k", help="kernel name (registered by the repo's harness.kernels "
                                                            "entry point), module:function or file.py:function"),
-    fail_on_slowdown: Optional[str] = typer.Option(None, help="exit 1 when a revision is slower by more than this (e.g. 2%)"),
+    fail_on_slowdown: Optional[str] = typer.Option(None, help="exit 1 when a revision is slower by more than this "
+                                                              "(e.g. 2%; default: no check, exit 0)"),
     device: str = typer.Option("cuda:0", help="cpu, cuda:N or cuda:<PCI bus id>: one device for every revision"),
     allow_dirty: bool = typer.Option(False, help="go ahead with uncommitted changes in --repo (recorded; they are not measured)"),
     input_: str = typer.Option("gaussian:0.1", "--input", "-i", help="input source, identical for every revision"),
     repeats: Optional[int] = typer.Option(None, help="interleaved repeats per revision (default 3; --quick 2)"),
-    summary: Optional[Path] = typer.Option(None, help="also write the comparison as Markdown here"),
+    md: Optional[Path] = typer.Option(None, "--md", help="also write the comparison as Markdown here (CI summaries)"),
+    summary: Optional[Path] = typer.Option(None, "--summary", hidden=True, help="the old name of --md"),
 ) -> None:
     """Compare a kernel across revisions: a worktree and a process per revision, repeats interleaved A B A B."""
     from harness.analysis import parse_threshold
     from harness.commits import CommitsConfig, commits_markdown, commits_table, compare_commits
     from harness.errors import ConfigError, HarnessError
+    from harness.report import commits_figures, figures_document
     from harness.suite import attention_shape, synthetic_specs
 
-    console = _console()
     try:
+        console = export_console(figures)
+        if summary is not None:
+            if md is not None:
+                raise ConfigError("--summary is the old name of --md; give only --md.")
+            md = summary
         threshold = parse_threshold(fail_on_slowdown) if fail_on_slowdown else None
         dims = attention_shape(shape_args(shape), device=device)
         (spec,) = synthetic_specs([input_], shape=dims, dtype=shape["dtype"], seed=shape["seed"])
@@ -58,6 +67,13 @@ def commits(
         )
         result = compare_commits(config, on_message=lambda text: console.print(f"[dim]{text}[/]", highlight=False),
                                  command=_command())
+        slow = result.slowdowns(threshold) if threshold is not None else ()
+        runs, rows = commits_figures(result)
+        verdict = None if threshold is None else {
+            "verdict": "fail" if slow else "pass", "exit_code": int(ExitCode.REGRESSION) if slow else 0,
+            "threshold_frac": threshold, "slower": [c.head.revision.describe() for c in slow]}
+        export(console, figures, figures_document(command="commits", runs=runs, tables={"revisions": rows},
+                                                  verdict=verdict))
     except HarnessError as exc:
         _fail(exc)
     except KeyboardInterrupt as exc:  # Ctrl-C, or SIGTERM/SIGHUP as harness.commits.Terminated
@@ -73,21 +89,22 @@ def commits(
         console.print(f"[yellow]--allow-dirty: uncommitted changes to {', '.join(result.dirty_files)} were not measured.[/]")
     for run in result.runs:
         console.print(f"results {run.revision.describe()}: {run.run_dir}", highlight=False)
-    if summary is not None:
-        summary.parent.mkdir(parents=True, exist_ok=True)
-        summary.write_text(commits_markdown(result, threshold=threshold), encoding="utf-8")
+    if md is not None:
+        md.parent.mkdir(parents=True, exist_ok=True)
+        md.write_text(commits_markdown(result, threshold=threshold), encoding="utf-8")
+        console.print(f"markdown: {md}", highlight=False)
     if threshold is not None:
-        slow = result.slowdowns(threshold)
         if slow:
             console.print(f"[bold red]FAIL:[/] slower by more than {threshold:.1%}: "
                           + ", ".join(c.head.revision.describe() for c in slow), highlight=False)
-            raise typer.Exit(1)
+            raise typer.Exit(int(ExitCode.REGRESSION))
         console.print(f"[green]PASS:[/] no revision slower by more than {threshold:.1%}", highlight=False)
 
 
-@with_options(capture=CAPTURE)
+@with_options(capture=CAPTURE, figures=EXPORT)
 def nightly(
     capture: dict,
+    figures: dict,
     device: str = typer.Option("cuda:0", help="cpu (a dry run), cuda:N or cuda:<PCI bus id>"),
     out: Path = typer.Option(Path("out/nightly"), help="summary.md, report.html, verdict.json and runs/ go here"),
     baseline: Path = typer.Option(Path("baseline"), help="where the baseline run is stored (a folder that persists between nights)"),
@@ -95,22 +112,26 @@ def nightly(
     fail_on_slowdown: str = typer.Option("2%", help="fail when a kernel x input is slower by more than this, beyond the noise rule"),
     kernel: List[str] = SOURCES["kernel"][1],
     capture_file: List[Path] = typer.Option([], "--capture", help="a capture layer file (repeatable), timed with its controls"),
-    input_: Optional[List[str]] = typer.Option(None, "--input", "-i", help="synthetic inputs when no capture is given "
-                                               "(repeatable; default gaussian:0.1 and gaussian:1, 32/8 heads)"),
+    input_: Optional[List[str]] = typer.Option(None, "--input", "-i", callback=split_list,
+                                               help="synthetic inputs when no capture is given (repeatable or "
+                                                    "comma-separated; default gaussian:0.1 and gaussian:1, 32/8 heads)"),
     seq_len: Optional[int] = SHAPE["seq_len"][1],
     dtype: str = SHAPE["dtype"][1],
     quick: bool = typer.Option(False, help="short protocol (the CPU dry run)"),
     telemetry: str = RUN["telemetry"][1],
-    figures: bool = typer.Option(True, "--figures/--no-figures", help="figures in report.html"),
+    draw: bool = typer.Option(True, "--figures/--no-figures", help="figures in report.html"),
 ) -> None:
     """The nightly job: the suite, compared with the stored baseline; summary, report and verdict."""
-    from harness.analysis import parse_threshold
     from harness.commits import run_nightly
     from harness.errors import ConfigError, HarnessError
+    from harness.report import nightly_figures, run_observer
     from harness.suite import captured_specs, nightly_shape, sustained_config, synthetic_specs
 
-    console = _console()
     try:
+        console = export_console(figures)
+        need_polars("nightly")
+        from harness.analysis import parse_threshold
+
         threshold = parse_threshold(fail_on_slowdown)
         selection = capture_args(capture, files=capture_file)
         selection.check()
@@ -125,7 +146,9 @@ def nightly(
         config = sustained_config(kernels=kernel, inputs=inputs, device=device, telemetry=telemetry,
                                   protocol=protocol_of({"quick": quick}), results_dir=out / "runs", run_name="nightly")
         result = run_nightly(config, out_dir=out, baseline_dir=baseline, threshold=threshold,
-                             update_baseline=update_baseline, figures=figures, command=_command())
+                             update_baseline=update_baseline, figures=draw, observer=run_observer(console),
+                             command=_command())
+        export(console, figures, nightly_figures(result, threshold=threshold))
     except HarnessError as exc:
         _fail(exc)
     for w in result.warnings:

@@ -18,17 +18,54 @@ from typing import List, Optional
 
 import typer
 
-__all__ = ["console", "fail", "command_line", "SOURCES", "SHAPE", "CAPTURE", "PROTOCOL", "RECORD", "RUN",
-           "with_options",
-           "shape_args", "capture_args", "protocol_of", "suite_inputs", "stopped", "nothing_timed"]
+__all__ = ["console", "fail", "command_line", "SOURCES", "SHAPE", "CAPTURE", "PROTOCOL", "RECORD", "RUN", "EXPORT",
+           "with_options", "split_list", "split_ints", "export", "export_console", "need_polars",
+           "shape_args", "capture_args", "protocol_of", "suite_inputs", "stopped", "nothing_timed", "split_kernels"]
+
+# Off a terminal rich would fold every table to 80 columns (COLUMNS unset), cutting numbers and names; a log
+# has no width, so tables are drawn at their natural width and lines are never wrapped (README: output).
+_LOG_WIDTH = 10_000
+
+
+def split_list(values):
+    """`--x a,b --x c` -> [a, b, c]: every list option takes both spellings."""
+    if values is None:
+        return None
+    return [part.strip() for v in values for part in str(v).split(",") if part.strip()]
+
+
+def split_kernels(values):
+    """`-k a,b -k c` like split_list, but a callable's own options stay with it: `mod:fn@bshd,expand-gqa`."""
+    from harness.kernels import SPEC_OPTIONS
+
+    out: list[str] = []
+    for part in split_list(values) or []:
+        if out and "@" in out[-1] and part in SPEC_OPTIONS:
+            out[-1] += "," + part
+        else:
+            out.append(part)
+    return out if values is not None else None
+
+
+def split_ints(values):
+    """`--layer 3,15` and `--layer 3 --layer 15` alike, as ints."""
+    out = []
+    for part in split_list(values) or []:
+        try:
+            out.append(int(part))
+        except ValueError:
+            raise typer.BadParameter(f"{part!r} is not a layer index; write e.g. --layer 3,15 or --layer 3 --layer 15.")
+    return out
 
 # Option groups: name -> (type, typer.Option). A command takes a group with `@with_options(shape=SHAPE)`
 # and receives it as one dict argument `shape`; its other parameters are its own.
 SOURCES = dict(
-    kernel=(List[str], typer.Option([], "--kernel", "-k", help="kernel name, module:function or file.py:function "
-                                                           "(repeatable; default: the device's SDPA kernels)")),
-    input_=(Optional[List[str]], typer.Option(None, "--input", "-i", help="input source (repeatable; default: "
-                                                                          "gaussian:0.1 and gaussian:1)")),
+    kernel=(List[str], typer.Option([], "--kernel", "-k", callback=split_kernels,
+                                    help="kernel name, module:function or file.py:function (repeatable or "
+                                         "comma-separated; default: the device's SDPA kernels)")),
+    input_=(Optional[List[str]], typer.Option(None, "--input", "-i", callback=split_list,
+                                              help="input source, see `bench list inputs` (repeatable or "
+                                                   "comma-separated; default: gaussian:0.1 and gaussian:1)")),
     device=(str, typer.Option("cuda:0", help="cpu, cuda:N, rocm:N, or cuda:/rocm:<PCI bus id>")),
     layout=(Optional[str], typer.Option(None, help="layout of the plain callables named with -k: bhsd (torch SDPA's, "
                                                    "the default) or bshd (flash-attn's)")),
@@ -48,10 +85,12 @@ SHAPE = dict(
 )
 CAPTURE = dict(
     model=(Optional[str], typer.Option(None, help="captured activations of this model (see `bench list models`)")),
-    layer=(List[int], typer.Option([], "--layer", help="captured layer of --model (repeatable; default: an early "
-                                                       "and a middle one)")),
-    control=(Optional[List[str]], typer.Option(None, "--control", help="control input of the capture's shape "
-                                                                       "(repeatable; default gaussian:0.1)")),
+    layer=(List[str], typer.Option([], "--layer", callback=split_ints,
+                                   help="captured layer of --model (repeatable or comma-separated: --layer 3,15; "
+                                        "default: an early and a middle one)")),
+    control=(Optional[List[str]], typer.Option(None, "--control", callback=split_list,
+                                               help="control input of the capture's shape (repeatable or "
+                                                    "comma-separated; default gaussian:0.1)")),
     text=(Optional[str], typer.Option(None, help="text for --model captures: pydoc (default), wikitext2:PATH or a file")),
     weights=(Optional[Path], typer.Option(None, help="model weights for --model (folder or GGUF file)")),
     captures=(Path, typer.Option(Path("captures"), help="captures root directory")),
@@ -92,7 +131,17 @@ RECORD = dict(
     allow_busy=(bool, typer.Option(False, help="run even if other processes use the GPU (recorded)")),
     gate=(bool, typer.Option(True, "--gate/--no-gate", help="correctness gate before timing")),
 )
-RUN = {**RECORD, "launch": (str, typer.Option("auto", help="auto, graph or loop"))}
+RUN = {**RECORD, "launch": (str, typer.Option("auto", help="auto (a CUDA graph where it captures, else a loop), "
+                                                             "graph or loop"))}
+# The figures of the tables as data (harness/report/figures.schema.json).
+EXPORT = dict(
+    json_out=(Optional[str], typer.Option(None, "--json", metavar="PATH",
+                                          help="also write the figures as JSON (schema harness/report/"
+                                               "figures.schema.json); - for stdout (the tables go to stderr)")),
+    csv_out=(Optional[str], typer.Option(None, "--csv", metavar="PATH",
+                                         help="also write the figures as CSV (one row per table row, `table` "
+                                              "first); - for stdout (the tables go to stderr)")),
+)
 
 
 def with_options(**groups: dict):
@@ -122,15 +171,57 @@ def with_options(**groups: dict):
     return decorate
 
 
-def console():
+def console(*, stderr: bool = False):
+    """The console of a command: rich on a terminal; off one (pipe, file, CI log, GITHUB_ACTIONS) tables at
+    their natural width and no line wrapped, so no number or name is cut."""
     from rich.console import Console
 
-    return Console()
+    c = Console(stderr=stderr)
+    if c.is_terminal:
+        return c
+    return Console(stderr=stderr, width=_LOG_WIDTH, soft_wrap=True)
+
+
+def export_console(export_group: dict):
+    """stdout's console, or stderr's when --json - / --csv - take stdout (refusing both on stdout)."""
+    from harness.errors import ConfigError
+
+    to_stdout = [flag for flag, key in (("--json", "json_out"), ("--csv", "csv_out")) if export_group.get(key) == "-"]
+    if len(to_stdout) > 1:
+        raise ConfigError("--json - and --csv - both ask for stdout; write one of them to a file.")
+    return console(stderr=bool(to_stdout))
+
+
+def export(out, export_group: dict, doc: dict) -> None:
+    """Write --json / --csv (if asked) and name the files written."""
+    from harness.errors import ResultsError
+    from harness.report import write_figures
+
+    try:
+        written = write_figures(doc, json_path=export_group.get("json_out"), csv_path=export_group.get("csv_out"))
+    except OSError as exc:
+        raise ResultsError(f"Cannot write the figures: {exc}. Give --json/--csv a path in a writable folder, "
+                           f"or - for stdout.") from None
+    for path in written:
+        out.print(f"figures: {path}", highlight=False)
+
+
+def need_polars(command: str) -> None:
+    """Analysis commands read runs as polars frames; GPU images may lack it (recording needs only pyarrow)."""
+    import importlib.util
+
+    from harness.errors import ConfigError
+
+    if importlib.util.find_spec("polars") is None:
+        raise ConfigError(f"`bench {command}` reads runs with polars, which is not installed in this Python "
+                          f"({sys.executable}). Install it with `{sys.executable} -m pip install 'polars>=1.0'` "
+                          f"(it is a dependency of this package: `pip install -e .` installs it too); recording "
+                          f"runs (`bench sustained`) needs only pyarrow.")
 
 
 def fail(exc) -> None:
     """Print a HarnessError's paragraph and exit 2: bad input, never a traceback."""
-    console().print(f"[bold red]error:[/] {exc}", highlight=False)
+    console(stderr=True).print(f"[bold red]error:[/] {exc}", highlight=False)
     raise typer.Exit(2)
 
 

@@ -14,7 +14,7 @@ from typing import List, Optional
 
 import typer
 
-from harness.cli.common_args import CAPTURE, SHAPE, SOURCES, console, fail, suite_inputs, with_options
+from harness.cli.common_args import CAPTURE, SHAPE, SOURCES, console, fail, split_list, suite_inputs, with_options
 
 __all__ = ["error", "repro"]
 
@@ -61,8 +61,8 @@ def repro(
     shape: dict,
     capture: dict,
     launches: int = typer.Option(200, min=2, help="launches per kernel x input x interferer (the first is the reference)"),
-    interfere: List[str] = typer.Option(["none", "gemm"], "--interfere",
-                                        help="between launches: none, gemm or attention (repeatable)"),
+    interfere: List[str] = typer.Option(["none", "gemm"], "--interfere", callback=split_list,
+                                        help="between launches: none, gemm or attention (repeatable or comma-separated)"),
     fail_on_diff: bool = typer.Option(False, "--fail-on-diff", help="exit 1 if any launch differs bitwise from the first"),
     json_path: Optional[Path] = _JSON,
 ) -> None:

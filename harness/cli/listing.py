@@ -6,7 +6,7 @@ from typing import Optional
 
 import typer
 
-from harness.cli.common_args import console
+from harness.cli.common_args import console, fail
 
 __all__ = ["doctor", "list_models", "list_kernels", "list_inputs", "list_telemetry", "TELEMETRY_BACKENDS"]
 
@@ -50,12 +50,21 @@ def doctor(device: Optional[str] = typer.Option(None, help="device to check (def
     console().print(t)
 
 
-def list_kernels(device: str = typer.Option("cuda", help="device kind to check availability for")) -> None:
+def list_kernels(device: Optional[str] = typer.Option(None, help="device to check availability on: cpu, cuda, rocm "
+                                                                    "(default: this machine's own, cuda:0 if PyTorch "
+                                                                    "sees a GPU, else cpu)")) -> None:
     """Every registered kernel with its availability on this machine."""
     from rich.table import Table
 
+    from harness.errors import HarnessError
     from harness.kernels import default_registry
+    from harness.suite import device_kind, machine_device
 
+    try:
+        kind = device_kind(device or machine_device())
+    except HarnessError as exc:
+        fail(exc)
+    device = kind
     reg = default_registry()
     t = Table(title="kernels", title_justify="left")
     for c in ("name", "dtypes", "head dims", "devices", f"available ({device})", "description"):

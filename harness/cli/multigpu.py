@@ -87,12 +87,12 @@ def slurm(
     per: str = typer.Option("gpu", help="gpu: one array task per GPU; config: one per configuration"),
     tasks: Optional[int] = typer.Option(None, help="with --per gpu: how many GPUs (array tasks)"),
     replicate: bool = typer.Option(False, help="with --per gpu: every task runs the whole suite (GPU-to-GPU spread)"),
-    partition: Optional[str] = typer.Option(None),
-    account: Optional[str] = typer.Option(None),
+    partition: Optional[str] = typer.Option(None, help="Slurm partition (default: the cluster's default partition)"),
+    account: Optional[str] = typer.Option(None, help="Slurm account to charge (default: your default account)"),
     time: str = typer.Option("02:00:00", help="time limit of each task"),
-    job_name: str = typer.Option("bench"),
+    job_name: str = typer.Option("bench", help="Slurm job name"),
     cpus_per_task: int = typer.Option(8, help="CPUs of each task; checked against the partition's nodes (sinfo)"),
-    mem: Optional[str] = typer.Option(None),
+    mem: Optional[str] = typer.Option(None, help="memory of each task, e.g. 64G (default: the partition's default)"),
     max_parallel: Optional[int] = typer.Option(None, help="at most this many tasks at once"),
     sbatch_arg: List[str] = typer.Option([], "--sbatch-arg", help="another #SBATCH option, e.g. --constraint=h200 (repeatable)"),
     setup: List[str] = typer.Option([], "--setup", help="a shell line run before each task, e.g. 'source .venv/bin/activate' (repeatable)"),
@@ -132,7 +132,7 @@ def merge(
     run_dirs: List[Path] = typer.Argument(..., help="run directories to join (e.g. a Slurm job's tasks/*)"),
     out: Path = typer.Option(..., help="the merged run directory to create"),
 ) -> None:
-    """Join per-GPU or per-task runs into one run; each row keeps its GPU. Exit status 0 complete, 3 failed, 4 incomplete."""
+    """Join per-GPU or per-task runs into one run; each row keeps its GPU. Exit status 0 complete, 4 failed, 5 incomplete, 2 bad input."""
     from harness.errors import HarnessError
     from harness.multigpu import merge_exit_code, merge_runs
 
@@ -141,5 +141,5 @@ def merge(
     except HarnessError as exc:
         _fail(exc)
     render_multi(result, _console())
-    raise typer.Exit(merge_exit_code(result.status))  # 0 complete, 3 failed, 4 incomplete
+    raise typer.Exit(merge_exit_code(result.status))  # 0 complete, 4 failed, 5 incomplete
 

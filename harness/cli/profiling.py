@@ -11,7 +11,7 @@ from typing import List, Optional
 import typer
 
 from harness.cli.common_args import PROTOCOL, RECORD, command_line as _command, console as _console, fail as _fail
-from harness.cli.common_args import protocol_of, with_options
+from harness.cli.common_args import protocol_of, split_list, with_options
 
 _PEAKS_PROTOCOL = {k: PROTOCOL[k] for k in ("quick", "repeats", "window_s", "warmin_cap_s", "idle_s")}
 
@@ -20,7 +20,8 @@ __all__ = ["peaks", "trace"]
 
 def trace(
     run: Path = typer.Argument(..., help="a run directory of `bench sustained`: its kernels x inputs are profiled"),
-    kernel: List[str] = typer.Option([], "--kernel", "-k", help="only these kernels of the run (repeatable)"),
+    kernel: List[str] = typer.Option([], "--kernel", "-k", callback=split_list,
+                                     help="only these kernels of the run (repeatable or comma-separated; default: all)"),
     kernel_regex: Optional[str] = typer.Option(None, help="keep only profiled CUDA kernels whose name matches"),
     warm_s: float = typer.Option(8.0, help="back-to-back warm-in before the profiled launch, seconds"),
     metrics: Optional[str] = typer.Option(None, help="comma-separated ncu metrics, replacing the default list"),
@@ -58,7 +59,8 @@ def trace(
 @with_options(protocol=_PEAKS_PROTOCOL)
 def peaks(
     protocol: dict,
-    kernel: List[str] = typer.Option([], "--kernel", "-k", help="peak kernels (default: all; see --list)"),
+    kernel: List[str] = typer.Option([], "--kernel", "-k", callback=split_list,
+                                     help="peak kernels (repeatable or comma-separated; default: all; see --list)"),
     list_: bool = typer.Option(False, "--list", help="list the peak kernels and exit"),
     device: str = typer.Option("cuda:0", help="cuda:N or cuda:<PCI bus id>"),
     telemetry: str = typer.Option("auto", help="auto (the device's own), nvml, none"),
@@ -74,7 +76,7 @@ def peaks(
     """Empirical peaks under the sustained protocol: GEMMs by operand, FMA, exp2 (MUFU), copy; the roofs."""
     from harness.errors import HarnessError
     from harness.profiling import peak_registry, run_peaks
-    from harness.report import LiveView, peaks_table
+    from harness.report import peaks_table, run_observer
 
     console = _console()
     try:
@@ -86,7 +88,7 @@ def peaks(
         command = _command()
         result = run_peaks(kernels=tuple(kernel), device=device, telemetry=telemetry, protocol=protocol_of(protocol),
                            results_dir=results, run_name=name, registry=registry, into=into, allow_busy=allow_busy,
-                           observer=LiveView(console), command=command)
+                           observer=run_observer(console), command=command)
     except HarnessError as exc:
         _fail(exc)
     for k, why in result.skipped.items():

@@ -10,21 +10,23 @@ from typing import Optional
 
 import typer
 
-from harness.cli.common_args import CAPTURE, PROTOCOL, RUN, SHAPE, SOURCES, command_line, console, fail, protocol_of
-from harness.cli.common_args import nothing_timed, stopped, suite_inputs, with_options
+from harness.cli.common_args import CAPTURE, EXPORT, PROTOCOL, RUN, SHAPE, SOURCES, command_line, console, fail
+from harness.cli.common_args import export, export_console, nothing_timed, protocol_of, stopped, suite_inputs
+from harness.cli.common_args import with_options
 
 __all__ = ["sustained", "sustained_config_from_args", "MULTI_GPU_OPTIONS"]
 
 MULTI_GPU_OPTIONS = ("--gpus", "--replicate")
 
 
-@with_options(sources=SOURCES, shape=SHAPE, capture=CAPTURE, protocol=PROTOCOL, run=RUN)
+@with_options(sources=SOURCES, shape=SHAPE, capture=CAPTURE, protocol=PROTOCOL, run=RUN, figures=EXPORT)
 def sustained(
     sources: dict,
     shape: dict,
     capture: dict,
     protocol: dict,
     run: dict,
+    figures: dict,
     gpus: Optional[str] = typer.Option(None, help="all, indices (0,2) or PCI bus ids: one worker process per GPU "
                                                   "(instead of --device)"),
     replicate: bool = typer.Option(False, help="with --gpus: the whole suite on every GPU, to measure the spread "
@@ -33,8 +35,8 @@ def sustained(
     """Time kernels back to back until the clock settles, then over a window, with telemetry."""
     from harness.errors import ConfigError, HarnessError
 
-    out = console()
     try:
+        out = export_console(figures)
         config = _config(out, sources=sources, shape=shape, capture=capture, protocol=protocol, run=run)
         if gpus:
             from harness.cli.multigpu import run_multi_and_render
@@ -43,7 +45,7 @@ def sustained(
         elif replicate:
             raise ConfigError("--replicate runs the suite on every GPU of --gpus; name them with --gpus.")
         else:
-            _run_and_render(config, out)
+            _run_and_render(config, out, figures)
     except HarnessError as exc:
         fail(exc)
 
@@ -89,21 +91,25 @@ def _parse_only(sources: dict, shape: dict, capture: dict, protocol: dict, run: 
     return _config(console(), sources=sources, shape=shape, capture=capture, protocol=protocol, run=run)
 
 
-def _run_and_render(config, out) -> None:
+def _run_and_render(config, out, figures: dict) -> None:
     from harness.analysis import aggregate_repeats
-    from harness.report import LiveView, sustained_tables
+    from harness.report import figures_document, provenance, run_observer, sustained_figures, sustained_tables
     from harness.runner import run_sustained
 
-    view = LiveView(out)
+    view = run_observer(out)
     try:
         result = run_sustained(config, observer=view, command=command_line())
     except KeyboardInterrupt as exc:
         raise typer.Exit(stopped(out, exc)) from None
     from harness.analysis import input_sentences
 
-    for table in sustained_tables(aggregate_repeats(result.measurements), title=f"{result.run_id} ({result.status})"):
+    aggregates = aggregate_repeats(result.measurements)
+    for table in sustained_tables(aggregates, title=f"{result.run_id} ({result.status})"):
         out.print(table)
     for sentence in input_sentences(result.measurements, max_clock_mhz=result.info.get("max_sm_clock_mhz")):
         out.print(sentence, highlight=False, soft_wrap=True)
-    out.print(f"results: {result.path}")
+    out.print(f"results: {result.path}", highlight=False)
+    export(out, figures, figures_document(command="sustained", runs=[provenance(
+        {**result.info, "run_id": result.run_id, "status": result.status}, path=result.path)],
+                                          tables={"sustained": sustained_figures(aggregates)}))
     nothing_timed(out, result)

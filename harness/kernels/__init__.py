@@ -23,6 +23,7 @@ A plain attention function is a kernel too (`-k mykern:attn`, `-k path/to/file.p
 from harness.kernels._callable import (
     CALLABLE_SIGNATURE,
     LAYOUTS,
+    SPEC_OPTIONS,
     adapt_callable,
     apply_options,
     convention,
@@ -61,6 +62,7 @@ __all__ = [
     "pow2_scale",
     "CALLABLE_SIGNATURE",
     "LAYOUTS",
+    "SPEC_OPTIONS",
     "adapt_callable",
     "apply_options",
     "convention",

@@ -37,7 +37,7 @@ from typing import Any, Callable
 from harness.errors import ConfigError, KernelError, UnknownKernelError, UnsupportedInputError
 from harness.kernels._kernel import Kernel
 
-__all__ = ["LAYOUTS", "CALLABLE_SIGNATURE", "convention", "fp8_inputs", "adapt_callable", "describe_convention",
+__all__ = ["SPEC_OPTIONS", "LAYOUTS", "CALLABLE_SIGNATURE", "convention", "fp8_inputs", "adapt_callable", "describe_convention",
            "split_spec", "with_options", "apply_options", "load_target", "CallableSpec"]
 
 LAYOUTS = ("bhsd", "bshd")
@@ -47,6 +47,7 @@ _SCALE_KW = ("scale", "softmax_scale")
 _DESCALE_KW = ("q_descale", "k_descale", "v_descale")
 _SPEC_OPTIONS = {"bhsd": ("layout", "bhsd"), "bshd": ("layout", "bshd"), "expand-gqa": ("gqa", "expand"),
                  "native-gqa": ("gqa", "native")}
+SPEC_OPTIONS = tuple(_SPEC_OPTIONS)  # what may follow `@` in a callable spec
 
 CALLABLE_SIGNATURE = (
     "A plain attention callable must look like `fn(q, k, v, *, is_causal=True, scale=None)` (torch SDPA's "

@@ -22,15 +22,16 @@ from dataclasses import dataclass, field, replace
 from datetime import datetime, timezone
 from pathlib import Path
 
-from harness.errors import ResultsError
+from harness.errors import ExitCode, ResultsError
 from harness.multigpu._plan import SIDECAR
 from harness.results import gpu_dirname, gpu_label, gpu_measurement_id, read_rows, with_gpu
 
 __all__ = ["MERGE_EXIT", "GpuOutcome", "MultiResult", "Piece", "merge_exit_code", "merge_pieces", "merge_runs",
            "piece_labels", "read_piece"]
 
-# `bench merge`'s exit status by the merged run's status (2 stays bad input, as for every command).
-MERGE_EXIT = {"complete": 0, "failed": 3, "incomplete": 4}
+# `bench merge`'s exit status by the merged run's status: harness.errors.ExitCode, as for every command
+# (2 bad input, 3 an internal error, 4 a run that ended failed, 5 one that ended incomplete).
+MERGE_EXIT = {"complete": int(ExitCode.OK), "failed": int(ExitCode.RUN_FAILED), "incomplete": int(ExitCode.RUN_INCOMPLETE)}
 
 _CONFIG_PREFIX = re.compile(r"^([cb])(\d+)-")
 _SHARED = ("device_kind", "device_name", "driver", "runtime", "compute_capability", "sm_count", "memory_bytes",
@@ -78,7 +79,7 @@ class MultiResult:
 
 
 def merge_exit_code(status: str) -> int:
-    """0 for a complete merged run, 3 failed (no measurement timed), 4 incomplete."""
+    """0 for a complete merged run, 4 failed (no measurement timed), 5 incomplete."""
     return MERGE_EXIT.get(status, MERGE_EXIT["incomplete"])
 
 

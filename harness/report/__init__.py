@@ -1,4 +1,5 @@
-"""Report: terminal tables, the live view, and the HTML report with its Markdown twin.
+"""Report: terminal tables, the live view (or plain log lines off a terminal), the HTML report with its
+Markdown twin, and the figures as JSON/CSV (`figures.schema.json`).
 
 >>> from harness.report import fmt
 >>> fmt(0.00321, ".2f", scale=1e3, suffix=" ms")
@@ -6,7 +7,20 @@
 """
 
 from harness.report._html import Report, build_report, render_html, report_header, write_report
-from harness.report._live import LiveView
+from harness.report._export import (
+    FIGURES_SCHEMA,
+    FIGURES_SCHEMA_VERSION,
+    commits_figures,
+    comparison_figures,
+    csv_text,
+    figures_document,
+    nightly_figures,
+    provenance,
+    run_figures,
+    sustained_figures,
+    write_figures,
+)
+from harness.report._live import LineObserver, LiveView, measurement_line, run_observer
 from harness.report._markdown import (
     Figure,
     ReportTable,
@@ -19,14 +33,18 @@ from harness.report._markdown import (
     run_tables,
 )
 from harness.report._gpu_section import gpu_spread_tables
-from harness.report._tables import fmt, sustained_tables
+from harness.report._tables import HEADERS, fmt, sustained_tables
 from harness.report._trace_section import peaks_table, pipe_tables
 
 __all__ = [
     "gpu_spread_tables",
     "peaks_table",
     "pipe_tables",
+    "FIGURES_SCHEMA",
+    "FIGURES_SCHEMA_VERSION",
+    "HEADERS",
     "Figure",
+    "LineObserver",
     "LiveView",
     "Report",
     "ReportTable",
@@ -34,13 +52,24 @@ __all__ = [
     "build_report",
     "burst_tables",
     "comparison_markdown",
+    "commits_figures",
+    "comparison_figures",
     "comparison_tables",
+    "csv_text",
+    "figures_document",
     "fmt",
+    "measurement_line",
+    "nightly_figures",
+    "provenance",
     "render_html",
     "render_markdown",
     "report_header",
     "run_sections",
+    "run_figures",
+    "run_observer",
     "run_tables",
+    "sustained_figures",
     "sustained_tables",
+    "write_figures",
     "write_report",
 ]

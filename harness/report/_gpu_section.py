@@ -20,15 +20,15 @@ from harness.report._tables import fmt
 __all__ = ["gpu_spread_section", "gpu_spread_tables"]
 
 _CAPTION = ("per GPU: median over its timed repeats; across GPUs: median, min, max and spread = (max - min) / "
-            "median; SCLK = the vendor's SM clock of record (NVML) in the window")
+            "median; NVML MHz = the vendor's SM clock of record (NVML; amdsmi: slowest XCD) in the window")
 
 
 def gpu_spread_tables(spreads) -> list[ReportTable]:
     """Two tables: the spread across GPUs per kernel x input, then every GPU's own figures."""
     summary = ReportTable(
         title="Spread between GPUs",
-        columns=("input", "kernel", "GPUs", "ms/launch", "min", "max", "time spread", "SCLK MHz", "min", "max",
-                 "SCLK spread", "slowest GPU"),
+        columns=("input", "kernel", "GPUs", "ms/launch", "min", "max", "time spread", "NVML MHz", "min", "max",
+                 "NVML MHz spread", "slowest GPU"),
         rows=tuple(
             (s.input_label, s.kernel, str(len(s.gpus)), fmt(s.time_median_ns, ".4f", scale=1e-6),
              fmt(s.time_min_ns, ".4f", scale=1e-6), fmt(s.time_max_ns, ".4f", scale=1e-6),
@@ -40,7 +40,7 @@ def gpu_spread_tables(spreads) -> list[ReportTable]:
     )
     per_gpu = ReportTable(
         title="Per GPU",
-        columns=("input", "kernel", "GPU", "ms/launch", "vs median", "SCLK MHz", "in-band MHz", "repeats"),
+        columns=("input", "kernel", "GPU", "ms/launch", "vs median", "NVML MHz", "in-band MHz", "repeats"),
         rows=tuple(
             (s.input_label, s.kernel, f.gpu, fmt(f.time_ns, ".4f", scale=1e-6),
              fmt(f.time_ns / s.time_median_ns - 1 if s.time_median_ns else None, "+.2f", scale=100, suffix="%"),

@@ -10,7 +10,7 @@ import html as _html
 import json
 from dataclasses import dataclass, field
 
-from harness.report._tables import fmt
+from harness.report._tables import HEADERS as H, fmt
 
 __all__ = [
     "Figure",
@@ -119,7 +119,7 @@ def comparison_tables(cmp, *, title: str = "B vs A", input_columns: tuple[str, s
     return [ReportTable(
         title=title, left=2 if one_input else 3, text_tail=2,
         columns=("kernel", *(("input",) if one_input else (f"input {a}", f"input {b}")), f"{a} ms", f"{b} ms",
-                 f"time {b}/{a}", f"= cycles {b}/{a}", f"x clock {a}/{b}", f"SM MHz {a} / {b}",
+                 f"time {b}/{a}", f"= cycles {b}/{a}", f"x clock {a}/{b}", f"clock MHz {a} / {b}",
                  f"limiter ({a} / {b})", f"verdict: {b} vs {a}"),
         rows=rows,
         caption=(f"ms: geometric means over repeats; ratios with their [{level} bootstrap interval]. time = cycles / "
@@ -138,8 +138,9 @@ def run_tables(summary) -> list[ReportTable]:
     if timed:
         tables.append(ReportTable(
             title="Sustained: time and clock",
-            columns=("input", "kernel", "ms/launch", "range", "SCLK NVML MHz", "in-band MHz", "in-band/NVML",
-                     "Mcycles/launch", "settled after", "duty", "repeats"),
+            columns=tuple(H[k] for k in ("input", "kernel", "time_ms", "time_range_pct", "nvml_clock_mhz",
+                                         "inband_clock_mhz", "inband_to_nvml", "mcycles_per_launch", "settled_after_s",
+                                         "duty_cycle", "repeats")),
             rows=tuple((
                 a["input_label"] + tag[a["input_label"]], a["kernel"], fmt(a["time_ns"], ".4f", scale=1e-6),
                 fmt(a.get("time_range_frac"), ".2f", scale=100, suffix=" %"), fmt(a.get("sm_clock_mhz"), ".0f"),
@@ -155,8 +156,10 @@ def run_tables(summary) -> list[ReportTable]:
         ))
         tables.append(ReportTable(
             title="Sustained: power, energy and limiter", text_tail=1,
-            columns=("input", "kernel", "board W", "J/launch (counter)", "J/launch (W x t)", "TFLOP/s", "TFLOP/J",
-                     "FLOP/cycle/SM", "power-limited", "thermal-limited", "max °C", "limiter"),
+            columns=tuple(H[k] for k in ("input", "kernel", "board_power_w", "energy_per_launch_j",
+                                         "energy_per_launch_from_power_j", "tflop_per_s", "tflop_per_j",
+                                         "flop_per_cycle_per_sm", "power_limited_pct", "thermal_limited_pct",
+                                         "temp_max_c", "limiters")),
             rows=tuple((
                 a["input_label"] + tag[a["input_label"]], a["kernel"], fmt(a.get("power_w"), ".0f"),
                 fmt(a.get("energy_per_launch_j"), ".4g"), fmt(a.get("energy_per_launch_from_power_j"), ".4g"),
@@ -166,7 +169,7 @@ def run_tables(summary) -> list[ReportTable]:
                 fmt(a.get("thermal_limited_frac"), ".0f", scale=100, suffix=" %"), fmt(a.get("temp_max_c"), ".0f"),
                 a.get("limiter") or "-",
             ) for a in timed),
-            caption=("energy per launch from the board's energy counter over the window, and from mean power x "
+            caption=("J/launch: from the board's energy counter over the window; J/launch (W x t): from mean power x "
                      "time (both kept: they should agree); limited = share of window time the driver reported "
                      "the limit"),
         ))
@@ -245,8 +248,8 @@ def burst_tables(burst, *, bvs=None) -> list[ReportTable]:
         timed = [a for a in burst if a.get("repeats")]
         tables.append(ReportTable(
             title="Burst: kernel-only time", text_tail=1,
-            columns=("input", "kernel", "ms/launch", "range", "SCLK NVML MHz", "board W", "duty", "repeats",
-                     "what was timed"),
+            columns=(*(H[k] for k in ("input", "kernel", "time_ms", "time_range_pct", "nvml_clock_mhz",
+                                      "board_power_w", "duty_cycle", "repeats")), "what was timed"),
             rows=tuple((
                 a["input_label"], a["kernel"], fmt(a["time_ns"], ".4f", scale=1e-6),
                 fmt(a.get("time_range_frac"), ".2f", scale=100, suffix=" %"), fmt(a.get("sm_clock_mhz"), ".0f"),

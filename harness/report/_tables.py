@@ -1,12 +1,49 @@
-"""The final tables of a sustained run, as rich Tables (rendered by the CLI, tested at a fixed width).
+"""The final tables of a sustained run, as rich Tables (rendered by the CLI, tested at a fixed width), and
+the one vocabulary of column names that every view uses.
 
 Two tables, so each fits a terminal: time and clock (what the decomposition needs), then power,
 energy and limiters (why the clock is where it is).
+
+`HEADERS` maps each figure's JSON/CSV key (units in the key) to the column header the terminal tables,
+the Markdown and HTML reports show, so `bench sustained`, `bench report` and `--json` cannot call one
+figure by two names.
+
+>>> HEADERS["nvml_clock_mhz"], HEADERS["inband_to_nvml"]
+('NVML MHz', 'in-band/NVML')
 """
 
 from __future__ import annotations
 
-__all__ = ["sustained_tables", "fmt"]
+__all__ = ["HEADERS", "sustained_tables", "fmt"]
+
+# key (JSON and CSV, units in the name) -> header (terminal, Markdown, HTML). One name per figure.
+HEADERS = {
+    "input": "input",
+    "kernel": "kernel",
+    "time_ms": "ms/launch",
+    "time_range_pct": "range",
+    "nvml_clock_mhz": "NVML MHz",  # the vendor SMI's clock of record (amdsmi: the slowest XCD)
+    "inband_clock_mhz": "in-band MHz",
+    "inband_to_nvml": "in-band/NVML",
+    "mcycles_per_launch": "Mcycles/launch",
+    "settled_after_s": "settled after",
+    "duty_cycle": "duty",
+    "repeats": "repeats",
+    "board_power_w": "board W",
+    "energy_per_launch_j": "J/launch",
+    "energy_per_launch_from_power_j": "J/launch (W x t)",
+    "tflop_per_s": "TFLOP/s",
+    "tflop_per_j": "TFLOP/J",
+    "flop_per_cycle_per_sm": "FLOP/cycle/SM",
+    "power_limited_pct": "power-limited",
+    "thermal_limited_pct": "thermal-limited",
+    "temp_max_c": "max °C",
+    "limiters": "limiter",
+    "xcd_spread_mhz": "XCD spread",
+    "slowest_xcd": "slowest XCD",
+    "why_not_timed": "why not timed",
+}
+H = HEADERS
 
 
 def fmt(value, spec: str = ".3g", *, scale: float = 1.0, suffix: str = "") -> str:
@@ -20,7 +57,7 @@ def _table(title: str, columns: list[tuple[str, str]]):
 
     t = Table(title=title, title_justify="left", header_style="bold", pad_edge=False)
     for name, justify in columns:
-        t.add_column(name, justify=justify, no_wrap=name not in ("limiters", "input", "why not timed"))
+        t.add_column(name, justify=justify, no_wrap=name not in (H["limiters"], H["input"], H["why_not_timed"]))
     return t
 
 
@@ -31,23 +68,24 @@ def sustained_tables(aggregates: list[dict], *, title: str = "Sustained results"
     # Chiplet GPUs (AMD MI300/MI355X) get the spread between their chiplets' clocks: the slowest sets the time.
     chiplets = any(a.get("chiplet_spread_mhz") is not None for a in timed)
     clock = _table(f"{title}: time and clock", [
-        ("input", "left"), ("kernel", "left"), ("ms/launch", "right"), ("range", "right"), ("SMI MHz", "right"),
-        ("in-band MHz", "right"), ("gap", "right"), ("Mcycles", "right"), ("settled", "right"), ("duty", "right"),
-        *([("XCD spread", "right"), ("slowest XCD", "right")] if chiplets else []),
+        (H["input"], "left"), (H["kernel"], "left"), (H["time_ms"], "right"), (H["time_range_pct"], "right"),
+        (H["nvml_clock_mhz"], "right"), (H["inband_clock_mhz"], "right"), (H["inband_to_nvml"], "right"),
+        (H["mcycles_per_launch"], "right"), (H["settled_after_s"], "right"), (H["duty_cycle"], "right"),
+        *([(H["xcd_spread_mhz"], "right"), (H["slowest_xcd"], "right")] if chiplets else []),
     ])
     power = _table(f"{title}: power and limiters", [
-        ("input", "left"), ("kernel", "left"), ("W", "right"), ("J/launch", "right"), ("TFLOP/s", "right"),
-        ("TFLOP/J", "right"), ("pwr-lim", "right"), ("thm-lim", "right"), ("limiters", "left"),
+        (H["input"], "left"), (H["kernel"], "left"), (H["board_power_w"], "right"), (H["energy_per_launch_j"], "right"),
+        (H["tflop_per_s"], "right"), (H["tflop_per_j"], "right"), (H["power_limited_pct"], "right"),
+        (H["thermal_limited_pct"], "right"), (H["limiters"], "left"),
     ])
     for a in timed:
-        gap = a.get("inband_to_nvml")
         settled = fmt(a.get("settled_after_s"), ".1f", suffix=" s")
         if a.get("unsettled"):
             settled = f"[red]UNSETTLED x{a['unsettled']}[/]"
         clock.add_row(
             a["input_label"], a["kernel"], fmt(a["time_ns"], ".4f", scale=1e-6),
             fmt(a.get("time_range_frac"), ".2f", scale=100, suffix="%"), fmt(a.get("sm_clock_mhz"), ".0f"),
-            fmt(a.get("inband_clock_mhz"), ".0f"), fmt(gap - 1 if gap else None, "+.1f", scale=100, suffix="%"),
+            fmt(a.get("inband_clock_mhz"), ".0f"), fmt(a.get("inband_to_nvml"), ".3f"),
             fmt(a.get("cycles_per_launch"), ".3f", scale=1e-6) + ("*" if a.get("cycles_clock") == "nvml" else ""),
             settled, fmt(a.get("duty_cycle"), ".4f"),
             *([fmt(a.get("chiplet_spread_mhz"), ".0f", suffix=" MHz"), fmt(a.get("slowest_chiplet"), ".0f")]
@@ -59,12 +97,12 @@ def sustained_tables(aggregates: list[dict], *, title: str = "Sustained results"
             fmt(a.get("power_limited_frac"), ".0f", scale=100, suffix="%"),
             fmt(a.get("thermal_limited_frac"), ".0f", scale=100, suffix="%"), a.get("limiters") or "-",
         )
-    clock.caption = ("median over repeats; range = (max-min)/median; SMI = the vendor's reported clock of record "
-                     "(NVML SM clock; amdsmi: slowest XCD); gap = in-band / SMI clock - 1; "
-                     "Mcycles = time x in-band clock (* = x SMI clock: no in-band reading)")
+    clock.caption = ("median over repeats; range = (max-min)/median; NVML MHz = the vendor's reported clock of record "
+                     "(NVML SM clock; amdsmi: slowest XCD); in-band/NVML = in-band clock / NVML clock; "
+                     "Mcycles/launch = time x in-band clock (* = x NVML clock: no in-band reading)")
     tables = [clock, power]
     if failed:
-        t = _table(f"{title}: not timed", [("input", "left"), ("kernel", "left"), ("why not timed", "left")])
+        t = _table(f"{title}: not timed", [(H["input"], "left"), (H["kernel"], "left"), (H["why_not_timed"], "left")])
         for a in failed:
             t.add_row(a["input_label"], a["kernel"], "; ".join(a["errors"]) or "no measurement")
         tables.append(t)

@@ -94,7 +94,7 @@ def peaks_table(rows: Sequence[dict]) -> ReportTable:
                     fmt(med(rs, "power_limited_frac"), ".0f", scale=100, suffix=" %"), str(len(rs))))
     return ReportTable(
         title="Empirical peaks (sustained)", left=2,
-        columns=("peak", "operands", "achieved", "ms/launch", "SM MHz (NVML)", "in-band MHz", "W", "power-limited",
+        columns=("peak", "operands", "achieved", "ms/launch", "NVML MHz", "in-band MHz", "board W", "power-limited",
                  "repeats"),
         rows=tuple(out),
         caption=("each peak timed like a kernel under test: idle, warm-in until settled, a timed window; medians over "

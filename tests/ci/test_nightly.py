@@ -25,11 +25,13 @@ def dry_run(tmp_path_factory):
     tmp = tmp_path_factory.mktemp("nightly")
     capture = write_tiny_capture(tmp / "captures")
     step_summary = tmp / "step-summary.md"
-    env = {**os.environ, "PYTHON": sys.executable, "GITHUB_STEP_SUMMARY": str(step_summary), "OMP_NUM_THREADS": "1",
-           "COLUMNS": "200"}
+    # As in GitHub Actions: stdout a pipe, no COLUMNS (rich's 80), GITHUB_ACTIONS set.
+    env = {**{k: v for k, v in os.environ.items() if k not in ("COLUMNS", "LINES")}, "PYTHON": sys.executable,
+           "GITHUB_STEP_SUMMARY": str(step_summary), "OMP_NUM_THREADS": "1", "GITHUB_ACTIONS": "true"}
     proc = subprocess.run(
         ["bash", str(ROOT / "ci" / "nightly.sh"), "--device", "cpu", "--out", str(tmp / "out"), "--baseline",
-         str(tmp / "baseline"), "--update-baseline", "--", "--capture", str(capture)],
+         str(tmp / "baseline"), "--update-baseline", "--", "--capture", str(capture),
+         "--json", str(tmp / "out" / "figures.json"), "--csv", str(tmp / "out" / "figures.csv")],
         capture_output=True, text=True, env=env, cwd=tmp, timeout=600,
     )
     return tmp, proc, step_summary
@@ -55,6 +57,35 @@ def test_dry_run_writes_summary_report_and_verdict(dry_run):
     assert run.complete and set(run.measurements["input_label"]) == {"L03:captured", "L03:gaussian:0.1"}
     assert read_baseline(tmp / "baseline").info["run_id"] == verdict["run_id"]
     assert "== verdict: exit status 0" in proc.stdout
+
+
+@pytest.mark.slow
+def test_dry_run_log_and_figures_read_anywhere(dry_run):
+    """The CI log names every measurement on its own line (with the ETA) and keeps the final figures whole;
+    --json validates against the figures schema, --csv reads back with polars and the csv module."""
+    import csv
+    import re
+
+    import jsonschema
+    import polars as pl
+
+    from harness.report import FIGURES_SCHEMA
+
+    tmp, proc, _ = dry_run
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    doc = json.loads((tmp / "out" / "figures.json").read_text())
+    jsonschema.validate(doc, json.loads(FIGURES_SCHEMA.read_text()))
+    verdict = json.loads((tmp / "out" / "verdict.json").read_text())
+    assert doc["command"] == "nightly" and doc["runs"][0]["run_id"] == verdict["run_id"]
+    assert doc["verdict"]["verdict"] == "no baseline" and doc["verdict"]["exit_code"] == 0
+    rows = doc["tables"]["sustained"]
+    assert {r["input"] for r in rows} == {"L03:captured", "L03:gaussian:0.1"}
+    log = [ln for ln in proc.stdout.splitlines() if re.match(r"\[\d+/\d+, \d:\d\d:\d\d elapsed, ETA ", ln)]
+    assert len(log) == sum(r["repeats"] for r in rows) and all("ms/launch" in ln for ln in log)
+    frame = pl.read_csv(tmp / "out" / "figures.csv")
+    assert frame.filter(pl.col("table") == "sustained")["time_ms"].to_list() == [r["time_ms"] for r in rows]
+    back = [r for r in csv.DictReader((tmp / "out" / "figures.csv").open(newline="")) if r["table"] == "sustained"]
+    assert [r["input"] for r in back] == [r["input"] for r in rows]
 
 
 def _copy_run(run_dir: Path, dest: Path, *, info=None, scale_time: float | None = None, seq_len: int | None = None) -> Path:

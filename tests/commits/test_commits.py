@@ -29,8 +29,17 @@ def test_more_work_is_slower_with_cycles_carrying_it(kernel_repo, quiet_cpu, tmp
     summary = tmp_path / "commits.md"
     code, out = bench("commits", "--repo", str(kernel_repo), "--kernel", "example-attention", *SMALL,
                       "--repeats", "3", "--results", str(tmp_path / "results"), "--fail-on-slowdown", "2%",
-                      "--allow-dirty", "--summary", str(summary), "one", "main")
+                      "--allow-dirty", "--md", str(summary), "--json", str(tmp_path / "commits.json"), "one", "main")
     assert code == 1, out
+    import jsonschema
+
+    from harness.report import FIGURES_SCHEMA
+
+    doc = json.loads((tmp_path / "commits.json").read_text())
+    jsonschema.validate(doc, json.loads(FIGURES_SCHEMA.read_text()))
+    (row,) = doc["tables"]["revisions"]
+    assert row["revision_a"].startswith("one") and row["revision_b"].startswith("main") and not row["clock_known"]
+    assert doc["verdict"]["verdict"] == "fail" and doc["verdict"]["exit_code"] == 1 and len(doc["runs"]) == 2
     assert "FAIL: slower by more than 2.0%: main" in out
     line = out[out.index("main (") :]
     assert "vs one (" in line and ": slower" in line and "clock A/B unknown (taken as 1)" in line

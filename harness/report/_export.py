@@ -1,0 +1,204 @@
+"""The figures of the tables as data: JSON and CSV for `--json PATH` / `--csv PATH` (`-`: stdout).
+
+One document layout for every command (`sustained`, `report`, `compare`, `commits`, `nightly`), declared in
+`figures.schema.json` beside this module and versioned by `FIGURES_SCHEMA_VERSION`:
+
+    {"schema": "harness.figures", "schema_version": 1, "harness_version": "0.1.0", "command": "sustained",
+     "runs": [{"run_id": ..., "status": ..., "git_commit": ..., "device_name": ..., ...}],
+     "tables": {"sustained": [{"input": ..., "kernel": ..., "time_ms": 3.92, "nvml_clock_mhz": 1665.0, ...}]},
+     "verdict": null}
+
+Keys carry their unit (`_ms`, `_mhz`, `_w`, `_j`, `_pct`, `_s`); ratios have none. Numbers are full precision,
+not the tables' rounded text. The CSV is every table stacked, one header: `table` first, then the union of the
+tables' keys in first-seen order (a key a table lacks is an empty cell).
+
+Needs only the standard library: `bench sustained` writes these on GPU machines without polars.
+
+>>> doc = figures_document(command="sustained", runs=[], tables={"sustained": [{"kernel": "k", "time_ms": 1.5}]})
+>>> doc["schema"], doc["schema_version"], csv_text(doc).splitlines()
+('harness.figures', 1, ['table,kernel,time_ms', 'sustained,k,1.5'])
+"""
+
+from __future__ import annotations
+
+import csv
+import io
+import json
+import math
+import sys
+from pathlib import Path
+
+__all__ = ["FIGURES_SCHEMA", "FIGURES_SCHEMA_VERSION", "commits_figures", "comparison_figures", "csv_text", "figures_document", "nightly_figures",
+           "provenance", "run_figures", "sustained_figures", "write_figures"]
+
+FIGURES_SCHEMA_VERSION = 1
+FIGURES_SCHEMA = Path(__file__).with_name("figures.schema.json")
+
+_PROVENANCE = ("run_id", "status", "status_detail", "started_at", "finished_at", "command", "harness_version",
+               "git_commit", "git_dirty", "host", "device_kind", "device_name", "pci_bus_id", "driver", "runtime",
+               "telemetry_backend", "power_limit_w", "max_sm_clock_mhz")
+
+
+def _scaled(value, scale: float):
+    return None if value is None else value * scale
+
+
+def provenance(info: dict, *, path=None) -> dict:
+    """What ran, where and with what code: the run row's identity columns (and where the run is stored)."""
+    out = {k: info.get(k) for k in _PROVENANCE}
+    out["run_dir"] = None if path is None else str(path)
+    return out
+
+
+def sustained_figures(aggregates: list[dict]) -> list[dict]:
+    """One row per input x kernel (medians over repeats): the figures of `sustained_tables` / `run_tables`."""
+    rows = []
+    for a in aggregates:
+        timed = bool(a.get("repeats"))
+        rows.append({
+            "input": a["input_label"], "kernel": a["kernel"], "config_index": a.get("config_index"),
+            "timed": timed, "repeats": a.get("repeats") or 0, "unsettled_repeats": a.get("unsettled") or 0,
+            "time_ms": _scaled(a.get("time_ns"), 1e-6), "time_min_ms": _scaled(a.get("time_min_ns"), 1e-6),
+            "time_max_ms": _scaled(a.get("time_max_ns"), 1e-6),
+            "time_range_pct": _scaled(a.get("time_range_frac"), 100),
+            "nvml_clock_mhz": a.get("sm_clock_mhz"), "inband_clock_mhz": a.get("inband_clock_mhz"),
+            "inband_to_nvml": a.get("inband_to_nvml"),
+            "mcycles_per_launch": _scaled(a.get("cycles_per_launch"), 1e-6), "cycles_clock": a.get("cycles_clock"),
+            "settled_after_s": a.get("settled_after_s"), "duty_cycle": a.get("duty_cycle"),
+            "board_power_w": a.get("power_w"), "energy_per_launch_j": a.get("energy_per_launch_j"),
+            "energy_per_launch_from_power_j": a.get("energy_per_launch_from_power_j"),
+            "tflop_per_s": a.get("tflops"), "tflop_per_j": a.get("tflop_per_j"),
+            "flop_per_cycle_per_sm": a.get("flop_per_cycle_per_sm"),
+            "power_limited_pct": _scaled(a.get("power_limited_frac"), 100),
+            "thermal_limited_pct": _scaled(a.get("thermal_limited_frac"), 100),
+            "temp_max_c": a.get("temp_max_c"), "limiters": a.get("limiters") if "limiters" in a else a.get("limiter"),
+            "xcd_spread_mhz": a.get("chiplet_spread_mhz"), "slowest_xcd": a.get("slowest_chiplet"),
+            "why_not_timed": None if timed else ("; ".join(a.get("errors") or ()) or "no measurement"),
+        })
+    return rows
+
+
+def _ratio(prefix: str, r) -> dict:
+    return {prefix: None if r is None else r.value, f"{prefix}_low": None if r is None else r.low,
+            f"{prefix}_high": None if r is None else r.high}
+
+
+def comparison_figures(cmp) -> list[dict]:
+    """One row per kernel x input pair of a `Comparison`: time B/A = cycles B/A x clock A/B, with intervals."""
+    return [{
+        "kernel": r.kernel, "input_a": r.input_a, "input_b": r.input_b, "shape": r.shape,
+        "repeats_a": r.repeats_a, "repeats_b": r.repeats_b,
+        "time_a_ms": _scaled(r.time_a_ns, 1e-6), "time_b_ms": _scaled(r.time_b_ns, 1e-6),
+        **_ratio("time_b_over_a", r.time), **_ratio("cycles_b_over_a", r.cycles), **_ratio("clock_a_over_b", r.clock),
+        "clock_source": r.clock_source, "clock_a_mhz": r.clock_a_mhz, "clock_b_mhz": r.clock_b_mhz,
+        "board_power_a_w": r.power_a_w, "board_power_b_w": r.power_b_w,
+        "limiter_a": r.limiter_a, "limiter_b": r.limiter_b, "verdict": r.verdict, "note": r.note or None,
+    } for r in cmp.rows]
+
+
+def commits_figures(result) -> tuple[list[dict], list[dict]]:
+    """(runs, rows) of a `commits.CommitsResult`: one run per revision, one row per later revision vs the first."""
+    runs = [{**{k: None for k in _PROVENANCE}, "run_id": Path(r.run_dir).name, "status": r.status,
+             "git_commit": r.revision.commit, "device_name": result.device_name, "run_dir": str(r.run_dir),
+             "revision": r.revision.describe()} for r in result.runs]
+    rows = []
+    for c in result.comparisons:
+        (row,) = comparison_figures(c.comparison)[:1] or [{}]
+        rows.append({"revision_a": c.base.revision.describe(), "revision_b": c.head.revision.describe(),
+                     "commit_a": c.base.revision.commit, "commit_b": c.head.revision.commit,
+                     "clock_known": bool(c.factors.clock_known), **row})
+    return runs, rows
+
+
+def figures_document(*, command: str, runs: list[dict], tables: dict[str, list[dict]],
+                     verdict: dict | None = None) -> dict:
+    """The JSON document of `figures.schema.json` (see the module docstring)."""
+    from harness import __version__
+
+    return {"schema": "harness.figures", "schema_version": FIGURES_SCHEMA_VERSION, "harness_version": __version__,
+            "command": command, "runs": list(runs), "tables": {k: list(v) for k, v in tables.items()},
+            "verdict": verdict}
+
+
+def run_figures(summary, *, path=None, command: str = "report") -> dict:
+    """The figures of one run's report (an `analysis.RunSummary`): its sustained table, the inputs compared,
+    burst figures where there are any."""
+    tables = {"sustained": sustained_figures(summary.sustained)}
+    if summary.inputs.rows:
+        tables["inputs"] = comparison_figures(summary.inputs)
+    if summary.burst:
+        tables["burst"] = sustained_figures(summary.burst)
+    return figures_document(command=command, runs=[provenance(summary.info, path=path)], tables=tables)
+
+
+def nightly_figures(result, *, threshold: float | None = None) -> dict:
+    """The figures of `bench nightly` (a `commits.NightlyResult`): tonight's run as `bench report` gives it,
+    the comparison with the baseline (A = baseline, B = tonight) and the verdict that set the exit status."""
+    from harness.analysis import summarize_run
+    from harness.results import read_run
+
+    doc = run_figures(summarize_run(read_run(result.run_dir)), path=result.run_dir, command="nightly")
+    if result.comparison is not None:
+        doc["tables"]["comparison"] = comparison_figures(result.comparison)
+    doc["verdict"] = {"verdict": result.verdict, "exit_code": result.exit_code, "threshold_frac": threshold,
+                      "slower": [f"{s.get('kernel')} @ {s.get('input')}" for s in result.slowdowns]}
+    return doc
+
+
+def _cell(value):
+    if value is None:
+        return ""
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    if isinstance(value, float):
+        return repr(value)  # full precision, round-trips
+    return value
+
+
+def csv_text(doc: dict) -> str:
+    """Every table of the document stacked in one CSV: `table` first, then the union of keys."""
+    keys: dict[str, None] = {}
+    for rows in doc["tables"].values():
+        for row in rows:
+            keys.update(dict.fromkeys(row))
+    buf = io.StringIO()
+    w = csv.writer(buf, lineterminator="\n")
+    w.writerow(["table", *keys])
+    for name, rows in doc["tables"].items():
+        for row in rows:
+            w.writerow([name, *(_cell(row.get(k)) for k in keys)])
+    return buf.getvalue()
+
+
+def _json_default(value):
+    return str(value)  # paths, datetimes
+
+
+def _finite(value):
+    """NaN and infinities as null: JSON has no spelling for them."""
+    if isinstance(value, float):
+        return value if math.isfinite(value) else None
+    if isinstance(value, dict):
+        return {k: _finite(v) for k, v in value.items()}
+    if isinstance(value, (list, tuple)):
+        return [_finite(v) for v in value]
+    return value
+
+
+def write_figures(doc: dict, *, json_path=None, csv_path=None, stdout=None) -> list[str]:
+    """Write the document as JSON and/or CSV (`-` = stdout); returns the files written (not stdout)."""
+    from harness.results import write_text_atomic
+
+    written = []
+    for path, text in ((json_path, lambda: json.dumps(_finite(doc), indent=1, default=_json_default, allow_nan=False) + "\n"),
+                       (csv_path, lambda: csv_text(doc))):
+        if path is None:
+            continue
+        if str(path) == "-":
+            (stdout or sys.stdout).write(text())
+            (stdout or sys.stdout).flush()
+        else:
+            Path(path).parent.mkdir(parents=True, exist_ok=True)
+            write_text_atomic(Path(path), text())
+            written.append(str(path))
+    return written
