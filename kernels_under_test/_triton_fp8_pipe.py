@@ -1,0 +1,103 @@
+"""A software-pipelined key loop for the FP8 kernels: block j's QK and block j-1's PV go to the tensor
+cores together, ahead of block j's softmax (FlashAttention-3's intra-warpgroup pipelining, by hand).
+
+Why: in `_triton_common._stage` each block runs QK, then softmax, then PV, and every wgmma waits for the
+vector work before it; on the H200 the FP8 kernels keep the tensor pipe 33 % busy with softmax at 44-51 %
+of a block (Proton). Here iteration j issues QK(j) and PV(j-1) (P of block j-1 was formed in the
+previous iteration and is carried in registers), then forms P(j) from QK(j) while PV(j-1) can still run:
+wgmma is asynchronous and Triton waits for a product only where its result is first read. The
+accumulator takes PV(j-1) after the softmax, then block j's rescale: (acc + PV(j-1) d(j-1)) alpha(j)
+where `_stage` computes acc alpha(j) + PV(j) d(j), the same terms, rounded in another order.
+
+`stage_pipelined` has `_stage`'s signature, so `_attn_fwd` runs it as its BULK stage (the blocks that
+need no mask); the diagonal blocks keep `_stage`. FP8 modes only (MODE 1 exact, 2 lean), no Proton
+scopes (a timeline of this loop would put QK and PV of different blocks in one scope).
+
+V of block j-1 is loaded again in iteration j rather than carried: a loaded tile carried across the loop
+would leave Triton's load pipeliner (TMA into rotating shared buffers feeding the wgmma) for registers.
+"""
+
+from __future__ import annotations
+
+import triton
+import triton.language as tl
+
+from kernels_under_test._triton_common import MAGIC, _e4m3_bits_to_f32_scaled, _e4m3_codes, _load_kv, _pow2_int
+
+__all__ = ["stage_pipelined", "O_CAP"]
+
+# Cap on a block's offset o here (the plain stage: 100). acc carries the factor 2^(o + sigma) of the
+# pending block, and acc (up to S x 448 x 2^tau in true units) times 2^(100 + 6) would overflow fp32. With
+# 24, a block more than 24 binades below its row's reference keeps its P only down to 2^-(24 + 15) of the
+# row's weight; the rest flushes to code 0. Nothing measurable: the gate's limit is 0.03.
+O_CAP = tl.constexpr(24.0)
+
+
+@triton.jit
+def _fp8_p(qk, m_i, qk_scale, MODE: tl.constexpr, TAU: tl.constexpr, SIGMA: tl.constexpr, BETA: tl.constexpr,
+           OCAP: tl.constexpr):
+    # P of one key block exactly as _stage forms it (see there and triton_fp8.py for the derivation):
+    # (e4m3 P, row sum of the rounded P, per-row descale 2^-(o + sigma), alpha, new row reference).
+    m_blk = tl.max(qk, 1) * qk_scale
+    up = m_blk > m_i + TAU
+    m_new = tl.where(up, tl.maximum(m_i, m_blk), m_i)
+    alpha = tl.math.exp2(m_i - m_new)
+    o = tl.minimum(tl.maximum(tl.floor(m_new - m_blk), 0.0), OCAP)
+    if MODE == 1:
+        codes = _e4m3_codes(tl.math.exp2(qk * qk_scale - (m_new - o - SIGMA)[:, None]))
+        bits = codes.to(tl.int32)
+        p8 = codes.to(tl.float8e4nv, bitcast=True)
+    else:
+        c0 = 8.0 * (SIGMA + 7.0 + o - m_new) - BETA
+        z = tl.maximum(tl.fma(qk, qk_scale * 8.0, c0[:, None]) + MAGIC, MAGIC)
+        bits = z.to(tl.int32, bitcast=True)
+        p8 = bits.to(tl.int8).to(tl.float8e4nv, bitcast=True)
+    row_sum = tl.sum(_e4m3_bits_to_f32_scaled(bits), 1) * _pow2_int(120.0 - SIGMA - o)
+    return p8, row_sum, _pow2_int(-SIGMA - o), alpha, m_new
+
+
+@triton.jit
+def _qk(q_lo, q_hi, k, k2, DQK_HI: tl.constexpr):
+    qk = tl.dot(q_lo, tl.trans(k))
+    if DQK_HI > 0:
+        qk = tl.dot(q_hi, tl.trans(k2), qk)
+    return qk
+
+
+@triton.jit
+def stage_pipelined(
+    acc, l_i, m_i, q_lo, q_hi, K, K2, V, k_base, v_base, stride_kn, stride_vn, stride_vd, qk_scale, lo, hi, offs_m, S,
+    DQK_LO: tl.constexpr, DQK_HI: tl.constexpr, DV: tl.constexpr, BLOCK_N: tl.constexpr,
+    MASKED: tl.constexpr, CAUSAL: tl.constexpr, MODE: tl.constexpr, TAU: tl.constexpr,
+    SIGMA: tl.constexpr, BETA: tl.constexpr, RESCALE_BRANCH: tl.constexpr, USE_TMA: tl.constexpr,
+    V_T: tl.constexpr, PACK_P: tl.constexpr, PROTON: tl.constexpr,
+):
+    tl.static_assert(MODE != 0, "the pipelined stage forms FP8 P only")
+    tl.static_assert(not MASKED, "the pipelined stage runs the blocks that need no mask")
+    if hi > lo:
+        # acc is kept in units of the pending block's descale d = 2^-(o + sigma) (times 2^(o + sigma)), so
+        # each PV accumulates inside the wgmma (acc is its C operand) and the loop touches acc once a
+        # block, with g = alpha d_old / d_new, at the head of the next trip: the only reader of a PV result
+        # is then the next PV's operand, which lets Triton leave it in flight across the softmax.
+        k, k2, _v = _load_kv(K, K2, V, k_base, v_base, lo, stride_kn, stride_vn, stride_vd, S,
+                             DQK_LO, DQK_HI, DV, BLOCK_N, False, USE_TMA, V_T)
+        p8, row_sum, d, alpha, m_i = _fp8_p(_qk(q_lo, q_hi, k, k2, DQK_HI), m_i, qk_scale, MODE, TAU, SIGMA, BETA,
+                                            O_CAP)
+        l_i = l_i * alpha + row_sum
+        g = alpha / d  # acc arrives in true units
+        for start_n in range(lo + BLOCK_N, hi, BLOCK_N):
+            start_n = tl.multiple_of(start_n, BLOCK_N)
+            k, k2, _v = _load_kv(K, K2, V, k_base, v_base, start_n, stride_kn, stride_vn, stride_vd, S,
+                                 DQK_LO, DQK_HI, DV, BLOCK_N, False, USE_TMA, V_T)
+            _k, _k2, v_prev = _load_kv(K, K2, V, k_base, v_base, start_n - BLOCK_N, stride_kn, stride_vn, stride_vd,
+                                       S, DQK_LO, DQK_HI, DV, BLOCK_N, False, USE_TMA, V_T)
+            qk = _qk(q_lo, q_hi, k, k2, DQK_HI)  # block j
+            acc = tl.dot(p8, v_prev, acc * g[:, None])  # block j-1, in flight while block j's P is formed
+            p8, row_sum, d_new, alpha, m_i = _fp8_p(qk, m_i, qk_scale, MODE, TAU, SIGMA, BETA, O_CAP)
+            l_i = l_i * alpha + row_sum
+            g = alpha * (d / d_new)
+            d = d_new
+        _k, _k2, v_prev = _load_kv(K, K2, V, k_base, v_base, hi - BLOCK_N, stride_kn, stride_vn, stride_vd, S,
+                                   DQK_LO, DQK_HI, DV, BLOCK_N, False, USE_TMA, V_T)
+        acc = tl.dot(p8, v_prev, acc * g[:, None]) * d[:, None]  # back to true units for the diagonal blocks
+    return acc, l_i, m_i
