@@ -22,9 +22,15 @@ from __future__ import annotations
 import triton
 import triton.language as tl
 
-from kernels_under_test._triton_common import MAGIC, _e4m3_bits_to_f32_scaled, _e4m3_codes, _load_kv, _pow2_int
+from kernels_under_test._triton_common import (
+    MAGIC,
+    _e4m3_bits_to_f32_scaled,
+    _e4m3_codes,
+    _load_kv,
+    _pow2_int,
+)
 
-__all__ = ["stage_pipelined", "O_CAP"]
+__all__ = ["O_CAP", "stage_acc_in_mma", "stage_pipelined"]
 
 # Cap on a block's offset o here (the plain stage: 100). acc carries the factor 2^(o + sigma) of the
 # pending block, and acc (up to S x 448 x 2^tau in true units) times 2^(100 + 6) would overflow fp32. With
@@ -101,3 +107,31 @@ def stage_pipelined(
                                    DQK_LO, DQK_HI, DV, BLOCK_N, False, USE_TMA, V_T)
         acc = tl.dot(p8, v_prev, acc * g[:, None]) * d[:, None]  # back to true units for the diagonal blocks
     return acc, l_i, m_i
+
+
+@triton.jit
+def stage_acc_in_mma(
+    acc, l_i, m_i, q_lo, q_hi, K, K2, V, k_base, v_base, stride_kn, stride_vn, stride_vd, qk_scale, lo, hi, offs_m, S,
+    DQK_LO: tl.constexpr, DQK_HI: tl.constexpr, DV: tl.constexpr, BLOCK_N: tl.constexpr,
+    MASKED: tl.constexpr, CAUSAL: tl.constexpr, MODE: tl.constexpr, TAU: tl.constexpr,
+    SIGMA: tl.constexpr, BETA: tl.constexpr, RESCALE_BRANCH: tl.constexpr, USE_TMA: tl.constexpr,
+    V_T: tl.constexpr, PACK_P: tl.constexpr, PROTON: tl.constexpr,
+):
+    # `_stage`'s order (QK, softmax, PV of the same block), with acc kept in units of the last block's
+    # descale as in stage_pipelined: the PV product accumulates inside the wgmma (acc * g is its C
+    # operand), one FMUL per accumulator element a block where `_stage` spends an FMUL and an FFMA
+    # (acc * alpha + PV * d, the PV into a zeroed accumulator). P stays in registers (stage_pipelined
+    # carries it across the trip, through shared memory).
+    tl.static_assert(MODE != 0, "this stage forms FP8 P only")
+    tl.static_assert(not MASKED, "this stage runs the blocks that need no mask")
+    d = tl.full([acc.shape[0]], 1.0, tl.float32)  # acc arrives in true units
+    for start_n in range(lo, hi, BLOCK_N):
+        start_n = tl.multiple_of(start_n, BLOCK_N)
+        k, k2, v = _load_kv(K, K2, V, k_base, v_base, start_n, stride_kn, stride_vn, stride_vd, S,
+                            DQK_LO, DQK_HI, DV, BLOCK_N, False, USE_TMA, V_T)
+        p8, row_sum, d_new, alpha, m_i = _fp8_p(_qk(q_lo, q_hi, k, k2, DQK_HI), m_i, qk_scale, MODE, TAU, SIGMA,
+                                                BETA, O_CAP)
+        l_i = l_i * alpha + row_sum
+        acc = tl.dot(p8, v, acc * (alpha * (d / d_new))[:, None])
+        d = d_new
+    return acc * d[:, None], l_i, m_i

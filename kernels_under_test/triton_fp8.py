@@ -73,17 +73,22 @@ def quantized(inputs):
 
 
 def _prepare(inputs, *, mode_name: str, config: dict | None, proton: bool = False, table=None):
-    """`config` (or the `table` entry, default CONFIGS) holds tc.Config's keys plus an optional `pipeline`:
-    True runs the unmasked blocks through _triton_fp8_pipe.stage_pipelined (QK(j) and PV(j-1) together)."""
+    """`config` (or the `table` entry, default CONFIGS) holds tc.Config's keys plus an optional `loop`, the
+    schedule of the blocks that need no mask: "plain" (`_stage`), "pipelined" (QK(j) and PV(j-1) issued
+    together) or "acc-in-mma" (PV accumulating in the wgmma); see _triton_fp8_pipe."""
     import torch
 
     from kernels_under_test import _triton_common as tc
-    from kernels_under_test._triton_fp8_pipe import stage_pipelined
+    from kernels_under_test._triton_fp8_pipe import stage_acc_in_mma, stage_pipelined
 
     s = inputs.shape
     check_layout(inputs)
     params = dict(config) if config is not None else config_for(s.head_dim_qk, s.head_dim_v, table=table or CONFIGS)
-    bulk = stage_pipelined if params.pop("pipeline", False) else None
+    loops = {"plain": None, "pipelined": stage_pipelined, "acc-in-mma": stage_acc_in_mma}
+    loop = params.pop("loop", "plain")
+    if loop not in loops:
+        raise ValueError(f"config key loop={loop!r}: the FP8 kernels' loops are {', '.join(loops)}")
+    bulk = loops[loop]
     cfg = tc.Config(**params)
     q8, k8, vt8, (dq, dk, dv) = quantized(inputs)
     out = torch.empty((s.batch, s.heads_q, s.seq_len, s.head_dim_v), dtype=torch.bfloat16, device=inputs.q.device)

@@ -13,6 +13,10 @@ inside a CTA; lean P is bound by instruction issue (69 %), exact P by MUFU.EX2 (
 - `triton-fp8-lean-pipe-m128`: the same loop with 128-row tiles of 8 warps (two warpgroups: two
   independent m64 halves that the scheduler may interleave, a step toward FA3's ping-pong), and half
   the K/V reads from L2 per query row.
+- `triton-fp8-lean-accmma` / `triton-fp8-exact-accmma`: `_stage`'s order, but acc is kept in units of
+  the block's descale so PV accumulates inside the wgmma (acc times one per-row factor is its C operand):
+  one FMUL per accumulator element a block where `_stage` spends an FMUL and an FFMA (64 FFMA per
+  thread per block at d=128, 12 % of the unmasked loop's instructions in the sm_90 SASS).
 - `triton-fp8-lean-m64`: the plain kernel with 64-row tiles of 4 warps at every head dim: d=128's
   table config already (3 CTAs per SM, out of step: 3.52 ms against 4.33 ms at 128 rows on the H200),
   new at d=64, where the table keeps 128 rows of 8 warps.
@@ -49,12 +53,16 @@ _M64 = {dims: dict(cfg, block_m=64, num_warps=4) for dims, cfg in _BASE.items()}
 
 # name -> (P mode, config table, overrides of every table entry, description)
 VARIANTS = {
-    "triton-fp8-lean-pipe": ("lean", _BASE, dict(pipeline=True),
+    "triton-fp8-lean-pipe": ("lean", _BASE, dict(loop="pipelined"),
                              "triton-fp8-lean with QK(j) and PV(j-1) issued together before softmax(j)"),
-    "triton-fp8-exact-pipe": ("exact", _BASE, dict(pipeline=True),
+    "triton-fp8-exact-pipe": ("exact", _BASE, dict(loop="pipelined"),
                               "triton-fp8-exact with QK(j) and PV(j-1) issued together before softmax(j)"),
-    "triton-fp8-lean-pipe-m128": ("lean", _M128, dict(pipeline=True),
+    "triton-fp8-lean-pipe-m128": ("lean", _M128, dict(loop="pipelined"),
                                   "triton-fp8-lean-pipe with 128-row tiles of 8 warps (two warpgroups)"),
+    "triton-fp8-lean-accmma": ("lean", _BASE, dict(loop="acc-in-mma"),
+                               "triton-fp8-lean with PV accumulating in the wgmma (one FMUL per acc element a block)"),
+    "triton-fp8-exact-accmma": ("exact", _BASE, dict(loop="acc-in-mma"),
+                                "triton-fp8-exact with PV accumulating in the wgmma (one FMUL per acc element a block)"),
     "triton-fp8-lean-m64": ("lean", _M64, {}, "triton-fp8-lean with 64-row tiles of 4 warps at every head dim"),
 }
 

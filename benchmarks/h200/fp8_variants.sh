@@ -6,10 +6,13 @@
 #
 # Rough time (BUDGET_S, default 450 s, is enforced: each step gets at most what is left, less a reserve
 # for the last steps; one failing or slow step never stops the others):
-#   1. d=128 gate + ranking (S=16384, H=32, causal, gaussian:0.1; 8 kernels, compile ~5 s each)  ~150 s
+#   1. d=128 gate + ranking (S=16384, H=32, causal, gaussian:0.1; 10 kernels, compile ~5 s each) ~150 s
 #   2. bench sustained: best variant, triton-fp8-lean, triton-bf16, sdpa-cudnn (1 repeat, 2 s)   ~110 s
 #   3. d=64 ranking (B=8, H=9, S=8192, causal; the SmolLM2 captures' shape)                       ~80 s
 #   4. bench trace (ncu pipe counters) of the best variant and triton-fp8-lean from run 2         ~100 s
+# Variants (kernels_under_test/triton_fp8_variants.py): triton-fp8-{lean,exact}-pipe (QK(j) with PV(j-1)),
+# triton-fp8-{lean,exact}-accmma (PV accumulating in the wgmma), triton-fp8-lean-pipe-m128, triton-fp8-lean-m64.
+# The best variant is the fastest gated one of step 1 (fp8_rank.py --best-variant).
 # Results: $OUT/steps.log, one log per step, rank-d128.json / rank-d64.json, results-fp8.tgz (the
 # results/ runs of steps 2 and 4, with traces/). Nothing here changes clocks or power settings.
 set -u -o pipefail

@@ -137,7 +137,8 @@ def _inputs(shape, source="gaussian:1.0", seed=1, dtype="bfloat16"):
     return make_inputs(InputSpec(shape=shape, dtype=dtype, source=source, seed=seed), device=DEVICE)
 
 
-VARIANTS = ["triton-fp8-lean-pipe", "triton-fp8-exact-pipe", "triton-fp8-lean-pipe-m128", "triton-fp8-lean-m64"]
+VARIANTS = ["triton-fp8-lean-pipe", "triton-fp8-exact-pipe", "triton-fp8-lean-accmma", "triton-fp8-exact-accmma",
+            "triton-fp8-lean-pipe-m128", "triton-fp8-lean-m64"]
 
 
 def _kernel(name):
@@ -242,7 +243,7 @@ def _assert_close_to_its_p_emulation(report):
     assert report.total.max_abs < 1.5 * p.max_abs + 0.01, report.summary()
 
 
-@pytest.mark.parametrize("name", ["triton-fp8-exact", "triton-fp8-lean", "triton-fp8-exact-pipe", "triton-fp8-lean-pipe"])
+@pytest.mark.parametrize("name", ["triton-fp8-exact", "triton-fp8-lean", *VARIANTS[:4]])
 def test_fp8_peaked_scores_use_block_offsets(name):
     # Large logits (std 3 in q) spread block maxima over many binades below the row max, so o > 0 and
     # the per-block 2^-(o + sigma) must be undone exactly; causal adds fully masked blocks (o capped).
@@ -292,7 +293,7 @@ def test_fp8_kernels_pass_the_gate_against_their_quantized_inputs():
 LOOP_SHAPES = [(1, 2, 1, 256, 64, 64, True), (1, 1, 1, 232, 128, 128, False)]
 
 
-@pytest.mark.parametrize("name", VARIANTS[:3])
+@pytest.mark.parametrize("name", VARIANTS[:4])
 @pytest.mark.parametrize("dims", LOOP_SHAPES, ids=["S256-d64-causal", "S232-d128-full"])
 def test_fp8_variants_match_the_kernel_they_change(name, dims):
     # A variant changes the schedule, not P: its error against fp64 (by stage) must be that of the
@@ -316,6 +317,12 @@ def test_fp8_variants_declare_the_p_bound_of_the_kernel_they_change():
         extra = _kernel(name).extra
         assert extra["p_rel_error"] == _kernel(extra["variant_of"]).extra["p_rel_error"]
         assert extra["p_mode"] == _kernel(extra["variant_of"]).extra["p_mode"]
+
+
+def test_fp8_unknown_loop_is_refused():
+    x = _inputs(_shape(1, 1, 1, 32, 64, 64, True))
+    with pytest.raises(ValueError, match="loop='twice'.*plain, pipelined, acc-in-mma"):
+        _kernel("triton-fp8-lean").prepare(x, config=dict(FP8_SMALL, loop="twice"))
 
 
 def test_fp8_rejects_a_block_n_other_than_the_p_block():
