@@ -1,17 +1,23 @@
-"""A software-pipelined key loop for the FP8 kernels: block j's QK and block j-1's PV go to the tensor
-cores together, ahead of block j's softmax (FlashAttention-3's intra-warpgroup pipelining, by hand).
+"""Two schedules of the FP8 kernels' unmasked key blocks, each a drop-in for `_triton_common._stage`
+(same signature: `_attn_fwd` runs one as its BULK stage; the diagonal blocks keep `_stage`).
 
-Why: in `_triton_common._stage` each block runs QK, then softmax, then PV, and every wgmma waits for the
-vector work before it; on the H200 the FP8 kernels keep the tensor pipe 33 % busy with softmax at 44-51 %
-of a block (Proton). Here iteration j issues QK(j) and PV(j-1) (P of block j-1 was formed in the
-previous iteration and is carried in registers), then forms P(j) from QK(j) while PV(j-1) can still run:
-wgmma is asynchronous and Triton waits for a product only where its result is first read. The
-accumulator takes PV(j-1) after the softmax, then block j's rescale: (acc + PV(j-1) d(j-1)) alpha(j)
-where `_stage` computes acc alpha(j) + PV(j) d(j), the same terms, rounded in another order.
+Why: in `_stage` each block runs QK, then softmax, then PV, each wgmma waited for before the vector
+work that reads it; on the H200 the FP8 kernels keep the tensor pipe 33 % busy with softmax at 44-51 %
+of a block (Proton), and lean P is bound by instruction issue (69 %).
 
-`stage_pipelined` has `_stage`'s signature, so `_attn_fwd` runs it as its BULK stage (the blocks that
-need no mask); the diagonal blocks keep `_stage`. FP8 modes only (MODE 1 exact, 2 lean), no Proton
-scopes (a timeline of this loop would put QK and PV of different blocks in one scope).
+- `stage_pipelined` (FlashAttention-3's intra-warpgroup pipelining, by hand): iteration j issues QK(j)
+  and PV(j-1) (P of block j-1, formed in the previous trip, carried), then forms P(j), so that PV(j-1)
+  could run under the softmax. Compiled for sm_90 by triton 3.6 the order is there but the overlap is
+  not: Triton waits for each wgmma right after issuing it (warp_group_dot_wait pendings = 0 for both
+  products in the TTGIR), and the carried P goes through shared memory (16 STS and 40 PRMT more a
+  block). What it saves is stage_acc_in_mma's FFMA; the GPU says whether the order helps.
+- `stage_acc_in_mma`: `_stage`'s order, with the PV product accumulating inside the wgmma.
+
+Both keep acc in units of the pending block's descale d = 2^-(o + sigma) (acc times 2^(o + sigma)), so
+acc * g, g = alpha d_old / d_new, is the wgmma's C operand and the loop touches acc once a block (one
+FMUL per element) where `_stage` computes acc * alpha + PV * d (FMUL and FFMA, PV into a zeroed
+accumulator): the same terms, rounded in another order. P is formed exactly as `_stage` forms it
+(`_fp8_p`), except that o is capped at O_CAP. FP8 modes only (MODE 1 exact, 2 lean); no Proton scopes.
 
 V of block j-1 is loaded again in iteration j rather than carried: a loaded tile carried across the loop
 would leave Triton's load pipeliner (TMA into rotating shared buffers feeding the wgmma) for registers.
