@@ -119,6 +119,7 @@ def rank(args) -> dict:
         for name in order if r % 2 == 0 else order[::-1]:
             ms = _time_ms(launches[name], device=args.device, warm_s=args.warm_s, rep_ms=args.rep_ms)
             rows[name].setdefault("ms_rounds", []).append(ms)
+            print(f"round {r + 1}: {name:28} {ms:9.4f} ms", flush=True)  # kept if the step's time limit hits
     for name in order:
         row = rows[name]
         row["ms"] = statistics.median(row["ms_rounds"])

@@ -38,7 +38,7 @@ step "1. d=128 gate and ranking (do_bench after warm-up)"
 timeout "$(left 270 200)" python3 benchmarks/fp8_rank.py $BASE --input gaussian:0.1 --seq-len 16384 --heads 32 \
     --head-dim 128 --causal --rounds 2 --json "$OUT/rank-d128.json" --best-variant 2>&1 | tee "$OUT/rank-d128.log"
 BEST=$(sed -n 's/^best variant: \(triton-[A-Za-z0-9-]*\)$/\1/p' "$OUT/rank-d128.log" | tail -1)
-[ -n "$BEST" ] || BEST=triton-fp8-lean-pipe  # ranking cut short: the variant the diagnosis points to
+[ -n "$BEST" ] || BEST=triton-fp8-lean-accmma  # ranking cut short: the variant with the fewest instructions a block
 step "best variant: $BEST"
 
 step "2. bench sustained: $BEST, triton-fp8-lean, triton-bf16, sdpa-cudnn"
