@@ -16,6 +16,7 @@ MODULES = (
     "kernels_under_test.reference",
     "kernels_under_test.triton_bf16",
     "kernels_under_test.triton_fp8",
+    "kernels_under_test.triton_fp8_variants",
 )
 
 

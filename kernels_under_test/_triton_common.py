@@ -248,7 +248,10 @@ def _attn_fwd(
     BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, CAUSAL: tl.constexpr, MODE: tl.constexpr,
     TAU: tl.constexpr, SIGMA: tl.constexpr, BETA: tl.constexpr, RESCALE_BRANCH: tl.constexpr,
     USE_TMA: tl.constexpr, V_T: tl.constexpr, PACK_P: tl.constexpr, PROTON: tl.constexpr,
+    BULK: tl.constexpr,
 ):
+    # BULK: the jit function that runs the blocks needing no mask (`_stage`, or a variant of the same
+    # signature such as _triton_fp8_pipe.stage_pipelined); the diagonal blocks always run `_stage`.
     pid_m = tl.program_id(0)
     if CAUSAL:
         # Longest rows first, so the short ones fill the tail of the last wave.
@@ -286,7 +289,7 @@ def _attn_fwd(
     else:
         full_end = (S // BLOCK_N) * BLOCK_N
         end = S
-    acc, l_i, m_i = _stage(
+    acc, l_i, m_i = BULK(
         acc, l_i, m_i, q_lo, q_hi, K, K2, V, k_base, v_base, stride_kn, stride_vn, stride_vd, qk_scale, 0, full_end,
         offs_m, S, DQK_LO, DQK_HI, DV, BLOCK_N, False, CAUSAL, MODE, TAU, SIGMA, BETA, RESCALE_BRANCH, USE_TMA, V_T,
         PACK_P, PROTON,
@@ -311,9 +314,10 @@ def split_qk_dim(dqk: int) -> tuple[int, int]:
     return lo, hi
 
 
-def _constexprs(*, mode, causal, dqk, dv, config, tau, sigma, beta, use_tma, v_transposed, proton=False):
+def _constexprs(*, mode, causal, dqk, dv, config, tau, sigma, beta, use_tma, v_transposed, proton=False, bulk=None):
     lo, hi = split_qk_dim(dqk)
     return dict(
+        BULK=_stage if bulk is None else bulk,
         DQK_LO=lo, DQK_HI=hi, DV=dv, BLOCK_M=config.block_m, BLOCK_N=config.block_n, CAUSAL=bool(causal),
         MODE=mode, TAU=float(tau), SIGMA=float(sigma), BETA=float(beta), RESCALE_BRANCH=bool(config.rescale_branch),
         USE_TMA=bool(use_tma), V_T=bool(v_transposed), PACK_P=bool(config.pack_p), PROTON=bool(proton),
@@ -344,11 +348,12 @@ def _descriptors(k, v, *, bn, dqk_lo, dqk_hi, v_transposed):
 
 def attention_launch(
     *, mode: int, q, k, v, out, qk_scale: float, out_scale: float, causal: bool, config: Config,
-    tau: float, sigma: float = 0.0, beta: float = 0.0, v_transposed: bool = False, proton: bool = False,
+    tau: float, sigma: float = 0.0, beta: float = 0.0, v_transposed: bool = False, proton: bool = False, bulk=None,
 ):
     """A zero-argument closure launching the kernel once into `out` (q [B,Hq,S,dqk], k [B,Hkv,S,dqk]).
 
     `proton` compiles the variant with Proton scopes (load_kv, qk, softmax, pv) for timelines; never timed.
+    `bulk` is the jit function for the blocks that need no mask (default `_stage`; see `_attn_fwd`).
 
     v is [B,Hkv,S,dv], or [B,Hkv,dv,S] when `v_transposed` (the K-major layout Hopper's FP8 wgmma wants
     for its B operand). Everything that does not change between launches is bound here, once.
@@ -375,7 +380,7 @@ def attention_launch(
         HQ, HQ // k.shape[1], S,
     )
     kw = _constexprs(mode=mode, causal=causal, dqk=dqk, dv=dv, config=config, tau=tau, sigma=sigma, beta=beta,
-                     use_tma=use_tma, v_transposed=v_transposed, proton=proton)
+                     use_tma=use_tma, v_transposed=v_transposed, proton=proton, bulk=bulk)
     if proton and pl is None:
         raise ValueError("proton=True needs triton.profiler (Proton), which this Triton lacks")
     grid = (triton.cdiv(S, config.block_m), B * HQ)
@@ -390,7 +395,7 @@ def attention_launch(
 
 def compile_for(
     *, mode: int, dqk: int, dv: int, causal: bool, config: Config, tau: float, sigma: float = 0.0, beta: float = 0.0,
-    v_transposed: bool = False, arch: int = 90, proton: bool = False,
+    v_transposed: bool = False, arch: int = 90, proton: bool = False, bulk=None,
 ):
     """Compile ahead of time for `sm_<arch>` without a GPU (ptxas ships with triton): SASS, registers, spills.
 
@@ -414,7 +419,7 @@ def compile_for(
                  "stride_vh", "stride_vn", "stride_vd", "stride_ob", "stride_oh", "stride_om", "HQ", "GROUP", "S"):
         sig[name] = "i32"
     consts = _constexprs(mode=mode, causal=causal, dqk=dqk, dv=dv, config=config, tau=tau, sigma=sigma, beta=beta,
-                         use_tma=config.use_tma, v_transposed=v_transposed, proton=proton)
+                         use_tma=config.use_tma, v_transposed=v_transposed, proton=proton, bulk=bulk)
     unit = ("stride_vn",) if v_transposed else ("stride_vd",)  # what the JIT specialises for unit strides
     consts.update({name: 1 for name in unit})
     sig.update({name: "constexpr" for name in consts})

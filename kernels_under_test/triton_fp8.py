@@ -72,21 +72,31 @@ def quantized(inputs):
     return q8, k8, v8.transpose(-1, -2).contiguous(), (dq, dk, dv)
 
 
-def _prepare(inputs, *, mode_name: str, config: dict | None, proton: bool = False):
+def _prepare(inputs, *, mode_name: str, config: dict | None, proton: bool = False, table=None):
+    """`config` (or the `table` entry, default CONFIGS) holds tc.Config's keys plus an optional `loop`, the
+    schedule of the blocks that need no mask: "plain" (`_stage`), "pipelined" (QK(j) and PV(j-1) issued
+    together) or "acc-in-mma" (PV accumulating in the wgmma); see _triton_fp8_pipe."""
     import torch
 
     from kernels_under_test import _triton_common as tc
+    from kernels_under_test._triton_fp8_pipe import stage_acc_in_mma, stage_pipelined
 
     s = inputs.shape
     check_layout(inputs)
-    cfg = tc.Config(**(config if config is not None else config_for(s.head_dim_qk, s.head_dim_v, table=CONFIGS)))
+    params = dict(config) if config is not None else config_for(s.head_dim_qk, s.head_dim_v, table=table or CONFIGS)
+    loops = {"plain": None, "pipelined": stage_pipelined, "acc-in-mma": stage_acc_in_mma}
+    loop = params.pop("loop", "plain")
+    if loop not in loops:
+        raise ValueError(f"config key loop={loop!r}: the FP8 kernels' loops are {', '.join(loops)}")
+    bulk = loops[loop]
+    cfg = tc.Config(**params)
     q8, k8, vt8, (dq, dk, dv) = quantized(inputs)
     out = torch.empty((s.batch, s.heads_q, s.seq_len, s.head_dim_v), dtype=torch.bfloat16, device=inputs.q.device)
     launch = tc.attention_launch(
         mode=tc.MODE_EXACT if mode_name == "exact" else tc.MODE_LEAN,
         q=q8, k=k8, v=vt8, out=out, v_transposed=True,
         qk_scale=inputs.scale * math.log2(math.e) * dq * dk, out_scale=dv,
-        causal=s.causal, config=cfg, tau=TAU, sigma=SIGMA, beta=BETA, proton=proton,
+        causal=s.causal, config=cfg, tau=TAU, sigma=SIGMA, beta=BETA, proton=proton, bulk=bulk,
     )
     if not interpreting():  # compile here, in setup, so that no timed launch compiles
         launch()
@@ -108,19 +118,20 @@ def prepare_lean(inputs, *, config: dict | None = None, proton: bool = False):
 P_REL_ERROR = {"exact": 2.0**-4, "lean": 0.075}
 
 
-def _declare(name: str, prepare, p_mode: str, description: str) -> None:
-    registry.add(
+def _declare(name: str, prepare, p_mode: str, description: str, *, into=None, extra=None, source=None,
+             head_dims=HEAD_DIMS) -> None:
+    (registry if into is None else into).add(
         Kernel(
             name=name,
             prepare=prepare,
             dtypes=frozenset({"bfloat16", "float16"}),
             devices=frozenset({"cuda", "cpu"}),
-            head_dims=frozenset(HEAD_DIMS),
+            head_dims=frozenset(head_dims),
             availability=functools.partial(triton_availability, min_capability=(8, 9), why="FP8 tl.dot"),
             description=description,
             output_dtype="bfloat16",
             tolerance="fp8",
-            source=f"{__name__}:{prepare.__name__}",
+            source=source or f"{__name__}:{prepare.__name__}",
             extra={
                 # Quantization happens in prepare(): the launch reads the e4m3 copies, not inputs.q/k/v.
                 "reads_inputs_at_launch": False,
@@ -131,6 +142,7 @@ def _declare(name: str, prepare, p_mode: str, description: str) -> None:
                 "sigma": SIGMA,
                 "beta": BETA,
                 "tau": TAU,
+                **(extra or {}),
             },
         )
     )

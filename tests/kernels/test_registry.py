@@ -14,7 +14,7 @@ from harness.kernels import Kernel, KernelRegistry, default_registry
 def test_bundled_kernels_are_registered_through_the_entry_point():
     reg = default_registry()
     for name in ("sdpa-cudnn", "sdpa-flash", "sdpa-cpu", "reference-fp64", "triton-bf16", "triton-fp8-exact",
-                 "triton-fp8-lean"):
+                 "triton-fp8-lean", "triton-fp8-lean-pipe", "triton-fp8-lean-accmma", "triton-fp8-exact-accmma"):
         assert name in reg
     assert reg.plugin_errors == {}
 

@@ -137,9 +137,15 @@ def _inputs(shape, source="gaussian:1.0", seed=1, dtype="bfloat16"):
     return make_inputs(InputSpec(shape=shape, dtype=dtype, source=source, seed=seed), device=DEVICE)
 
 
-def _kernel(name):
-    from kernels_under_test import triton_bf16, triton_fp8
+VARIANTS = ["triton-fp8-lean-pipe", "triton-fp8-exact-pipe", "triton-fp8-lean-accmma", "triton-fp8-exact-accmma",
+            "triton-fp8-lean-pipe-m128", "triton-fp8-lean-m64"]
 
+
+def _kernel(name):
+    from kernels_under_test import triton_bf16, triton_fp8, triton_fp8_variants
+
+    if name in VARIANTS:
+        return triton_fp8_variants.registry.get(name)
     return (triton_bf16.registry if name == "triton-bf16" else triton_fp8.registry).get(name)
 
 
@@ -237,7 +243,7 @@ def _assert_close_to_its_p_emulation(report):
     assert report.total.max_abs < 1.5 * p.max_abs + 0.01, report.summary()
 
 
-@pytest.mark.parametrize("name", ["triton-fp8-exact", "triton-fp8-lean"])
+@pytest.mark.parametrize("name", ["triton-fp8-exact", "triton-fp8-lean", *VARIANTS[:4]])
 def test_fp8_peaked_scores_use_block_offsets(name):
     # Large logits (std 3 in q) spread block maxima over many binades below the row max, so o > 0 and
     # the per-block 2^-(o + sigma) must be undone exactly; causal adds fully masked blocks (o capped).
@@ -275,11 +281,61 @@ def test_fp8_exact_p_stays_far_below_the_e4m3_limit(monkeypatch, source):
 
 def test_fp8_kernels_pass_the_gate_against_their_quantized_inputs():
     x = _inputs(_shape(1, 2, 1, 64, 64, 64, True), source="gaussian:0.1")
-    for name in ("triton-fp8-exact", "triton-fp8-lean"):
+    for name in ("triton-fp8-exact", "triton-fp8-lean", *VARIANTS):
         kernel = _kernel(name)
+        if (64, 64) not in kernel.head_dims:
+            continue  # triton-fp8-exact-pipe: d=128 only (test_exact_pipe_refuses_d64)
         qd, kd, vd = kernel_reference_inputs(kernel, x)
         ref = reference_attention(qd, kd, vd, scale=x.scale, causal=True)
         assert gate(kernel, x, kernel.prepare(x), reference=ref).passed
+
+
+# Shapes whose last query blocks have 3 and 4 unmasked key blocks (the pipelined loop's prologue, trips
+# and epilogue all run) plus masked ones: causal diagonals, and a ragged non-causal tail.
+LOOP_SHAPES = [(1, 2, 1, 256, 64, 64, True), (1, 1, 1, 232, 128, 128, False)]
+
+
+@pytest.mark.parametrize("name", VARIANTS[:4])
+@pytest.mark.parametrize("dims", LOOP_SHAPES, ids=["S256-d64-causal", "S232-d128-full"])
+def test_fp8_variants_match_the_kernel_they_change(name, dims):
+    # A variant changes the schedule, not P: its error against fp64 (by stage) must be that of the
+    # kernel it starts from, and output for output the two agree to within a reordered fp32 sum and the
+    # bf16 output rounding (a key block lost or counted twice moves rows by far more).
+    x = _inputs(_shape(*dims), source="gaussian:1.0")
+    kernel = _kernel(name)
+    base_kernel = _kernel(kernel.extra["variant_of"])
+    got = kernel.prepare(x, config=FP8_SMALL)().clone()
+    base = base_kernel.prepare(x, config=FP8_SMALL)().clone()
+    assert (got.float() - base.float()).abs().max() <= 2.0**-7 * base.float().abs().max()
+    mine = attention_error(kernel, x, launch=lambda: got)
+    theirs = attention_error(base_kernel, x, launch=lambda: base)
+    for stage in ("p", "kernel"):
+        a, b = mine.stages[stage], theirs.stages[stage]
+        assert a.rel_rms <= 1.02 * b.rel_rms + 1e-4 and a.max_abs <= 1.02 * b.max_abs + 1e-4, (stage, a, b)
+
+
+def test_fp8_variants_declare_the_p_bound_of_the_kernel_they_change():
+    for name in VARIANTS:
+        extra = _kernel(name).extra
+        assert extra["p_rel_error"] == _kernel(extra["variant_of"]).extra["p_rel_error"]
+        assert extra["p_mode"] == _kernel(extra["variant_of"]).extra["p_mode"]
+
+
+def test_exact_pipe_refuses_d64():
+    # ptxas 12.8 compiles its d=64 loop with loop-head reads of unwritten registers (the H200 NaN's
+    # pattern), so the variant declares, and configures, d=128 only.
+    from harness.errors import UnsupportedInputError
+
+    kernel = _kernel("triton-fp8-exact-pipe")
+    assert kernel.head_dims == {(128, 128)}
+    with pytest.raises(UnsupportedInputError, match="supported: 128"):
+        kernel.prepare(_inputs(_shape(1, 1, 1, 64, 64, 64, True)))
+
+
+def test_fp8_unknown_loop_is_refused():
+    x = _inputs(_shape(1, 1, 1, 32, 64, 64, True))
+    with pytest.raises(ValueError, match="loop='twice'.*plain, pipelined, acc-in-mma"):
+        _kernel("triton-fp8-lean").prepare(x, config=dict(FP8_SMALL, loop="twice"))
 
 
 def test_fp8_rejects_a_block_n_other_than_the_p_block():

@@ -31,16 +31,26 @@ BIN = Path(triton.__file__).parent / "backends" / "nvidia" / "bin"
 SCRIPT = r"""
 import itertools, json, re, subprocess, sys, tempfile
 from kernels_under_test import _triton_common as tc, triton_bf16, triton_fp8
+from kernels_under_test._triton_fp8_pipe import stage_acc_in_mma, stage_pipelined
 
 tool = sys.argv[1]
 out = {}
+EXACT = dict(tau=0.125, sigma=6, v_transposed=True)
+LEAN = dict(EXACT, beta=0.35)
+PIPE, ACC = dict(bulk=stage_pipelined), dict(bulk=stage_acc_in_mma)
 for (name, mode, table, extra, over), d in itertools.product((
     ("bf16", tc.MODE_BF16, triton_bf16.CONFIGS, dict(tau=0.5), dict(pack_p=False)),
     ("bf16-pack", tc.MODE_BF16, triton_bf16.CONFIGS, dict(tau=0.5), dict(pack_p=True)),
-    ("exact", tc.MODE_EXACT, triton_fp8.CONFIGS, dict(tau=0.125, sigma=6, v_transposed=True), {}),
-    ("lean", tc.MODE_LEAN, triton_fp8.CONFIGS, dict(tau=0.125, sigma=6, beta=0.35, v_transposed=True), {}),
+    ("exact", tc.MODE_EXACT, triton_fp8.CONFIGS, EXACT, {}),
+    ("lean", tc.MODE_LEAN, triton_fp8.CONFIGS, LEAN, {}),
+    ("exact-pipe", tc.MODE_EXACT, triton_fp8.CONFIGS, dict(EXACT, **PIPE), {}),
+    ("lean-pipe", tc.MODE_LEAN, triton_fp8.CONFIGS, dict(LEAN, **PIPE), {}),
+    ("exact-accmma", tc.MODE_EXACT, triton_fp8.CONFIGS, dict(EXACT, **ACC), {}),
+    ("lean-accmma", tc.MODE_LEAN, triton_fp8.CONFIGS, dict(LEAN, **ACC), {}),
 ), (128, 64)):
     if d != 128:
+        if name.endswith(("-pipe", "-accmma")):
+            continue  # the variants' loops at d=128 only: each compile costs seconds of CI
         name = f"{name}-d{d}"
     try:
         config = tc.Config(**{**table[(d, d)], **over})
@@ -99,18 +109,28 @@ def test_packed_p_has_no_per_element_conversion(sass):
     assert sass("bf16")["f2f"] >= 64 and sass("bf16-pack")["f2f"] == 0
 
 
-@pytest.mark.parametrize("mode", ["exact", "lean"])
+@pytest.mark.parametrize("mode", ["exact", "lean", "exact-pipe", "lean-pipe", "exact-accmma", "lean-accmma"])
 def test_fp8_uses_qgmma_for_both_products(sass, mode):
     fp8 = sass(mode)
     assert fp8["qgmma"] > 0 and fp8["hgmma"] == 0 and fp8["hmma"] == 0
 
 
-def test_lean_p_has_no_per_element_exp2(sass):
+@pytest.mark.parametrize("mode", ["lean", "lean-pipe", "lean-accmma"])
+def test_lean_p_has_no_per_element_exp2(sass, mode):
     # exact: one EX2 per score element (64 per thread per block here); lean: only the per-row alpha.
-    assert sass("lean")["ex2"] <= 8
+    assert sass(mode)["ex2"] <= 8
 
 
-@pytest.mark.parametrize("mode", ["bf16", "bf16-pack", "exact", "lean"])
+@pytest.mark.parametrize("p", ["exact", "lean"])
+def test_accumulating_pv_in_the_wgmma_drops_the_accumulator_ffma(sass, p):
+    # `_stage` updates acc as acc * alpha + PV * d: an FFMA per accumulator element and block (64 per
+    # thread at d=128, 64 rows, 4 warps); the acc-in-mma loop hands acc * g to the wgmma as its C operand.
+    ffma = {mode: len(re.findall(r"\bFFMA\b", sass(mode)["sass"])) for mode in (p, f"{p}-accmma")}
+    assert ffma[p] - ffma[f"{p}-accmma"] >= 48, ffma
+
+
+@pytest.mark.parametrize("mode", ["bf16", "bf16-pack", "exact", "lean", "exact-pipe", "lean-pipe", "exact-accmma",
+                                  "lean-accmma"])
 def test_table_configs_do_not_spill_and_fit_shared_memory(sass, mode):
     entry = sass(mode)
     assert entry["stack"] == 0
@@ -183,7 +203,8 @@ def test_the_loop_check_finds_a_register_read_before_any_write():
 
 
 @pytest.mark.parametrize("mode", ["bf16", "bf16-pack", "exact", "lean", "bf16-d64", "bf16-pack-d64", "exact-d64",
-                                  "lean-d64"])
+                                  "lean-d64", "exact-pipe", "lean-pipe", "exact-accmma",
+                                  "lean-accmma"])
 def test_no_loop_reads_registers_nothing_wrote(sass, mode):
     found = loop_head_reads_of_unwritten_registers(sass(mode)["sass"])
     assert not found, f"{len(found)} reads of registers no instruction before the loop wrote, e.g. {found[:4]}"
