@@ -287,8 +287,11 @@ def stopped(out, exc: KeyboardInterrupt) -> int:
 
 
 def nothing_timed(out, result) -> None:
-    """A run in which no kernel x input was timed passes nothing: say so and exit non-zero."""
+    """A run in which no kernel x input was timed passes nothing: say so and exit RUN_FAILED (4), never 0,
+    and never 1, which CI reads as "slower"."""
+    from harness.errors import ExitCode
+
     if result.nothing_timed:
         out.print(f"[bold red]nothing was timed[/] ({result.untimed_summary()}): every kernel x input failed the "
                   f"gate, errored or timed out; the reasons are above and in the results.", highlight=False)
-        raise typer.Exit(1)
+        raise typer.Exit(ExitCode.RUN_FAILED)
