@@ -8,7 +8,7 @@ import pytest
 from h200_runs import RUN_A
 
 from harness.errors import ResultsError
-from harness.results import read_run
+from harness.results import SCHEMA_VERSION, read_run
 
 
 def _set_version(path, version: int) -> None:
@@ -33,7 +33,7 @@ def test_missing_table(copy_run):
 def test_older_schema_without_a_migration(copy_run):
     run = copy_run(RUN_A)
     _set_version(run / "measurements" / "part-00000.parquet", 0)
-    with pytest.raises(ResultsError, match="uses results schema v0, which this harness .v2. cannot migrate"):
+    with pytest.raises(ResultsError, match=f"uses results schema v0, which this harness .v{SCHEMA_VERSION}. cannot migrate"):
         read_run(run)
 
 

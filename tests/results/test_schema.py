@@ -1,4 +1,4 @@
-"""The results schema: table names, column types, the version in the metadata and the v1 -> v2 migration."""
+"""The results schema: table names, column types, the version in the metadata and the v1 -> v2 -> v3 migrations."""
 
 from __future__ import annotations
 
@@ -19,13 +19,13 @@ from harness.results._schema import (
 
 def test_tables_and_version():
     assert TABLES == ("runs", "measurements", "chunks", "samples", "probes")
-    assert SCHEMA_VERSION == 2 and set(MIGRATIONS) == {1}
+    assert SCHEMA_VERSION == 3 and set(MIGRATIONS) == {1, 2}
 
 
 @pytest.mark.parametrize("table", ["runs", "measurements", "chunks", "samples", "probes"])
 def test_schema_metadata_names_the_version_and_table(table):
     s = table_schema(table)
-    assert s.metadata[b"harness_schema_version"] == b"2"
+    assert s.metadata[b"harness_schema_version"] == b"3"
     assert s.metadata[b"harness_table"] == table.encode()
     assert s.names == columns(table) and s.names[0] == "run_id"
     assert table_schema(table) is s  # built once
@@ -63,3 +63,11 @@ def test_polars_schema_matches_arrow():
     s = polars_schema("samples")
     assert s["chiplet_clocks_mhz"] == pl.List(pl.Float64) and s["t_ns"] == pl.Int64
     assert list(s.names()) == columns("samples")
+
+
+def test_v2_runs_gain_null_contention_and_timing_note_and_other_tables_pass_through():
+    v2 = pa.table({"run_id": ["r"], "status": ["complete"]})
+    up = MIGRATIONS[2]("runs", v2)
+    assert up.column_names == ["run_id", "status", "contention_json", "timing_note"]
+    assert up.column("contention_json").null_count == 1 and up.column("timing_note").null_count == 1
+    assert MIGRATIONS[2]("measurements", v2) is v2
