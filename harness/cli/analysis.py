@@ -48,6 +48,13 @@ def compare(
         threshold = parse_threshold(fail_on_slowdown) if fail_on_slowdown is not None else None
         a, b = read_run(run_a), read_run(run_b)
         cmp = compare_runs(a, b, pairs=pairs, rule=VerdictRule(seed=seed), allow_incomplete=allow_incomplete)
+        if not cmp.rows:  # a gate that passes on nothing is no gate
+            from harness.errors import ConfigError
+
+            raise ConfigError(
+                f"Nothing to compare: no kernel x input was timed in both {run_a} and {run_b} ("
+                + ("; ".join(cmp.unmatched) or "neither run timed anything") + "). Compare runs of the same "
+                f"suite, or pair differently labelled inputs with --pair-inputs A_LABEL=B_LABEL.")
         for table in comparison_tables(cmp, title=f"{cmp.name_b} vs {cmp.name_a}"):
             console.print(table.to_rich())
         for line in explain_comparison(cmp, a, b).lines():  # the rows in words, warnings first

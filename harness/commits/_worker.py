@@ -21,8 +21,7 @@ import os
 import signal
 import sys
 from pathlib import Path
-from harness.runner._channel import JsonLinesChannel
-from harness.runner._observer import NullObserver
+from harness.runner import JsonLinesChannel, NullObserver
 
 __all__ = ["main", "spec_to_json", "input_spec_from_dict", "MEASURED_FIELDS"]
 

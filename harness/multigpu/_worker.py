@@ -29,8 +29,7 @@ import sys
 from pathlib import Path
 
 from harness.multigpu._plan import SIDECAR
-from harness.runner._channel import JsonLinesChannel
-from harness.runner._observer import NullObserver
+from harness.runner import JsonLinesChannel, NullObserver
 
 __all__ = ["SIDECAR", "main"]
 EXIT_BUSY, EXIT_ERROR, EXIT_STOPPED, EXIT_CRASH, EXIT_INTERRUPTED = 6, 3, 4, 5, 130

@@ -12,6 +12,7 @@ from harness.runner._endings import StopSignals, Watchdog, stop_signals
 from harness.runner._launch import Launcher, build_launcher, estimate_launch_ns
 from harness.runner._loop import TIMED_STATUSES, RunResult
 from harness.runner._measure import MeasureOutcome, PhaseTimes, run_protocol
+from harness.runner._channel import JsonLinesChannel
 from harness.runner._observer import NullObserver, RunObserver
 from harness.runner._probe import InbandProbe, ProbeReading, probe_unavailable_reason, summarize_probe_blocks
 from harness.runner._run import run_sustained
@@ -19,6 +20,7 @@ from harness.runner._settle import SettleCheck, check_settled, trend_change
 from harness.runner._setup import estimate_bytes
 
 __all__ = [
+    "JsonLinesChannel",
     "BurstConfig",
     "BurstProtocol",
     "Chunk",

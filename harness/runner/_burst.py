@@ -192,7 +192,7 @@ class _AppendWriter:
 
     def __init__(self, run_dir: Path, ident, command: str, proto: BurstProtocol) -> None:
         from harness.results import write_table_atomic
-        from harness.results._provenance import to_json
+        from harness.results import to_json
 
         run_dir = Path(run_dir)
         if not (run_dir / "runs.parquet").is_file():

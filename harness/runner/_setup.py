@@ -152,7 +152,7 @@ def kernel_provenance(kernels) -> dict:
 def run_info_row(config, setup: RunSetup, *, command: str, protocol) -> dict:
     """The runs row: what ran, where, with which code, software and protocol values."""
     from harness.results import git_state, host_facts, software_versions, tree_digest
-    from harness.results._provenance import to_json
+    from harness.results import to_json
 
     package = Path(__file__).resolve().parent.parent
     commit, dirty = git_state(package)
