@@ -54,7 +54,7 @@ def compare(
             raise ConfigError(
                 f"Nothing to compare: no kernel x input was timed in both {run_a} and {run_b} ("
                 + ("; ".join(cmp.unmatched) or "neither run timed anything") + "). Compare runs of the same "
-                f"suite, or pair differently labelled inputs with --pair-inputs A_LABEL=B_LABEL.")
+                "suite, or pair differently labelled inputs with --pair-inputs A_LABEL=B_LABEL.")
         for table in comparison_tables(cmp, title=f"{cmp.name_b} vs {cmp.name_a}"):
             console.print(table.to_rich())
         for line in explain_comparison(cmp, a, b).lines():  # the rows in words, warnings first

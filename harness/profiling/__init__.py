@@ -36,7 +36,6 @@ from harness.profiling._peaks import (
     peak_input_spec,
     peak_registry,
     peak_rows,
-    roofline_png,
     roofs_from_peaks,
     run_peaks,
 )
@@ -120,7 +119,6 @@ __all__ = [
     "read_att_dir",
     "read_trace_table",
     "record_proton_trace",
-    "roofline_png",
     "roofs_from_peaks",
     "run_peaks",
     "run_targets",

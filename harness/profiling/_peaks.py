@@ -17,7 +17,6 @@ True
 
 from __future__ import annotations
 
-import io
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Sequence
@@ -35,7 +34,6 @@ __all__ = [
     "peak_input_spec",
     "peak_registry",
     "peak_rows",
-    "roofline_png",
     "roofs_from_peaks",
     "run_peaks",
 ]
@@ -217,55 +215,6 @@ def roofs_from_peaks(rows: Sequence[dict]) -> list[Roof]:
     kind = {"FLOP": "compute", "byte": "memory"}
     return [Roof(label=k.removeprefix("peak-"), kind=kind.get(rs[0]["unit"], "ops"),
                  value=median(r["rate_per_s"] for r in rs), operands=rs[0]["operands"]) for k, rs in by.items()]
-
-
-def roofline_png(*, roofs: Sequence[Roof], points: Sequence[RooflinePoint], title: str = "Roofline (empirical roofs)",
-                 dpi: int = 80) -> bytes:
-    """Log-log roofline: each compute roof meets the best memory roof at its ridge; points are kernels. Pure."""
-    import matplotlib
-
-    matplotlib.use("Agg", force=False)
-    import matplotlib.pyplot as plt
-
-    compute = sorted((r for r in roofs if r.kind == "compute"), key=lambda r: -r.value)
-    memory = max((r for r in roofs if r.kind == "memory"), key=lambda r: r.value, default=None)
-    if not compute and memory is None and not points:
-        raise ValueError("a roofline needs at least one roof or point")
-    ys = [c.value for c in compute] + [p.flops_per_s for p in points if p.flops_per_s > 0]
-    y_lo, y_hi = (min(ys) / 8, max(ys) * 2) if ys else (1e12, 1e15)
-    xs = [p.intensity for p in points if p.intensity > 0]
-    ridges = [c.value / memory.value for c in compute] if memory else []
-    lo = min([y_lo / memory.value if memory else 1.0, *(x / 4 for x in xs + ridges)])
-    hi = max([100.0, *(x * 4 for x in xs + ridges)])
-    fig, ax = plt.subplots(figsize=(12, 5.5), dpi=dpi)
-    fig.subplots_adjust(left=0.07, right=0.57, bottom=0.1, top=0.93)  # the legend sits right of the axes
-    cycle = plt.rcParams["axes.prop_cycle"].by_key()["color"]
-    for i, c in enumerate(compute):
-        # solid: random operands (the roof real data meets); dashed: constant; dotted: zero
-        style = {"constant": "--", "zero": ":"}.get(c.operands, "-")
-        ax.plot([c.value / memory.value if memory else lo, hi], [c.value / 1e12] * 2, style,
-                color=cycle[i % len(cycle)], lw=1.8, label=f"{c.label}: {c.value / 1e12:.0f} TFLOP/s")
-    if memory:
-        top = compute[0].value if compute else y_hi
-        ax.plot([lo, top / memory.value], [lo * memory.value / 1e12, top / 1e12], "-", color="black", lw=1.8,
-                label=f"{memory.label}: {memory.value / 1e12:.2f} TB/s")
-    for i, p in enumerate(points):
-        ax.plot([p.intensity], [p.flops_per_s / 1e12], "o", ms=7, color=cycle[(i + len(compute)) % len(cycle)],
-                label=f"{p.label}: {p.flops_per_s / 1e12:.0f} TFLOP/s @ {p.intensity:.0f} FLOP/B" +
-                (f" [{p.note}]" if p.note else ""))
-    ax.set_xscale("log")
-    ax.set_yscale("log")
-    ax.set_xlim(lo, hi)
-    ax.set_ylim(y_lo / 1e12, y_hi / 1e12)
-    ax.set_xlabel("arithmetic intensity, FLOP per DRAM byte")
-    ax.set_ylabel("TFLOP/s (sustained)")
-    ax.set_title(title, fontsize=11)
-    ax.grid(True, which="both", alpha=0.25)
-    ax.legend(fontsize=8, loc="upper left", bbox_to_anchor=(1.01, 1.0), frameon=False)
-    buf = io.BytesIO()
-    fig.savefig(buf, format="png", dpi=dpi)
-    plt.close(fig)
-    return buf.getvalue()
 
 
 @dataclass(kw_only=True)

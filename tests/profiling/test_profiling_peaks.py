@@ -24,7 +24,6 @@ from harness.profiling import (
     peak_registry,
     peak_rows,
     read_trace_table,
-    roofline_png,
     roofs_from_peaks,
     run_peaks,
 )
@@ -81,12 +80,17 @@ def test_roofs_are_medians_and_the_roofline_is_a_png():
     roofs = {r.label: r for r in roofs_from_peaks(rows)}
     assert roofs["gemm-bf16-random"] == Roof(label="gemm-bf16-random", kind="compute", value=610e12, operands="random")
     assert roofs["copy-d2d"].kind == "memory" and roofs["exp2-mufu"].kind == "ops"  # exps are not drawn as FLOP
-    png = roofline_png(roofs=list(roofs.values()), points=[
-        RooflinePoint(label="sdpa-cudnn / gaussian:0.1", intensity=2.2e12 / 134e6, flops_per_s=560e12),
-        RooflinePoint(label="sdpa-flash / gaussian:0.1", intensity=2.2e12 / 134e6, flops_per_s=330e12, note="x")])
+    from harness.report._roofline import roofline_figure_png, roofline_rows
+
+    points = [RooflinePoint(label="sdpa-cudnn / gaussian:0.1", intensity=2.2e12 / 134e6, flops_per_s=560e12),
+              RooflinePoint(label="sdpa-flash / gaussian:0.1", intensity=2.2e12 / 134e6, flops_per_s=330e12, note="x")]
+    shape = {"input_label": "gaussian:0.1", "head_dim_qk": 128, "head_dim_v": 128, "dtype": "bfloat16"}
+    rows = roofline_rows(points, [{**shape, "kernel": "sdpa-cudnn"}, {**shape, "kernel": "sdpa-flash"}],
+                         list(roofs.values()))
+    png = roofline_figure_png(roofs=list(roofs.values()), points=points, rows=rows)
     assert png[:8] == PNG
     with pytest.raises(ValueError, match="at least one roof"):
-        roofline_png(roofs=[], points=[])
+        roofline_figure_png(roofs=[], points=[], rows=[])
 
 
 PROTO = SustainedProtocol.quick(idle_before_kernel_s=0.0, idle_before_config_s=0.0, window_s=0.1, chunk_s=0.05,
