@@ -47,12 +47,7 @@ def error(sources: dict, shape: dict, capture: dict, json_path: Optional[Path] =
     except HarnessError as exc:
         fail(exc)
     out.print(_ERROR_NOTE, style="dim", highlight=False)
-    if json_path is not None:
-        out.print(f"rows: {json_path}", highlight=False)
-    failed = [r for r in rows if r["error"]]
-    if failed:
-        out.print(f"[bold red]{len(failed)} kernel x input pair(s) failed[/] (see above).", highlight=False)
-        raise typer.Exit(2)
+    _finish(out, json_path, rows, what="kernel x input pair(s)")
 
 
 @with_options(sources=SOURCES, shape=SHAPE, capture=CAPTURE)
@@ -82,12 +77,7 @@ def repro(
         _write_json(json_path, rows)
     except HarnessError as exc:
         fail(exc)
-    if json_path is not None:
-        out.print(f"rows: {json_path}", highlight=False)
-    failed = [r for r in rows if r["error"]]
-    if failed:
-        out.print(f"[bold red]{len(failed)} run(s) failed[/] (see above).", highlight=False)
-        raise typer.Exit(2)
+    _finish(out, json_path, rows, what="run(s)")
     differing = [r for r in rows if r["differing"]]
     if differing:
         out.print(f"[yellow]{len(differing)} of {len(rows)} runs not bitwise reproducible.[/]", highlight=False)
@@ -105,6 +95,16 @@ def _setup(out, suite: dict):
     kernels = resolve_kernels(kernel_specs(src["kernel"], device=device, layout=src["layout"], gqa=src["gqa"]))
     specs = suite_inputs(out, **suite)
     return set_up_survey(kernels, specs, device)
+
+
+def _finish(out, json_path: Path | None, rows: list[dict], *, what: str) -> None:
+    """Name the --json file; when a kernel failed on an input, say so and exit 2 (its row says why)."""
+    if json_path is not None:
+        out.print(f"rows: {json_path}", highlight=False)
+    failed = [r for r in rows if r["error"]]
+    if failed:
+        out.print(f"[bold red]{len(failed)} {what} failed[/] (see above).", highlight=False)
+        raise typer.Exit(2)
 
 
 def _check_writable(path: Path | None) -> None:

@@ -12,6 +12,7 @@ from __future__ import annotations
 import time
 
 from harness.report._tables import fmt
+from harness.runner import NullObserver
 
 __all__ = ["LineObserver", "LiveView", "measurement_line", "run_observer"]
 
@@ -127,7 +128,7 @@ def measurement_line(row: dict) -> str:
             f"limiter {limiter_label([row])}, {settled} ({status})")
 
 
-class LineObserver:
+class LineObserver(NullObserver):
     """A `RunObserver` for logs: one line per finished measurement with its figures and the ETA, and the
     runner's messages; nothing is redrawn, so a CI log reads top to bottom."""
 
@@ -141,15 +142,6 @@ class LineObserver:
     def on_run_start(self, result, *, total: int) -> None:
         self._eta.start(total)
         self._print(f"run {result.run_id} -> {result.path}: {total} measurement(s)")
-
-    def on_measurement_start(self, *, kernel: str, input_label: str, repeat: int) -> None:
-        pass
-
-    def on_phase(self, phase: str) -> None:
-        pass
-
-    def on_chunk(self, chunk, check, last_sample) -> None:
-        pass
 
     def on_measurement_end(self, row: dict) -> None:
         self._eta.advance()
