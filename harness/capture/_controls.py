@@ -11,18 +11,12 @@ from harness.capture._format import FORMAT, FORMAT_VERSION, STORED_DTYPE, read_m
 from harness.capture._load import _entry, _shape
 from harness.capture._recompute import recompute
 from harness.errors import CaptureError, InputError
-from harness.inputs import AttentionInputs, InputSpec, make_inputs, synthesize, torch_dtype
+from harness.inputs import SYNTHETIC_SOURCES, AttentionInputs, InputSpec, make_inputs, synthesize, torch_dtype
 
 __all__ = ["CONTROL_DISTS", "synthesize_like", "save_like"]
 
-CONTROL_DISTS = {
-    "gaussian:0.1": "normal, std 0.1: the kernel-benchmark custom (nearly uniform attention)",
-    "gaussian:1": "normal, std 1",
-    "gaussian:matched": "normal, each of q, k, v with the std of the capture's tensor",
-    "zeros": "all zeros",
-    "constant:C": "every element C",
-    "randbits": "random finite bit patterns of the dtype",
-}
+# A control is any synthetic source, or Gaussian noise with each tensor's own std (made here: it needs the capture).
+CONTROL_DISTS = {**SYNTHETIC_SOURCES, "gaussian:matched": "normal, each of q, k, v with the std of the capture's tensor"}
 
 
 def synthesize_like(capture_path: str | Path, dist: str = "gaussian:0.1", seed: int = 0, *, device="cpu"):

@@ -1,4 +1,4 @@
-"""Settings every test of the suite shares."""
+"""The plugin tests run pytest in a subprocess: what that child must not inherit."""
 
 from __future__ import annotations
 
