@@ -13,9 +13,7 @@ The calling convention is declared, never guessed from the values:
   bundled FP8 kernels declare it), so the gate compares against attention on the quantized inputs with
   the fp8 tolerance. `quantized_by="harness"` hands the function e4m3 tensors and `q_descale`,
   `k_descale`, `v_descale` floats; `"callable"` hands it the bf16 tensors and times its own quantization.
-
 Decorators only record (an attribute on the function); nothing is imported or run.
-
 >>> @convention(layout="bshd", causal=True)
 ... def attn(q, k, v, softmax_scale=None):
 ...     return q
