@@ -38,7 +38,6 @@ __all__ = [
     "attention_shape",
     "synthetic_specs",
     "captured_specs",
-    "capture_file_specs",
     "input_specs",
     "sustained_protocol",
     "sustained_config",
@@ -231,13 +230,6 @@ def captured_specs(args: CaptureArgs, *, device: str, seq_len: int | None, dtype
         random_weights=args.random_weights, allow_random_weights=args.allow_random_weights, recapture=args.recapture,
         on_estimate=on_estimate,
     )
-
-
-def capture_file_specs(paths: Sequence[Path], *, controls: Sequence[str] = DEFAULT_CONTROLS, dtype: str = "bf16",
-                       seed: int = 0) -> tuple[InputSpec, ...]:
-    """InputSpecs for explicit capture layer files, each followed by its same-shape controls."""
-    return captured_specs(CaptureArgs(files=tuple(paths), controls=tuple(controls)), device="cpu", seq_len=None,
-                          dtype=dtype, seed=seed)
 
 
 def input_specs(*, sources: Sequence[str] | None, shape: ShapeArgs, capture: CaptureArgs, device: str,

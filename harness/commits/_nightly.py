@@ -23,7 +23,6 @@ smaller ones need a baseline on that GPU (request an update there).
 from __future__ import annotations
 
 import json
-import re
 import shutil
 from dataclasses import dataclass, field
 from datetime import datetime, timezone
@@ -31,7 +30,7 @@ from pathlib import Path
 
 from harness.errors import ResultsError
 
-__all__ = ["NightlyResult", "judge_nightly", "run_nightly", "capture_suite", "read_baseline", "store_baseline",
+__all__ = ["NightlyResult", "judge_nightly", "run_nightly", "read_baseline", "store_baseline",
            "machine_warning", "VERDICT_EXIT", "GPU_SPREAD_ALLOWANCE", "gpu_identity", "gpu_change"]
 
 GPU_SPREAD_ALLOWANCE = 0.035  # time spread between GPUs of one model: 3.2 % measured on two H200s, rounded up
@@ -53,26 +52,6 @@ class NightlyResult:
     warnings: tuple[str, ...] = ()
     baseline_updated: bool = False
     slowdowns: tuple = field(default=())
-
-
-def capture_suite(paths, *, controls=("gaussian:0.1",), dtype: str = "bfloat16", seed: int = 0) -> tuple:
-    """InputSpecs for explicit capture layer files, each followed by its same-shape controls.
-
-    Labelled like `bench sustained --model` does (`L03:captured`, `L03:gaussian:0.1`), so the report
-    pairs each capture with its controls.
-    """
-    import dataclasses
-
-    from harness.capture import capture_spec
-
-    out = []
-    for path in paths:
-        m = re.search(r"layer(\d+)", Path(path).name)
-        tag = f"L{int(m.group(1)):02d}" if m else Path(path).stem
-        captured = dataclasses.replace(capture_spec(path, dtype=dtype, seed=seed), name=f"{tag}:captured")
-        out.append(captured)
-        out.extend(dataclasses.replace(captured, source=c, name=f"{tag}:{c}") for c in controls)
-    return tuple(out)
 
 
 def read_baseline(baseline_dir: Path):
