@@ -15,10 +15,9 @@ __all__ = [
     "architecture_config", "miniature",
 ]
 
-# Text windows stacked along the batch of a captured input on a GPU when the registry entry does not say.
-# One SmolLM2 window (B=1, 9 heads, S=8192, d=64: cuDNN 0.21 ms a launch) ran at 641 W, no limiter; three
-# layers stacked (B=3, 0.57 ms) reached the H200's 700 W cap (h200-measurements.md). Eight windows (~1.5 ms)
-# sit well past that edge for cuDNN and flash alike, and still fit the pydoc text (8 x 8192 of ~113k tokens).
+# Text windows stacked along the batch of a captured input on a GPU when the registry entry does not say:
+# one. A 7B model's layer (32 heads, d=128) is ~7x the work of SmolLM2's per window; at S=16384 it keeps
+# cuDNN and flash at the H200's power cap (h200-measurements.md). S=8192 has not been measured for it.
 GPU_WINDOWS = 1
 
 
@@ -89,10 +88,12 @@ MODELS: dict[str, ModelSpec] = {
                 "rope_theta": 100000.0, "rms_norm_eps": 1e-05, "tie_word_embeddings": True,
             },
             params=134_515_008,
-            # Measured on the H200: one window (0.21 ms a cuDNN launch) ran at 641 W with no limiter; three
-            # stacked (0.57 ms) sat at the 700 W cap. Three also keep a layer's capture under the device tool's
-            # 64 MiB carry limit.
-            gpu_windows=3,
+            # The SmolLM2 layer shape on the H200 (Gaussian 0.1, causal, benchmarks/h200/stacking.sh, logs in
+            # tests/fixtures/h200/logs/20261202/stacking-table.log): at B=1 cuDNN 648 W and flash 524 W, no
+            # limiter; at B=3 cuDNN 100 % power-limited but flash 675 W at max clock; from B=6 (flash 1.6 ms a
+            # launch) both sit at the cap (flash 685 W, pwr-lim 100 %; B=9 and 12 the same). Six is the fewest
+            # windows that put both default kernels at the limiter; more only lengthen the capture.
+            gpu_windows=6,
         ),
         ModelSpec(
             name="mistral-7b",
