@@ -50,8 +50,10 @@ def _limiters(a: str, b: str) -> str:
 
 def comparison_sentence(*, kernel: str, input_a: str, input_b: str, time: Ratio, cycles: Ratio | None,
                         clock: Ratio | None, clock_source: str, limiter_a: str, limiter_b: str, verdict: str,
-                        level: float = 0.95, repeats: tuple[int, int] | None = None) -> str:
-    """The sentence for kernel on input B (captured) against input A (its control)."""
+                        level: float = 0.95, repeats: tuple[int, int] | None = None,
+                        min_change: float = VerdictRule.min_change) -> str:
+    """The sentence for kernel on input B (captured) against input A (its control); `min_change` is the
+    verdict rule's threshold, named when the interval excludes no change but the change is below it."""
     tag_b, words_b = _describe(input_b)
     _tag_a, words_a = _describe(input_a)
     subject = f"On captured {tag_b} activations" if words_b == "captured" else f"On {words_b}"
@@ -61,7 +63,12 @@ def comparison_sentence(*, kernel: str, input_a: str, input_b: str, time: Ratio,
                 f"(time {_pct(time.change)}).")
     interval = (f"{level * 100:.0f} % interval {_pct(time.low - 1)} to {_pct(time.high - 1)}"
                 if time.low is not None and time.high is not None else "no interval")
-    if verdict == "same":
+    resolved = time.low is not None and time.high is not None and (time.low > 1 or time.high < 1)
+    if verdict == "same" and resolved:
+        # An interval of +0.1 % to +0.1 % is not noise: the change is real but under the verdict's threshold.
+        head = (f"{subject} {kernel} differs from {words_a} by less than the {min_change * 100:.1f} % threshold "
+                f"(time {_pct(time.change)}, {interval})")
+    elif verdict == "same":
         head = f"{subject} {kernel} shows no difference beyond noise from {words_a} (time {_pct(time.change)}, {interval})"
     else:
         head = (f"{subject} {kernel} runs {abs(time.change) * 100:.1f} % {verdict} than on {words_a} ({interval})")
@@ -73,12 +80,12 @@ def comparison_sentence(*, kernel: str, input_a: str, input_b: str, time: Ratio,
             f"({source}; {_limiters(limiter_a, limiter_b)}).")
 
 
-def input_row_sentence(row, *, level: float = 0.95) -> str:
+def input_row_sentence(row, *, level: float = 0.95, min_change: float = VerdictRule.min_change) -> str:
     """The sentence of one `ComparisonRow` (from `compare_inputs`)."""
     return comparison_sentence(kernel=row.kernel, input_a=row.input_a, input_b=row.input_b, time=row.time,
                                cycles=row.cycles, clock=row.clock, clock_source=row.clock_source,
                                limiter_a=row.limiter_a, limiter_b=row.limiter_b, verdict=row.verdict, level=level,
-                               repeats=(row.repeats_a, row.repeats_b))
+                               repeats=(row.repeats_a, row.repeats_b), min_change=min_change)
 
 
 def input_sentences(measurements: Sequence[dict], *, rule: VerdictRule = VerdictRule(),
@@ -109,6 +116,6 @@ def input_sentences(measurements: Sequence[dict], *, rule: VerdictRule = Verdict
                 kernel=kernel, input_a=label_a, input_b=label_b, time=d.time, cycles=d.cycles, clock=d.clock,
                 clock_source=source, limiter_a=limiter_label(ra, max_clock_mhz=max_clock_mhz),
                 limiter_b=limiter_label(rb, max_clock_mhz=max_clock_mhz), verdict=d.verdict, level=rule.level,
-                repeats=(len(ra), len(rb)),
+                repeats=(len(ra), len(rb)), min_change=rule.min_change,
             ))
     return out

@@ -76,3 +76,16 @@ def test_the_h200_main_job_fixture_says_no_difference():
     sentences = input_sentences(rows, max_clock_mhz=1980.0)
     assert [s.split(" activations ")[1].split()[0] for s in sentences] == ["sdpa-cudnn", "sdpa-flash"]
     assert all("no difference beyond noise from Gaussian 0.1" in s and "neither at a limiter" in s for s in sentences)
+
+
+def test_a_resolved_change_below_the_threshold_is_not_called_noise():
+    # Repeats that agree to 0.01 %: the interval excludes 1, but +0.1 % is under the rule's 0.5 %.
+    rows = [_row("L15:gaussian:0.1", "sdpa-flash", 1000.0 + 0.01 * i, 1900.0) for i in range(3)]
+    rows += [_row("L15:captured", "sdpa-flash", 1001.0 + 0.01 * i, 1900.0) for i in range(3)]
+    (sentence,) = input_sentences(rows, max_clock_mhz=1980.0)
+    assert sentence.startswith("On captured L15 activations sdpa-flash differs from Gaussian 0.1 by less than the "
+                               "0.5 % threshold (time +0.1 %, 95 % interval +0.1 % to +0.1 %)")
+    (wider,) = input_sentences(rows, rule=VerdictRule(min_change=0.02), max_clock_mhz=1980.0)
+    assert "less than the 2.0 % threshold" in wider
+    (resolved,) = input_sentences(rows, rule=VerdictRule(min_change=0.0005), max_clock_mhz=1980.0)
+    assert "runs 0.1 % slower than on Gaussian 0.1" in resolved
