@@ -49,6 +49,26 @@ def test_golden_script_is_valid_bash_with_directives_first():
     assert "export NCCL_NVLS_ENABLE=0" in lines and "--gres=gpu:1" in text
 
 
+def test_golden_directives_are_what_the_options_ask_for():
+    # Written by hand from sbatch(1), not from render_sbatch: the golden file was first made by the code it
+    # checks, so this is what makes it a statement about Slurm rather than about the code's last output.
+    lines = GOLDEN.read_text().splitlines()
+    directives = [x.removeprefix("#SBATCH ") for x in lines if x.startswith("#SBATCH ")]
+    assert sorted(directives) == sorted([
+        "--job-name=bench",
+        "--array=0-1%2",  # two tasks (indices 0 and 1), at most max_parallel=2 at once
+        "--ntasks=1", "--export=ALL",
+        "--gres=gpu:1",  # per="gpu": one GPU a task
+        "--cpus-per-task=8",
+        "--time=01:30:00", "--partition=gpu", "--account=attn",
+        "--output=/scratch/bench/h200-job/logs/%A_%a.out",  # %A job id, %a array index
+        "--constraint=h200",  # sbatch_args pass through as given
+    ])
+    assert lines[-1].split() == ["exec", "/home/me/attn/.venv/bin/python", "-m", "harness.multigpu._worker", "--job",
+                                 "/scratch/bench/h200-job/job.json", "--task", '"${SLURM_ARRAY_TASK_ID}"']
+    assert lines.index("cd /home/me/attn") < lines.index("source .venv/bin/activate") < len(lines) - 1
+
+
 def test_tasks_per_configuration_and_per_gpu():
     assert plan_tasks(4, SlurmOptions(per="config")) == ((0,), (1,), (2,), (3,))
     assert plan_tasks(4, SlurmOptions(per="gpu", tasks=3)) == ((0, 3), (1,), (2,))
