@@ -199,6 +199,10 @@ def _measure_one(s: Session, probe, launch, launcher, *, idle: float, inputs, mi
         "settle_reason": settle.reason if settle else None,
         "warmin_s": (ph.warmin[1] - ph.warmin[0]) * 1e-9,
     }
-    sample_rows = [_sample_row(x, _phase_of(x.t_ns, ph), mid) for x in samples]
+    # A sample is "window" by the bounds the row's figures use (the window chunks' own edges), not the
+    # loop's phase times: a host stall between the last warm-in chunk and the first window chunk lies
+    # inside the latter but outside the former, and its samples are in no figure.
+    labelled = dataclasses.replace(ph, window=(summary["window_start_ns"], summary["window_end_ns"]))
+    sample_rows = [_sample_row(x, _phase_of(x.t_ns, labelled), mid) for x in samples]
     probe_rows = [{"measurement_id": mid, **dataclasses.asdict(p)} for p in readings]
     return row, chunk_rows, sample_rows, probe_rows

@@ -184,3 +184,24 @@ def test_gate_failure_is_recorded_and_not_timed(tmp_path):
     assert rows["zeros"].get("time_ns") is None
     assert rows["a"]["status"] in ("ok", "unsettled")
     assert len(launches) == 1  # the gate's one launch; never timed
+
+
+def test_samples_are_labelled_window_by_the_row_window_not_by_the_loop_phases(tmp_path):
+    # A device that was busy for only half of each chunk's wall time (a host stall between launches, as a
+    # loaded CI machine makes): the first window chunk then starts after the last warm-in chunk ended, and
+    # the samples in that gap belong to no figure. They must not be stored as window samples.
+    from harness.devices._cpu import CpuDevice
+
+    class HalfBusy(CpuDevice):
+        def elapsed_ns(self, start, end):
+            return super().elapsed_ns(start, end) // 2
+
+    res = run_sustained(config(tmp_path, kernels=("a",), protocol=PROTO.replace(repeats=1, sample_period_s=0.002)),
+                        registry=registry(), device=HalfBusy(), sampler=FlakySampler())
+    run = read_run(res.path)
+    (m,) = run.measurements.to_dicts()
+    window = run.samples.filter(pl.col("phase") == "window")["t_ns"].to_list()
+    assert window and all(m["window_start_ns"] <= t <= m["window_end_ns"] for t in window)
+    gap = [s for s in run.samples.to_dicts() if s["t_ns"] < m["window_start_ns"] and s["phase"] not in ("idle",)]
+    assert gap, "the half-busy device should leave samples before the window's first chunk"
+    assert m["samples_in_window"] == len([t for t in window])
