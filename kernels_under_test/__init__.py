@@ -17,6 +17,7 @@ MODULES = (
     "kernels_under_test.triton_bf16",
     "kernels_under_test.triton_fp8",
     "kernels_under_test.triton_fp8_variants",
+    "kernels_under_test.gluon_fp8",
 )
 
 

@@ -119,15 +119,16 @@ P_REL_ERROR = {"exact": 2.0**-4, "lean": 0.075}
 
 
 def _declare(name: str, prepare, p_mode: str, description: str, *, into=None, extra=None, source=None,
-             head_dims=HEAD_DIMS) -> None:
+             head_dims=HEAD_DIMS, devices=("cuda", "cpu"), availability=None) -> None:
     (registry if into is None else into).add(
         Kernel(
             name=name,
             prepare=prepare,
             dtypes=frozenset({"bfloat16", "float16"}),
-            devices=frozenset({"cuda", "cpu"}),
+            devices=frozenset(devices),
             head_dims=frozenset(head_dims),
-            availability=functools.partial(triton_availability, min_capability=(8, 9), why="FP8 tl.dot"),
+            availability=availability
+            or functools.partial(triton_availability, min_capability=(8, 9), why="FP8 tl.dot"),
             description=description,
             output_dtype="bfloat16",
             tolerance="fp8",
