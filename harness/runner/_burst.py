@@ -213,8 +213,9 @@ class _AppendWriter:
 def run_burst(config: BurstConfig, *, command: str = "", **hooks: Unpack[RunHooks]) -> RunResult:
     """Time every kernel x input kernel-only and write the rows (a new run, or appended `into` one).
 
-    `hooks` (`RunHooks`) replace what the config would create, as for `run_sustained`. The run loop (gate, failure isolation, non-finite inputs per kernel, Ctrl-C -> incomplete) is the
-    sustained runner's, `runner._loop.run_loop`; this supplies the burst protocol's "measure one".
+    `hooks` (`RunHooks`) replace what the config would create, as for `run_sustained`. The run loop (gate,
+    failure isolation, non-finite inputs per kernel, Ctrl-C -> incomplete) is the sustained runner's,
+    `runner._loop.run_loop`; this supplies the burst protocol's "measure one".
     """
     from harness.results import RunWriter, new_run_id
     from harness.runner._setup import run_info_row
