@@ -21,14 +21,32 @@ from pathlib import Path
 from harness.errors import ConfigError
 from harness.inputs import InputSpec
 
-__all__ = ["SustainedProtocol", "RunConfig", "LAUNCH_STRATEGIES"]
+__all__ = ["SustainedProtocol", "BurstProtocol", "RunConfig", "LAUNCH_STRATEGIES"]
 
 LAUNCH_STRATEGIES = ("auto", "graph", "loop")
 
 
 @dataclass(frozen=True, kw_only=True)
-class SustainedProtocol:
-    """The sustained protocol's settings (times in seconds, tolerances as fractions)."""
+class _Protocol:
+    """What the run loop (harness.runner._loop) reads from either protocol."""
+
+    repeats: int = 3  # of every kernel x input
+    sample_period_s: float = 0.010  # the telemetry thread's poll period
+    # The watchdog: a step that takes longer is stopped and recorded as `timeout` for that kernel x input
+    # (harness.runner._endings says what it cannot stop).
+    launch_timeout_s: float = 60.0
+
+    def replace(self, **changes):
+        return dataclasses.replace(self, **changes)
+
+    def as_dict(self) -> dict:
+        return dataclasses.asdict(self)
+
+
+@dataclass(frozen=True, kw_only=True)
+class SustainedProtocol(_Protocol):
+    """The sustained protocol's settings (times in seconds, tolerances as fractions). The watchdog's step
+    is a kernel's first call (in the gate) or one chunk."""
 
     idle_before_kernel_s: float = 2.0
     idle_before_config_s: float = 5.0
@@ -42,17 +60,12 @@ class SustainedProtocol:
     settle_trend_tol: float = 0.003  # changes time per launch by less than this across the window
     warmin_cap_s: float = 30.0
     window_s: float = 4.0
-    repeats: int = 3
     rotate_order: bool = True
-    sample_period_s: float = 0.010
     graph_replay_s: float = 0.025  # launches per CUDA graph chosen so one replay lasts about this long
     max_graph_launches: int = 2000
     probe: bool = True  # in-band clock probe on a side stream during the window (CUDA only)
     probe_period_s: float = 0.1
     probe_spin_us: float = 200.0
-    # The watchdog: a kernel's first call (in the gate) or one chunk that takes longer is stopped and
-    # recorded as `timeout` for that kernel x input (harness.runner._endings says what it cannot stop).
-    launch_timeout_s: float = 60.0
 
     def __post_init__(self) -> None:
         positive = ("chunk_s", "window_s", "sample_period_s", "graph_replay_s", "probe_period_s", "probe_spin_us",
@@ -89,11 +102,27 @@ class SustainedProtocol:
         base.update(overrides)
         return cls(**base)
 
-    def replace(self, **changes) -> "SustainedProtocol":
-        return dataclasses.replace(self, **changes)
+
+@dataclass(frozen=True, kw_only=True)
+class BurstProtocol(_Protocol):
+    """The burst protocol's settings: warm-up launches, then timed ones (harness.runner.run_burst). The
+    watchdog's step is one measurement, its warm-up and timed launches."""
+
+    warmup_launches: int = 500
+    timed_launches: int = 100
+    idle_s: float = 2.0  # before each measurement, as in the sustained protocol: every burst starts rested
+    launch_timeout_s: float = 600.0
+
+    def __post_init__(self) -> None:
+        if self.warmup_launches < 0 or self.timed_launches < 1 or self.repeats < 1:
+            raise ConfigError("Burst protocol: warm-up launches >= 0, timed launches >= 1 and repeats >= 1.")
+        if self.idle_s < 0 or not self.sample_period_s > 0:
+            raise ConfigError("Burst protocol: idle_s >= 0 and sample_period_s > 0.")
+        if not self.launch_timeout_s > 0:
+            raise ConfigError(f"Burst protocol: launch_timeout_s must be > 0, got {self.launch_timeout_s!r}.")
 
     def as_dict(self) -> dict:
-        return dataclasses.asdict(self)
+        return {"kind": "burst", **super().as_dict()}
 
 
 @dataclass(frozen=True, kw_only=True)

@@ -16,7 +16,7 @@ the GPUs of one node, which is why a comparison between kernels must not mix GPU
 from __future__ import annotations
 
 from collections.abc import Iterable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 from harness.analysis._stats import median
 from harness.results import gpu_of
@@ -38,24 +38,42 @@ class GpuFigure:
     unsettled: int
 
 
+_TIME = ("time_median_ns", "time_min_ns", "time_max_ns", "time_spread")
+_CLOCK = ("clock_median_mhz", "clock_min_mhz", "clock_max_mhz", "clock_spread")
+
+
 @dataclass(frozen=True, kw_only=True)
 class GpuSpread:
-    """One kernel x input across GPUs. Spreads are fractions, None with fewer than two GPUs."""
+    """One kernel x input across GPUs: each GPU's figures (`gpus`), and across them the median, minimum,
+    maximum and spread = (max - min) / median of time and of clock. Those are derived from `gpus` when
+    the spread is made, so they cannot disagree with it. Spreads are fractions; they, `slowest` and
+    `fastest` (by time) are None with fewer than two GPUs."""
 
     config_index: int
     input_label: str
     kernel: str
     gpus: tuple[GpuFigure, ...]
-    time_median_ns: float
-    time_min_ns: float
-    time_max_ns: float
-    time_spread: float | None
-    clock_median_mhz: float | None
-    clock_min_mhz: float | None
-    clock_max_mhz: float | None
-    clock_spread: float | None
-    slowest: str | None
-    fastest: str | None
+    time_median_ns: float = field(init=False)
+    time_min_ns: float = field(init=False)
+    time_max_ns: float = field(init=False)
+    time_spread: float | None = field(init=False)
+    clock_median_mhz: float | None = field(init=False)
+    clock_min_mhz: float | None = field(init=False)
+    clock_max_mhz: float | None = field(init=False)
+    clock_spread: float | None = field(init=False)
+    slowest: str | None = field(init=False)
+    fastest: str | None = field(init=False)
+
+    def __post_init__(self) -> None:
+        many = len(self.gpus) > 1
+        derived = {
+            **dict(zip(_TIME, _spread([f.time_ns for f in self.gpus]))),
+            **dict(zip(_CLOCK, _spread([f.sm_clock_mhz for f in self.gpus]))),
+            "slowest": max(self.gpus, key=lambda f: f.time_ns).gpu if many else None,
+            "fastest": min(self.gpus, key=lambda f: f.time_ns).gpu if many else None,
+        }
+        for name, value in derived.items():
+            object.__setattr__(self, name, value)  # frozen: set once, here
 
 
 def _spread(values: list[float]) -> tuple[float | None, float | None, float | None, float | None]:
@@ -79,26 +97,16 @@ def gpu_spread(rows: Iterable[dict], *, info: dict | None = None) -> list[GpuSpr
             continue
         key = (r["config_index"], r["input_label"], r["kernel"])
         groups.setdefault(key, {}).setdefault(gpu_of(r, info) or "?", []).append(r)
-    out = []
-    for (ci, label, kernel), by_gpu in groups.items():
-        figures = tuple(
+    return [
+        GpuSpread(config_index=ci, input_label=label, kernel=kernel, gpus=tuple(
             GpuFigure(gpu=g, time_ns=median([r["time_ns"] for r in rs]),
                       sm_clock_mhz=median([r.get("sm_clock_mhz") for r in rs]),
                       inband_clock_mhz=median([r.get("inband_clock_mhz") for r in rs]),
                       repeats=len(rs), unsettled=sum(1 for r in rs if r["status"] == "unsettled"))
             for g, rs in sorted(by_gpu.items())
-        )
-        t_med, t_min, t_max, t_spread = _spread([f.time_ns for f in figures])
-        c_med, c_min, c_max, c_spread = _spread([f.sm_clock_mhz for f in figures])
-        many = len(figures) > 1
-        out.append(GpuSpread(
-            config_index=ci, input_label=label, kernel=kernel, gpus=figures, time_median_ns=t_med,
-            time_min_ns=t_min, time_max_ns=t_max, time_spread=t_spread, clock_median_mhz=c_med,
-            clock_min_mhz=c_min, clock_max_mhz=c_max, clock_spread=c_spread,
-            slowest=max(figures, key=lambda f: f.time_ns).gpu if many else None,
-            fastest=min(figures, key=lambda f: f.time_ns).gpu if many else None,
         ))
-    return out
+        for (ci, label, kernel), by_gpu in groups.items()
+    ]
 
 
 def suite_spread(spreads: Iterable[GpuSpread]) -> float | None:

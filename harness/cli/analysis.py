@@ -10,7 +10,7 @@ from typing import List, Optional
 
 import typer
 
-from harness.cli.common_args import EXPORT, RECORD, SHAPE, SOURCES, export, export_console, need_polars, split_list
+from harness.cli.common_args import EXPORT, RECORD, SHAPE, SOURCES, export, reading_runs, split_list
 from harness.cli.common_args import command_line as _command, console as _console, fail as _fail, with_options
 from harness.cli.common_args import nothing_timed, stopped
 from harness.errors import ExitCode
@@ -34,11 +34,7 @@ def compare(
     seed: int = typer.Option(0, help="bootstrap seed"),
 ) -> None:
     """Same kernels in two runs: time B/A = cycles B/A x clock A/B, limiters, and a verdict per kernel x input."""
-    from harness.errors import HarnessError
-
-    try:
-        console = export_console(figures)
-        need_polars("compare")
+    with reading_runs("compare", figures) as console:
         from harness.analysis import VerdictRule, compare_runs, explain_comparison, parse_pairs, parse_threshold
         from harness.report import comparison_figures, comparison_markdown, comparison_tables, figures_document
         from harness.report import provenance
@@ -71,8 +67,6 @@ def compare(
         export(console, figures, figures_document(
             command="compare", runs=[provenance(a.info, path=run_a), provenance(b.info, path=run_b)],
             tables={"comparison": comparison_figures(cmp)}, verdict=verdict))
-    except HarnessError as exc:
-        _fail(exc)
     if slow:
         console.print(f"[bold red]slower beyond {threshold:.1%}:[/] " + "; ".join(
             f"{r.kernel} on {r.input_b} {r.time.change:+.2%}" for r in slow), highlight=False)
@@ -88,11 +82,7 @@ def report(
     seed: int = typer.Option(0, help="bootstrap seed"),
 ) -> None:
     """The figures of one run as terminal tables, and optionally an HTML page and its Markdown twin."""
-    from harness.errors import HarnessError
-
-    try:
-        console = export_console(figures)
-        need_polars("report")
+    with reading_runs("report", figures) as console:
         from harness.analysis import VerdictRule
         from harness.report import build_report, run_figures, write_report
         from harness.results import read_run
@@ -108,8 +98,6 @@ def report(
         for path in write_report(rep, html=html, md=md):
             console.print(f"wrote {path}", highlight=False)
         export(console, figures, run_figures(rep.summary, path=run))
-    except HarnessError as exc:
-        _fail(exc)
 
 
 @with_options(sources=SOURCES, shape=SHAPE, record=RECORD)

@@ -14,7 +14,7 @@ import typer
 
 from harness.cli.common_args import CAPTURE, EXPORT, PROTOCOL, RUN, SHAPE, SOURCES, capture_args, export, export_console
 from harness.cli.common_args import command_line as _command, fail as _fail, protocol_of, shape_args, split_list
-from harness.cli.common_args import need_polars, with_options
+from harness.cli.common_args import reading_runs, with_options
 from harness.errors import ExitCode
 
 _COMMITS_PROTOCOL = {k: PROTOCOL[k] for k in ("quick", "window_s")}
@@ -123,13 +123,11 @@ def nightly(
 ) -> None:
     """The nightly job: the suite, compared with the stored baseline; summary, report and verdict."""
     from harness.commits import run_nightly
-    from harness.errors import ConfigError, HarnessError
+    from harness.errors import ConfigError
     from harness.report import nightly_figures, run_observer
     from harness.suite import captured_specs, nightly_shape, sustained_config, synthetic_specs
 
-    try:
-        console = export_console(figures)
-        need_polars("nightly")
+    with reading_runs("nightly", figures) as console:
         from harness.analysis import parse_threshold
 
         threshold = parse_threshold(fail_on_slowdown)
@@ -149,8 +147,6 @@ def nightly(
                              update_baseline=update_baseline, figures=draw, observer=run_observer(console),
                              command=_command())
         export(console, figures, nightly_figures(result, threshold=threshold))
-    except HarnessError as exc:
-        _fail(exc)
     for w in result.warnings:
         console.print(f"[yellow]warning:[/] {w}", highlight=False)
     color = {"pass": "green", "fail": "red", "not comparable": "red"}.get(result.verdict, "yellow")

@@ -9,6 +9,7 @@ help. Defaults that depend on the device or the workload are `None` here and dec
 
 from __future__ import annotations
 
+import contextlib
 import functools
 import inspect
 import shlex
@@ -19,7 +20,7 @@ from typing import List, Optional
 import typer
 
 __all__ = ["console", "fail", "command_line", "SOURCES", "SHAPE", "CAPTURE", "PROTOCOL", "RECORD", "RUN", "EXPORT",
-           "with_options", "split_list", "split_ints", "export", "export_console", "need_polars",
+           "with_options", "split_list", "split_ints", "export", "export_console", "need_polars", "reading_runs",
            "shape_args", "capture_args", "protocol_of", "suite_inputs", "stopped", "nothing_timed", "split_kernels"]
 
 # Off a terminal rich would fold every table to 80 columns (COLUMNS unset), cutting numbers and names; a log
@@ -217,6 +218,20 @@ def need_polars(command: str) -> None:
                           f"({sys.executable}). Install it with `{sys.executable} -m pip install 'polars>=1.0'` "
                           f"(it is a dependency of this package: `pip install -e .` installs it too); recording "
                           f"runs (`bench sustained`) needs only pyarrow.")
+
+
+@contextlib.contextmanager
+def reading_runs(command: str, export_group: dict):
+    """The console of a command that reads runs (`export_console`), once polars is known to be there
+    (`need_polars`); a HarnessError in the block prints its paragraph and exits 2 (`fail`)."""
+    from harness.errors import HarnessError
+
+    try:
+        out = export_console(export_group)
+        need_polars(command)
+        yield out
+    except HarnessError as exc:
+        fail(exc)
 
 
 def fail(exc) -> None:

@@ -4,18 +4,22 @@ from harness.errors import InputError
 
 __all__ = ["SYNTHETIC_SOURCES", "synthesize", "parse_synthetic"]
 
-SYNTHETIC_SOURCES = {
-    "gaussian:STD": "normal values with standard deviation STD (the kernel-benchmark custom is 0.1)",
-    "zeros": "all zeros: the fewest switching bits, the highest clock",
-    "constant:VALUE": "every element VALUE",
-    "randbits": "uniform random bit patterns restricted to finite values of the dtype",
-}
+# (kind, the name of its number or None when it takes none, what it draws): the one list of synthetic
+# kinds, which both the parser and every listing of --input's sources read.
+_KINDS = (
+    ("gaussian", "STD", "normal values with standard deviation STD (the kernel-benchmark custom is 0.1)"),
+    ("zeros", None, "all zeros: the fewest switching bits, the highest clock"),
+    ("constant", "VALUE", "every element VALUE"),
+    ("randbits", None, "uniform random bit patterns restricted to finite values of the dtype"),
+)
+_TAKES_NUMBER = {kind: number is not None for kind, number, _ in _KINDS}
+SYNTHETIC_SOURCES = {f"{kind}:{number}" if number else kind: text for kind, number, text in _KINDS}
 
 
 def parse_synthetic(source: str, *, flag: str = "--input") -> tuple[str, float | None]:
     """(kind, its number) of a synthetic source, checked without allocating anything."""
     kind, _, arg = source.partition(":")
-    if kind in ("gaussian", "constant"):
+    if _TAKES_NUMBER.get(kind):
         what = "standard deviation" if kind == "gaussian" else "constant"
         try:
             value = float(arg) if arg or kind == "constant" else 1.0
@@ -24,7 +28,7 @@ def parse_synthetic(source: str, *, flag: str = "--input") -> tuple[str, float |
         if kind == "gaussian" and not value >= 0:  # NaN too; a non-finite constant is refused per input, later
             raise InputError(f"{flag} {source!r}: the standard deviation must be >= 0.")
         return kind, value
-    if kind in ("zeros", "randbits") and not arg:
+    if kind in _TAKES_NUMBER and not arg:
         return kind, None
     known = "; ".join(f"{k}: {v}" for k, v in SYNTHETIC_SOURCES.items())
     raise InputError(

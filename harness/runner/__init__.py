@@ -6,11 +6,12 @@
 True
 """
 
-from harness.runner._burst import BurstConfig, BurstProtocol, KernelTimes, ProfEvent, device_time_from_events, run_burst
+from harness.config import BurstProtocol
+from harness.runner._burst import BurstConfig, KernelTimes, ProfEvent, device_time_from_events, run_burst
 from harness.runner._chunks import Chunk, ChunkSource, PipelinedChunks
 from harness.runner._endings import StopSignals, Watchdog, stop_signals
 from harness.runner._launch import Launcher, build_launcher, estimate_launch_ns
-from harness.runner._loop import TIMED_STATUSES, RunResult
+from harness.runner._loop import TIMED_STATUSES, RunHooks, RunResult
 from harness.runner._measure import MeasureOutcome, PhaseTimes, run_protocol
 from harness.runner._channel import JsonLinesChannel
 from harness.runner._observer import NullObserver, RunObserver
@@ -35,6 +36,7 @@ __all__ = [
     "ProfEvent",
     "ProbeReading",
     "RunObserver",
+    "RunHooks",
     "RunResult",
     "SettleCheck",
     "StopSignals",

@@ -14,42 +14,23 @@ puts burst next to sustained for each kernel.
 
 from __future__ import annotations
 
-import dataclasses
-import time
 import uuid
 from dataclasses import dataclass, field
 from datetime import datetime, timezone
 from pathlib import Path
-from typing import Callable, Sequence
+from typing import TYPE_CHECKING, Sequence
 
+from harness.config import BurstProtocol
 from harness.errors import ConfigError, KernelError, ResultsError
+from harness.runner._loop import RunHooks, RunResult, run_loop
 
-__all__ = ["BurstConfig", "BurstProtocol", "KernelTimes", "ProfEvent", "device_time_from_events", "run_burst"]
+if TYPE_CHECKING:  # typing.Unpack is Python 3.11+; the annotation is never evaluated at run time
+    from typing import Unpack
+
+__all__ = ["BurstConfig", "KernelTimes", "ProfEvent", "device_time_from_events", "run_burst"]
 
 TIMED_RANGE = "harness::burst_timed"
 _DEVICE_ACTIVITIES = ("kernel", "gpu_memcpy", "gpu_memset")
-
-
-@dataclass(frozen=True, kw_only=True)
-class BurstProtocol:
-    warmup_launches: int = 500
-    timed_launches: int = 100
-    repeats: int = 3
-    idle_s: float = 2.0  # before each measurement, as in the sustained protocol: every burst starts rested
-    sample_period_s: float = 0.010
-    # One measurement (its 600 launches) may take this long before it is stopped as a timeout.
-    launch_timeout_s: float = 600.0
-
-    def __post_init__(self) -> None:
-        if self.warmup_launches < 0 or self.timed_launches < 1 or self.repeats < 1:
-            raise ConfigError("Burst protocol: warm-up launches >= 0, timed launches >= 1 and repeats >= 1.")
-        if self.idle_s < 0 or not self.sample_period_s > 0:
-            raise ConfigError("Burst protocol: idle_s >= 0 and sample_period_s > 0.")
-        if not self.launch_timeout_s > 0:
-            raise ConfigError(f"Burst protocol: launch_timeout_s must be > 0, got {self.launch_timeout_s!r}.")
-
-    def as_dict(self) -> dict:
-        return {"kind": "burst", **dataclasses.asdict(self)}
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -229,24 +210,14 @@ class _AppendWriter:
         pass  # the run's status is the sustained run's; a failed or stopped burst leaves it alone
 
 
-def run_burst(
-    config: BurstConfig,
-    *,
-    observer=None,
-    registry=None,
-    device=None,
-    sampler=None,
-    clock: Callable[[], int] = time.monotonic_ns,
-    sleep: Callable[[float], None] = time.sleep,
-    command: str = "",
-):
+def run_burst(config: BurstConfig, *, command: str = "", **hooks: Unpack[RunHooks]) -> RunResult:
     """Time every kernel x input kernel-only and write the rows (a new run, or appended `into` one).
 
-    The run loop (gate, failure isolation, non-finite inputs per kernel, Ctrl-C -> incomplete) is the
-    sustained runner's, `runner._loop.run_loop`; this supplies the burst protocol's "measure one".
+    `hooks` (`RunHooks`) replace what the config would create, as for `run_sustained`. The run loop (gate,
+    failure isolation, non-finite inputs per kernel, Ctrl-C -> incomplete) is the sustained runner's,
+    `runner._loop.run_loop`; this supplies the burst protocol's "measure one".
     """
     from harness.results import RunWriter, new_run_id
-    from harness.runner._loop import run_loop
     from harness.runner._setup import run_info_row
 
     proto = config.protocol
@@ -261,7 +232,7 @@ def run_burst(
         return run_info_row(config, setup, command=command, protocol=proto) if config.into is None else None
 
     return run_loop(config, protocol=proto, measurer=_Burst(proto), open_writer=open_writer, info_row=info_row,
-                    observer=observer, registry=registry, device=device, sampler=sampler, clock=clock, sleep=sleep)
+                    **hooks)
 
 
 class _Burst:

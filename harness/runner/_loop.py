@@ -14,13 +14,13 @@ import traceback
 from dataclasses import dataclass, field
 from datetime import datetime, timezone
 from pathlib import Path
-from typing import Callable, Protocol
+from typing import Any, Callable, Protocol, TypedDict
 
 from harness.errors import GateFailure, HarnessError, InputError, KernelError, KernelTimeout, RunStopped
 from harness.runner._endings import StopSignals, Watchdog, stop_signals
 from harness.runner._observer import NullObserver, RunObserver
 
-__all__ = ["Measurer", "RunResult", "Session", "TIMED_STATUSES", "run_loop"]
+__all__ = ["Measurer", "RunHooks", "RunResult", "Session", "TIMED_STATUSES", "run_loop"]
 
 # Rows that hold a timing; every other status (gate_failed, error, timeout, input_error) says why not.
 TIMED_STATUSES = ("ok", "unsettled", "burst")
@@ -91,6 +91,20 @@ class Measurer(Protocol):
     def row_extra(self, s: Session, armed) -> dict: ...
 
     def stop(self) -> None: ...
+
+
+class RunHooks(TypedDict, total=False):
+    """What a caller may inject into a run instead of what its config names (tests, replayed telemetry, a
+    worker that already opened the device): the keywords `run_sustained`, `run_burst` and `run_loop` take.
+    Left out, each is created from the config (a telemetry backend that cannot start is an error, never a
+    silent fallback); `clock` is `time.monotonic_ns` and `sleep` `time.sleep`."""
+
+    observer: RunObserver | None  # live progress (the CLI's view); None: NullObserver
+    registry: Any  # the kernel registry the config's names are looked up in
+    device: Any
+    sampler: Any  # a telemetry Sampler, not yet opened
+    clock: Callable[[], int]
+    sleep: Callable[[float], None]
 
 
 def _rotate(items: list, k: int) -> list:

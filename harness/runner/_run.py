@@ -4,18 +4,20 @@ from __future__ import annotations
 
 import dataclasses
 import time
-from typing import Callable
+from typing import TYPE_CHECKING
 
 from harness.analysis import chunk_clock, median, summarize_window
 from harness.config import RunConfig
 from harness.errors import KernelError
 from harness.runner._chunks import PipelinedChunks
 from harness.runner._launch import build_launcher
-from harness.runner._loop import RunResult, Session, run_loop
+from harness.runner._loop import RunHooks, RunResult, Session, run_loop
 from harness.runner._measure import run_protocol
-from harness.runner._observer import RunObserver
 from harness.runner._probe import InbandProbe, probe_unavailable_reason
 from harness.runner._setup import run_info_row
+
+if TYPE_CHECKING:  # typing.Unpack is Python 3.11+; the annotation is never evaluated at run time
+    from typing import Unpack
 
 __all__ = ["RunResult", "run_sustained"]  # RunResult: runner._loop's, re-exported
 
@@ -64,23 +66,12 @@ def _check_stream(device, kernel, launch) -> None:
         )
 
 
-def run_sustained(
-    config: RunConfig,
-    *,
-    observer: RunObserver | None = None,
-    registry=None,
-    device=None,
-    sampler=None,
-    clock: Callable[[], int] = time.monotonic_ns,
-    sleep: Callable[[float], None] = time.sleep,
-    command: str = "",
-) -> RunResult:
+def run_sustained(config: RunConfig, *, command: str = "", **hooks: Unpack[RunHooks]) -> RunResult:
     """Run the sustained protocol for every kernel x input in `config` and write the results.
 
-    `device` and `sampler` may be injected (tests, replayed telemetry); otherwise they are created from
-    the config, and a telemetry backend that cannot start is an error, never a silent fallback. The run
-    loop, its failure isolation and its endings are `runner._loop.run_loop`'s; this supplies the
-    sustained protocol's "measure one".
+    `hooks` (`RunHooks`: observer, registry, device, sampler, clock, sleep) replace what the config would
+    create. The run loop, its failure isolation and its endings are `runner._loop.run_loop`'s; this
+    supplies the sustained protocol's "measure one".
     """
     from harness.results import RunWriter, new_run_id
 
@@ -89,8 +80,7 @@ def run_sustained(
     return run_loop(
         config, protocol=proto, measurer=_Sustained(proto),
         open_writer=lambda setup: RunWriter(config.results_dir, run_id),
-        info_row=lambda setup: run_info_row(config, setup, command=command, protocol=proto),
-        observer=observer, registry=registry, device=device, sampler=sampler, clock=clock, sleep=sleep,
+        info_row=lambda setup: run_info_row(config, setup, command=command, protocol=proto), **hooks,
     )
 
 

@@ -31,16 +31,16 @@ from harness.telemetry._amdsmi_device import (
     CACHE_VAR,
     amdsmi_gpu_processes,
     amdsmi_versions,
-    as_number,
     close_amdsmi,
     import_amdsmi,
     open_amdsmi_device,
 )
 from harness.telemetry._amdsmi_partition import amdsmi_partition_bdf
+from harness.telemetry._amdsmi_values import as_number
 from harness.telemetry._factory import SAMPLER_NAMES, NullSampler, create_sampler
 from harness.telemetry._host import HostSampler
 from harness.telemetry._nvml import NvmlSampler
-from harness.telemetry._nvml_device import normalize_pci_bus_id, nvml_compute_processes
+from harness.telemetry._nvml_device import nvml_compute_processes
 from harness.telemetry._reasons import (
     NVML_REASONS,
     POWER_REASONS,
@@ -52,6 +52,7 @@ from harness.telemetry._reasons import (
 from harness.telemetry._replay import ReplaySampler, read_samples, write_samples
 from harness.telemetry._sample import SAMPLE_FIELDS, Sample, Sampler
 from harness.telemetry._thread import SamplerThread
+from harness.telemetry._vendor import normalize_pci_bus_id
 
 __all__ = [
     "CACHE_VAR",

@@ -61,20 +61,11 @@ import time
 from typing import Any, Callable
 
 from harness.errors import TelemetryError
-from harness.telemetry._amdsmi_device import (
-    NOT_SUPPORTED,
-    U32_WRAP,
-    CounterBaseline,
-    amdsmi_error_text,
-    amdsmi_status,
-    as_float,
-    as_list,
-    as_number,
-    close_amdsmi,
-    import_amdsmi,
-    open_amdsmi_device,
-)
+from harness.telemetry._amdsmi_device import NOT_SUPPORTED, amdsmi_error_text, amdsmi_status, close_amdsmi
+from harness.telemetry._amdsmi_device import import_amdsmi, open_amdsmi_device
+from harness.telemetry._amdsmi_values import U32_WRAP, CounterBaseline, as_float, as_list, as_number
 from harness.telemetry._sample import Sample
+from harness.telemetry._vendor import VendorSampler
 
 __all__ = ["AmdsmiSampler", "AMD_REASONS", "AMD_POWER_REASONS", "AMD_THERMAL_REASONS", "decode_amd_reasons"]
 
@@ -117,7 +108,7 @@ def decode_amd_reasons(mask: int) -> tuple[str, ...]:
     return tuple(names)
 
 
-class AmdsmiSampler:
+class AmdsmiSampler(VendorSampler):
     """Polls one AMD GPU, chosen by PCI bus id, through amdsmi.
 
     `amdsmi` injects a stand-in for the module (tests); by default `amdsmi` is imported in `open()`,
@@ -137,6 +128,7 @@ class AmdsmiSampler:
         self._amd: Any = None
         self._handle: Any = None
         self._caps: dict[str, str] = dict(_NOT_OPEN)
+        self._cache_note = ""
         self._reset()
 
     def _reset(self) -> None:
@@ -153,29 +145,18 @@ class AmdsmiSampler:
         self._power_ns = self._thermal_ns = 0.0
         self._active: frozenset[str] = frozenset()
 
-    # -- lifecycle -------------------------------------------------------------------------------
+    # -- lifecycle (open and close: VendorSampler's) --------------------------------------------
 
-    def open(self) -> None:
-        if self._handle is not None:
-            return
-        module, cache_note = import_amdsmi(self._amdsmi_arg)
-        handle, bus_id = open_amdsmi_device(module, self.pci_bus_id)
-        self._amd, self._handle, self._caps = module, handle, {}
+    def _connect(self) -> str:
+        module, self._cache_note = import_amdsmi(self._amdsmi_arg)
+        self._handle, bus_id = open_amdsmi_device(module, self.pci_bus_id)
+        self._amd, self._caps = module, {}
         self._reset()
-        try:
-            self._probe_all(cache_note)
-        except BaseException:
-            self.close()
-            raise
-        self.pci_bus_id = bus_id
+        return bus_id
 
-    def close(self) -> None:
-        if self._amd is None:
-            return
-        self._caps = self.describe()  # what this GPU reported stays readable after close
+    def _disconnect(self) -> None:
         close_amdsmi(self._amd)
-        self._amd = self._handle = None
-        self._reader = None
+        self._amd = self._reader = None
 
     def describe(self) -> dict[str, str]:
         caps = dict(self._caps)
@@ -188,7 +169,7 @@ class AmdsmiSampler:
 
     # -- probing ---------------------------------------------------------------------------------
 
-    def _probe_all(self, cache_note: str) -> None:
+    def _probe_all(self) -> None:
         amd, caps = self._amd, self._caps
         try:
             m = amd.amdsmi_get_gpu_metrics_info(self._handle)
@@ -198,7 +179,7 @@ class AmdsmiSampler:
                 "reading (clocks, power, energy, limits) comes from that table, so AMD telemetry is useless here; "
                 "use --telemetry none."
             ) from None
-        caps["metrics cache"] = cache_note
+        caps["metrics cache"] = self._cache_note
         slots = [i for i, v in enumerate(as_list(m.get("current_gfxclks"))) if as_number(v) is not None]
         if slots:
             caps["XCD clocks"] = (f"ok: {len(slots)} XCD clocks in slots {_ranges(slots)}; the slowest awake one is the "

@@ -1,4 +1,4 @@
-"""amdsmi plumbing: importing it, getting from a PCI bus id to a processor handle, and reading its values safely.
+"""amdsmi plumbing: importing it, and getting from a PCI bus id to a processor handle.
 
 Shared by the amdsmi sampler, the ROCm device (identity, busy-GPU check) and `bench doctor`; every
 error is one a user can act on.
@@ -12,29 +12,25 @@ ROCm, and in ROCm/amdsmi#186 for a package newer than its library):
   prints "...cannot open shared object file..." on stdout; that text is captured and quoted instead.
 - AttributeError "...undefined symbol: amdsmi_...": the library is older than the package.
 
-Every unsupported value comes back as the string "N/A" (the wrapper's max-integer sentinel), so
-`as_number` is the only way values are read: it returns None for anything that is not a number.
+Its values are read through `_amdsmi_values` ("N/A" for anything unsupported).
 """
 
 from __future__ import annotations
 
 import contextlib
 import io
-import math
 import os
 import sys
 import threading
 from typing import Any
 
 from harness.errors import TelemetryError
-from harness.telemetry._nvml_device import normalize_pci_bus_id
+from harness.telemetry._amdsmi_values import as_number
+from harness.telemetry._vendor import ALTERNATIVES as _ALTERNATIVES
+from harness.telemetry._vendor import device_files_error, find_bus_id, normalize_pci_bus_id
 
 __all__ = [
     "CACHE_VAR",
-    "as_number",
-    "as_float",
-    "as_list",
-    "CounterBaseline",
     "import_amdsmi",
     "amdsmi_error_text",
     "amdsmi_status",
@@ -43,11 +39,9 @@ __all__ = [
     "init_amdsmi",
     "amdsmi_gpu_processes",
     "amdsmi_versions",
-    "U32_WRAP",
 ]
 
 CACHE_VAR = "AMDSMI_GPU_METRICS_CACHE_MS"
-_ALTERNATIVES = "or choose another telemetry backend (--telemetry host, or --telemetry none)"
 _REINSTALL = ("reinstall the copy that ships with your ROCm: `pip uninstall amdsmi` then "
               "`python3 -m pip install /opt/rocm/share/amd_smi` (or pin `amdsmi==<your ROCm version>`)")
 
@@ -60,80 +54,6 @@ _STATUS_NAMES = {
     NOT_FOUND: "AMDSMI_STATUS_NOT_FOUND", 32: "AMDSMI_STATUS_NOT_INIT", DRIVER_NOT_LOADED: "AMDSMI_STATUS_DRIVER_NOT_LOADED",
     NO_DATA: "AMDSMI_STATUS_NO_DATA", 52: "AMDSMI_STATUS_FILE_NOT_FOUND", **_LOAD_FAILURES,
 }
-
-
-def as_number(value: Any) -> int | float | None:
-    """`value` when it is a finite number, else None: "N/A", None, lists, and bools (a bool is a flag, not a reading).
-
-    >>> as_number(1755), as_number("N/A"), as_number(True)
-    (1755, None, None)
-    """
-    if isinstance(value, bool) or not isinstance(value, (int, float)):
-        return None
-    if isinstance(value, float) and not math.isfinite(value):
-        return None
-    return value
-
-
-def as_float(value: Any) -> float | None:
-    """`as_number` as a float: every reading in a Sample is a float or None."""
-    number = as_number(value)
-    return None if number is None else float(number)
-
-
-def as_list(value: Any) -> list:
-    """A per-XCD list as a list; anything else (missing key, "N/A") as []."""
-    return list(value) if isinstance(value, (list, tuple)) else []
-
-
-U32_WRAP = 1 << 32  # the residency and accumulation counters are uint32 in gpu_metrics v1.6+ (kgd_pp_interface.h)
-
-
-class CounterBaseline:
-    """The last accepted reading of a set of cumulative counters, and what to do when one goes backwards.
-
-    `wrap`: the counters are unsigned integers of that modulus in the firmware (amdsmi widens them to
-    uint64 but cannot undo a wrap). A fall from below `wrap` that is less than half the range short of
-    a full turn is a wrap, not a misread: the increase is counted modulo `wrap`.
-
-    A fall is first taken as a misread (seen on the energy counter under concurrent reads): the reading
-    is dropped and the old baseline kept, since the next reading is then consistent with it. A second
-    fall in a row is taken as a restart (driver reload, GPU reset): the new reading becomes the baseline
-    and the change in between is lost. Either way the caller flags the sample with the problem text.
-    """
-
-    def __init__(self, label: str, keys: tuple[str, ...], *, wrap: int | None = None) -> None:
-        self.label, self.keys, self.wrap = label, keys, wrap
-        self.base: tuple[int, ...] | None = None
-        self.t: int | None = None
-        self._doubt = False
-
-    def accept(self, values: tuple[int, ...], t: int) -> None:
-        self.base, self.t, self._doubt = values, t, False
-
-    def step(self, values: tuple[int, ...], t: int) -> tuple[tuple[int, ...] | None, str | None]:
-        """(increase over the baseline, problem). The first reading becomes the baseline; a rise is returned
-        without moving the baseline (the caller `accept`s it when it has used it)."""
-        if self.base is None:
-            self.accept(values, t)
-            return None, None
-        deltas = tuple(self._delta(v, b) for v, b in zip(values, self.base))
-        if min(deltas) >= 0:
-            self._doubt = False
-            return deltas, None
-        i = min(range(len(deltas)), key=lambda j: deltas[j])
-        what = f"{self.label} went backwards ({self.keys[i]} {self.base[i]} -> {values[i]})"
-        if not self._doubt:
-            self._doubt = True
-            return None, f"{what}: reading dropped, the previous one stays the baseline"
-        self.accept(values, t)
-        return None, f"{what} twice in a row, taken as a restart: the change since the last good reading is lost"
-
-    def _delta(self, value: int, base: int) -> int:
-        if value >= base or self.wrap is None or not 0 <= value < self.wrap or base >= self.wrap:
-            return value - base
-        turned = value + self.wrap - base
-        return turned if turned < self.wrap // 2 else value - base
 
 
 def _package_version(module: Any = None) -> str | None:
@@ -226,11 +146,11 @@ def amdsmi_error_text(err: BaseException) -> str:
 
 
 def _permission_error(err: BaseException, what: str) -> TelemetryError:
-    return TelemetryError(
-        f"amdsmi refused access while {what} ({amdsmi_error_text(err)}). This user cannot open the GPU's device "
-        "files: /dev/kfd and /dev/dri/renderD* must be readable and writable by you (groups `render` and `video` "
-        "on most distributions: `sudo usermod -aG render,video $USER`, then log in again); in a container pass "
-        f"`--device /dev/kfd --device /dev/dri --group-add video --group-add render`; {_ALTERNATIVES}."
+    return device_files_error(
+        "amdsmi", f"while {what} ({amdsmi_error_text(err)})",
+        "/dev/kfd and /dev/dri/renderD* must be readable and writable by you (groups `render` and `video` on most "
+        "distributions: `sudo usermod -aG render,video $USER`, then log in again); in a container pass "
+        "`--device /dev/kfd --device /dev/dri --group-add video --group-add render`",
     )
 
 
@@ -303,8 +223,8 @@ def close_amdsmi(amdsmi: Any) -> None:
 def open_amdsmi_device(amdsmi: Any, pci_bus_id: str | None) -> tuple[Any, str]:
     """amdsmi_init, then the handle of the GPU at `pci_bus_id`; returns (handle, normalised id).
 
-    GPUs are matched by enumerating amdsmi's own list rather than by amdsmi_get_processor_handle_from_bdf,
-    so the error can say which ids exist. On any error amdsmi is shut down again before raising.
+    GPUs are matched by enumerating amdsmi's own list (`find_bus_id`) rather than by
+    amdsmi_get_processor_handle_from_bdf. On any error amdsmi is shut down again before raising.
     """
     if pci_bus_id is None:
         raise TelemetryError(
@@ -330,18 +250,10 @@ def open_amdsmi_device(amdsmi: Any, pci_bus_id: str | None) -> tuple[Any, str]:
                 found.append((normalize_pci_bus_id(amdsmi.amdsmi_get_gpu_device_bdf(handle)), handle))
             except amdsmi.AmdSmiException as e:
                 notes.append(f"GPU {index}: {amdsmi_error_text(e)}")
-        for bus_id, handle in found:
-            if bus_id == wanted:
-                return handle, bus_id
         if not found and not notes:
             raise _no_gpu_error("amdsmi_get_processor_handles returned none")
-        seen = ", ".join(b for b, _ in found) or "none"
-        extra = f" ({'; '.join(notes)})" if notes else ""
-        raise TelemetryError(
-            f"amdsmi sees no GPU with PCI bus id {wanted} (asked for {pci_bus_id!r}). The PCI ids amdsmi sees are: "
-            f"{seen}{extra}. amdsmi ignores HIP_VISIBLE_DEVICES and ROCR_VISIBLE_DEVICES, so this is every GPU the "
-            "machine exposes: check the --device argument against `amd-smi list`."
-        )
+        return find_bus_id(found, notes, wanted=wanted, asked=pci_bus_id, library="amdsmi",
+                           ignores="HIP_VISIBLE_DEVICES and ROCR_VISIBLE_DEVICES", listing="amd-smi list")
     except BaseException:
         close_amdsmi(amdsmi)
         raise

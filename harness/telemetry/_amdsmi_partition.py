@@ -10,14 +10,9 @@ import os
 from typing import Any
 
 from harness.errors import DeviceError, TelemetryError
-from harness.telemetry._amdsmi_device import (
-    amdsmi_error_text,
-    as_number,
-    close_amdsmi,
-    import_amdsmi,
-    init_amdsmi,
-)
-from harness.telemetry._nvml_device import normalize_pci_bus_id
+from harness.telemetry._amdsmi_device import amdsmi_error_text, close_amdsmi, import_amdsmi, init_amdsmi
+from harness.telemetry._amdsmi_values import as_number
+from harness.telemetry._vendor import normalize_pci_bus_id
 
 __all__ = ["amdsmi_partition_bdf"]
 

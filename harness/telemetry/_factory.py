@@ -2,15 +2,15 @@
 
 from __future__ import annotations
 
+import importlib
 import time
+from dataclasses import dataclass
 from typing import Any, Callable
 
 from harness.errors import TelemetryError
 from harness.telemetry._sample import Sample, Sampler
 
 __all__ = ["create_sampler", "NullSampler", "SAMPLER_NAMES"]
-
-SAMPLER_NAMES: tuple[str, ...] = ("nvml", "host", "replay", "none", "amdsmi")
 
 
 class NullSampler:
@@ -37,6 +37,37 @@ class NullSampler:
         pass
 
 
+@dataclass(frozen=True)
+class _Backend:
+    """Where a backend's class lives (imported only when it is chosen) and the one argument it cannot do without."""
+
+    module: str
+    cls: str
+    needs: str | None = None  # "pci_bus_id" or a keyword of the constructor, passed first
+    missing: str = ""  # the error when `needs` is not given
+
+
+_BACKENDS: dict[str, _Backend] = {
+    "nvml": _Backend(
+        "harness.telemetry._nvml", "NvmlSampler", needs="pci_bus_id",
+        missing="--telemetry nvml needs the GPU's PCI bus id, and none was given (the device may not be a CUDA GPU, "
+                "or PyTorch did not report its bus id). Use --telemetry host or --telemetry none on a machine "
+                "without an NVIDIA GPU."),
+    "host": _Backend("harness.telemetry._host", "HostSampler"),
+    "replay": _Backend(
+        "harness.telemetry._replay", "ReplaySampler", needs="path",
+        missing="--telemetry replay needs the recording to play back: pass path= (a Parquet file written by "
+                "write_samples). Replay is for tests and re-analysis only; it never stands in for live telemetry."),
+    "none": _Backend(__name__, "NullSampler"),
+    "amdsmi": _Backend(
+        "harness.telemetry._amdsmi", "AmdsmiSampler", needs="pci_bus_id",
+        missing="--telemetry amdsmi needs the GPU's PCI bus id, and none was given (the device may not be an AMD "
+                "GPU, or PyTorch did not report its bus id). Use --device rocm:N (or rocm:<PCI bus id>), or "
+                "--telemetry host or --telemetry none on a machine without an AMD GPU."),
+}
+SAMPLER_NAMES: tuple[str, ...] = tuple(_BACKENDS)
+
+
 def create_sampler(name: str, *, pci_bus_id: str | None = None, **kw: Any) -> Sampler:
     """The backend called `name`, created but not opened; `kw` goes to its constructor.
 
@@ -49,43 +80,16 @@ def create_sampler(name: str, *, pci_bus_id: str | None = None, **kw: Any) -> Sa
     >>> create_sampler("none").describe()
     {'telemetry': 'telemetry is off (--telemetry none): no clock, power or temperature was recorded'}
     """
-    if name == "nvml":
-        from harness.telemetry._nvml import NvmlSampler
-
-        if pci_bus_id is None:
-            raise TelemetryError(
-                "--telemetry nvml needs the GPU's PCI bus id, and none was given (the device may not be a CUDA "
-                "GPU, or PyTorch did not report its bus id). Use --telemetry host or --telemetry none on a "
-                "machine without an NVIDIA GPU."
-            )
-        return NvmlSampler(pci_bus_id, **kw)
-    if name == "host":
-        from harness.telemetry._host import HostSampler
-
-        return HostSampler(**kw)
-    if name == "replay":
-        from harness.telemetry._replay import ReplaySampler
-
-        path = kw.pop("path", None)
-        if path is None:
-            raise TelemetryError(
-                "--telemetry replay needs the recording to play back: pass path= (a Parquet file written by "
-                "write_samples). Replay is for tests and re-analysis only; it never stands in for live telemetry."
-            )
-        return ReplaySampler(path, **kw)
-    if name == "none":
-        return NullSampler(**kw)
-    if name == "amdsmi":
-        from harness.telemetry._amdsmi import AmdsmiSampler
-
-        if pci_bus_id is None:
-            raise TelemetryError(
-                "--telemetry amdsmi needs the GPU's PCI bus id, and none was given (the device may not be an AMD "
-                "GPU, or PyTorch did not report its bus id). Use --device rocm:N (or rocm:<PCI bus id>), or "
-                "--telemetry host or --telemetry none on a machine without an AMD GPU."
-            )
-        return AmdsmiSampler(pci_bus_id, **kw)
-    raise TelemetryError(
-        f"Unknown telemetry backend {name!r}. Choose one of: {', '.join(SAMPLER_NAMES)} "
-        "(nvml for NVIDIA GPUs, amdsmi for AMD GPUs, host for CPU sysfs, replay for a recording, none for off)."
-    )
+    backend = _BACKENDS.get(name)
+    if backend is None:
+        raise TelemetryError(
+            f"Unknown telemetry backend {name!r}. Choose one of: {', '.join(SAMPLER_NAMES)} "
+            "(nvml for NVIDIA GPUs, amdsmi for AMD GPUs, host for CPU sysfs, replay for a recording, none for off)."
+        )
+    args: tuple = ()
+    if backend.needs is not None:
+        first = pci_bus_id if backend.needs == "pci_bus_id" else kw.pop(backend.needs, None)
+        if first is None:
+            raise TelemetryError(backend.missing)
+        args = (first,)
+    return getattr(importlib.import_module(backend.module), backend.cls)(*args, **kw)

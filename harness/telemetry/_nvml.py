@@ -22,6 +22,7 @@ from harness.telemetry._gpm import GpmReader
 from harness.telemetry._nvml_device import close_nvml, import_nvml, nvml_error_name, open_nvml_device
 from harness.telemetry._reasons import join_reason_names
 from harness.telemetry._sample import Sample
+from harness.telemetry._vendor import VendorSampler
 
 __all__ = ["NvmlSampler"]
 
@@ -50,7 +51,7 @@ _VALUE_MEMBER = ("dVal", "uiVal", "ulVal", "ullVal", "sllVal", "siVal", "usVal")
 _NOT_OPEN = {"nvml": "not opened yet: open() probes what this GPU supports"}
 
 
-class NvmlSampler:
+class NvmlSampler(VendorSampler):
     """Polls one NVIDIA GPU, chosen by PCI bus id, and drains NVML's buffered power samples and GPM.
 
     `nvml` injects a stand-in for the `pynvml` module (tests); by default `pynvml` is imported in
@@ -93,25 +94,15 @@ class NvmlSampler:
         self._gpm: GpmReader | None = None
         self._gpm_pending: list[Sample] = []
 
-    # -- lifecycle -------------------------------------------------------------------------------
+    # -- lifecycle (open and close: VendorSampler's) --------------------------------------------
 
-    def open(self) -> None:
-        if self._handle is not None:
-            return
+    def _connect(self) -> str:
         nvml = import_nvml(self._nvml_arg)
-        handle, bus_id = open_nvml_device(nvml, self.pci_bus_id)
-        self._nvml, self._handle, self._caps = nvml, handle, {}
-        try:
-            self._probe_all()
-        except BaseException:
-            self.close()
-            raise
-        self.pci_bus_id = bus_id
+        self._handle, bus_id = open_nvml_device(nvml, self.pci_bus_id)
+        self._nvml, self._caps = nvml, {}
+        return bus_id
 
-    def close(self) -> None:
-        if self._nvml is None:
-            return
-        self._caps = self.describe()  # what this GPU supported stays readable after close
+    def _disconnect(self) -> None:
         try:
             if self._gpm is not None:
                 self._gpm.close()
@@ -121,7 +112,7 @@ class NvmlSampler:
             self._gpm = None
             self._gpm_pending = []
             close_nvml(self._nvml)
-            self._nvml = self._handle = None
+            self._nvml = None
             self._reads, self._fields, self._buffer_ok, self._next_slow_ns = {}, (), False, None
 
     def describe(self) -> dict[str, str]:

@@ -5,22 +5,19 @@ Shared by the NVML sampler and `nvml_compute_processes` (the devices package's b
 
 from __future__ import annotations
 
-import re
 from typing import Any
 
 from harness.errors import TelemetryError
+from harness.telemetry._vendor import ALTERNATIVES as _ALTERNATIVES
+from harness.telemetry._vendor import device_files_error, find_bus_id, normalize_pci_bus_id
 
 __all__ = [
     "import_nvml",
-    "normalize_pci_bus_id",
     "nvml_error_name",
     "open_nvml_device",
     "close_nvml",
     "nvml_compute_processes",
 ]
-
-_ALTERNATIVES = "or choose another telemetry backend (--telemetry host, or --telemetry none)"
-
 
 def import_nvml(nvml: Any = None) -> Any:
     """The injected module, else `pynvml`; imported here, never at package import."""
@@ -35,24 +32,6 @@ def import_nvml(nvml: Any = None) -> Any:
             f"{_ALTERNATIVES}."
         ) from None
     return pynvml
-
-
-def normalize_pci_bus_id(bus_id: str | bytes) -> str:
-    """NVML's form `DDDDDDDD:BB:DD.F`, upper case, from torch's `0000:1b:00.0`, NVML's own, or `1b:00.0`.
-
-    >>> normalize_pci_bus_id("0000:1b:00.0")
-    '00000000:1B:00.0'
-    """
-    s = bus_id.decode() if isinstance(bus_id, bytes) else str(bus_id)
-    s = s.strip().rstrip("\x00").upper()
-    m = re.fullmatch(r"(?:([0-9A-F]{1,8}):)?([0-9A-F]{1,2}):([0-9A-F]{1,2})(?:\.([0-7]))?", s)
-    if m is None:
-        raise TelemetryError(
-            f"{bus_id!r} is not a PCI bus id. Expected the form DDDD:BB:DD.F in hex, e.g. 0000:1B:00.0 "
-            "(what `nvidia-smi --query-gpu=pci.bus_id --format=csv` prints)."
-        )
-    domain, bus, dev, fn = m.groups()
-    return f"{int(domain or '0', 16):08X}:{int(bus, 16):02X}:{int(dev, 16):02X}.{fn or '0'}"
 
 
 def nvml_error_name(nvml: Any, err: BaseException) -> str:
@@ -103,12 +82,9 @@ def _init_error(nvml: Any, e: BaseException) -> TelemetryError:
 
 
 def _permission_error(nvml: Any, e: BaseException) -> TelemetryError:
-    return TelemetryError(
-        f"NVML refused access ({nvml_error_name(nvml, e)}: {e}). This user cannot open the GPU's device "
-        "files: check that /dev/nvidiactl and /dev/nvidia* are readable and writable by you (group "
-        "`video` on some systems), or that the container was given the GPU; "
-        f"{_ALTERNATIVES}."
-    )
+    return device_files_error("NVML", f"({nvml_error_name(nvml, e)}: {e})",
+                              "check that /dev/nvidiactl and /dev/nvidia* are readable and writable by you (group "
+                              "`video` on some systems), or that the container was given the GPU")
 
 
 def _visible_devices(nvml: Any) -> tuple[list[tuple[str, Any]], list[str]]:
@@ -127,9 +103,8 @@ def _visible_devices(nvml: Any) -> tuple[list[tuple[str, Any]], list[str]]:
 def open_nvml_device(nvml: Any, pci_bus_id: str | None) -> tuple[Any, str]:
     """nvmlInit, then the handle of the device at `pci_bus_id`; returns (handle, normalised id).
 
-    Devices are matched by enumerating NVML's own list rather than passing our string to
-    `nvmlDeviceGetHandleByPciBusId`, so the error can say which ids do exist. On any error NVML is
-    shut down again before raising.
+    Devices are matched by enumerating NVML's own list (`find_bus_id`) rather than passing our string to
+    `nvmlDeviceGetHandleByPciBusId`. On any error NVML is shut down again before raising.
     """
     if pci_bus_id is None:
         raise TelemetryError(
@@ -149,16 +124,8 @@ def open_nvml_device(nvml: Any, pci_bus_id: str | None) -> tuple[Any, str]:
                 f"NVML started but could not list devices: {nvml_error_name(nvml, e)} ({e}). "
                 f"Check `nvidia-smi`, {_ALTERNATIVES}."
             ) from None
-        for bus_id, handle in found:
-            if bus_id == wanted:
-                return handle, bus_id
-        seen = ", ".join(b for b, _ in found) or "none"
-        extra = f" ({'; '.join(notes)})" if notes else ""
-        raise TelemetryError(
-            f"NVML sees no GPU with PCI bus id {wanted} (asked for {pci_bus_id!r}). The PCI ids NVML sees "
-            f"are: {seen}{extra}. NVML ignores CUDA_VISIBLE_DEVICES, so this is every GPU the machine exposes: "
-            "check the --device argument against `nvidia-smi --query-gpu=pci.bus_id --format=csv`."
-        )
+        return find_bus_id(found, notes, wanted=wanted, asked=pci_bus_id, library="NVML",
+                           ignores="CUDA_VISIBLE_DEVICES", listing="nvidia-smi --query-gpu=pci.bus_id --format=csv")
     except BaseException:
         close_nvml(nvml)
         raise

@@ -22,7 +22,7 @@ def test_import_touches_no_vendor_library():
 
 def test_every_module_declares_all():
     names = ["", "._factory", "._gpm", "._host", "._nvml", "._nvml_device", "._reasons", "._replay", "._sample",
-             "._thread"]
+             "._thread", "._vendor", "._amdsmi_values"]
     for suffix in names:
         module = importlib.import_module("harness.telemetry" + suffix)
         assert isinstance(module.__all__, list), suffix
