@@ -36,7 +36,7 @@ def main_job_defaults(model: str, device: str) -> MainJob:
     and a middle layer at S = 1024, one window (a dry run: CPU timings are not sustained-clock figures).
 
     >>> main_job_defaults("smollm2-135m", "cuda:0").windows, main_job_defaults("smollm2-135m", "cpu").windows
-    (3, 1)
+    (6, 1)
     """
     spec = resolve_model(model)
     if device.partition(":")[0] == "cpu":

@@ -114,6 +114,9 @@ def test_without_polars_the_timed_runs_are_kept_and_the_message_says_how_to_comp
     code, out = bench("commits", "--repo", str(kernel_repo), "--kernel", "example-attention", *SMALL,
                       "--repeats", "1", "--results", str(tmp_path), "one", "main")
     assert code == 2, out
-    runs = sorted(p for p in tmp_path.iterdir() if (p / "runs.parquet").exists())
+    # In revision order (commits-0 is the first revision named): the run ids' timestamps can order the
+    # other way when the two workers open their runs within the same second boundary.
+    runs = sorted((p for p in tmp_path.iterdir() if (p / "runs.parquet").exists()),
+                  key=lambda p: p.name.split("-commits-")[1])
     assert len(runs) == 2
     assert "needs polars" in out and f"bench compare {runs[0]} {runs[1]}" in out.replace("\n", "")

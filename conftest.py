@@ -1,4 +1,5 @@
-"""Suite-wide settings for the CPU test machine."""
+"""Suite-wide settings for the CPU test machine (here, not in tests/: --doctest-modules would import a
+tests/conftest.py as a module named `conftest` beside the subfolders' own)."""
 
 from __future__ import annotations
 
