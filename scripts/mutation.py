@@ -50,7 +50,8 @@ MODULES: dict[str, tuple[str, tuple[str, ...]]] = {
         "tests/analysis/test_compare_verdict.py")),
     "compare": ("harness/analysis/_compare.py", (
         "tests/analysis/test_analysis_compare.py", "tests/analysis/test_compare_verdict.py")),
-    "gate": ("harness/kernels/_gate.py", ("tests/kernels/test_gate_limits.py", "tests/kernels/test_adversarial.py")),
+    "gate": ("harness/kernels/_gate.py", (
+        "tests/kernels/test_gate_limits.py", "tests/kernels/test_gate_checks.py", "tests/kernels/test_adversarial.py")),
     "reasons": ("harness/telemetry/_reasons.py", (
         "tests/telemetry/test_telemetry_reasons.py", "tests/telemetry/test_reasons.py",
         "tests/analysis/test_window.py")),
