@@ -81,7 +81,7 @@ def test_limiter_label():
 def test_rule_bounds_each_refused_alone():
     assert VerdictRule(min_repeats=1, resamples=1, min_change=0.0).min_repeats == 1  # the smallest valid rule
     for bad in (dict(min_change=-1e-9), dict(resamples=0), dict(min_repeats=0)):
-        with pytest.raises(ValueError, match="min_change >= 0, resamples >= 1 and min_repeats >= 1"):
+        with pytest.raises(ValueError, match=r"^min_change >= 0, resamples >= 1 and min_repeats >= 1 are required$"):
             VerdictRule(**bad)
 
 
@@ -162,3 +162,16 @@ def test_at_max_clock_within_one_mhz():
     assert limiter_label([row], max_clock_mhz=1980.0) == "none (NVML at max clock)"
     assert limiter_label([{**row, "sm_clock_mhz": 1978.5}], max_clock_mhz=1980.0) == "none"
     assert limiter_label([row]) == "none"  # no maximum known: nothing said about it
+
+
+def test_the_interval_has_equal_tails():
+    # B's logs are symmetric about 0 (pairs +-d) and A is constant, so the bootstrap distribution of B/A is
+    # symmetric in log: an equal-tailed interval sits as far below the estimate as above it (a 50 % one
+    # shows a misplaced tail most: its quantiles are where the distribution is dense).
+    import numpy as np
+
+    d = np.random.default_rng(2).uniform(0.005, 0.03, 15)
+    tb = list(np.exp(np.concatenate([d, -d])))
+    r = decompose(time_a=[1.0] * 4, time_b=tb, rule=VerdictRule(level=0.5, resamples=4000)).time
+    below, above = math.log(r.value / r.low), math.log(r.high / r.value)
+    assert r.value == pytest.approx(1.0) and 0.85 < below / above < 1.15
