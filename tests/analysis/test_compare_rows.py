@@ -243,3 +243,20 @@ def test_option_parsers_refuse_what_they_cannot_read():
     for bad in ("=b", "a=", "a=b=c", "ab"):
         with pytest.raises(ConfigError, match=rf"^--pair-inputs '{bad}' must be A_LABEL=B_LABEL, e\.g\. "):
             parse_pairs([bad])
+
+
+def test_a_slowdown_is_a_growth_strictly_beyond_the_threshold():
+    import math
+
+    cmp = compare_measurements(_frame(_side()), _frame(_side(scale=1.1)))
+    (row,) = cmp.rows
+    assert row.verdict == "slower"
+    assert cmp.slowdowns(row.time.change) == ()
+    assert [r.kernel for r in cmp.slowdowns(math.nextafter(row.time.change, 0))] == ["k"]
+
+
+def test_comparison_rows_are_keyword_only():
+    (row,) = compare_measurements(_frame(_side()), _frame(_side())).rows
+    fields = [getattr(row, f) for f in row.__dataclass_fields__]
+    with pytest.raises(TypeError):
+        type(row)(*fields)
