@@ -63,7 +63,7 @@ def test_rule_describes_itself_and_rejects_nonsense():
         VerdictRule(level=1.5)
     with pytest.raises(ValueError):
         decompose(time_a=[1.0, -1.0], time_b=[1.0])
-    with pytest.raises(ValueError, match="one clock per repeat"):
+    with pytest.raises(ValueError, match="^one clock per repeat is needed on each side$"):
         decompose(time_a=[1.0, 1.0], time_b=[1.0], clock_a=[1.0], clock_b=[1.0])
 
 
@@ -114,7 +114,7 @@ def test_empty_zero_or_missing_times_are_refused():
 
 
 def test_a_clock_list_of_the_wrong_length_on_b_is_refused():
-    with pytest.raises(ValueError, match="one clock per repeat"):
+    with pytest.raises(ValueError, match="^one clock per repeat is needed on each side$"):
         decompose(time_a=[1.0, 1.0], time_b=[1.0, 1.0], clock_a=[1.0, 1.0], clock_b=[1.0])
 
 
