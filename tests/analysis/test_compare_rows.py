@@ -92,7 +92,8 @@ def test_only_timed_rows_of_the_given_statuses_count_and_unsettled_ones_are_note
 
 def test_the_side_with_nothing_timed_is_named():
     none = [_m(t=None, status="gate_failed")]
-    with pytest.raises(ResultsError, match=r"^A has no timed ok/unsettled measurements to compare \(every kernel"):
+    with pytest.raises(ResultsError, match=r"^A has no timed ok/unsettled measurements to compare \(every kernel "
+                                           r"failed, or the run stopped before the first window\)\.$"):
         compare_measurements(_frame(none), _frame(_side()))
     with pytest.raises(ResultsError, match=r"^B has no timed ok/unsettled measurements to compare \(every kernel"):
         compare_measurements(_frame(_side()), _frame(none))
@@ -120,6 +121,8 @@ def test_paired_labels_must_exist_on_their_own_side():
         compare_measurements(_frame(a), _frame(b), pairs=[("q", "q")], name_a="A")
     with pytest.raises(ResultsError, match=r"The runs share no input label: A has p; B has q\. .*--pair-inputs p=q\."):
         compare_measurements(_frame(a), _frame(b), name_a="A", name_b="B")
+    with pytest.raises(ResultsError, match=r"The runs share no input label: A has p, r; B has q, s\. .*--pair-inputs p=q\."):
+        compare_measurements(_frame(a + _side(label="r")), _frame(b + _side(label="s")), name_a="A", name_b="B")
 
 
 def test_a_shape_mismatch_names_both_shapes_and_the_way_out():
