@@ -119,6 +119,8 @@ def test_paired_labels_must_exist_on_their_own_side():
     assert len(compare_measurements(_frame(a), _frame(b), pairs=[("p", "q")]).rows) == 1
     with pytest.raises(ResultsError, match=r"^A has no timed input 'q'; its inputs are p\."):
         compare_measurements(_frame(a), _frame(b), pairs=[("q", "q")], name_a="A")
+    with pytest.raises(ResultsError, match=r"^B has no timed input 'p'; its inputs are q, s\.$"):
+        compare_measurements(_frame(a), _frame(b + _side(label="s")), pairs=[("p", "p")], name_b="B")
     with pytest.raises(ResultsError, match=r"The runs share no input label: A has p; B has q\. .*--pair-inputs p=q\."):
         compare_measurements(_frame(a), _frame(b), name_a="A", name_b="B")
     with pytest.raises(ResultsError, match=r"The runs share no input label: A has p, r; B has q, s\. .*--pair-inputs p=q\."):
