@@ -110,7 +110,8 @@ def test_kernels_on_one_side_only_are_listed_for_each_side():
 def test_an_input_label_at_two_shapes_is_refused_on_either_side():
     two = _side() + [_m("other", seq_len=2048)]
     for a, b, name in ((two, _side(), "A"), (_side(), two, "B")):
-        with pytest.raises(ResultsError, match=f"^{name} holds input 'x' at more than one shape"):
+        with pytest.raises(ResultsError, match=f"^{name} holds input 'x' at more than one shape; a comparison by "
+                                               f"label cannot tell them apart. Give the inputs distinct names.$"):
             compare_measurements(_frame(a), _frame(b), name_a="A", name_b="B")
 
 
@@ -151,7 +152,7 @@ def test_frame_has_one_column_per_field_and_flattened_ratios():
 def test_compare_runs_refuses_an_incomplete_run_naming_its_status():
     with pytest.raises(ResultsError) as e:
         compare_runs(_run(_side()), _run(_side(), run_id="r2", status="incomplete"))
-    assert "Run /runs/r2-dir is not complete: its status is 'incomplete'. Its figures may lack" in str(e.value)
+    assert str(e.value).startswith("Run /runs/r2-dir is not complete: its status is 'incomplete'. Its figures may lack")
     assert str(e.value).endswith("or pass --allow-incomplete to compare what it holds.")
 
 
@@ -265,3 +266,17 @@ def test_comparison_rows_are_keyword_only():
     fields = [getattr(row, f) for f in row.__dataclass_fields__]
     with pytest.raises(TypeError):
         type(row)(*fields)
+
+
+def test_a_single_repeat_a_side_is_compared_without_a_verdict():
+    (row,) = compare_measurements(_frame([_m(t=1000.0)]), _frame([_m(t=1100.0)])).rows
+    assert (row.repeats_a, row.repeats_b, row.verdict) == (1, 1, "too few repeats")
+    assert row.shape.startswith("B=1 H=8/8 S=1024") and row.time.value == pytest.approx(1.1)
+
+
+def test_kernels_unmatched_in_every_pair_are_all_listed():
+    a = _side(label="p") + [_m("only-a", label="p")] + _side(label="r") + [_m("only-a", label="r")]
+    b = _side(label="q") + _side(label="s") + [_m("only-b", label="s")]
+    cmp = compare_measurements(_frame(a), _frame(b), pairs=[("p", "q"), ("r", "s")], name_a="A", name_b="B")
+    assert len(cmp.rows) == 2
+    assert cmp.unmatched == ("only-a @ p (only in A)", "only-a @ r (only in A)", "only-b @ s (only in B)")
