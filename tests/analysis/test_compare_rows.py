@@ -218,6 +218,7 @@ def test_summarize_run_sets_burst_beside_sustained():
     assert (s.burst_vs_sustained.name_a, s.burst_vs_sustained.name_b) == ("burst", "sustained")
     assert row.repeats_a == 3 and row.time.value == pytest.approx(1 / 0.98)
     assert [a["kernel"] for a in s.sustained] == ["k"] and s.sustained[0]["repeats"] == 3
+    assert s.sustained[0]["time_ns"] == pytest.approx(1000.0) and s.burst[0]["time_ns"] == pytest.approx(980.0)
     assert len(s.burst) == 1 and s.burst[0]["repeats"] == 3 and s.notes == ()
     assert s.inputs.rows == () and s.reference_inputs == set()
 
@@ -236,7 +237,9 @@ def test_summarize_run_notes_what_it_could_not_compare():
     (note,) = s.notes
     assert note.startswith("burst vs sustained not compared: Cannot compare burst input 'x' with sustained input 'x'")
     two_shapes = _side(label="L1:captured") + _side(label="L1:zeros", seq_len=2048)
-    (inputs_note,) = summarize_run(_run(two_shapes)).notes
+    summary = summarize_run(_run(two_shapes))
+    (inputs_note,) = summary.notes
+    assert summary.inputs.rows == () and (summary.inputs.name_a, summary.inputs.name_b) == ("A", "B")
     assert inputs_note.startswith("inputs not compared: Cannot compare A input 'L1:zeros' with B input 'L1:captured'")
 
 
@@ -280,3 +283,33 @@ def test_kernels_unmatched_in_every_pair_are_all_listed():
     cmp = compare_measurements(_frame(a), _frame(b), pairs=[("p", "q"), ("r", "s")], name_a="A", name_b="B")
     assert len(cmp.rows) == 2
     assert cmp.unmatched == ("only-a @ p (only in A)", "only-a @ r (only in A)", "only-b @ s (only in B)")
+
+
+def test_summarize_run_judges_the_limiter_against_the_runs_max_clock():
+    rows = _side(clock=1979.5, power_limited_frac=0.0)
+    burst = [_m(t=t, status=BURST_STATUS, clock=1979.5, power_limited_frac=0.0, repeat=i) for i, t in enumerate(TIMES)]
+    s = summarize_run(_run(rows + burst, max_sm_clock_mhz=1980.0))
+    assert s.sustained[0]["limiter"] == "none (NVML at max clock)" and s.burst[0]["limiter"] == "none (NVML at max clock)"
+    assert s.burst_vs_sustained.rows[0].limiter_a == "none (NVML at max clock)"
+
+
+def test_aggregate_limiter_comes_from_this_kernels_timed_rows_only():
+    timed = [_m("fast", t=t, repeat=i, power_limited_frac=0.9) for i, t in enumerate(TIMES)]
+    failed = [_m("broken", t=5.0, status="gate_failed", error="bad", power_limited_frac=0.9, launch_note="n")]
+    aggs = {a["kernel"]: a for a in aggregate_measurements(timed + failed)}
+    assert aggs["fast"]["limiter"] == "power cap 90%"
+    assert aggs["broken"]["limiter"] == "" and aggs["broken"]["launch_note"] == ""
+
+
+def test_run_summary_is_a_frozen_keyword_only_record():
+    import dataclasses
+
+    from harness.analysis import RunSummary
+
+    s = summarize_run(_run(_side()))
+    fields = {f: getattr(s, f) for f in s.__dataclass_fields__ if f != "notes"}
+    assert RunSummary(**fields).notes == ()
+    with pytest.raises(dataclasses.FrozenInstanceError):
+        s.run_id = "x"
+    with pytest.raises(TypeError):
+        RunSummary(*fields.values())
