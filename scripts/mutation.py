@@ -46,11 +46,14 @@ MODULES: dict[str, tuple[str, tuple[str, ...]]] = {
         "tests/runner/test_protocol.py", "tests/runner/test_settle_scenarios.py")),
     "window": ("harness/analysis/_window.py", ("tests/analysis/test_window.py",)),
     "decompose": ("harness/analysis/_decompose.py", (
-        "tests/analysis/test_analysis_decompose.py", "tests/analysis/test_decompose_properties.py",
-        "tests/analysis/test_compare_verdict.py")),
+        "tests/analysis/test_analysis_decompose.py", "tests/analysis/test_compare_verdict.py",
+        "tests/analysis/test_decompose_properties.py")),
     "compare": ("harness/analysis/_compare.py", (
-        "tests/analysis/test_analysis_compare.py", "tests/analysis/test_compare_verdict.py")),
-    "gate": ("harness/kernels/_gate.py", ("tests/kernels/test_gate_limits.py", "tests/kernels/test_adversarial.py")),
+        # the fast synthetic tests first: with -x most mutants are killed before the real runs are read
+        "tests/analysis/test_compare_rows.py", "tests/analysis/test_compare_verdict.py",
+        "tests/analysis/test_analysis_compare.py")),
+    "gate": ("harness/kernels/_gate.py", (
+        "tests/kernels/test_gate_limits.py", "tests/kernels/test_gate_checks.py", "tests/kernels/test_adversarial.py")),
     "reasons": ("harness/telemetry/_reasons.py", (
         "tests/telemetry/test_telemetry_reasons.py", "tests/telemetry/test_reasons.py",
         "tests/analysis/test_window.py")),

@@ -126,7 +126,7 @@ def test_nothing_measured_leaves_figures_empty_not_zero():
     assert s["power_w"] is None and s["energy_j"] is None and s["energy_per_launch_j"] is None
     assert s["tflop_per_j"] is None and s["temp_max_c"] is None and s["reason_names"] is None
     assert s["sample_errors_in_window"] == 1 and s["inband_to_nvml"] is None
-    with pytest.raises(ValueError, match="at least one chunk"):
+    with pytest.raises(ValueError, match="^a window needs at least one chunk$"):
         _summary([], window=[])
 
 
@@ -223,3 +223,70 @@ def test_probe_blocks_from_recorded_h200_pairs():
     assert r.t_ns == 1_100_002 - 1_000_000
     odd = summarize_probe_blocks(raw[:3], offset_ns=0)
     assert odd.clock_mhz == pytest.approx(1755.0) and odd.t_ns == 1_100_001
+
+
+def test_a_window_of_three_chunks_spans_the_first_start_to_the_last_end():
+    window = [_chunk(0, 1000, 1300, 300, 30), _chunk(1, 1300, 1600, 300, 30), _chunk(2, 1600, 2500, 600, 40)]
+    s = _summary([Sample(t_ns=2400 * MS, sm_clock_mhz=1500.0, power_w=500.0)], window=window)
+    assert (s["window_start_ns"], s["window_end_ns"]) == (1000 * MS, 2500 * MS)
+    assert s["samples_in_window"] == 1 and s["duty_cycle"] == pytest.approx(1200 / 1500)
+    assert s["time_ns"] == pytest.approx(1200 * MS / 100)
+
+
+def test_counters_are_differenced_between_their_first_and_last_readings_not_the_second():
+    # The power rises within the window: 100 W between the first two readings, 400 W after. The energy
+    # and limited-time counters are taken first to last (250 J over 0.7 s), not first to second.
+    reads = [Sample(t_ns=t * MS, energy_j=e, power_limited_ns=pl * MS, thermal_limited_ns=th * MS, sm_clock_mhz=1500.0)
+             for t, e, pl, th in ((1100, 10.0, 0, 0), (1200, 20.0, 0, 100), (1800, 260.0, 600, 100))]
+    s = _summary(_outside() + reads)
+    assert s["energy_j"] == pytest.approx(250.0 / 0.7)
+    assert s["power_limited_frac"] == pytest.approx(600 / 700)
+    assert s["thermal_limited_frac"] == pytest.approx(100 / 700)
+
+
+def test_every_figure_is_a_measurements_column_and_the_chiplet_figures_are_there():
+    from harness.results._schema import V2_CHIPLET_COLUMNS, columns
+
+    s = _summary([Sample(t_ns=1500 * MS, sm_clock_mhz=1500.0, chiplet_clocks_mhz=(1500.0, 1450.0))])
+    assert set(s) <= set(columns("measurements"))  # stored as they are named, none dropped on write
+    assert set(V2_CHIPLET_COLUMNS) <= set(s) and s["chiplet_count"] == 2 and s["slowest_chiplet"] == 1
+
+
+def test_probes_exactly_at_the_window_edges_count():
+    probes = [ProbeReading(t_ns=t * MS, clock_mhz=c, clock_min_mhz=c, clock_max_mhz=c, blocks=4, span_ns=1000)
+              for t, c in ((999, 100.0), (1000, 1400.0), (2000, 1600.0), (2001, 3000.0))]
+    s = _summary([Sample(t_ns=1500 * MS, sm_clock_mhz=1500.0)], probes)
+    assert s["probes_in_window"] == 2 and s["inband_clock_mhz"] == pytest.approx(1500.0)
+    assert s["cycles_per_launch_inband"] == pytest.approx(7 * MS * 1.5)
+
+
+def test_counters_read_twice_at_one_instant_give_no_rate():
+    # A duplicated reading: no time between them, so no fraction or rescaling can be formed (and none raises).
+    same = [Sample(t_ns=1500 * MS, energy_j=5.0, power_limited_ns=10, thermal_limited_ns=10) for _ in range(2)]
+    s = _summary(same)
+    assert s["energy_j"] == 0.0 and s["energy_per_launch_j"] is None
+    assert s["power_limited_frac"] is None and s["thermal_limited_frac"] is None
+
+
+def test_thermal_counter_stepping_ahead_is_clamped_too():
+    ss = [Sample(t_ns=t * MS, thermal_limited_ns=th * MS) for t, th in ((1200, 0), (1700, 510))]
+    assert _summary(ss)["thermal_limited_frac"] == 1.0
+
+
+def test_a_small_energy_is_reported():
+    ss = [Sample(t_ns=t * MS, energy_j=e) for t, e in ((1000, 1.0), (2000, 1.5))]  # 0.5 J over the window
+    s = _summary(ss)
+    assert s["energy_j"] == pytest.approx(0.5) and s["energy_per_launch_j"] == pytest.approx(0.005)
+
+
+def test_utilisation_comes_from_good_gpm_samples_only():
+    ss = [Sample(t_ns=1200 * MS, sm_clock_mhz=1500.0, sm_util_pct=5.0, tensor_util_pct=5.0, fp32_util_pct=5.0),
+          Sample(t_ns=1300 * MS, source="gpm", sm_util_pct=80.0, tensor_util_pct=60.0, fp32_util_pct=7.0),
+          Sample(t_ns=1400 * MS, source="gpm", error="x", sm_util_pct=1.0, tensor_util_pct=1.0, fp32_util_pct=1.0)]
+    s = _summary(ss)
+    assert (s["sm_util_pct"], s["tensor_util_pct"], s["fp32_util_pct"]) == (80.0, 60.0, 7.0)
+
+
+def test_a_window_without_host_time_has_no_duty_cycle():
+    s = _summary([], window=[_chunk(0, 1000, 1000, 5, 10)])
+    assert s["duty_cycle"] is None and s["time_ns"] == pytest.approx(0.5 * MS)

@@ -8,6 +8,9 @@ and a loosened limit or an ignored declaration flips a verdict.
 
 from __future__ import annotations
 
+import dataclasses
+import math
+
 import pytest
 import torch
 
@@ -95,8 +98,6 @@ def test_snr_is_not_a_bf16_criterion():
 
 
 def test_tolerance_table_and_aliases():
-    import dataclasses
-
     for kind in ("bf16", "fp16", "fp8", "fp32", "fp64"):
         assert gate_tolerance(kind).name == kind
     with pytest.raises(dataclasses.FrozenInstanceError):
@@ -151,3 +152,107 @@ def test_nonfinite_and_shape_mismatch():
     assert r.reason.startswith("2 NaN/Inf values") and "2 non-finite values" in r.summary()
     s = compare_outputs(torch.ones(3), ref, kernel="k", tolerance=gate_tolerance("bf16"))
     assert not s.passed and "output shape (3,) differs from the reference's (4,)" == s.reason
+
+
+# Exactly at a limit. The excess sits where |ref| = 0 and v_rms = 0 (no allowance), so it is the diff
+# itself, exactly; the other elements are exact. max |diff| beyond rounding must be < the limit (at it:
+# a failure), SNR >= its limit (at it: a pass).
+
+def _at(excess: float, n: int = 16):
+    ref = torch.ones(n, dtype=torch.float64)
+    ref[0] = 0.0
+    out = ref.clone()
+    out[0] = excess
+    return out, ref
+
+
+@pytest.mark.parametrize("kind", ["bf16", "fp8"])
+def test_an_excess_exactly_at_the_limit_fails_and_one_ulp_below_passes(kind):
+    tol = gate_tolerance(kind)
+    at = compare_outputs(*_at(tol.max_abs), kernel="k", tolerance=tol)
+    assert at.max_excess_diff == tol.max_abs and not at.passed
+    assert at.reason.startswith("max |diff| beyond rounding")
+    below = compare_outputs(*_at(math.nextafter(tol.max_abs, 0.0)), kernel="k", tolerance=tol)
+    assert below.passed and below.reason == ""
+
+
+def test_an_snr_exactly_at_the_limit_passes_and_just_short_of_it_fails():
+    ref = torch.linspace(-1.0, 1.0, 64, dtype=torch.float64)
+    out = ref * 1.02  # 34 dB: well within fp8's max |diff| too
+    tol = gate_tolerance("fp8")
+    snr = compare_outputs(out, ref, kernel="k", tolerance=tol).snr_db
+    assert compare_outputs(out, ref, kernel="k", tolerance=dataclasses.replace(tol, min_snr_db=snr)).passed
+    short = compare_outputs(out, ref, kernel="k", tolerance=dataclasses.replace(tol, min_snr_db=math.nextafter(snr, 99)))
+    assert not short.passed and short.reason.startswith("SNR ")
+
+
+def test_relative_error_and_snr_do_not_depend_on_the_scale_of_the_output():
+    # Outputs of std 0.1 inputs are small: below 1, the ratios must still be computed, not 0 or inf.
+    ref = torch.linspace(-1.0, 1.0, 64, dtype=torch.float64)
+    out = ref * 1.01
+    tol = dataclasses.replace(gate_tolerance("fp8"), max_abs=1e9)  # only the ratios are under test
+    for scale in (2.0**-6, 2.0**-1, 1.0, 2.0**6):
+        r = compare_outputs(out * scale, ref * scale, kernel="k", tolerance=tol)
+        assert r.rel_rms_error == pytest.approx(0.01) and r.snr_db == pytest.approx(40.0)
+
+
+def test_empty_outputs_have_no_difference():
+    e = torch.empty(0, dtype=torch.float64)
+    r = compare_outputs(e, e.clone(), kernel="k", tolerance=gate_tolerance("bf16"))
+    assert r.max_abs_diff == 0.0 and r.max_excess_diff == 0.0 and r.passed
+
+
+def test_without_v_rms_no_p_rounding_is_allowed():
+    tol = gate_tolerance("bf16")
+    out, ref = _at(1e-3)
+    assert compare_outputs(out, ref, kernel="k", tolerance=tol).max_excess_diff == 1e-3
+    assert compare_outputs(out, ref, kernel="k", tolerance=tol, v_rms=0.5).max_excess_diff == pytest.approx(
+        1e-3 - tol.p_rounding * 0.5)
+
+
+def test_reasons_name_the_measured_value_and_the_limit_each():
+    # 5 % off everywhere in fp8: both the max |diff| and the SNR limits are missed; one reason each.
+    ref = torch.linspace(-1.0, 1.0, 64, dtype=torch.float64)
+    tol = gate_tolerance("fp8")
+    r = compare_outputs(ref * 1.05, ref, kernel="k", tolerance=tol)
+    parts = r.reason.split("; ")
+    assert len(parts) == 2 and not r.passed
+    assert parts[0].startswith("max |diff| beyond rounding ") and f" {r.max_excess_diff:.3g} " in parts[0]
+    assert parts[0].endswith(f" {tol.max_abs:g}")
+    assert parts[1].startswith(f"SNR {r.snr_db:.1f} dB") and parts[1].endswith(f" {tol.min_snr_db:g} dB")
+
+
+def test_summary_gives_each_figure_and_the_limits_that_apply():
+    import re
+
+    ref = torch.linspace(-1.0, 1.0, 64, dtype=torch.float64)
+    out = ref * 1.05
+    for kind in ("bf16", "fp8"):
+        tol = gate_tolerance(kind)
+        r = compare_outputs(out, ref, kernel="k", tolerance=tol)
+        head = (f"max |diff| {r.max_abs_diff:.3g} (beyond rounding {r.max_excess_diff:.3g}, limit {tol.max_abs:g}), "
+                f"rel. RMS error {r.rel_rms_error:.3g}, SNR {r.snr_db:.1f} dB")
+        snr_limit = f", limit {tol.min_snr_db:g} dB" if kind == "fp8" else ""
+        assert r.summary() == head + snr_limit  # nothing else: no non-finite count when there is none
+    out[3] = float("nan")
+    r = compare_outputs(out, ref, kernel="k", tolerance=gate_tolerance("fp8"))
+    assert re.search(r", limit 30 dB, 1 non-finite values$", r.summary())
+
+
+def test_a_wrong_shape_output_has_no_finite_figures():
+    r = compare_outputs(torch.ones(3), torch.ones(4, dtype=torch.float64), kernel="k", tolerance=gate_tolerance("fp8"))
+    assert r.snr_db == float("-inf") and r.nonfinite == 0  # no values were compared, none counted
+    assert "SNR -inf dB" in r.summary() and "non-finite" not in r.summary()
+
+
+def test_gate_result_is_a_frozen_keyword_only_record_with_an_empty_default_reason():
+    from harness.kernels._gate import GateResult
+
+    fields = dict(kernel="k", passed=True, max_abs_diff=0.0, max_excess_diff=0.0, rel_rms_error=0.0, snr_db=99.0,
+                  nonfinite=0, tolerance=gate_tolerance("bf16"))
+    r = GateResult(**fields)
+    assert r.reason == ""
+    with pytest.raises(dataclasses.FrozenInstanceError):
+        r.passed = False
+    with pytest.raises(TypeError):
+        GateResult(*fields.values())

@@ -71,3 +71,38 @@ def test_v2_runs_gain_null_contention_and_timing_note_and_other_tables_pass_thro
     assert up.column_names == ["run_id", "status", "contention_json", "timing_note"]
     assert up.column("contention_json").null_count == 1 and up.column("timing_note").null_count == 1
     assert MIGRATIONS[2]("measurements", v2) is v2
+
+
+def _v3_fixture_runs():
+    from pathlib import Path
+
+    import pyarrow.parquet as pq
+
+    root = Path(__file__).resolve().parent.parent / "fixtures" / "h200"
+    runs = [p for p in sorted(root.iterdir()) if (p / "runs.parquet").exists()
+            and pq.read_schema(p / "runs.parquet").metadata[b"harness_schema_version"] == b"3"]
+    assert runs, "the H200 fixtures include runs written at schema v3"
+    return runs
+
+
+def test_the_schema_is_what_the_h200_runs_of_this_version_hold():
+    # Runs written by the device machine at v3: every table's stored columns, in order and type, are the
+    # declared ones (a misspelt or retyped column would not read back their data).
+    import pyarrow.parquet as pq
+
+    checked = set()
+    for run in _v3_fixture_runs():
+        for table in TABLES:
+            files = [run / "runs.parquet"] if table == "runs" else sorted((run / table).glob("*.parquet"))
+            for f in files[:1]:
+                stored = pq.read_schema(f)
+                assert stored.metadata[b"harness_table"] == table.encode()
+                assert stored.remove_metadata().equals(table_schema(table).remove_metadata()), (run.name, table)
+                checked.add(table)
+    assert checked == set(TABLES)
+
+
+def test_public_names_exist():
+    import harness.results._schema as schema
+
+    assert all(hasattr(schema, name) for name in schema.__all__) and "table_schema" in schema.__all__
