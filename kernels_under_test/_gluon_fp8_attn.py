@@ -16,10 +16,15 @@ K and V^T tiles come through a ring of NUM_STAGES shared-memory slots filled by 
 one mbarrier for K and one for V (QK waits for K only).
 
 SUM_MMA (`gluon-fp8-lean-summma`): the row sum of the rounded P is a third wgmma, P (the same registers
-as PV's A operand) times an [8, 64] shared tile of e4m3 ones, into a [BLOCK_M, 8] fp32 accumulator that
-is rescaled with acc, so l and acc share units and the descale cancels at the end. It replaces the
-per-score shift and add of the row sum (sm_90 SASS, triton 3.6, d=128 causal: 424 instructions an
-unmasked trip against 497; FADD 124 against 232 in the whole kernel).
+as PV's A operand) times an [8, 64] shared tile of e4m3 ones, into a FRESH [BLOCK_M, 8] fp32 accumulator
+each block (use_acc=False); after the wait one FFMA a row, l = l g + block sum, keeps l in acc's units, so
+the descale cancels at the end. It replaces the per-score shift and add of the row sum (sm_90 SASS, triton
+3.6, d=128 causal: 424 instructions an unmasked trip against 497; FADD 124 against 232 in the whole kernel).
+Why not the running sum as the wgmma's C operand (the first version): an FP8 wgmma adds its products to C
+in about 13 fraction bits aligned to the largest term (C included) and truncates, so once l is ~2^13 times
+one P code (8192 near-uniform keys) every new code is cut to nothing: at S=16384 causal, gaussian:0.1 the
+long rows' l came out up to ~45 % low, SNR 17.8 dB (benchmarks/summma_row_sum_emulation.py). acc does not
+swamp the same way because p v has random signs (acc grows like sqrt(n)), the row sum of positives like n.
 
 What the SASS shows (triton 3.6, ptxas 12.8): the order is in the PTX (wait_group 1 after the two
 issues, wait_group 0 after softmax), but ptxas schedules the PV wait (WARPGROUP.DEPBAR.LE gsb0, 0x0)
@@ -115,6 +120,7 @@ def _blocks(lo, hi, acc, l_i, m_i, p8, d, g, q_smem, k_desc, v_desc, k_smem, v_s
     p_layout: gl.constexpr = gl.DotOperandLayout(operand_index=0, parent=o_layout, k_width=4)
     row_o: gl.constexpr = gl.SliceLayout(1, o_layout)
     zero_s = gl.zeros([BLOCK_M, BLOCK_N], gl.float32, s_layout)
+    zero_l = gl.zeros([BLOCK_M, 8], gl.float32, l_layout)
     for j in range(lo, hi):
         s = j % NUM_STAGES
         sp = (j - 1) % NUM_STAGES
@@ -125,9 +131,10 @@ def _blocks(lo, hi, acc, l_i, m_i, p8, d, g, q_smem, k_desc, v_desc, k_smem, v_s
         pa = gl.convert_layout(p8, p_layout)
         acc_tok = warpgroup_mma(pa, v_smem.index(sp).permute((1, 0)), acc, is_async=True)
         if SUM_MMA:
-            l_i = l_i * gl.expand_dims(gl.convert_layout(g, gl.SliceLayout(1, l_layout)), 1)
+            # the block's sum in a fresh accumulator (use_acc=False), added to l_i in fp32 after the wait
+            g_l = gl.expand_dims(gl.convert_layout(g, gl.SliceLayout(1, l_layout)), 1)
             pl_ = gl.convert_layout(p8, gl.DotOperandLayout(operand_index=0, parent=l_layout, k_width=4))
-            l_tok = warpgroup_mma(pl_, ones_smem.permute((1, 0)), l_i, is_async=True)
+            l_tok = warpgroup_mma(pl_, ones_smem.permute((1, 0)), zero_l, use_acc=False, is_async=True)
             qk = warpgroup_mma_wait(2, deps=(qk_tok, ))  # QK(j) is the oldest group: PV(j-1) may still run
         else:
             qk = warpgroup_mma_wait(1, deps=(qk_tok, ))  # QK(j) is the older group: PV(j-1) may still run
@@ -135,7 +142,8 @@ def _blocks(lo, hi, acc, l_i, m_i, p8, d, g, q_smem, k_desc, v_desc, k_smem, v_s
             qk = _mask(qk, j * BLOCK_N, offs_m, S, CAUSAL, BLOCK_N, s_layout)
         p8, row_sum, d_new, alpha, m_i = _lean_p(qk, m_i, qk_scale, TAU, SIGMA, BETA)
         if SUM_MMA:
-            acc, l_i = warpgroup_mma_wait(0, deps=(acc_tok, l_tok))
+            acc, l_blk = warpgroup_mma_wait(0, deps=(acc_tok, l_tok))
+            l_i = gl.fma(l_i, g_l, l_blk)
         else:
             l_i = l_i * alpha + row_sum
             acc = warpgroup_mma_wait(0, deps=(acc_tok, ))
@@ -238,9 +246,11 @@ def attn_fwd(q_desc, k_desc, v_desc, Out, qk_scale, out_scale, stride_ob, stride
     acc = acc * gl.expand_dims(gl.convert_layout(g, row_o), 1)
     acc = warpgroup_mma(gl.convert_layout(p8, p_layout), v_smem.index(sl).permute((1, 0)), acc)
     if SUM_MMA:
-        l_i = l_i * gl.expand_dims(gl.convert_layout(g, gl.SliceLayout(1, l_layout)), 1)
+        g_l = gl.expand_dims(gl.convert_layout(g, gl.SliceLayout(1, l_layout)), 1)
         pl_ = gl.convert_layout(p8, gl.DotOperandLayout(operand_index=0, parent=l_layout, k_width=4))
-        l_i = warpgroup_mma(pl_, ones_smem.permute((1, 0)), l_i)
+        l_blk = warpgroup_mma(pl_, ones_smem.permute((1, 0)), gl.zeros([BLOCK_M, 8], gl.float32, l_layout),
+                              use_acc=False)
+        l_i = gl.fma(l_i, g_l, l_blk)
         scale = gl.convert_layout(out_scale / gl.max(l_i, 1), row_o)  # acc and l in the same units: d cancels
     else:
         scale = gl.convert_layout(d * (out_scale / l_i), row_o)

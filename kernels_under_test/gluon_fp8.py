@@ -8,16 +8,19 @@ runs (FlashAttention-3's intra-warpgroup pipelining); K and V^T arrive by TMA in
 slots. Same quantized inputs, same lean P (one FMA per e4m3 code), same O_CAP and descales as
 `triton-fp8-lean-accmma`, so it declares the same P bound (`p_rel_error`) and meets the same gate.
 `gluon-fp8-lean-summma` also forms the row sum of P on the tensor cores (a wgmma of P with a tile of
-ones) instead of with a shift and an add per score: 424 SASS instructions an unmasked key block
-against 497 (sm_90, d=128).
+ones, a fresh accumulator each key block, added to the running sum by one FFMA a row) instead of with a
+shift and an add per score: 424 SASS instructions an unmasked key block against 497 (sm_90, d=128).
 
 On the H200 (burst, S=16384 H=32 d=128 causal, gaussian:0.1; tests/fixtures/h200/logs/20261202/
 gluon-fp8-v1-tune.log): gluon-fp8-lean passes the gate with the same error as triton-fp8-lean-accmma
 (max |diff| 0.00593, SNR 34.6 dB) and runs 3.523 ms against its 3.469 ms, triton-bf16 4.190 ms and
 sdpa-cudnn 3.922 ms: no faster. ptxas moves the PV wait up to the row max (see _gluon_fp8_attn), and
 with three CTAs an SM the tensor pipe was already shared across CTAs; the kernels are bound by
-instruction issue, which is what the summma variant cuts. gluon-fp8-lean-summma is compiled and its
-SASS checked (tests/kernels/test_gluon_fp8.py) but not yet run on a GPU.
+instruction issue, which is what the summma variant cuts. Its first version kept the running sum as
+the row-sum wgmma's C operand and failed the gate at S=16384 (SNR 17.8 dB, gluon-fp8-v2-tune.log): the
+FP8 wgmma's ~13-bit aligned accumulation swamps a long sum of positives (see _gluon_fp8_attn). With a
+fresh accumulator each block it passes (SNR 34.6 dB) and sustains 3.254 ms: x1.287 triton-bf16, x1.187
+sdpa-cudnn, x1.064 triton-fp8-lean-accmma (fixture 20261202-015428-gluon-fp8-6d9f07).
 
 Hopper (sm_90) only: Gluon's wgmma is Hopper's, and Gluon has no CPU interpreter, so on any other device
 the kernel says so through its availability and is never prepared. Importing this module imports no

@@ -87,6 +87,36 @@ def test_gluon_sass_keeps_wgmma_in_flight_and_does_not_spill(compiled):
     assert re.search(r"QGMMA\.64x8x32\.F32\.E4M3\.E4M3 R\d+, R\d+, gdesc", compiled["summma"]["sass"])
     fadd = {n: len(re.findall(r"\bFADD\b", c["sass"])) for n, c in compiled.items()}
     assert fadd["summma"] < fadd["lean"] - 64, fadd
+    # each block's row-sum wgmma starts from zero (use_acc=False), never from the running sum
+    sums = re.findall(r"QGMMA\.64x8x32\.F32\.E4M3\.E4M3 R\d+, R\d+, gdesc\[UR\d+\], (RZ, !UPT|R\d+)",
+                      compiled["summma"]["sass"])
+    assert sums and sums[::2] == ["RZ, !UPT"] * (len(sums) // 2) and "RZ, !UPT" not in sums[1::2], sums
+
+
+def test_a_long_sum_of_positives_swamps_in_the_fp8_wgmma_accumulator_but_not_per_block():
+    # Why summma's row sum takes a fresh accumulator each key block: Hopper's FP8 wgmma adds its products
+    # to C in ~13 fraction bits aligned to the largest term (benchmarks/summma_row_sum_emulation.py models
+    # it). A near-uniform row of 16384 keys, P codes 48..64: chained through C the sum stalls near 2^13
+    # codes; per block (64 codes) into zero, then added in fp32, it is exact. 1024 keys: both exact.
+    import torch
+
+    from benchmarks.summma_row_sum_emulation import fp8_mma_add
+
+    g = torch.Generator().manual_seed(0)
+    p = torch.tensor([48.0, 52.0, 56.0, 60.0, 64.0])[torch.randint(0, 5, (1, 16384), generator=g)]
+    exact = p.double().cumsum(1)[0, 64 - 1::64]
+    chained, fresh, zero = torch.zeros(1), torch.zeros(1), torch.zeros(1)
+    ch, fr = [], []
+    for j in range(256):
+        blk = p[:, 64 * j:64 * (j + 1)]
+        chained = fp8_mma_add(fp8_mma_add(chained, blk[:, :32]), blk[:, 32:])
+        fresh = fresh + fp8_mma_add(fp8_mma_add(zero, blk[:, :32]), blk[:, 32:])
+        ch.append(float(chained))
+        fr.append(float(fresh))
+    ch, fr = torch.tensor(ch, dtype=torch.float64), torch.tensor(fr, dtype=torch.float64)
+    assert torch.equal(fr, exact)
+    assert torch.equal(ch[:16], exact[:16])  # 1024 keys
+    assert ch[-1] / exact[-1] < 0.7
 
 
 def _hopper() -> bool:
