@@ -101,8 +101,11 @@ def test_burst_on_cpu_writes_burst_rows(tmp_path):
 
 
 def test_burst_into_a_sustained_run_puts_them_side_by_side(tmp_path):
-    proto = SustainedProtocol.quick(idle_before_kernel_s=0.0, idle_before_config_s=0.0, window_s=0.15, chunk_s=0.05,
-                                    settle_trend_window_s=0.1, warmin_min_s=0.05, warmin_cap_s=0.5)
+    # A 0.3 s window sampled every 2 ms: a loaded CI machine can starve the sampler thread for 0.1 s, and a
+    # window with no clock sample has no NVML clock to split burst vs sustained by.
+    proto = SustainedProtocol.quick(idle_before_kernel_s=0.0, idle_before_config_s=0.0, window_s=0.3, chunk_s=0.05,
+                                    settle_trend_window_s=0.1, warmin_min_s=0.05, warmin_cap_s=0.5,
+                                    sample_period_s=0.002)
     sustained = run_sustained(RunConfig(kernels=("sdpa-cpu",), inputs=(SPEC,), device="cpu", telemetry="none",
                                         protocol=proto, results_dir=tmp_path), sampler=FakeGpuSampler())
     run_burst(BurstConfig(kernels=("sdpa-cpu",), inputs=(SPEC,), device="cpu", protocol=PROTO, into=sustained.path),
