@@ -63,8 +63,7 @@ def comparison_sentence(*, kernel: str, input_a: str, input_b: str, time: Ratio,
                 f"(time {_pct(time.change)}).")
     interval = (f"{level * 100:.0f} % interval {_pct(time.low - 1)} to {_pct(time.high - 1)}"
                 if time.low is not None and time.high is not None else "no interval")
-    resolved = time.low is not None and time.high is not None and (time.low > 1 or time.high < 1)
-    if verdict == "same" and resolved:
+    if verdict == "same" and time.excludes_one():
         # An interval of +0.1 % to +0.1 % is not noise: the change is real but under the verdict's threshold.
         head = (f"{subject} {kernel} differs from {words_a} by less than the {min_change * 100:.1f} % threshold "
                 f"(time {_pct(time.change)}, {interval})")
