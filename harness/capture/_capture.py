@@ -19,7 +19,8 @@ from harness.capture._format import (
 )
 from harness.capture._hook import LayerRecord, recording, run_forward
 from harness.capture._manifest import random_weights_identity, start_manifest
-from harness.capture._model_io import build_random, load_model, load_tokenizer, quiet_transformers, release_device
+from harness.capture._model_io import (build_random, load_model, load_tokenizer, parse_gguf_once, quiet_transformers,
+                                       release_device)
 from harness.capture._models import DEFAULT_MODEL, ModelSpec, check_config, resolve_model
 from harness.capture._progress import Stages
 from harness.capture._recompute import LayerStats, recompute
@@ -186,7 +187,7 @@ def capture(config: CaptureConfig, *, progress=None, on_estimate=None) -> Captur
     weights = random_weights_identity(spec, config, device) if config.random_weights else resolve_weights(spec, weights=config.weights)
     stages = Stages(progress, total=2 + max(config.layers) + 1 + 2 * len(config.layers), title=f"capture {spec.name}")
     timings["prepare"] = time.perf_counter() - t0
-    with quiet_transformers():
+    with quiet_transformers(), parse_gguf_once():
         stages.stage("tokenizing")
         t = time.perf_counter()
         if config.random_weights:

@@ -3,7 +3,9 @@
 from __future__ import annotations
 
 import contextlib
+import copy
 import functools
+import os
 from typing import Iterator
 
 from harness.capture._hook import ATTN_IMPLEMENTATION, register_attention
@@ -11,7 +13,7 @@ from harness.capture._models import ModelSpec, architecture_config
 from harness.capture._weights import ResolvedWeights
 from harness.errors import CaptureError
 
-__all__ = ["load_tokenizer", "load_model", "build_random", "quiet_transformers", "release_device"]
+__all__ = ["load_tokenizer", "load_model", "build_random", "quiet_transformers", "parse_gguf_once", "release_device"]
 
 
 @contextlib.contextmanager
@@ -36,6 +38,56 @@ def quiet_transformers() -> Iterator[None]:
         if bars:
             tlog.enable_progress_bar()
         tlog.set_verbosity(verbosity)
+
+
+@contextlib.contextmanager
+def parse_gguf_once() -> Iterator[None]:
+    """Inside, each GGUF file is parsed once and each tensor-name map built once.
+
+    transformers parses a GGUF's metadata afresh for the tokenizer, for the config and twice for the model
+    (about 5 s each for SmolLM2's 49k-token vocabulary) and turns its fields into Python values for each,
+    and builds gguf's tensor-name map once per submodule (397 times, 10 s). All are pure functions of their
+    arguments while the file is unchanged, so a capture's loads share one of each; outside the block gguf
+    and transformers are as they were."""
+    try:
+        import gguf
+    except ImportError:
+        yield
+        return
+    reader_cls, name_map = gguf.GGUFReader, gguf.get_tensor_name_map
+    readers: dict = {}
+
+    def reader(path, mode="r"):
+        stat = os.stat(path)
+        key = (os.path.realpath(path), mode, stat.st_size, stat.st_mtime_ns)
+        if key not in readers:
+            readers[key] = reader_cls(path, mode)
+        return readers[key]
+
+    utils = _gguf_utils()
+    checkpoint = getattr(utils, "load_gguf_checkpoint", None)
+    metadata: dict = {}
+
+    def load_checkpoint(path, return_tensors=False, *args, **kwargs):
+        if return_tensors or args or kwargs:
+            return checkpoint(path, return_tensors, *args, **kwargs)
+        key = os.path.realpath(path)
+        if key not in metadata:
+            metadata[key] = checkpoint(path)
+        return copy.deepcopy(metadata[key])  # callers pop and rename keys of what they get
+
+    gguf.GGUFReader = reader
+    gguf.get_tensor_name_map = functools.lru_cache(maxsize=None)(name_map)
+    if checkpoint is not None:
+        utils.load_gguf_checkpoint = load_checkpoint
+    try:
+        yield
+    finally:
+        gguf.GGUFReader, gguf.get_tensor_name_map = reader_cls, name_map
+        if checkpoint is not None:
+            utils.load_gguf_checkpoint = checkpoint
+        readers.clear()
+        metadata.clear()
 
 
 def _gguf_utils():

@@ -3,6 +3,7 @@ folder of a larger git repository (as it is inside the harness's own repository)
 
 from __future__ import annotations
 
+import json
 import os
 import re
 import shlex
@@ -59,10 +60,39 @@ def test_readme_commands_run_as_written(tmp_path):
         out = done.stdout + done.stderr
         assert done.returncode == 0, f"{command}\n{out[-3000:]}"
         outputs.append(out)
-    pytest_out, _, compare_out, sustained_out, commits_out = outputs
+    pytest_out, compared_out, compare_out, sustained_out, commits_out = outputs
     assert "= sustained =" in pytest_out and "test_plain_function: " in pytest_out
-    assert "test_plain_function" in compare_out
+    assert "Comparing against benchmarks from" in compared_out  # --benchmark-compare works unchanged
+    assert "test_example_attention" in compare_out and "test_plain_function" in compare_out
     for kernel in ("example_kernels/plain.py:attention", "example_kernels.plain:attention_bshd@bshd", "example-attention"):
         assert f"│ {kernel} " in sustained_out, sustained_out
     assert "HEAD (" in commits_out and "vs HEAD~1 (" in commits_out
     assert len(list((here / ".bench-results").iterdir())) == 4  # two pytest sessions of two tests, kept
+
+    # The saved JSON carries the clock and cycles beside pytest-benchmark's own statistics.
+    (saved,) = (here / ".benchmarks").glob("*/0001_*.json")
+    data = json.loads(saved.read_text())
+    assert data["machine_info"]["harness_device"]  # the device model, so a change of GPU shows on compare
+    for bench in data["benchmarks"]:
+        extra = bench["extra_info"]
+        for key in ("clock_mhz", "sm_clock_mhz", "inband_clock_mhz", "clock_source", "cycles_per_launch", "power_w",
+                    "limiter", "settled_after_s", "harness_run_dir"):
+            assert key in extra, key
+        assert extra["clock_source"] == "none" and extra["clock_mhz"] is None  # no clock telemetry on this CPU
+        assert extra["kernel"] in ("example-attention", "example_kernels.plain:attention") and extra["device"] == "cpu"
+        stats = bench["stats"]
+        assert stats["rounds"] >= 2 and stats["iterations"] == 1
+        assert 1e-6 < stats["median"] < 0.1  # seconds per launch
+        assert abs(stats["median"] * 1e9 - extra["time_ns"]) / extra["time_ns"] < 0.5
+        assert bench["options"]["timer"].startswith("harness sustained protocol")
+
+    # A saved run 100x faster than tonight: --benchmark-compare-fail must flag the regression and fail.
+    for bench in data["benchmarks"]:
+        for key in ("min", "max", "mean", "median", "q1", "q3", "ld15iqr", "hd15iqr", "stddev", "iqr"):
+            bench["stats"][key] *= 0.01
+    (saved.parent / "0002_fast.json").write_text(json.dumps(data))
+    first = shlex.split(readme_commands()[0])
+    strict = subprocess.run([sys.executable, *first[1:first.index("--benchmark-autosave")], "--benchmark-compare=0002",
+                             "--benchmark-compare-fail=median:50%"], cwd=here, env=env, capture_output=True, text=True,
+                            timeout=300)
+    assert strict.returncode != 0 and "Performance has regressed" in strict.stdout + strict.stderr
