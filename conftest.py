@@ -12,3 +12,16 @@ import sys
 os.environ.setdefault("OMP_NUM_THREADS", "1")
 if "torch" in sys.modules:  # imported before this file (a plugin): its pool is sized already
     sys.modules["torch"].set_num_threads(int(os.environ["OMP_NUM_THREADS"]))
+
+
+def pytest_configure(config):
+    # pytest-xdist's loadfile hands out files by their number of tests, most first, so the files of one or two
+    # slow tests (whole commands run in subprocesses) went last and one worker ran them alone at the end.
+    if hasattr(config.option, "loadscopereorder"):
+        config.option.loadscopereorder = False
+
+
+def pytest_collection_modifyitems(items):
+    # Files holding a slow test first, each file's tests kept together and in order (a stable sort).
+    slow = {item.path for item in items if item.get_closest_marker("slow")}
+    items.sort(key=lambda item: item.path not in slow)

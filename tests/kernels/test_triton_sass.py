@@ -24,6 +24,7 @@ from pathlib import Path
 import pytest
 
 triton = pytest.importorskip("triton", reason="triton is not installed: pip install triton")
+pytestmark = pytest.mark.slow  # the module fixture compiles the kernels ahead of time for sm_90 (~13 s)
 
 ROOT = Path(__file__).resolve().parents[2]
 BIN = Path(triton.__file__).parent / "backends" / "nvidia" / "bin"
