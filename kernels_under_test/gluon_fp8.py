@@ -47,9 +47,9 @@ __all__ = ["CONFIGS", "SUMMMA_CONFIGS", "availability", "compile_for", "descript
 
 registry = KernelRegistry()
 
-# d=128: two ring slots. Burst on the H200 (S=16384 H=32 causal, gaussian:0.1) ranked 2 slots 3.223 ms
-# against 3 slots 3.260; with P's row sum on the tensor cores a loop trip is short enough that a third
-# slot in flight only costs shared memory.
+# d=128: two ring slots. On the H200 (S=16384 H=32 causal, gaussian:0.1) `bench commits` of 3 slots
+# against 2 gave time x0.974, all of it cycles (tests/analysis/test_h200_summma_step.py); 4 slots ranked
+# slower still in burst. Not yet measured at d=64, which keeps 3.
 SUMMMA_CONFIGS = {dims: dict(cfg, sum_mma=True) for dims, cfg in {
     (64, 64): dict(block_m=64, block_n=64, num_warps=4, num_stages=3),
     (128, 128): dict(block_m=64, block_n=64, num_warps=4, num_stages=2),

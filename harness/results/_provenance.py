@@ -13,14 +13,20 @@ from pathlib import Path
 __all__ = ["git_state", "software_versions", "host_facts", "tree_digest", "file_digest", "to_json"]
 
 
+_CHECKOUT = Path(__file__).resolve().parents[2]  # harness/results/_provenance.py -> the tree holding harness/
+
+
 def git_state(path: Path) -> tuple[str | None, bool | None]:
     """(commit, dirty) of the git work tree holding `path`; (None, None) outside one.
 
-    HARNESS_GIT_COMMIT / HARNESS_GIT_DIRTY override this for copies of a tree without its .git (the GPU
-    machine here receives the work tree only); the override is recorded as such in versions_json.
+    HARNESS_GIT_COMMIT / HARNESS_GIT_DIRTY override this for the measuring checkout, the tree holding this
+    package, when it is a copy without its .git (the GPU machine here receives the work tree only); the
+    override is recorded as such in versions_json. Only there: a revision's worktree of `bench commits`
+    lies elsewhere and has its own .git, and under the override every revision's kernel had been recorded
+    with the checkout's commit.
     """
     env_commit = os.environ.get("HARNESS_GIT_COMMIT")
-    if env_commit:
+    if env_commit and Path(path).resolve().is_relative_to(_CHECKOUT):
         return env_commit, os.environ.get("HARNESS_GIT_DIRTY", "1") == "1"
     folder = path if path.is_dir() else path.parent
     try:
