@@ -37,6 +37,7 @@ def _args(argv=None):
     ap.add_argument("--seq-len", type=int, default=16384)
     ap.add_argument("--heads", type=int, default=32)
     ap.add_argument("--head-dim", type=int, default=128)
+    ap.add_argument("--causal", action=argparse.BooleanOptionalAction, default=True)
     ap.add_argument("--rounds", type=int, default=2)
     ap.add_argument("--warm-s", type=float, default=1.5)
     ap.add_argument("--rep-ms", type=float, default=300.0)
@@ -50,7 +51,7 @@ def _config(text: str) -> dict:
     """BLOCK_MxWARPSxSTAGES, a trailing "s" for the row sum by wgmma (gluon-fp8-lean-summma): 64x4x3s."""
     sum_mma = text.endswith("s")
     bm, warps, stages = (int(x) for x in text.rstrip("s").split("x"))
-    return dict(block_m=bm, block_n=64, num_warps=warps, num_stages=stages, sum_mma=sum_mma)
+    return {"block_m": bm, "block_n": 64, "num_warps": warps, "num_stages": stages, "sum_mma": sum_mma}
 
 
 def main(argv=None) -> int:
@@ -75,7 +76,7 @@ def main(argv=None) -> int:
             b, hq, hkv, s, d, causal = dims
             shape = AttentionShape(batch=b, heads_q=hq, heads_kv=hkv, seq_len=s, head_dim_qk=d, causal=causal)
             x = make_inputs(InputSpec(shape=shape, dtype="bfloat16", source="gaussian:1.0"), device="cuda")
-            ref_out = base.prepare(x, config=dict(block_m=64, block_n=64, num_warps=4, num_stages=2))().float()
+            ref_out = base.prepare(x, config={"block_m": 64, "block_n": 64, "num_warps": 4, "num_stages": 2})().float()
             q, k, v = kernel_reference_inputs(gk, x)
             ref = reference_attention(q, k, v, scale=x.scale, causal=causal)
             for c in configs[: args.small_configs]:
@@ -90,7 +91,7 @@ def main(argv=None) -> int:
                 print("small", row, flush=True)
                 result["small"].append(row)
     shape = AttentionShape(batch=1, heads_q=args.heads, heads_kv=args.heads, seq_len=args.seq_len,
-                           head_dim_qk=args.head_dim, causal=True)
+                           head_dim_qk=args.head_dim, causal=args.causal)
     x = make_inputs(InputSpec(shape=shape, dtype="bfloat16", source=args.input), device="cuda")
     refs: dict = {}
     launches = {}
@@ -104,7 +105,7 @@ def main(argv=None) -> int:
             key = kernel.extra.get("quant")
             if key not in refs:
                 q, k, v = kernel_reference_inputs(kernel, x)
-                refs[key] = reference_attention(q, k, v, scale=x.scale, causal=True)
+                refs[key] = reference_attention(q, k, v, scale=x.scale, causal=args.causal)
                 del q, k, v
             row["gate"] = gate(kernel, x, launch, reference=refs[key]).summary()
             launches[name] = launch
