@@ -5,6 +5,9 @@ from __future__ import annotations
 
 import os
 import sys
+from pathlib import Path
+
+import pytest
 
 # One OpenMP thread per process: pytest-xdist runs two workers on a 2-CPU machine, and torch's default of
 # one thread per CPU in each oversubscribes it; OpenMP's spinning barriers then stall a CPU "kernel" for
@@ -25,3 +28,33 @@ def pytest_collection_modifyitems(items):
     # Files holding a slow test first, each file's tests kept together and in order (a stable sort).
     slow = {item.path for item in items if item.get_closest_marker("slow")}
     items.sort(key=lambda item: item.path not in slow)
+
+
+def _write_tiny_capture(root: Path, *, layer: int = 3, seq_len: int = 64, scale: float = 32**-0.5) -> Path:
+    """captures/tiny/text-S<seq>/layerNN.safetensors with its manifest, written without a model (no
+    transformers): heavy-tailed q, k like real activations, and the softmax scale the manifest records."""
+    import torch
+
+    from harness.capture._format import FORMAT, FORMAT_VERSION, STORED_DTYPE, write_layer, write_manifest
+
+    g = torch.Generator().manual_seed(7)
+    shapes = {"q": (1, 4, seq_len, 32), "k": (1, 2, seq_len, 32), "v": (1, 2, seq_len, 32)}
+    tensors = {n: torch.randn(s, generator=g) * (3.0 if n != "v" else 0.5) for n, s in shapes.items()}
+    tensors["k"][:, :, 0] *= 8  # an attention sink, as captured layers have
+    directory = root / "tiny" / f"text-S{seq_len}"
+    directory.mkdir(parents=True)
+    written = write_layer(directory, layer, tensors, metadata={"format": FORMAT, "kind": "capture"})
+    write_manifest(directory, {
+        "format": FORMAT, "version": FORMAT_VERSION, "kind": "capture", "model": {"name": "tiny"},
+        "text": {"name": "text"}, "seq_len": seq_len, "batch": 1, "stored_dtype": STORED_DTYPE,
+        "layers": {str(layer): {**written, "layer": layer, "scale": scale, "causal": True, "self_check": None,
+                                "stats": {}}},
+    })
+    return directory / written["file"]
+
+
+@pytest.fixture(scope="session")
+def tiny_capture_writer():
+    """`write(root, layer=3, seq_len=64, scale=...)` -> the path of a tiny capture under `root` (a fixture,
+    since tests cannot import this file by name: each test folder's conftest is a module `conftest` too)."""
+    return _write_tiny_capture

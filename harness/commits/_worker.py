@@ -23,7 +23,7 @@ import sys
 from pathlib import Path
 from harness.runner import JsonLinesChannel, NullObserver
 
-__all__ = ["main", "spec_to_json", "input_spec_from_dict", "MEASURED_FIELDS"]
+__all__ = ["main", "spec_to_json", "MEASURED_FIELDS"]
 
 # What the orchestrator shows live; the full rows are read back from each worker's results run.
 MEASURED_FIELDS = ("measurement_id", "repeat", "status", "time_ns", "sm_clock_mhz", "inband_clock_mhz",
@@ -85,12 +85,6 @@ class _SiblingsTolerated:
         return [p for p in self._device.other_processes() if _parent_of(p.pid) != self._orchestrator]
 
 
-def input_spec_from_dict(d: dict):
-    from harness.inputs import AttentionShape, InputSpec
-
-    return InputSpec(**{**d, "shape": AttentionShape(**d["shape"])})
-
-
 def spec_to_json(**spec) -> str:
     """The worker's `--spec`: dataclasses (InputSpec, SustainedProtocol) become plain dicts."""
     return json.dumps({k: dataclasses.asdict(v) if dataclasses.is_dataclass(v) else v for k, v in spec.items()},
@@ -102,6 +96,7 @@ def _run(spec: dict, channel: JsonLinesChannel) -> int:
     from harness.config import RunConfig, SustainedProtocol
     from harness.devices import open_device
     from harness.errors import HarnessError
+    from harness.inputs import InputSpec
     from harness.kernels import KernelRegistry
     from harness.runner import run_sustained
 
@@ -110,7 +105,7 @@ def _run(spec: dict, channel: JsonLinesChannel) -> int:
         registry = KernelRegistry()
         registry.add(kernel)
         config = RunConfig(
-            kernels=(kernel.name,), inputs=(input_spec_from_dict(spec["input"]),), device=spec["device"],
+            kernels=(kernel.name,), inputs=(InputSpec.from_dict(spec["input"]),), device=spec["device"],
             telemetry=spec["telemetry"], protocol=SustainedProtocol(**spec["protocol"]),
             results_dir=Path(spec["results_dir"]), run_name=spec["run_name"], launch=spec["launch"],
             allow_busy=spec["allow_busy"], gate=spec["gate"], notes=spec["notes"],

@@ -1,6 +1,6 @@
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import asdict, dataclass, field
 from typing import Any, Callable
 
 from harness.errors import InputError
@@ -31,6 +31,15 @@ class InputSpec:
     @property
     def label(self) -> str:
         return self.name or self.source
+
+    def to_dict(self) -> dict[str, Any]:
+        """Plain JSON-ready data, every field (the loader and the softmax scale too): what crosses to a
+        worker or child process and what a run stores in its config; `from_dict` rebuilds an equal spec."""
+        return asdict(self)
+
+    @classmethod
+    def from_dict(cls, d: dict[str, Any]) -> "InputSpec":
+        return cls(**{**d, "shape": AttentionShape(**d["shape"])})
 
 
 @dataclass(frozen=True, kw_only=True, eq=False)

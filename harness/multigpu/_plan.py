@@ -60,8 +60,8 @@ def config_to_dict(config: RunConfig) -> dict:
 
 
 def config_from_dict(d: dict) -> RunConfig:
-    from harness.inputs import AttentionShape, InputSpec
+    from harness.inputs import InputSpec
 
-    inputs = tuple(InputSpec(**{**i, "shape": AttentionShape(**i["shape"])}) for i in d["inputs"])
+    inputs = tuple(InputSpec.from_dict(i) for i in d["inputs"])
     return RunConfig(**{**d, "kernels": tuple(d["kernels"]), "inputs": inputs,
                         "protocol": SustainedProtocol(**d["protocol"]), "results_dir": Path(d["results_dir"])})

@@ -21,20 +21,13 @@ CHILD_TAG = "TRACE-CHILD "
 
 
 def spec_to_json(spec) -> str:
-    s = spec.shape
-    return json.dumps({
-        "shape": {"batch": s.batch, "heads_q": s.heads_q, "heads_kv": s.heads_kv, "seq_len": s.seq_len,
-                  "head_dim_qk": s.head_dim_qk, "head_dim_v": s.head_dim_v, "causal": s.causal},
-        "dtype": spec.dtype, "source": spec.source, "seed": spec.seed, "scale": spec.scale, "name": spec.name,
-    }, sort_keys=True)
+    return json.dumps(spec.to_dict(), sort_keys=True)
 
 
 def spec_from_json(text: str):
-    from harness.inputs import AttentionShape, InputSpec
+    from harness.inputs import InputSpec
 
-    d = json.loads(text)
-    return InputSpec(shape=AttentionShape(**d["shape"]), dtype=d["dtype"], source=d["source"], seed=d["seed"],
-                     scale=d.get("scale"), name=d.get("name"))
+    return InputSpec.from_dict(json.loads(text))
 
 
 def child_argv(*, mode: str, kernel: str, spec, device: str, warm_s: float, python: str = sys.executable,

@@ -87,6 +87,19 @@ def _measurements(run_dir: Path) -> list[dict]:
     return rows
 
 
+def _config_inputs(run_dir: Path) -> dict:
+    """The run's input specs as it stored them in its config, by label: a capture's loader and every
+    input's softmax scale live there, not in the measurement rows."""
+    import pyarrow.parquet as pq
+
+    from harness.inputs import InputSpec
+
+    (info,) = pq.read_table(run_dir / "runs.parquet", columns=["config_json"]).to_pylist()
+    inputs = json.loads(info["config_json"] or "{}").get("inputs") or []
+    specs = [InputSpec.from_dict(d) for d in inputs]
+    return {s.label: s for s in specs}
+
+
 def run_targets(run_dir: Path, *, kernels: Sequence[str] = ()) -> list[TraceTarget]:
     """Every kernel x input the run timed, in run order, as (kernel, InputSpec) to profile again."""
     from harness.inputs import AttentionShape, InputSpec
@@ -99,16 +112,19 @@ def run_targets(run_dir: Path, *, kernels: Sequence[str] = ()) -> list[TraceTarg
     if unknown:
         raise ConfigError(f"Kernel(s) {unknown} were not timed in {run_dir}; it timed {timed or 'nothing'}. Pick from "
                           f"those with --kernel, or profile a run that timed them.")
+    stored = _config_inputs(run_dir)
     out, seen = [], set()
     for r in rows:
         key = (r["kernel"], r["input_label"])
         if key in seen or (kernels and r["kernel"] not in kernels):
             continue
         seen.add(key)
-        shape = AttentionShape(batch=r["batch"], heads_q=r["heads_q"], heads_kv=r["heads_kv"], seq_len=r["seq_len"],
-                               head_dim_qk=r["head_dim_qk"], head_dim_v=r["head_dim_v"], causal=r["causal"])
-        spec = InputSpec(shape=shape, dtype=r["dtype"], source=r["input_source"], seed=int(r["input_seed"] or 0),
-                         name=r["input_label"] if r["input_label"] != r["input_source"] else None)
+        spec = stored.get(r["input_label"])
+        if spec is None:  # not in the run's config (a merged run): rebuilt from the row, synthetic sources only
+            shape = AttentionShape(batch=r["batch"], heads_q=r["heads_q"], heads_kv=r["heads_kv"], seq_len=r["seq_len"],
+                                   head_dim_qk=r["head_dim_qk"], head_dim_v=r["head_dim_v"], causal=r["causal"])
+            spec = InputSpec(shape=shape, dtype=r["dtype"], source=r["input_source"], seed=int(r["input_seed"] or 0),
+                             name=r["input_label"] if r["input_label"] != r["input_source"] else None)
         out.append(TraceTarget(kernel=r["kernel"], spec=spec))
     if not out:
         raise NothingProfiled(f"{run_dir} timed no kernel (no measurement with status ok or unsettled): nothing to trace.")

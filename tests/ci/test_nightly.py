@@ -11,7 +11,6 @@ from pathlib import Path
 
 import pyarrow.parquet as pq
 import pytest
-from ci_capture import write_tiny_capture
 
 from harness.commits import judge_nightly, read_baseline
 from harness.results import read_run, write_table_atomic
@@ -20,10 +19,10 @@ ROOT = Path(__file__).resolve().parents[2]
 
 
 @pytest.fixture(scope="module")
-def dry_run(tmp_path_factory):
+def dry_run(tmp_path_factory, tiny_capture_writer):
     """One CPU dry run of the script on a tiny capture + its control, storing itself as the first baseline."""
     tmp = tmp_path_factory.mktemp("nightly")
-    capture = write_tiny_capture(tmp / "captures")
+    capture = tiny_capture_writer(tmp / "captures")
     step_summary = tmp / "step-summary.md"
     # As in GitHub Actions: stdout a pipe, no COLUMNS (rich's 80), GITHUB_ACTIONS set.
     env = {**{k: v for k, v in os.environ.items() if k not in ("COLUMNS", "LINES")}, "PYTHON": sys.executable,

@@ -3,6 +3,7 @@ fake `ncu` executable that runs the real child process and then prints the captu
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import shutil
 import subprocess
@@ -185,6 +186,39 @@ def cpu_run(tmp_path_factory):
     res = run_sustained(RunConfig(kernels=("sdpa-cpu",), inputs=(spec,), device="cpu", telemetry="none",
                                   protocol=proto, results_dir=tmp_path_factory.mktemp("results")))
     return res.path
+
+
+@pytest.fixture(scope="module")
+def captured_run(tmp_path_factory, tiny_capture_writer):
+    """A CPU run of a captured input (a loader and a softmax scale that is not 1/sqrt(d)) and its control."""
+    from harness.capture import capture_spec
+    from harness.runner import run_sustained
+
+    captured = capture_spec(tiny_capture_writer(tmp_path_factory.mktemp("captures"), scale=0.2), dtype="float32")
+    captured = dataclasses.replace(captured, name="L03:captured")
+    control = dataclasses.replace(captured, source="gaussian:0.1", loader=None, name="L03:gaussian:0.1")
+    proto = SustainedProtocol.quick(idle_before_kernel_s=0.0, idle_before_config_s=0.0, window_s=0.1, chunk_s=0.05,
+                                    settle_trend_window_s=0.1, warmin_min_s=0.05, warmin_cap_s=0.3, repeats=1)
+    res = run_sustained(RunConfig(kernels=("sdpa-cpu",), inputs=(captured, control), device="cpu", telemetry="none",
+                                  protocol=proto, results_dir=tmp_path_factory.mktemp("results")))
+    return res.path, (captured, control)
+
+
+def test_targets_of_a_captured_input_keep_its_loader_and_scale(captured_run):
+    """The measurement rows hold no loader and no scale: a target rebuilt from them could not load the capture
+    (the H200's `bench trace` of a `--model` run failed so) and would time another softmax scale."""
+    run, specs = captured_run
+    targets = run_targets(run)
+    assert [t.spec for t in targets] == list(specs)
+    assert [spec_from_json(spec_to_json(t.spec)) for t in targets] == list(specs)
+
+
+def test_bench_trace_of_a_captured_input_through_a_real_child(captured_run, tmp_path):
+    run, _ = captured_run
+    r = invoke(run, "--ncu", fake_ncu(tmp_path, FIXTURES / "ncu" / "h200_sdpa_cudnn_s16384.csv"), "--warm-s", "0.05")
+    assert r.exit_code == 0, r.output
+    assert "ncu: sdpa-cpu on L03:captured" in r.output and "ncu: sdpa-cpu on L03:gaussian:0.1" in r.output
+    assert [row["input_label"] for row in read_trace_table(run, "traces")] == ["L03:captured", "L03:gaussian:0.1"]
 
 
 def fake_ncu(tmp_path: Path, reply: Path) -> Path:
