@@ -21,7 +21,7 @@ from pathlib import Path
 from harness.errors import ConfigError
 from harness.inputs import InputSpec
 
-__all__ = ["SustainedProtocol", "BurstProtocol", "RunConfig", "LAUNCH_STRATEGIES"]
+__all__ = ["SustainedProtocol", "BurstProtocol", "RunConfig", "LAUNCH_STRATEGIES", "RESULTS_ROOT"]
 
 LAUNCH_STRATEGIES = ("auto", "graph", "loop")
 
@@ -125,6 +125,10 @@ class BurstProtocol(_Protocol):
         return {"kind": "burst", **super().as_dict()}
 
 
+# Where runs are recorded unless told otherwise: `results/` of the working directory.
+RESULTS_ROOT = Path("results")
+
+
 @dataclass(frozen=True, kw_only=True)
 class RunConfig:
     """One `bench sustained` invocation: which kernels on which inputs, where, and how."""
@@ -134,7 +138,7 @@ class RunConfig:
     device: str = "cuda:0"
     telemetry: str = "auto"  # "auto" = the device's own backend (nvml on CUDA, host on CPU), never a fallback
     protocol: SustainedProtocol = field(default_factory=SustainedProtocol)
-    results_dir: Path = Path("results")
+    results_dir: Path = RESULTS_ROOT
     run_name: str | None = None
     launch: str = "auto"
     allow_busy: bool = False

@@ -19,11 +19,13 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Sequence
 
-from harness.config import RunConfig, SustainedProtocol
+from harness.config import RESULTS_ROOT, RunConfig, SustainedProtocol
 from harness.errors import ConfigError
 from harness.inputs import AttentionShape, InputSpec, check_source
 
 __all__ = [
+    "CAPTURES_ROOT",
+    "RESULTS_ROOT",
     "DEFAULT_INPUTS",
     "BURST_INPUTS",
     "DEFAULT_CONTROLS",
@@ -49,6 +51,8 @@ DEFAULT_INPUTS = ("gaussian:0.1", "gaussian:1")
 BURST_INPUTS = ("gaussian:0.1",)
 DEFAULT_CONTROLS = ("gaussian:0.1",)
 DEFAULT_TEXT = "pydoc"
+# Where captures are read and written unless told otherwise (runs: RESULTS_ROOT, from harness.config).
+CAPTURES_ROOT = Path("captures")
 
 # The bundled SDPA back-ends of each device kind; ROCm's PyTorch has no cuDNN.
 _KERNELS = {"cpu": ("sdpa-cpu",), "rocm": ("sdpa-flash", "sdpa-efficient"), "cuda": ("sdpa-cudnn", "sdpa-flash")}
@@ -164,7 +168,7 @@ class CaptureArgs:
     controls: tuple[str, ...] | None = None  # None = DEFAULT_CONTROLS
     text: str | None = None  # None = DEFAULT_TEXT
     weights: Path | None = None
-    captures: Path = Path("captures")
+    captures: Path = CAPTURES_ROOT
     files: tuple[Path, ...] = ()  # explicit capture layer files (nightly's --capture)
     windows: int | None = None  # None = the model's main-job default on this device
     capture_device: str | None = None  # None = the run's device

@@ -8,6 +8,7 @@ from typing import List, Optional
 import typer
 
 from harness.cli.common_args import console, fail, split_list
+from harness.suite import CAPTURES_ROOT
 
 __all__ = ["capture_cmd", "inputs_synth"]
 
@@ -21,7 +22,7 @@ def capture_cmd(
     windows: int = typer.Option(1, help="consecutive text windows stacked along the batch"),
     text: str = typer.Option("pydoc", help="pydoc, wikitext2:PATH or a text file"),
     weights: Optional[Path] = typer.Option(None, help="model weights (folder or GGUF file)"),
-    root: Path = typer.Option(Path("captures"), "--captures", help="captures root directory"),
+    root: Path = typer.Option(CAPTURES_ROOT, "--captures", help="captures root directory"),
     dtype: Optional[str] = typer.Option(None, help="dtype of the forward pass (default bf16 on a GPU, fp32 on the CPU; "
                                                   "saved as bf16)"),
     device: str = typer.Option("cpu", help="device of the forward pass (cpu, cuda:N)"),

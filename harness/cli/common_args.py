@@ -19,6 +19,8 @@ from typing import List, Optional
 
 import typer
 
+from harness.suite import CAPTURES_ROOT, RESULTS_ROOT
+
 __all__ = ["console", "fail", "command_line", "SOURCES", "SHAPE", "CAPTURE", "PROTOCOL", "RECORD", "RUN", "EXPORT",
            "with_options", "split_list", "split_ints", "export", "export_console", "need_polars", "reading_runs",
            "shape_args", "capture_args", "protocol_of", "suite_inputs", "stopped", "nothing_timed", "split_kernels"]
@@ -94,7 +96,7 @@ CAPTURE = dict(
                                                     "comma-separated; default gaussian:0.1)")),
     text=(Optional[str], typer.Option(None, help="text for --model captures: pydoc (default), wikitext2:PATH or a file")),
     weights=(Optional[Path], typer.Option(None, help="model weights for --model (folder or GGUF file)")),
-    captures=(Path, typer.Option(Path("captures"), help="captures root directory")),
+    captures=(Path, typer.Option(CAPTURES_ROOT, help="captures root directory")),
     windows=(Optional[int], typer.Option(None, help="text windows of --model stacked along the batch (default: the "
                                                     "model's, e.g. 3 for smollm2-135m on a GPU, so a launch reaches the "
                                                     "power limiter; 1 on the CPU)")),
@@ -127,7 +129,7 @@ PROTOCOL = dict(
 # Where a run is recorded, and what it checks first.
 RECORD = dict(
     telemetry=(str, typer.Option("auto", help="auto (the device's own: nvml / amdsmi / host), nvml, amdsmi, host, none")),
-    results=(Path, typer.Option(Path("results"), help="results root directory")),
+    results=(Path, typer.Option(RESULTS_ROOT, help="results root directory")),
     name=(Optional[str], typer.Option(None, help="a name for the run id (letters, digits, '.', '_' and '-')")),
     allow_busy=(bool, typer.Option(False, help="run even if other processes use the GPU (recorded)")),
     gate=(bool, typer.Option(True, "--gate/--no-gate", help="correctness gate before timing")),

@@ -12,6 +12,7 @@ import typer
 
 from harness.cli.common_args import PROTOCOL, RECORD, command_line as _command, console as _console, fail as _fail
 from harness.cli.common_args import protocol_of, split_list, with_options
+from harness.suite import RESULTS_ROOT
 
 _PEAKS_PROTOCOL = {k: PROTOCOL[k] for k in ("quick", "repeats", "window_s", "warmin_cap_s", "idle_s")}
 
@@ -64,7 +65,7 @@ def peaks(
     list_: bool = typer.Option(False, "--list", help="list the peak kernels and exit"),
     device: str = typer.Option("cuda:0", help="cuda:N or cuda:<PCI bus id>"),
     telemetry: str = typer.Option("auto", help="auto (the device's own), nvml, none"),
-    results: Path = typer.Option(Path("results"), help="results root directory (the peaks run goes here)"),
+    results: Path = typer.Option(RESULTS_ROOT, help="results root directory (the peaks run goes here)"),
     name: str = typer.Option("peaks", help="a name for the run id"),
     into: Optional[Path] = typer.Option(None, help="also store the peaks in this run, so its report draws the roofline"),
     gemm_size: int = typer.Option(8192, help="M = N = K of the GEMM peaks"),
