@@ -7,7 +7,7 @@ difference in speed or error can only come from P:
 
 - MODE_BF16: p = exp2(s - m) rounded to the V dtype for the PV product (FlashAttention-2).
 - MODE_EXACT: p = exp2(s - m + o + sigma) rounded to e4m3 by the hardware conversion (inline PTX,
-  see `_e4m3_codes`; the Triton interpreter needs the tests' emulation of it).
+  see `_e4m3_codes`; in the Triton interpreter it is emulated, see `_triton_interpreter`).
 - MODE_LEAN: the e4m3 code of p from one FMA (see triton_fp8.py for the derivation).
 
 Both FP8 modes scale each key block of p by 2^(o + sigma) before rounding and remove the factor with
@@ -28,6 +28,9 @@ from dataclasses import dataclass
 
 import triton
 import triton.language as tl
+
+from kernels_under_test._triton_interpreter import fix_interpreter
+from kernels_under_test.triton_bf16 import interpreting
 
 try:
     import triton.profiler.language as pl  # Proton scopes; compiled in only when PROTON is set
@@ -358,6 +361,8 @@ def attention_launch(
     v is [B,Hkv,S,dv], or [B,Hkv,dv,S] when `v_transposed` (the K-major layout Hopper's FP8 wgmma wants
     for its B operand). Everything that does not change between launches is bound here, once.
     """
+    if interpreting():  # its conversions and inline PTX need correcting (see _triton_interpreter)
+        fix_interpreter()
     if mode != MODE_BF16 and config.block_n != P_BLOCK:
         raise ValueError(f"FP8 kernels scale P per {P_BLOCK}-key block, so block_n must be {P_BLOCK}")
     if mode != MODE_BF16 and config.pack_p:

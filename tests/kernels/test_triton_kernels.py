@@ -1,15 +1,10 @@
 """The bundled Triton kernels against fp64 attention, on small shapes, in Triton's CPU interpreter.
-
-The interpreter (triton 3.6 to 3.9) runs every dtype these kernels use, but three of its conversions
-are wrong, so this module fixes them for its own tests (and only where a probe shows the bug):
-- tl.dot on bf16 multiplies the raw bit patterns (bf16 is stored as uint16): garbage;
-- fp32 -> fp8e4nv rounding loses the carry into the next binade (7.99 -> 4.0) and flushes subnormals;
-- fp32 -> bf16 truncates instead of rounding to nearest even.
-The fixes use torch's conversions, which round to nearest even like the GPU. The interpreter also runs
-no inline PTX: the one block the kernels use (fp32 -> e4m3 codes by cvt.rn.satfinite, saturating at
-448 like the GPU, see _triton_common._e4m3_codes) is emulated the same way. A fourth limit cannot be
-patched: in triton 3.6 with numpy >= 2.3 a loop bound computed from tl.program_id does not convert to
-an int; the module is skipped then, saying so (triton 3.9 fixed it).
+The interpreter (triton 3.6 to 3.9) gets three conversions wrong and runs no inline PTX; the kernels
+correct it themselves whenever they run in it (kernels_under_test/_triton_interpreter.py, where the
+faults are listed), and this module applies the same corrections for its own tests through a MonkeyPatch,
+so they are undone after it. A limit that cannot be patched: in triton 3.6 with numpy >= 2.3 a loop bound
+computed from tl.program_id does not convert to an int; the module is skipped then, saying so (triton 3.9
+fixed it).
 """
 
 from __future__ import annotations
@@ -33,6 +28,7 @@ if not ON_GPU:
 try:
     triton = pytest.importorskip("triton", reason="triton is not installed: pip install triton")
     from kernels_under_test import _triton_common as tc  # jit functions are built here, interpreted or not
+    from kernels_under_test._triton_interpreter import fix_interpreter
 finally:
     if not ON_GPU:  # leave the process environment as found; the fixture sets it again for these tests
         if _saved_env is None:
@@ -50,67 +46,6 @@ SMALL = dict(block_m=32, block_n=32, num_warps=4, num_stages=1)
 FP8_SMALL = dict(block_m=32, block_n=64, num_warps=4, num_stages=1)
 
 
-def _patch_interpreter(mp: pytest.MonkeyPatch) -> None:
-    from types import SimpleNamespace as types_namespace
-
-    import numpy as np
-    import triton.language as tl
-    from triton.runtime import interpreter as it
-
-    builder = it.InterpreterBuilder
-
-    def bf16_bits_to_f32(data):
-        return (data.astype(np.uint32) << 16).view(np.float32)
-
-    def f32_to(data, dtype):
-        t = torch.from_numpy(np.ascontiguousarray(data, dtype=np.float32))
-        if dtype == tl.bfloat16:
-            return t.to(torch.bfloat16).view(torch.int16).numpy().view(np.uint16)
-        return t.clamp(-448.0, 448.0).to(torch.float8_e4m3fn).view(torch.uint8).numpy()  # cvt.rn.satfinite
-
-    orig_dot, orig_fp_to_fp, orig_cast = builder.create_dot, builder.create_fp_to_fp, builder.cast_impl
-    orig_asm = builder.create_inline_asm
-
-    def create_dot(self, a, b, d, *args):
-        if a.dtype.scalar == tl.bfloat16 or b.dtype.scalar == tl.bfloat16:
-            a = it.TensorHandle(bf16_bits_to_f32(a.data), tl.float32)
-            b = it.TensorHandle(bf16_bits_to_f32(b.data), tl.float32)
-        return orig_dot(self, a, b, d, *args)
-
-    def create_fp_to_fp(self, src, dst_type, rounding_mode):
-        if src.dtype.scalar == tl.float32 and dst_type.scalar in (tl.float8e4nv, tl.bfloat16):
-            return it.TensorHandle(f32_to(src.data, dst_type.scalar), dst_type.scalar)
-        return orig_fp_to_fp(self, src, dst_type, rounding_mode)
-
-    def cast_impl(self, src, dst_type):
-        if src.dtype.scalar == tl.float32 and dst_type.scalar == tl.bfloat16:
-            return it.TensorHandle(f32_to(src.data, tl.bfloat16), tl.bfloat16)
-        return orig_cast(self, src, dst_type)
-
-    def create_inline_asm(self, asm, constraints, values, types, is_pure, pack):
-        # The interpreter runs no PTX; emulate, element by element, the inline PTX the kernels use:
-        # _e4m3_codes: fp32 -> e4m3 codes by cvt.rn.satfinite (round to nearest even, saturating at 448;
-        # the PTX triton 3.6 emits for `.to(tl.float8e4nv)` too); _round_pairs: fp32 -> bf16 / fp16 by
-        # cvt.rn.{bf16,f16}x2.f32 (round to nearest even), plus the rounded values back in fp32.
-        data = values[0].data if len(values) == 1 else None
-        if data is not None and "cvt.rn.satfinite.e4m3x2.f32" in asm:
-            out = [it.TensorHandle(f32_to(data, tl.float8e4nv), tl.uint8)]
-        elif data is not None and "cvt.rn.bf16x2.f32" in asm:
-            bits = f32_to(data, tl.bfloat16)
-            out = [it.TensorHandle(bits, tl.bfloat16), it.TensorHandle(bf16_bits_to_f32(bits), tl.float32)]
-        elif data is not None and "cvt.rn.f16x2.f32" in asm:
-            half = torch.from_numpy(np.ascontiguousarray(data, dtype=np.float32)).half()
-            out = [it.TensorHandle(half.numpy(), tl.float16), it.TensorHandle(half.float().numpy(), tl.float32)]
-        else:
-            return orig_asm(self, asm, constraints, values, types, is_pure, pack)
-        return types_namespace(get_result=lambda i: out[i])
-
-    mp.setattr(builder, "create_dot", create_dot)
-    mp.setattr(builder, "create_inline_asm", create_inline_asm)
-    mp.setattr(builder, "create_fp_to_fp", create_fp_to_fp)
-    mp.setattr(builder, "cast_impl", cast_impl)
-
-
 @pytest.fixture(scope="module", autouse=True)
 def interpreter():
     """On the CPU: TRITON_INTERPRET=1 for these tests and the interpreter's conversions fixed."""
@@ -119,7 +54,8 @@ def interpreter():
         return
     with pytest.MonkeyPatch.context() as mp:
         mp.setenv("TRITON_INTERPRET", "1")
-        _patch_interpreter(mp)
+        # Undone after this module, unlike the kernels' own call (raising=False: the mark is a new attribute).
+        fix_interpreter(set_attr=lambda obj, name, value: mp.setattr(obj, name, value, raising=False))
         try:
             probe = _inputs(AttentionShape(batch=1, heads_q=1, heads_kv=1, seq_len=8, head_dim_qk=16), "gaussian:1")
             out = torch.empty_like(probe.q)
