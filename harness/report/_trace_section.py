@@ -19,10 +19,6 @@ _ELEM_BYTES = {"bf16": 2, "bfloat16": 2, "fp16": 2, "float16": 2, "fp32": 4, "fl
                "float8_e4m3fn": 1, "e4m3": 1}
 
 
-def _short(name: str, n: int = 48) -> str:
-    return name if len(name) <= n else name[: n - 3] + "..."
-
-
 def pipe_tables(traces: Sequence[dict], gpm: dict | None = None) -> list[ReportTable]:
     """Pipe cycles per launch (per SM) and the tensor-pipe figure of ncu beside GPM's in-run one."""
     if not traces:
@@ -34,7 +30,7 @@ def pipe_tables(traces: Sequence[dict], gpm: dict | None = None) -> list[ReportT
         columns=("kernel", "input", "CUDA kernel", "ms", "SM MHz", "achieved Mcyc", "matrix Mcyc", "vector Mcyc",
                  "FMA / ALU / XU Mcyc", "serialized Mcyc", "serialized / achieved", "basis"),
         rows=tuple((
-            t["kernel"], t["input_label"], _short(t["launch_kernel"]), fmt(t["duration_ns"], ".4f", scale=1e-6),
+            t["kernel"], t["input_label"], t["launch_kernel"], fmt(t["duration_ns"], ".4f", scale=1e-6),
             fmt(t["sm_clock_mhz"], ".0f"), mcyc(t["achieved_cycles"]), mcyc(t["matrix_cycles"]),
             mcyc(t["vector_cycles"]), f"{mcyc(t['fma_cycles'])} / {mcyc(t['alu_cycles'])} / {mcyc(t['xu_cycles'])}",
             mcyc(t["serialized_cycles"]), fmt(t["overlap"], ".2f"), t["cycles_basis"] or "-",

@@ -243,6 +243,7 @@ def test_bench_trace_end_to_end_through_a_real_child(cpu_run, tmp_path):
     assert r.exit_code == 0, r.output
     assert "ncu: sdpa-cpu on gaussian:1" in r.output and "Pipe cycles per launch" in r.output
     assert "74.8" in r.output and "1.54" in r.output and "traces:" in r.output
+    assert f" {CUDNN} " in r.output  # the CUDA kernel's whole name (102 characters), on one line, never cut
     (row,) = read_trace_table(cpu_run, "traces")
     assert row["warm_launches"] >= 10 and row["kernel"] == "sdpa-cpu"  # the child really ran, on the CPU
 
