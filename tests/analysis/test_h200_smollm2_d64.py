@@ -20,7 +20,9 @@ from test_recompute_fixtures import recompute
 
 from harness.results import read_rows, read_run
 
-RUN = Path(__file__).resolve().parents[1] / "fixtures" / "h200" / "20261202-153119-smollm2-d64-3a35f6"
+H200 = Path(__file__).resolve().parents[1] / "fixtures" / "h200"
+RUN = H200 / "20261202-153119-smollm2-d64-3a35f6"
+LOGS = H200 / "logs" / "20261202" / "smollm2_d64"
 CAPTURED, CONTROL = "L15:captured", "L15:gaussian:0.1"
 FP8 = ("gluon-fp8-lean-summma", "triton-fp8-lean-accmma")
 
@@ -75,3 +77,21 @@ def test_bf16_kernels_time_the_same_on_captured_and_control(figures):
     for kernel in ("triton-bf16", "sdpa-cudnn"):
         ratio = figures[(kernel, CAPTURED)]["time_ns"] / figures[(kernel, CONTROL)]["time_ns"]
         assert abs(ratio - 1) < 0.004, (kernel, ratio)
+
+
+def test_the_trace_after_the_fix_profiled_the_captured_layer_and_summma_is_issue_bound():
+    """`bench trace` of this run on the H200 after c2743c2 (logs/.../trace-after-fix.log; before it, every
+    captured input failed with 'names no loader'). At d=64 summma's GEMMs are half of d=128's per score, so
+    the vector work it kept per score shows: issue 71.9 % and ALU 53.7 % against tensor 24.4 %; cuDNN's BF16
+    is tensor 49.9 %, issue 50.5 %, in 0.96 of summma's cycles."""
+    from harness.profiling import read_trace_table
+
+    rows = {(r["kernel"], r["input_label"]): r for r in read_trace_table(RUN, "traces")}
+    assert set(rows) == {(k, i) for k in ("sdpa-cudnn", "triton-bf16") for i in (CAPTURED, CONTROL)} \
+        | {("gluon-fp8-lean-summma", CONTROL)}
+    summma, cudnn = rows[("gluon-fp8-lean-summma", CONTROL)], rows[("sdpa-cudnn", CONTROL)]
+    assert (round(summma["issue_pct"], 1), round(summma["tensor_pct"], 1)) == (71.9, 24.4)
+    assert (round(cudnn["issue_pct"], 1), round(cudnn["tensor_pct"], 1)) == (50.5, 50.0)
+    assert round(cudnn["achieved_cycles"] / summma["achieved_cycles"], 3) == 0.954
+    assert "names no loader" in (LOGS / "trace.log").read_text()
+    assert "ncu: sdpa-cudnn on L15:captured" in (LOGS / "trace-after-fix.log").read_text()
