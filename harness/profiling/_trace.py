@@ -94,9 +94,8 @@ def _config_inputs(run_dir: Path) -> dict:
 
     from harness.inputs import InputSpec
 
-    (info,) = pq.read_table(run_dir / "runs.parquet", columns=["config_json"]).to_pylist()
-    inputs = json.loads(info["config_json"] or "{}").get("inputs") or []
-    specs = [InputSpec.from_dict(d) for d in inputs]
+    specs = [InputSpec.from_dict(d) for info in pq.read_table(run_dir / "runs.parquet", columns=["config_json"]).to_pylist()
+             for d in json.loads(info["config_json"] or "{}").get("inputs") or []]
     return {s.label: s for s in specs}
 
 
