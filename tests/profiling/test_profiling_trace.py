@@ -175,33 +175,32 @@ sys.stdout.write(open({reply!r}).read())
 """
 
 
-@pytest.fixture(scope="module")
-def cpu_run(tmp_path_factory):
+def _sdpa_cpu_run(results_dir: Path, inputs) -> Path:
+    """One short sdpa-cpu run of `inputs` (a run directory for `bench trace` to read)."""
     from harness.runner import run_sustained
 
-    spec = InputSpec(shape=AttentionShape(batch=1, heads_q=2, heads_kv=2, seq_len=64, head_dim_qk=16),
-                     dtype="float32", source="gaussian:1")
     proto = SustainedProtocol.quick(idle_before_kernel_s=0.0, idle_before_config_s=0.0, window_s=0.1, chunk_s=0.05,
                                     settle_trend_window_s=0.1, warmin_min_s=0.05, warmin_cap_s=0.3, repeats=1)
-    res = run_sustained(RunConfig(kernels=("sdpa-cpu",), inputs=(spec,), device="cpu", telemetry="none",
-                                  protocol=proto, results_dir=tmp_path_factory.mktemp("results")))
-    return res.path
+    return run_sustained(RunConfig(kernels=("sdpa-cpu",), inputs=tuple(inputs), device="cpu", telemetry="none",
+                                   protocol=proto, results_dir=results_dir)).path
+
+
+@pytest.fixture(scope="module")
+def cpu_run(tmp_path_factory):
+    spec = InputSpec(shape=AttentionShape(batch=1, heads_q=2, heads_kv=2, seq_len=64, head_dim_qk=16),
+                     dtype="float32", source="gaussian:1")
+    return _sdpa_cpu_run(tmp_path_factory.mktemp("results"), [spec])
 
 
 @pytest.fixture(scope="module")
 def captured_run(tmp_path_factory, tiny_capture_writer):
     """A CPU run of a captured input (a loader and a softmax scale that is not 1/sqrt(d)) and its control."""
     from harness.capture import capture_spec
-    from harness.runner import run_sustained
 
     captured = capture_spec(tiny_capture_writer(tmp_path_factory.mktemp("captures"), scale=0.2), dtype="float32")
     captured = dataclasses.replace(captured, name="L03:captured")
     control = dataclasses.replace(captured, source="gaussian:0.1", loader=None, name="L03:gaussian:0.1")
-    proto = SustainedProtocol.quick(idle_before_kernel_s=0.0, idle_before_config_s=0.0, window_s=0.1, chunk_s=0.05,
-                                    settle_trend_window_s=0.1, warmin_min_s=0.05, warmin_cap_s=0.3, repeats=1)
-    res = run_sustained(RunConfig(kernels=("sdpa-cpu",), inputs=(captured, control), device="cpu", telemetry="none",
-                                  protocol=proto, results_dir=tmp_path_factory.mktemp("results")))
-    return res.path, (captured, control)
+    return _sdpa_cpu_run(tmp_path_factory.mktemp("results"), [captured, control]), (captured, control)
 
 
 def test_targets_of_a_captured_input_keep_its_loader_and_scale(captured_run):
