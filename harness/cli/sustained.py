@@ -101,12 +101,13 @@ def _run_and_render(config, out, figures: dict) -> None:
         result = run_sustained(config, observer=view, command=command_line())
     except KeyboardInterrupt as exc:
         raise typer.Exit(stopped(out, exc)) from None
-    from harness.analysis import input_sentences
+    from harness.analysis import input_sentences, run_caveats
 
     aggregates = aggregate_repeats(result.measurements)
     for table in sustained_tables(aggregates, title=f"{result.run_id} ({result.status})"):
         out.print(table)
-    for sentence in input_sentences(result.measurements, max_clock_mhz=result.info.get("max_sm_clock_mhz")):
+    for sentence in input_sentences(result.measurements, max_clock_mhz=result.info.get("max_sm_clock_mhz"),
+                                    caveats=run_caveats(result.info)):
         out.print(sentence, highlight=False, soft_wrap=True)
     out.print(f"results: {result.path}", highlight=False)
     export(out, figures, figures_document(command="sustained", runs=[provenance(

@@ -43,7 +43,8 @@ def test_more_work_is_slower_with_cycles_carrying_it(kernel_repo, quiet_cpu, tmp
     (row,) = doc["tables"]["revisions"]
     assert row["revision_a"].startswith("one") and row["revision_b"].startswith("main") and not row["clock_known"]
     assert doc["verdict"]["verdict"] == "fail" and doc["verdict"]["exit_code"] == 1 and len(doc["runs"]) == 2
-    assert "FAIL: slower by more than 2.0%: main" in out
+    assert "FAIL: 1 slower beyond the 2 % (--fail-on-slowdown 2%) threshold: main (" in out
+    assert "B is " in out and "% slower [CPU timings (not sustained-clock figures); quick protocol" in out
     line = out[out.index("main (") :]
     assert "vs one (" in line and ": slower" in line and "clock A/B unknown (taken as 1)" in line
     time_ratio = float(line.split("time x")[1].split()[0])
@@ -53,7 +54,7 @@ def test_more_work_is_slower_with_cycles_carrying_it(kernel_repo, quiet_cpu, tmp
     assert "uncommitted changes to README.md were not measured" in out
     text = summary.read_text()
     assert "1 (unknown)" in text and "(assumes equal clocks)" in text and CLOCK_UNKNOWN_BASIS in text
-    assert "**FAIL: slower by more than 2.0%" in text
+    assert "**FAIL**: 1 slower beyond the 2 % (--fail-on-slowdown 2%) threshold" in text
     from harness.results import read_run
 
     runs = sorted((tmp_path / "results").iterdir())
