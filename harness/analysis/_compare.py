@@ -187,6 +187,10 @@ def captured_control_pairs(labels: Sequence[str]) -> tuple[tuple[str, str], ...]
 
 
 def _timed(frame, statuses) -> list[dict]:
+    """Timed rows of a measurements table: a polars frame (`read_run`) or plain dicts (`read_run_rows`, which
+    needs only pyarrow: the GPU images compare `bench commits` revisions without polars)."""
+    if isinstance(frame, list):
+        return [r for r in frame if r.get("status") in statuses and r.get("time_ns") is not None]
     import polars as pl
 
     return frame.filter(pl.col("status").is_in(list(statuses)) & pl.col("time_ns").is_not_null()).to_dicts()
@@ -350,7 +354,8 @@ def same_run(run_a, run_b) -> bool:
         return True
     if not run_a.info.get("run_id") or run_a.info.get("run_id") != run_b.info.get("run_id"):
         return False
-    times = lambda run: run.measurements["time_ns"].to_list() if hasattr(run.measurements, "columns") else None
+    times = lambda run: ([r.get("time_ns") for r in run.measurements] if isinstance(run.measurements, list)
+                         else run.measurements["time_ns"].to_list())
     return times(run_a) == times(run_b)
 
 

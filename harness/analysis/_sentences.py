@@ -24,7 +24,7 @@ from typing import Sequence
 from harness.analysis._compare import SUSTAINED_STATUSES, ComparisonRow, captured_control_pairs, comparison_row
 from harness.analysis._interval import VerdictRule
 
-__all__ = ["input_row_sentence", "input_sentences"]
+__all__ = ["input_row_sentence", "input_rows", "input_sentences"]
 
 
 def _describe(label: str) -> tuple[str, str]:
@@ -87,14 +87,11 @@ def input_row_sentence(row: ComparisonRow, *, threshold_source: str = "default")
             f"({source}; {_limiters(row.limiter_a, row.limiter_b)}).")
 
 
-def input_sentences(measurements: Sequence[dict], *, rule: VerdictRule = VerdictRule(),
-                    max_clock_mhz: float | None = None, caveats: Sequence[str] = ()) -> list[str]:
-    """One sentence per kernel x captured layer, from a run's measurement rows (plain dicts, as
-    `run_sustained` returns them; no polars needed, so it runs on the GPU machine too).
-
-    Each `L<n>:captured` input is paired with every other input of its layer tag (its controls); `caveats` are
-    the run's (`run_caveats(info)`).
-    """
+def input_rows(measurements: Sequence[dict], *, rule: VerdictRule = VerdictRule(),
+               max_clock_mhz: float | None = None, caveats: Sequence[str] = ()) -> list[ComparisonRow]:
+    """Each kernel on each `L<n>:captured` input against every other input of its layer tag (its controls), as
+    comparison rows, from a run's measurement rows (plain dicts, as `run_sustained` returns them; no polars
+    needed, so it runs on the GPU machine too). `caveats` are the run's (`run_caveats(info)`)."""
     timed = [r for r in measurements if r.get("status") in SUSTAINED_STATUSES and r.get("time_ns")]
     labels = list(dict.fromkeys(r["input_label"] for r in timed))
     out = []
@@ -102,9 +99,14 @@ def input_sentences(measurements: Sequence[dict], *, rule: VerdictRule = Verdict
         for kernel in dict.fromkeys(r["kernel"] for r in timed if r["input_label"] == label_b):
             ra = [r for r in timed if r["input_label"] == label_a and r["kernel"] == kernel]
             rb = [r for r in timed if r["input_label"] == label_b and r["kernel"] == kernel]
-            if not ra:
-                continue
-            row = comparison_row(kernel=kernel, input_a=label_a, input_b=label_b, rows_a=ra, rows_b=rb, rule=rule,
-                                 caveats=caveats, max_clock_mhz=max_clock_mhz)
-            out.append(input_row_sentence(row, threshold_source=rule.threshold_source))
+            if ra:
+                out.append(comparison_row(kernel=kernel, input_a=label_a, input_b=label_b, rows_a=ra, rows_b=rb,
+                                          rule=rule, caveats=caveats, max_clock_mhz=max_clock_mhz))
     return out
+
+
+def input_sentences(measurements: Sequence[dict], *, rule: VerdictRule = VerdictRule(),
+                    max_clock_mhz: float | None = None, caveats: Sequence[str] = ()) -> list[str]:
+    """One sentence per row of `input_rows` (the same arguments)."""
+    return [input_row_sentence(row, threshold_source=rule.threshold_source) for row in
+            input_rows(measurements, rule=rule, max_clock_mhz=max_clock_mhz, caveats=caveats)]

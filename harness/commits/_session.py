@@ -227,7 +227,7 @@ def compare_commits(config: CommitsConfig, *, on_message: Callable[[str], None] 
     """
     from harness.analysis import VerdictRule, compare_runs
     from harness.commits._worker import spec_to_json
-    from harness.results import read_run
+    from harness.results import read_run_rows
 
     rule = config.rule or VerdictRule()
     root = repo_root(config.repo)
@@ -307,15 +307,9 @@ def compare_commits(config: CommitsConfig, *, on_message: Callable[[str], None] 
             for w in workers:
                 w.stop()
     runs = tuple(RevisionRun(revision=rev, run_dir=Path(d["run_dir"]), status=d["status"]) for rev, d in zip(revisions, done))
-    try:
-        import polars  # noqa: F401  (the comparison reads the runs as polars frames)
-    except ImportError:
-        raise HarnessError(
-            "Every revision was timed and its run kept (" + ", ".join(str(r.run_dir) for r in runs) + "), but "
-            "the comparison needs polars, which this Python lacks. Install it (pip install polars), or copy the "
-            f"runs to a machine that has it and run `bench compare {runs[0].run_dir} {runs[-1].run_dir}`."
-        ) from None
-    read = [read_run(r.run_dir) for r in runs]
+    # Plain rows (pyarrow), not polars frames: the GPU images that measure have no polars, and this is
+    # all a comparison of interleaved repeats needs.
+    read = [read_run_rows(r.run_dir) for r in runs]
     comparisons = tuple(
         CommitComparison(base=runs[0], head=runs[i], comparison=compare_runs(
             read[0], read[i], rule=rule, design="interleaved", same_code=_same_commit(revisions[0], revisions[i])))

@@ -8,7 +8,7 @@ from pathlib import Path
 from harness.errors import ResultsError
 from harness.results._schema import MIGRATIONS, SCHEMA_VERSION, TABLES, table_schema
 
-__all__ = ["Run", "part_files", "read_run", "read_rows", "read_table", "resolve_run"]
+__all__ = ["Run", "part_files", "read_run", "read_run_rows", "read_rows", "read_table", "resolve_run"]
 
 
 @dataclass(frozen=True, eq=False)
@@ -161,6 +161,17 @@ def read_run(run_dir: Path | str) -> Run:
         samples=read_table(run_dir, "samples"),
         probes=read_table(run_dir, "probes"),
     )
+
+
+def read_run_rows(run_dir: Path) -> Run:
+    """A run whose `measurements` are plain dicts (pyarrow only; chunks, samples and probes left unread): what
+    a comparison needs, on a machine without polars."""
+    run_dir = Path(run_dir)
+    runs = read_rows(run_dir, "runs")
+    if not runs:
+        raise ResultsError(f"{run_dir / 'runs.parquet'} holds no run row; the run directory is damaged.")
+    return Run(path=run_dir, info=runs[0], measurements=read_rows(run_dir, "measurements"), chunks=None,
+               samples=None, probes=None)
 
 
 def read_rows(run_dir: Path, table: str) -> list[dict]:
