@@ -47,10 +47,16 @@ __all__ = [
     "verdict_rule",
     "until_ci",
     "MAX_REPEATS",
+    "ADAPTIVE_PILOT",
 ]
 
-# `bench commits`: the cap on interleaved repeats a revision gets while `--until-ci` narrows the interval.
+# `bench commits`: the cap on interleaved repeats a revision gets while `--until-ci` narrows the interval, and
+# the pilot that sets how many it needs. Stein's rule takes its spread from the pilot with pilot - 1 degrees of
+# freedom, so a pilot of 3 (t = 4.30) asks for 2.4x the pairs a pilot of 5 (t = 2.78) does for one width: on the
+# H200, where cuDNN's time per window steps between two states 0.6 % apart, 3 pairs asked for 12 pairs at
+# +-0.3 % and still left the interval at +-0.8 % (fixture 20261203-131342-commits-*).
 MAX_REPEATS = 10
+ADAPTIVE_PILOT = 5
 
 DEFAULT_INPUTS = ("gaussian:0.1", "gaussian:1")
 # A burst is the figure other tools print; one control is enough to set it beside a sustained run.
@@ -263,8 +269,10 @@ def sustained_protocol(*, quick: bool = False, repeats: int | None = None, windo
                        launch_timeout_s: float | None = None, until_ci: float | None = None,
                        max_repeats: int | None = None) -> SustainedProtocol:
     """The protocol's defaults (or `--quick`'s) with the options given on top; 0 and negatives refused by flag.
-    `until_ci` (a fraction) makes the repeats adaptive: `repeats` is the pilot, `max_repeats` (default
-    MAX_REPEATS) the cap."""
+    `until_ci` (a fraction) makes the repeats adaptive: `repeats` (default ADAPTIVE_PILOT, or --quick's) is the
+    pilot, `max_repeats` (default MAX_REPEATS) the cap."""
+    if until_ci is not None and repeats is None and not quick:
+        repeats = ADAPTIVE_PILOT
     checks = (("--repeats", repeats, False), ("--window-s", window_s, False), ("--warmin-cap-s", warmin_cap_s, False),
               ("--idle-s", idle_s, True), ("--chunk-s", chunk_s, False), ("--sample-period-ms", sample_period_ms, False),
               ("--launch-timeout-s", launch_timeout_s, False), ("--max-repeats", max_repeats, False))

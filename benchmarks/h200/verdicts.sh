@@ -10,6 +10,8 @@
 #
 #   OUT=out/h200 bash benchmarks/h200/verdicts.sh                       # about 6 minutes on one H200
 #   OUT=/tmp/v DEVICE=cpu QUICK=1 bash benchmarks/h200/verdicts.sh       # a CPU dry run, small shapes
+#   OUT=out/h200 TOGETHER=1 EXTRA="--idle-s 0 --window-s 3" MAXREP=12 BUDGET=300 bash benchmarks/h200/verdicts.sh
+#       # all three revisions in one interleaved run (both comparisons share the base's repeats), warm card
 #
 # Logs: $OUT/verdicts-{quarter,comment}.log (table, sentences, gate line, exit status), the Markdown and JSON
 # of each, and the results runs packed into $OUT/results-verdicts.tgz. Never changes clocks, power limits or
@@ -29,9 +31,10 @@ if [ "${QUICK:-0}" = 1 ]; then
     SHAPE="--seq-len 256 --heads 4 --head-dim 32 --dtype fp32 --quick --repeats 3 --until-ci 30% --max-repeats 4"
     BUDGET=240
 else
-    SHAPE="--seq-len 16384 --heads 32 --head-dim 128 --dtype bf16 --repeats 3 --max-repeats 5"
-    BUDGET=180
+    SHAPE="--seq-len 16384 --heads 32 --head-dim 128 --dtype bf16 --repeats 3 --max-repeats ${MAXREP:-5}"
+    BUDGET=${BUDGET:-180}
 fi
+SHAPE="$SHAPE ${EXTRA:-}"
 
 step "a three-revision repository in $WORK/repo"
 (
@@ -69,19 +72,22 @@ step "nvidia-smi before"
 command -v nvidia-smi >/dev/null && nvidia-smi --query-gpu=name,pci.bus_id,clocks.sm,power.draw,temperature.gpu,utilization.gpu \
     --format=csv 2>&1 | tee -a "$OUT/verdicts-quarter.log"
 
-for REV in quarter comment; do
-    LOG="$OUT/verdicts-$REV.log"
-    step "bench commits -k attn.py:attn base $REV --fail-on-slowdown 0.3% ($DEVICE, gaussian:0.1, $SHAPE)"
+if [ "${TOGETHER:-0}" = 1 ]; then RUNS=("quarter comment"); else RUNS=(quarter comment); fi
+for REVS in "${RUNS[@]}"; do
+    NAME=${REVS// /-}
+    LOG="$OUT/verdicts-$NAME.log"
+    step "bench commits -k attn.py:attn base $REVS --fail-on-slowdown 0.3% ($DEVICE, gaussian:0.1, $SHAPE)"
     start=$(date +%s)
+    # shellcheck disable=SC2086  # $SHAPE and $REVS are word lists
     timeout "$BUDGET" $BENCH commits --repo "$WORK/repo" --kernel attn.py:attn --device "$DEVICE" -i gaussian:0.1 \
-        $SHAPE --results "$RESULTS" --fail-on-slowdown 0.3% --md "$OUT/verdicts-$REV.md" \
-        --json "$OUT/verdicts-$REV.json" base "$REV" 2>&1 | tee -a "$LOG"
+        $SHAPE --results "$RESULTS" --fail-on-slowdown 0.3% --md "$OUT/verdicts-$NAME.md" \
+        --json "$OUT/verdicts-$NAME.json" base $REVS 2>&1 | tee -a "$LOG"
     status=${PIPESTATUS[0]}
-    echo "exit status of bench commits base $REV: $status after $(( $(date +%s) - start )) s (quarter: 1 expected; comment: 0)" \
+    echo "exit status of bench commits base $REVS: $status after $(( $(date +%s) - start )) s (quarter: 1 expected; comment: 0)" \
         | tee -a "$LOG"
 done
 
 step "nvidia-smi after"
 command -v nvidia-smi >/dev/null && nvidia-smi --query-gpu=name,clocks.sm,power.draw,temperature.gpu,utilization.gpu \
-    --format=csv 2>&1 | tee -a "$OUT/verdicts-comment.log"
+    --format=csv 2>&1 | tee -a "$OUT/steps.log"
 step done

@@ -17,7 +17,7 @@ from harness.cli.common_args import command_line as _command, fail as _fail, pro
 from harness.cli.common_args import reading_runs, with_options
 from harness.errors import ExitCode
 
-_COMMITS_PROTOCOL = {k: PROTOCOL[k] for k in ("quick", "window_s")}
+_COMMITS_PROTOCOL = {k: PROTOCOL[k] for k in ("quick", "window_s", "idle_s")}
 
 __all__ = ["commits", "nightly"]
 
@@ -38,7 +38,7 @@ def commits(
     allow_dirty: bool = typer.Option(False, help="go ahead with uncommitted changes in --repo (recorded; they are not measured)"),
     input_: str = typer.Option("gaussian:0.1", "--input", "-i", help="input source, identical for every revision"),
     repeats: Optional[int] = typer.Option(None, help="interleaved repeats per revision (default 3; --quick 2); with "
-                                                     "--until-ci the pilot"),
+                                                     "--until-ci the pilot (default 5)"),
     until_ci: Optional[str] = typer.Option(None, "--until-ci", help="add interleaved repeats (Stein's two-stage rule) "
                                                                    "until the interval's half-width is at most this, "
                                                                    "e.g. 0.25%, or off (default: the verdict's "

@@ -90,6 +90,7 @@ class CommitsResult:
     comparisons: tuple[CommitComparison, ...]
     rule: object  # harness.analysis.VerdictRule
     dirty_files: tuple[str, ...] = ()
+    adaptive_note: str = ""  # what --until-ci did: the target met, or the cap reached and the width it left
 
     def slowdowns(self) -> tuple[CommitComparison, ...]:
         """Comparisons whose verdict is `slower` under the rule (its threshold is the gate's)."""
@@ -147,6 +148,8 @@ def commits_lines(result: CommitsResult) -> list[str]:
         out.append(f"{c.head.revision.describe()} vs {c.base.revision.describe()}: time x{f.time.value:.4f} = "
                    f"cycles x{f.cycles.value:.4f} x {clock}: {c.verdict}")
         out += [f"  {s}" for s in ex.sentences]
+    if result.adaptive_note:
+        out.append(result.adaptive_note)
     return out
 
 

@@ -13,6 +13,7 @@ seed) and runs this same harness, whose synthetic inputs are drawn from a seeded
 from __future__ import annotations
 
 import json
+import math
 import os
 import queue
 import signal
@@ -192,8 +193,9 @@ def _plan(p: SustainedProtocol) -> str:
             f"(at most {p.max_repeats})")
 
 
-def _two_stage_total(times: dict[int, list[float]], config: CommitsConfig) -> int:
-    """Stein's second stage: the repeats every later revision's paired interval against the first needs."""
+def _two_stage_total(times: dict[int, list[float]], config: CommitsConfig) -> tuple[int, int]:
+    """Stein's second stage: (the repeats to take, at most the cap; the repeats every later revision's paired
+    interval against the first needs for the target width)."""
     import math
 
     from harness.analysis import stein_total
@@ -204,11 +206,11 @@ def _two_stage_total(times: dict[int, list[float]], config: CommitsConfig) -> in
     for i in range(1, len(times)):
         k = min(len(base), len(times[i]), p.repeats)
         if k < 2:
-            return p.repeats  # a revision lost its pilot repeats: nothing to plan from (the rows say why)
+            return p.repeats, p.repeats  # a revision lost its pilot repeats: nothing to plan from (rows say why)
         diffs = [math.log(b) - math.log(a) for a, b in zip(base[:k], times[i][:k])]
         level = (config.rule.level if config.rule else 0.95)
-        need = max(need, stein_total(diffs, target=p.until_ci, level=level, cap=p.max_repeats))
-    return need
+        need = max(need, stein_total(diffs, target=p.until_ci, level=level, cap=10 ** 6))
+    return min(need, p.max_repeats), need
 
 
 def _same_commit(a: Revision, b: Revision) -> str:
@@ -286,11 +288,13 @@ def compare_commits(config: CommitsConfig, *, on_message: Callable[[str], None] 
 
             for rep in range(config.protocol.repeats):
                 one_repeat(rep, asked=False)
-            total = config.protocol.repeats
+            total = need = config.protocol.repeats
             if config.protocol.until_ci is not None:
-                total = _two_stage_total(times, config)
-                on_message(f"pilot of {config.protocol.repeats}: {total} interleaved repeat(s) needed for a "
-                           f"+-{config.protocol.until_ci:.2%} interval (cap {config.protocol.max_repeats})")
+                total, need = _two_stage_total(times, config)
+                on_message(f"pilot of {config.protocol.repeats}: {need} interleaved repeat(s) needed for a "
+                           f"+-{config.protocol.until_ci:.2%} interval"
+                           + (f"; taking {total}, the cap (--max-repeats {config.protocol.max_repeats})" if need > total
+                              else f"; taking {total} (cap {config.protocol.max_repeats})"))
                 for rep in range(config.protocol.repeats, total):
                     one_repeat(rep, asked=True)
                 for w in workers:
@@ -320,8 +324,16 @@ def compare_commits(config: CommitsConfig, *, on_message: Callable[[str], None] 
             raise HarnessError(f"Revision {c.head.revision.describe()} produced no timed measurement to compare "
                                f"({', '.join(c.comparison.unmatched) or 'nothing matched'}).")
     info = read[0].info
+    adaptive = ""
+    if config.protocol.until_ci is not None:
+        widest = max(c.comparison.rows[0].time.resolution or math.inf for c in comparisons)
+        met = widest <= config.protocol.until_ci * (1 + 1e-9)
+        adaptive = (f"--until-ci {config.protocol.until_ci:.2%}: " + (
+            f"target met with {total} interleaved pairs (widest half-width {widest:.2%})" if met else
+            f"stopped at the cap of {total} pairs (--max-repeats) with a half-width of {widest:.2%}, wider than "
+            f"the target; {need} pairs were needed"))
     return CommitsResult(
         kernel=done[0]["kernel"], input_label=config.input.label, device=config.device,
         device_name=info.get("device_name") or config.device, repo=root, runs=runs, comparisons=comparisons,
-        rule=rule, dirty_files=tuple(dirty),
+        rule=rule, dirty_files=tuple(dirty), adaptive_note=adaptive,
     )

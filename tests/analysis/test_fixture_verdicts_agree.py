@@ -30,11 +30,21 @@ HEAD = {"slower": r"B is [0-9.]+ % slower", "faster": r"B is [0-9.]+ % faster", 
 
 
 def _commit_pairs() -> list[tuple[Path, Path]]:
-    runs = sorted(p for p in H200.iterdir() if "-commits-" in p.name and (p / "runs.parquet").is_file())
+    """(base run, later revision's run) of every complete `bench commits` session among the fixtures; a session
+    is told by its runs' notes ("bench commits A, B in REPO: this run is revision ...")."""
+    import pyarrow.parquet as pq
+
     by_session: dict[str, list[Path]] = {}
-    for p in runs:
-        by_session.setdefault(p.name.split("-commits-")[0], []).append(p)
-    return [tuple(sorted(v, key=lambda p: p.name.split("-commits-")[1])) for v in by_session.values() if len(v) == 2]
+    for p in sorted(H200.iterdir()):
+        if "-commits-" in p.name and (p / "runs.parquet").is_file():
+            info = pq.read_table(p / "runs.parquet").to_pylist()[0]
+            if info["status"] == "complete":
+                by_session.setdefault(info["notes"].split(": this run is")[0], []).append(p)
+    pairs = []
+    for runs in by_session.values():
+        base, *heads = sorted(runs, key=lambda p: p.name.split("-commits-")[1])
+        pairs += [(base, head) for head in heads]
+    return pairs
 
 
 def _md_verdicts(md: str) -> list[str]:
@@ -54,7 +64,7 @@ def _check(rows_json: list[dict], sentences: list[str], table_verdicts: list[str
 
 
 def test_there_are_fixture_comparisons_to_walk():
-    assert len(_commit_pairs()) == 3
+    assert len(_commit_pairs()) == 5
 
 
 @pytest.mark.parametrize("gate", ["0.3%", "2%"])

@@ -97,7 +97,8 @@ def test_inside_a_subfolder_repository(tmp_path, quiet_cpu):
                       "--until-ci", "40%", "--max-repeats", "4", "--results", str(tmp_path / "results"),
                       "--fail-on-slowdown", "2%", "one", "main")
     assert code == 1, out
-    assert "pilot of 3: " in out and "interleaved repeat(s) needed for a +-40.00% interval (cap 4)" in out
+    assert "pilot of 3: " in out and "interleaved repeat(s) needed for a +-40.00% interval; taking " in out
+    assert ("--until-ci 40.00%: target met with " in out) or ("--until-ci 40.00%: stopped at the cap of 4 pairs" in out)
     protocols = [json.loads(pq_info(r)["protocol_json"]) for r in (tmp_path / "results").iterdir()]
     assert all(p["until_ci"] == 0.4 and p["max_repeats"] == 4 and p["repeats"] == 3 for p in protocols)
     assert "paired t (two-stage) interval" in out
