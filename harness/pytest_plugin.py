@@ -30,11 +30,9 @@ pytest-benchmark options that time its own loop (--benchmark-min-time, -max-time
 -warmup, -disable-gc, -calibration-precision, -cprofile...) do not apply to the sustained protocol; when
 given, a warning says they are ignored and which `--sustained-*` option to use instead.
 
-Comparisons: pytest-benchmark's `--benchmark-compare-fail` judges the chunk statistics, whose values share a
-window's clock and are not independent. `--sustained-compare-fail=PCT` (with `--benchmark-compare`) judges each
-test with the harness's own interval procedure instead (a t interval on log time per repeat, the repeats being
-stored in `extra_info["repeats"]`), prints one sentence per test in the "sustained" section, and makes the
-session exit 1 when a test is `slower` beyond PCT, as `bench compare --fail-on-slowdown` would.
+`--sustained-compare-fail=PCT` (with `--benchmark-compare`) judges each test's repeats (`extra_info["repeats_rows"]`)
+by the harness's own interval, as `bench compare` does, where `--benchmark-compare-fail` judges window chunks
+that share a clock; a test `slower` beyond PCT makes the session exit 1 (`harness.report.saved_comparison`).
 
 Options: --sustained-device, --sustained-quick, --sustained-telemetry, --sustained-results,
 --sustained-repeats, --sustained-window-s, --sustained-no-gate, --sustained-allow-busy, --sustained-compare-fail.
@@ -51,7 +49,7 @@ from pathlib import Path
 import pytest
 
 __all__ = ["SustainedResult", "sustained", "pytest_addoption", "pytest_terminal_summary", "pytest_sessionfinish",
-           "compare_with_saved", "STATS_NOTE",
+           "STATS_NOTE",
            "IGNORED_BENCHMARK_OPTIONS", "RESULTS_DEFAULT", "PYTEST_BENCHMARK_RANGE", "IgnoredOptionWarning"]
 
 STATS_NOTE = ("rounds are the timed windows' chunks of every repeat; each value is the device time per launch over "
@@ -60,7 +58,7 @@ _given = itertools.count()
 _DEVICES = pytest.StashKey[set]()  # GPU models the fixture measured on in this session
 _LINES = pytest.StashKey[list]()  # (nodeid, extra_info) of every sustained test, for the terminal summary
 _WARNED = pytest.StashKey[bool]()
-_VERDICTS = pytest.StashKey[list]()  # (sentence lines, gate line) of --sustained-compare-fail
+_VERDICTS = pytest.StashKey[list]()  # the sentences, then the gate line, of --sustained-compare-fail
 _REPEAT_FIELDS = ("repeat", "status", "time_ns", "inband_clock_mhz", "sm_clock_mhz", "power_w", "power_limited_frac",
                   "thermal_limited_frac", "reason_names")
 RESULTS_DEFAULT = ".bench-results"
@@ -335,42 +333,6 @@ def summary_line(nodeid: str, extra: dict) -> str:
             f"{extra.get('protocol')}, run {extra.get('harness_run_dir')}")
 
 
-def _saved_benchmarks(config) -> dict:
-    session = getattr(config, "_benchmarksession", None)
-    mapping = getattr(session, "compared_mapping", None) or {}
-    return {name: bench for benches in mapping.values() for name, bench in benches.items()}
-
-
-def compare_with_saved(lines: list, saved: dict, threshold_text: str) -> tuple[list[str], str, bool]:
-    """(one sentence per test, the gate's line, failed) of each test's repeats against the saved benchmark's,
-    by the harness's interval procedure (`harness.analysis.comparison_row`), at the threshold given."""
-    from harness.analysis import Comparison, comparison_row, row_sentence
-    from harness.report import gate_line
-    from harness.suite import verdict_rule
-
-    rule, threshold = verdict_rule(threshold_text, flag="--sustained-compare-fail")
-    rows, sentences = [], []
-    for nodeid, extra in lines:
-        old = (saved.get(nodeid) or {}).get("extra_info") or {}
-        if not old.get("repeats_rows"):
-            sentences.append(f"{nodeid}: not compared (the saved benchmark has no per-repeat rows: saved by an older "
-                             f"harness, or not by the sustained fixture)")
-            continue
-        row = comparison_row(kernel=extra.get("kernel") or nodeid, input_a=old.get("input") or "saved",
-                             input_b=extra.get("input") or "now", rows_a=old["repeats_rows"],
-                             rows_b=extra["repeats_rows"], rule=rule,
-                             caveats=tuple(dict.fromkeys((*old.get("caveats", ()), *extra.get("caveats", ())))))
-        rows.append(row)
-        sentences.append(f"{nodeid}: {row_sentence(row, threshold_source=rule.threshold_source)}")
-    cmp = Comparison(name_a="saved", name_b="now", rule=rule, rows=tuple(rows))
-    judged = [r for r in rows if r.verdict != "too few repeats"]
-    if not judged:  # a gate that judged nothing must not pass
-        why = ("no test had a saved benchmark with per-repeat rows" if not rows else
-               "no test had the 2 repeats a side a verdict needs (--sustained-repeats 2 or more, both sessions)")
-        return sentences, f"FAIL: nothing judged by --sustained-compare-fail: {why}", True
-    return sentences, gate_line(cmp, threshold=threshold), bool(cmp.slowdowns())
-
-
 def pytest_sessionfinish(session, exitstatus) -> None:
     config = session.config
     text = config.getoption("sustained_compare_fail", None)
@@ -380,8 +342,14 @@ def pytest_sessionfinish(session, exitstatus) -> None:
     if not config.getoption("benchmark_compare", None):
         raise pytest.UsageError("--sustained-compare-fail needs --benchmark-compare (the saved benchmarks to judge "
                                 "this session's against).")
-    sentences, line, failed = compare_with_saved(lines, _saved_benchmarks(config), text)
-    config.stash[_VERDICTS] = [sentences, line]
+    from harness.report import saved_comparison
+    from harness.suite import verdict_rule
+
+    rule, threshold = verdict_rule(text, flag="--sustained-compare-fail")
+    mapping = getattr(getattr(config, "_benchmarksession", None), "compared_mapping", None) or {}
+    saved = {name: bench for benches in mapping.values() for name, bench in benches.items()}
+    sentences, line, failed = saved_comparison(lines, saved, rule=rule, threshold=threshold)
+    config.stash[_VERDICTS] = [*sentences, line]
     if failed and session.exitstatus == 0:  # a slowdown (or nothing compared) fails the session, as a test would
         session.exitstatus = 1
 
@@ -394,11 +362,7 @@ def pytest_terminal_summary(terminalreporter, exitstatus, config) -> None:
     terminalreporter.section("sustained")
     for nodeid, extra in lines:
         terminalreporter.write_line(summary_line(nodeid, extra))
-    verdicts = config.stash.get(_VERDICTS, None)
-    if verdicts:
-        sentences, line = verdicts
-        for sentence in sentences:
-            terminalreporter.write_line(sentence)
+    for line in config.stash.get(_VERDICTS, []):
         terminalreporter.write_line(line)
 
 

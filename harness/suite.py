@@ -46,6 +46,7 @@ __all__ = [
     "nightly_shape",
     "verdict_rule",
     "until_ci",
+    "nightly_until_ci",
     "MAX_REPEATS",
     "ADAPTIVE_PILOT",
 ]
@@ -271,6 +272,9 @@ def sustained_protocol(*, quick: bool = False, repeats: int | None = None, windo
     """The protocol's defaults (or `--quick`'s) with the options given on top; 0 and negatives refused by flag.
     `until_ci` (a fraction) makes the repeats adaptive: `repeats` (default ADAPTIVE_PILOT, or --quick's) is the
     pilot, `max_repeats` (default MAX_REPEATS) the cap."""
+    if max_repeats is not None and until_ci is None:
+        raise ConfigError("--max-repeats caps the adaptive repeats of --until-ci; without --until-ci (it is off by "
+                          "default, and under --quick) give the number of repeats with --repeats.")
     if until_ci is not None and repeats is None and not quick:
         repeats = ADAPTIVE_PILOT
     checks = (("--repeats", repeats, False), ("--window-s", window_s, False), ("--warmin-cap-s", warmin_cap_s, False),
@@ -308,13 +312,13 @@ def verdict_rule(fail_on_slowdown: str | None, *, flag: str = "--fail-on-slowdow
     return VerdictRule().with_threshold(threshold, source=source), threshold
 
 
-def until_ci(text: str | None, *, rule, flag: str = "--until-ci") -> float | None:
-    """The target half-width of adaptive repeats: `off`, a percentage, or (None) the rule's threshold, the width
-    at which a change of the threshold's size is resolved."""
+def until_ci(text: str | None, *, default: float | None, flag: str = "--until-ci") -> float | None:
+    """The target half-width of adaptive repeats: `off`, a percentage, or (None) the command's default (commits:
+    the verdict's threshold, the width at which a change of the threshold's size is resolved; sustained: off)."""
     from harness.analysis import parse_threshold
 
     if text is None:
-        return rule.threshold
+        return default
     if text.strip().lower() == "off":
         return None
     try:
@@ -325,3 +329,10 @@ def until_ci(text: str | None, *, rule, flag: str = "--until-ci") -> float | Non
     if not value > 0:
         raise ConfigError(f"{flag} {text!r}: the target half-width must be above 0 (or off).")
     return value
+
+
+def nightly_until_ci(threshold: float) -> float:
+    """Nightly's default target for tonight's own intervals: the gate / sqrt(2). The baseline's side is fixed, so
+    with both sides that narrow the comparison's interval is about as wide as the gate: a change of the gate's
+    size is resolved."""
+    return threshold / 2 ** 0.5

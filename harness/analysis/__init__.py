@@ -13,22 +13,16 @@ from harness.analysis._compare import (
     SUSTAINED_STATUSES,
     Comparison,
     ComparisonRow,
-    RunSummary,
-    aggregate_measurements,
     captured_control_pairs,
-    compare_inputs,
-    compare_kernels,
     compare_measurements,
     compare_runs,
     comparison_row,
-    parse_kernel_pairs,
-    parse_pairs,
-    parse_threshold,
     same_run,
     shape_text,
-    summarize_run,
     two_stage_pilot,
 )
+from harness.analysis._parse import parse_kernel_pairs, parse_pairs, parse_threshold
+from harness.analysis._summary import RunSummary, aggregate_measurements, compare_inputs, compare_kernels, summarize_run
 from harness.analysis._decompose import Decomposition, decompose, geomean, limiter_label
 from harness.analysis._interval import (
     DEFAULT_THRESHOLD,
@@ -37,6 +31,7 @@ from harness.analysis._interval import (
     Ratio,
     VerdictRule,
     judge,
+    percent,
     ratio_interval,
     stein_total,
     t_quantile,
@@ -106,6 +101,7 @@ __all__ = [
     "mean",
     "median",
     "parse_kernel_pairs",
+    "percent",
     "parse_pairs",
     "parse_threshold",
     "ratio_interval",

@@ -5,16 +5,16 @@ pair of inputs (A, B), or two kernels on one input (`compare_kernels`): time B/A
 repeats) with its t interval, decomposed into cycles B/A x clock A/B (see `_decompose`), the limiter on each side
 and a verdict by `VerdictRule` (see `_interval`: one procedure for every table, sentence, JSON field and gate).
 Sides measured in turn within each repeat (two kernels of one run, the revisions of `bench commits`) are
-`interleaved` and paired by repeat; everything else is `independent`.
+`interleaved` and paired by repeat; everything else is `independent`. Comparisons within one run and a run's
+report figures are `_summary`'s.
 
->>> from harness.analysis import parse_pairs, parse_threshold
->>> parse_pairs(["gaussian:0.1=gaussian:1"]), parse_threshold("2%")
-((('gaussian:0.1', 'gaussian:1'),), 0.02)
+>>> from harness.analysis import captured_control_pairs
+>>> captured_control_pairs(["L15:captured", "L15:gaussian:0.1", "gaussian:1"])
+(('L15:gaussian:0.1', 'L15:captured'),)
 """
 
 from __future__ import annotations
 
-import re
 from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
 from typing import Sequence
@@ -22,7 +22,7 @@ from typing import Sequence
 from harness.analysis._caveats import protocol_of_run, run_caveats, unsettled_caveat
 from harness.analysis._decompose import Ratio, VerdictRule, decompose, geomean, limiter_label
 from harness.analysis._interval import DEFAULT_THRESHOLD
-from harness.errors import ConfigError, ResultsError
+from harness.errors import ResultsError
 
 __all__ = [
     "BURST_STATUS",
@@ -30,20 +30,12 @@ __all__ = [
     "SUSTAINED_STATUSES",
     "Comparison",
     "ComparisonRow",
-    "RunSummary",
-    "aggregate_measurements",
     "captured_control_pairs",
-    "compare_inputs",
-    "compare_kernels",
     "compare_measurements",
     "compare_runs",
     "comparison_row",
-    "parse_kernel_pairs",
-    "parse_pairs",
-    "parse_threshold",
     "same_run",
     "shape_text",
-    "summarize_run",
     "two_stage_pilot",
 ]
 
@@ -141,38 +133,6 @@ class Comparison:
         return pl.DataFrame(flat, infer_schema_length=None)
 
 
-def parse_threshold(text: str) -> float:
-    """`2%` or `0.02` -> 0.02: the slowdown beyond which `bench compare` fails."""
-    m = re.fullmatch(r"\s*([0-9]*\.?[0-9]+)\s*(%?)\s*", text)
-    if not m:
-        raise ConfigError(f"--fail-on-slowdown {text!r} is not a percentage; write it like 2% (or 0.02).")
-    value = float(m.group(1)) / (100 if m.group(2) else 1)
-    if value >= 1 and not m.group(2):
-        raise ConfigError(f"--fail-on-slowdown {text!r} reads as {value:.0%}; write 2% or 0.02 for two percent.")
-    return value
-
-
-def parse_pairs(items: Sequence[str], *, flag: str = "--pair-inputs", form: str = "A_LABEL=B_LABEL",
-                example: str = "gaussian:0.1=gaussian:1") -> tuple[tuple[str, str], ...]:
-    """`A=B` strings -> ((a, b), ...). Labels may contain ':' but not '='."""
-    out = []
-    for item in items:
-        a, sep, b = item.partition("=")
-        if not sep or not a or not b or "=" in b:
-            raise ConfigError(f"{flag} {item!r} must be {form}, e.g. {example}.")
-        out.append((a, b))
-    return tuple(out)
-
-
-def parse_kernel_pairs(items: Sequence[str]) -> tuple[tuple[str, str], ...]:
-    """`--pair-kernels A_KERNEL=B_KERNEL` strings -> ((a, b), ...); a kernel against itself is refused."""
-    pairs = parse_pairs(items, flag="--pair-kernels", form="A_KERNEL=B_KERNEL", example="sdpa-flash=sdpa-cudnn")
-    for a, b in pairs:
-        if a == b:
-            raise ConfigError(f"--pair-kernels {a}={b} compares a kernel with itself; name two kernels of the run.")
-    return pairs
-
-
 def captured_control_pairs(labels: Sequence[str]) -> tuple[tuple[str, str], ...]:
     """(control, captured) for every `L<n>:captured` label and each other label with the same `L<n>:` tag.
 
@@ -219,13 +179,16 @@ def _by_repeat(rows: list[dict]) -> list[dict]:
 
 def comparison_row(*, kernel: str, input_a: str, input_b: str, rows_a: list[dict], rows_b: list[dict],
                    rule: VerdictRule = VerdictRule(), design: str = "independent", caveats: Sequence[str] = (),
-                   kernel_b: str = "", pilot: int | None = None, max_clock_mhz: float | None = None) -> ComparisonRow:
+                   kernel_b: str = "", pilot: int | tuple | None = None,
+                   max_clock_mhz: float | None = None) -> ComparisonRow:
     """One comparison row from the timed measurement rows (dicts) of each side.
 
     `design="interleaved"` pairs the sides by their `repeat` (a repeat timed on one side only is left out, and
     the row says so); `pilot` is the repeat count a two-stage run fixed in advance (its variance comes from
-    those repeats). `caveats` are the runs' (CPU, quick protocol); unsettled repeats are added here.
+    those repeats), or (pilot of A, pilot of B) for independent sides. `caveats` are the runs' (CPU, quick
+    protocol); unsettled repeats are added here.
     """
+    pilot_a, pilot_b = pilot if isinstance(pilot, tuple) else (pilot, pilot)
     if design not in ("independent", "interleaved"):
         raise ValueError(f"design must be independent or interleaved, got {design!r}")
     ra, rb = _by_repeat(rows_a), _by_repeat(rows_b)
@@ -237,16 +200,18 @@ def comparison_row(*, kernel: str, input_a: str, input_b: str, rows_a: list[dict
         if lost:
             notes.append(f"repeat(s) {', '.join(map(str, lost))} timed on one side only: left out of the pairing")
         ra, rb = [reps_a[k] for k in common], [reps_b[k] for k in common]
-        if pilot is not None and len(common) < pilot:
-            pilot = None if len(common) < 2 else len(common)
+        if pilot_a != pilot_b:
+            raise ValueError("interleaved sides share one pilot")
+        if pilot_a is not None and len(common) < pilot_a:
+            pilot_a = pilot_b = None if len(common) < 2 else len(common)
     source = _clock_source(ra, rb)
     col = {"inband": "inband_clock_mhz", "nvml": "sm_clock_mhz"}.get(source)
     clocks_a = [r[col] for r in ra] if col else None
     clocks_b = [r[col] for r in rb] if col else None
     d = decompose(time_a=[r["time_ns"] for r in ra], time_b=[r["time_ns"] for r in rb], clock_a=clocks_a,
                   clock_b=clocks_b, rule=rule, paired=design == "interleaved",
-                  pilot_a=pilot if pilot and pilot <= len(ra) else None,
-                  pilot_b=pilot if pilot and pilot <= len(rb) else None)
+                  pilot_a=pilot_a if pilot_a and 2 <= pilot_a <= len(ra) else None,
+                  pilot_b=pilot_b if pilot_b and 2 <= pilot_b <= len(rb) else None)
     unsettled = unsettled_caveat(r["status"] for r in ra + rb)
     if unsettled:
         notes.append(unsettled)
@@ -277,7 +242,7 @@ def compare_measurements(
     max_clock_mhz: float | None = None,
     design: str = "independent",
     caveats: Sequence[str] = (),
-    pilot: int | None = None,
+    pilot: int | tuple | None = None,
 ) -> Comparison:
     """Compare the measurement frames `a` and `b` kernel by kernel on paired inputs.
 
@@ -359,13 +324,17 @@ def same_run(run_a, run_b) -> bool:
     return times(run_a) == times(run_b)
 
 
-def two_stage_pilot(*infos: dict) -> int | None:
-    """The pilot repeat count when every run was adaptive (`until_ci` in its protocol), else None."""
-    protocols = [protocol_of_run(i) for i in infos]
-    if protocols and all(p.get("until_ci") for p in protocols):
-        pilots = {p.get("repeats") for p in protocols}
-        return pilots.pop() if len(pilots) == 1 else None
-    return None
+def two_stage_pilot(info: dict) -> int | None:
+    """The pilot repeat count of an adaptive run (`until_ci` in its protocol), else None."""
+    protocol = protocol_of_run(info)
+    return protocol.get("repeats") if protocol.get("until_ci") else None
+
+
+def _pilots(info_a: dict, info_b: dict, design: str):
+    pa, pb = two_stage_pilot(info_a), two_stage_pilot(info_b)
+    if design == "interleaved":
+        return pa if pa == pb else None  # interleaved runs of one session share their protocol
+    return (pa, pb)
 
 
 def compare_runs(
@@ -395,140 +364,6 @@ def compare_runs(
     cmp = compare_measurements(
         run_a.measurements, run_b.measurements, pairs=pairs, rule=rule, name_a=f"A ({run_a.info['run_id']})",
         name_b=f"B ({run_b.info['run_id']})", max_clock_mhz=run_a.info.get("max_sm_clock_mhz"), design=design,
-        caveats=caveats, pilot=two_stage_pilot(run_a.info, run_b.info) if design == "interleaved" else None,
+        caveats=caveats, pilot=_pilots(run_a.info, run_b.info, design),
     )
     return replace(cmp, same_code=same_code) if same_code else cmp
-
-
-def compare_kernels(run, kernel_pairs: Sequence[tuple[str, str]], *, rule: VerdictRule = VerdictRule(),
-                    inputs: Sequence[str] = ()) -> Comparison:
-    """Kernel B against kernel A on every input of one run where both were timed (or on `inputs`).
-
-    Within one configuration the kernels ran in turn in every repeat, their order rotated, so the sides are
-    interleaved and paired by repeat; the decomposition is the same as between runs.
-    """
-    timed = _timed(run.measurements, SUSTAINED_STATUSES)
-    kernels = list(dict.fromkeys(r["kernel"] for r in timed))
-    for a, b in kernel_pairs:
-        for k in (a, b):
-            if k not in kernels:
-                raise ResultsError(f"--pair-kernels {a}={b}: the run {run.info.get('run_id')} timed no kernel {k!r}; "
-                                   f"it timed {', '.join(kernels) or 'nothing'}.")
-    labels = list(dict.fromkeys(r["input_label"] for r in timed))
-    for x in inputs:
-        if x not in labels:
-            raise ResultsError(f"The run {run.info.get('run_id')} has no timed input {x!r}; its inputs are "
-                               f"{', '.join(labels)}.")
-    caveats = run_caveats(run.info)
-    out, unmatched = [], []
-    for label in inputs or labels:
-        groups = _by_kernel(timed, label)
-        for a, b in kernel_pairs:
-            if a not in groups or b not in groups:
-                unmatched.append(f"{a if a not in groups else b} @ {label} (not timed there)")
-                continue
-            out.append(comparison_row(kernel=a, kernel_b=b, input_a=label, input_b=label, rows_a=groups[a],
-                                      rows_b=groups[b], rule=rule, design="interleaved", caveats=caveats,
-                                      pilot=two_stage_pilot(run.info), max_clock_mhz=run.info.get("max_sm_clock_mhz")))
-    return Comparison(name_a="A", name_b="B", rule=rule, rows=tuple(out), unmatched=tuple(unmatched))
-
-
-def compare_inputs(run, *, pairs: Sequence[tuple[str, str]] = (), rule: VerdictRule = VerdictRule()) -> Comparison:
-    """Inputs of one run against each other for every kernel: captured vs control by default.
-
-    Without `pairs`, every `L<n>:captured` input is paired with the other inputs of its layer tag; a run
-    without captures compares each input with the run's first input (its reference). The inputs of a run are
-    measured one configuration after the other, so the sides are independent.
-    """
-    m = run.measurements
-    timed = _timed(m, SUSTAINED_STATUSES)
-    labels = list(dict.fromkeys(r["input_label"] for r in timed))
-    if not pairs and labels:
-        pairs = captured_control_pairs(labels)
-    if not pairs and labels:
-        # No captures: each input against the first input of its shape (the run's reference for that shape).
-        shape_of = {r["input_label"]: _shape_key(r) for r in timed}
-        first: dict[tuple, str] = {}
-        for x in labels:
-            first.setdefault(shape_of[x], x)
-        pairs = tuple((first[shape_of[x]], x) for x in labels if first[shape_of[x]] != x)
-    if not pairs:
-        return Comparison(name_a="A", name_b="B", rule=rule, rows=())
-    return compare_measurements(m, m, pairs=pairs, rule=rule, name_a="A", name_b="B",
-                                max_clock_mhz=run.info.get("max_sm_clock_mhz"), caveats=run_caveats(run.info))
-
-
-@dataclass(frozen=True, kw_only=True)
-class RunSummary:
-    """What a report shows about one run: per kernel x input figures, input and burst comparisons."""
-
-    run_id: str
-    info: dict
-    sustained: tuple[dict, ...]  # `aggregate_repeats` rows (+ limiter, shape), kernels that failed included
-    burst: tuple[dict, ...]  # the same for kernel-only (burst) rows
-    inputs: Comparison  # input B vs input A of this run, per kernel (captured vs control)
-    burst_vs_sustained: Comparison | None  # A = burst, B = sustained, per kernel x input
-    notes: tuple[str, ...] = ()  # what could not be compared, and why
-    kernels: Comparison | None = None  # kernel B vs kernel A on each input (`--pair-kernels`), paired by repeat
-
-    @property
-    def reference_inputs(self) -> set[str]:
-        """Inputs on the A side of the input comparison (controls); plots draw them open."""
-        return {r.input_a for r in self.inputs.rows}
-
-
-def aggregate_measurements(rows: Sequence[dict], *, max_clock_mhz: float | None = None) -> list[dict]:
-    """`aggregate_repeats` of measurement rows (dicts), with each group's limiter, shape and launch note.
-
-    Burst rows count as timed (their protocol's timed launches); pass sustained and burst rows separately.
-    """
-    from harness.analysis._aggregate import aggregate_repeats
-
-    rows = [{**r, "status": "ok"} if r.get("status") == BURST_STATUS else r for r in rows]
-    out = []
-    for agg in aggregate_repeats(rows):
-        mine = [r for r in rows if r["input_label"] == agg["input_label"] and r["kernel"] == agg["kernel"]
-                and r["config_index"] == agg["config_index"]]
-        timed = [r for r in mine if r["status"] in SUSTAINED_STATUSES and r.get("time_ns")]
-        out.append({**agg, "shape": shape_text(mine[0]) if mine[0].get("batch") is not None else "",
-                    "limiter": limiter_label(timed, max_clock_mhz=max_clock_mhz) if timed else "",
-                    "launch_note": next((r.get("launch_note") for r in timed if r.get("launch_note")), "")})
-    return out
-
-
-def summarize_run(run, *, rule: VerdictRule = VerdictRule(),
-                  kernel_pairs: Sequence[tuple[str, str]] = ()) -> RunSummary:
-    """Reduce a run to its report figures: medians over repeats, input comparison, burst vs sustained, and
-    kernel B against kernel A for each of `kernel_pairs`."""
-    import polars as pl
-
-    m = run.measurements
-    max_clock = run.info.get("max_sm_clock_mhz")
-    sustained_rows = m.filter(pl.col("status") != BURST_STATUS).to_dicts()
-    burst_rows = m.filter(pl.col("status") == BURST_STATUS).to_dicts()
-    bvs = None
-    burst_frame = m.filter(pl.col("status") == BURST_STATUS)
-    sustained_frame = m.filter(pl.col("status").is_in(list(SUSTAINED_STATUSES)))
-    labels = [x for x in dict.fromkeys(burst_frame["input_label"].to_list())
-              if x in set(sustained_frame["input_label"].to_list())]
-    notes = []
-    if labels:
-        try:
-            bvs = compare_measurements(burst_frame, sustained_frame, pairs=[(x, x) for x in labels], rule=rule,
-                                       name_a="burst", name_b="sustained",
-                                       statuses=(BURST_STATUS, *SUSTAINED_STATUSES), max_clock_mhz=max_clock,
-                                       caveats=run_caveats(run.info))
-        except ResultsError as exc:  # a report still shows everything else; the reason is printed in it
-            notes.append(f"burst vs sustained not compared: {exc}")
-    try:
-        inputs = compare_inputs(run, rule=rule)
-    except ResultsError as exc:
-        inputs = Comparison(name_a="A", name_b="B", rule=rule, rows=())
-        notes.append(f"inputs not compared: {exc}")
-    return RunSummary(
-        run_id=run.info.get("run_id") or run.path.name, info=run.info,
-        sustained=tuple(aggregate_measurements(sustained_rows, max_clock_mhz=max_clock)),
-        burst=tuple(aggregate_measurements(burst_rows, max_clock_mhz=max_clock)),
-        inputs=inputs, burst_vs_sustained=bvs, notes=tuple(notes),
-        kernels=compare_kernels(run, kernel_pairs, rule=rule) if kernel_pairs else None,
-    )

@@ -18,6 +18,7 @@ import json
 from dataclasses import dataclass
 
 from harness.analysis._caveats import is_full_protocol
+from harness.analysis._interval import percent
 from harness.analysis._compare import (
     SUSTAINED_STATUSES,
     Comparison,
@@ -96,8 +97,8 @@ def interval_text(row: ComparisonRow) -> str:
         return f"{head}: ratio of geometric means over {n} repeats, no interval"
     level = f"{t.level * 100:.0f} %" if t.level else ""
     return (f"{head} [{t.low:.4f}, {t.high:.4f}]: ratio of geometric means over {n} repeats, {level} {t.method} "
-            f"interval, smallest change it could call {t.resolution * 100:.2g} %, threshold "
-            f"{row.threshold * 100:.2g} %")
+            f"interval, smallest change it could call {percent(t.resolution)} %, threshold "
+            f"{percent(row.threshold)} %")
 
 
 def _head(row: ComparisonRow, threshold_source: str) -> str:
@@ -105,12 +106,12 @@ def _head(row: ComparisonRow, threshold_source: str) -> str:
     if row.verdict in ("faster", "slower"):
         return f"B is {_pct(t)} {row.verdict}"
     if row.verdict == "same" and row.time.excludes_one():
-        return (f"B is the same within the {row.threshold * 100:.2g} % threshold ({t * 100:+.2f} %: a change the "
+        return (f"B is the same within the {percent(row.threshold)} % threshold ({t * 100:+.2f} %: a change the "
                 f"interval resolves, below the threshold)")
     if row.verdict == "same":
-        return f"B is the same within the {row.threshold * 100:.2g} % threshold ({t * 100:+.2f} %; the interval includes 1)"
+        return f"B is the same within the {percent(row.threshold)} % threshold ({t * 100:+.2f} %; the interval includes 1)"
     if row.verdict == "unresolved":
-        return (f"not resolved ({t * 100:+.2f} %): the interval is wider than the {row.threshold * 100:.2g} % "
+        return (f"not resolved ({t * 100:+.2f} %): the interval is wider than the {percent(row.threshold)} % "
                 f"threshold, so a change of that size cannot be told from noise; more repeats (--until-ci) would")
     return f"no verdict ({t * 100:+.1f} %; fewer than 2 repeats a side give no spread to judge by)"
 
@@ -144,7 +145,7 @@ def explain_comparison(cmp: Comparison, run_a=None, run_b=None) -> Explanation:
     if unresolved:
         worst = max(r.time.resolution for r in unresolved)
         warnings.append(f"{len(unresolved)} of {len(cmp.rows)} row(s) not resolved at the {cmp.rule.threshold_text} "
-                        f"threshold (their intervals reach +-{worst * 100:.2g} %): neither slower nor the same can be "
+                        f"threshold (their intervals reach +-{percent(worst)} %): neither slower nor the same can be "
                         f"said of them; add repeats (--repeats, or --until-ci where the command takes it).")
     sources = {r.clock_source for r in cmp.rows}
     basis = ("Clock basis: in-band (SM cycles counted per ns by the probe), the clock ncu's counted cycles follow."

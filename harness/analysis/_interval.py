@@ -50,12 +50,20 @@ from dataclasses import dataclass, replace
 from functools import lru_cache
 from typing import Sequence
 
-__all__ = ["DEFAULT_THRESHOLD", "INTERVAL_METHODS", "Ratio", "VERDICTS", "VerdictRule", "judge", "ratio_interval",
-           "stein_total", "t_quantile"]
+__all__ = ["DEFAULT_THRESHOLD", "INTERVAL_METHODS", "Ratio", "VERDICTS", "VerdictRule", "judge", "percent",
+           "ratio_interval", "stein_total", "t_quantile"]
 
 DEFAULT_THRESHOLD = 0.005  # 0.5 %: the default smallest change called slower or faster
 VERDICTS = ("faster", "slower", "same", "unresolved", "too few repeats")
 INTERVAL_METHODS = ("Welch t", "paired t", "Welch t (two-stage)", "paired t (two-stage)")
+
+
+def percent(frac: float | None) -> str:
+    """A threshold or a half-width as every output writes it: `0.3`, `0.058`, `5.5`, `3900` (percent, no sign)."""
+    if frac is None:
+        return "-"
+    x = frac * 100
+    return f"{x:.0f}" if abs(x) >= 100 else f"{x:.2g}"
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -81,7 +89,7 @@ class VerdictRule:
     @property
     def threshold_text(self) -> str:
         """`0.3 % (--fail-on-slowdown 0.3%)` or `0.5 % (default)`: the threshold as every output names it."""
-        return f"{self.threshold * 100:.2g} % ({self.threshold_source})"
+        return f"{percent(self.threshold)} % ({self.threshold_source})"
 
     def describe(self) -> str:
         return (f"slower / faster: the {self.level:.0%} t interval of time B/A on log time per repeat (paired by "

@@ -22,7 +22,7 @@ from __future__ import annotations
 from typing import Sequence
 
 from harness.analysis._compare import SUSTAINED_STATUSES, ComparisonRow, captured_control_pairs, comparison_row
-from harness.analysis._interval import VerdictRule
+from harness.analysis._interval import VerdictRule, percent
 
 __all__ = ["input_row_sentence", "input_rows", "input_sentences"]
 
@@ -65,7 +65,7 @@ def input_row_sentence(row: ComparisonRow, *, threshold_source: str = "default")
                 f"{row.repeats_a} timed) for an interval (time {_pct(time.change)}){caveats}.")
     how = (f"{time.level * 100:.0f} % {time.method} interval {_pct(time.low - 1)} to {_pct(time.high - 1)}; "
            f"ratio of geometric means over {row.repeats_a}+{row.repeats_b} repeats; threshold "
-           f"{row.threshold * 100:.2g} % ({threshold_source})")
+           f"{percent(row.threshold)} % ({threshold_source})")
     if row.verdict == "same" and time.excludes_one():
         # An interval of +0.1 % to +0.1 % is not noise: the change is real but under the verdict's threshold.
         head = f"{subject} {row.kernel} differs from {words_a} by less than the threshold (time {_pct(time.change)}, {how})"
@@ -74,7 +74,7 @@ def input_row_sentence(row: ComparisonRow, *, threshold_source: str = "default")
     elif row.verdict == "unresolved":
         head = (f"{subject} {row.kernel} cannot be told apart from {words_a} at the threshold: the interval is wider "
                 f"than it (time {_pct(time.change)}, {how}; smallest change it could call "
-                f"{time.resolution * 100:.2g} %)")
+                f"{percent(time.resolution)} %)")
     else:
         head = f"{subject} {row.kernel} runs {abs(time.change) * 100:.1f} % {row.verdict} than on {words_a} ({how})"
     head += caveats

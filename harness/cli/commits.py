@@ -62,10 +62,7 @@ def commits(
                 raise ConfigError("--summary is the old name of --md; give only --md.")
             md = summary
         rule, threshold = verdict_rule(fail_on_slowdown)
-        target = until_ci_of(until_ci, rule=rule) if (until_ci is not None or not protocol["quick"]) else None
-        if max_repeats is not None and target is None:
-            raise ConfigError("--max-repeats caps the adaptive repeats of --until-ci; with --until-ci off (or --quick "
-                              "without --until-ci) give the number of repeats with --repeats instead.")
+        target = until_ci_of(until_ci, default=None if protocol["quick"] else rule.threshold)
         dims = attention_shape(shape_args(shape), device=device)
         (spec,) = synthetic_specs([input_], shape=dims, dtype=shape["dtype"], seed=shape["seed"])
         if run["name"] is not None:
@@ -125,6 +122,10 @@ def nightly(
     seq_len: Optional[int] = SHAPE["seq_len"][1],
     dtype: str = SHAPE["dtype"][1],
     quick: bool = typer.Option(False, help="short protocol (the CPU dry run)"),
+    until_ci: Optional[str] = typer.Option(None, "--until-ci", help="adaptive repeats (pilot 5) until each kernel x "
+                                                                   "input's own interval is this narrow, or off "
+                                                                   "(default: the gate / sqrt 2; off with --quick)"),
+    max_repeats: Optional[int] = PROTOCOL["max_repeats"][1],
     telemetry: str = RUN["telemetry"][1],
     draw: bool = typer.Option(True, "--figures/--no-figures", help="figures in report.html"),
 ) -> None:
@@ -135,9 +136,10 @@ def nightly(
     from harness.suite import captured_specs, nightly_shape, sustained_config, synthetic_specs
 
     with reading_runs("nightly", figures) as console:
-        from harness.suite import verdict_rule
+        from harness.suite import nightly_until_ci, until_ci as until_ci_of, verdict_rule
 
         rule, threshold = verdict_rule(fail_on_slowdown, default="2%")
+        target = until_ci_of(until_ci, default=None if quick else nightly_until_ci(threshold))
         selection = capture_args(capture, files=capture_file)
         selection.check()
         if selection.wanted:
@@ -149,7 +151,8 @@ def nightly(
             inputs = synthetic_specs(input_,
                                      shape=nightly_shape(device, seq_len=seq_len), dtype=dtype)
         config = sustained_config(kernels=kernel, inputs=inputs, device=device, telemetry=telemetry,
-                                  protocol=protocol_of({"quick": quick}), results_dir=out / "runs", run_name="nightly")
+                                  protocol=protocol_of({"quick": quick, "until_ci": target, "max_repeats": max_repeats}),
+                                  results_dir=out / "runs", run_name="nightly")
         result = run_nightly(config, out_dir=out, baseline_dir=baseline, threshold=threshold, rule=rule,
                              update_baseline=update_baseline, figures=draw, observer=run_observer(console),
                              command=_command())

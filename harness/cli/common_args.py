@@ -125,6 +125,11 @@ PROTOCOL = dict(
     launch_timeout_s=(Optional[float], typer.Option(None, help="a kernel's first call or one chunk may take this "
                                                                "long, then it is stopped and recorded as timeout "
                                                                "(default 60)")),
+    until_ci=(Optional[str], typer.Option(None, "--until-ci", help="adaptive repeats: add repeats (Stein's two-stage "
+                                                                   "rule; --repeats is the pilot, default 5) until each "
+                                                                   "kernel x input's interval is at most this wide, "
+                                                                   "e.g. 0.25% (default: off)")),
+    max_repeats=(Optional[int], typer.Option(None, help="cap on repeats under --until-ci (default 10)")),
 )
 # Where a run is recorded, and what it checks first.
 RECORD = dict(
@@ -267,9 +272,11 @@ def capture_args(capture: dict, *, files=()):
 
 
 def protocol_of(protocol: dict):
-    """The SustainedProtocol of a PROTOCOL group (or part of one)."""
-    from harness.suite import sustained_protocol
+    """The SustainedProtocol of a PROTOCOL group (or part of one); `--until-ci` as typed is parsed here."""
+    from harness.suite import sustained_protocol, until_ci
 
+    if isinstance(protocol.get("until_ci"), str):
+        protocol = {**protocol, "until_ci": until_ci(protocol["until_ci"], default=None)}
     return sustained_protocol(**protocol)
 
 

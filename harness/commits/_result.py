@@ -20,6 +20,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from pathlib import Path
 
+from harness.analysis import percent
 from harness.commits._git import Revision
 
 __all__ = ["RevisionRun", "CommitComparison", "CommitsResult", "Factors", "factors", "commits_table",
@@ -116,7 +117,7 @@ def commits_table(result: CommitsResult):
             _ratio(f.cycles) + ("" if f.clock_known else " (assumes equal clocks)"),
             _ratio(f.clock) if f.clock_known else "1 (unknown)",
             f"{fmt(r.clock_a_mhz, '.0f')} / {fmt(r.clock_b_mhz, '.0f')}", r.limiter_a, r.limiter_b,
-            str(r.repeats_a), fmt(r.time.resolution, ".2g", scale=100, suffix=" %"),
+            str(r.repeats_a), (f"{percent(r.time.resolution)} %" if r.time.resolution is not None else "-"),
             r.verdict + (f" ({r.note})" if r.note else "") + (" (same commit)" if c.comparison.same_code else ""),
         ))
     level = f"{result.rule.level:.0%}"

@@ -61,7 +61,7 @@ class _Relay(NullObserver):
         self.messages.append(text)
         self.channel.send(event="message", text=text)
 
-    def more_repeats(self, repeat: int) -> bool:
+    def more_repeats(self, repeat: int, rows: list) -> bool:
         """Past the pilot: the orchestrator decides from every revision's repeats so far."""
         self.channel.send(event="more", repeat=repeat)
         op = self.channel.receive().get("op")

@@ -35,6 +35,7 @@ from harness.report._markdown import (
     run_tables,
 )
 from harness.report._gpu_section import gpu_spread_tables
+from harness.report._saved import saved_comparison
 from harness.report._tables import HEADERS, fmt, sustained_tables
 from harness.report._trace_section import peaks_table, pipe_tables
 
@@ -72,6 +73,7 @@ __all__ = [
     "run_figures",
     "run_observer",
     "run_tables",
+    "saved_comparison",
     "sustained_figures",
     "sustained_tables",
     "write_figures",

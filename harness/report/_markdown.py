@@ -10,6 +10,7 @@ import html as _html
 import json
 from dataclasses import dataclass, field
 
+from harness.analysis import percent
 from harness.report._tables import HEADERS as H, fmt
 
 __all__ = [
@@ -119,7 +120,7 @@ def comparison_tables(cmp, *, title: str = "B vs A", input_columns: tuple[str, s
         _ratio(r.time), _ratio(r.cycles), _ratio(r.clock),
         f"{fmt(r.clock_a_mhz, '.0f')} / {fmt(r.clock_b_mhz, '.0f')}" + (" (NVML)" if r.clock_source == "nvml" else ""),
         r.limiter_a if r.limiter_a == r.limiter_b else f"{r.limiter_a} / {r.limiter_b}",
-        fmt(r.time.resolution, ".2g", scale=100, suffix=" %"),
+        (f"{percent(r.time.resolution)} %" if r.time.resolution is not None else "-"),
         r.verdict + (f" ({r.note})" if r.note else ""),
     ) for r in cmp.rows)
     sources = {r.clock_source for r in cmp.rows}

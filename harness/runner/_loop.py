@@ -17,6 +17,7 @@ from pathlib import Path
 from typing import Any, Callable, Protocol, TypedDict
 
 from harness.errors import GateFailure, HarnessError, InputError, KernelError, KernelTimeout, RunStopped
+from harness.runner._adaptive import own_precision
 from harness.runner._endings import StopSignals, Watchdog, stop_signals
 from harness.runner._observer import NullObserver, RunObserver
 
@@ -69,7 +70,7 @@ class Session:
     clock: Callable[[], int]
     sleep: Callable[[float], None]
     watchdog: Watchdog
-    more_repeats: Callable[[int], bool] | None = None
+    more_repeats: Callable[[int, list], bool] | None = None
 
 
 class Measurer(Protocol):
@@ -106,9 +107,10 @@ class RunHooks(TypedDict, total=False):
     sampler: Any  # a telemetry Sampler, not yet opened
     clock: Callable[[], int]
     sleep: Callable[[float], None]
-    # Adaptive repeats: after the protocol's repeats, asked before each further repeat (its index); True takes it.
-    # `bench commits` answers from the interleaved revisions' spread (Stein's two-stage rule).
-    more_repeats: Callable[[int], bool] | None
+    # Adaptive repeats: after the protocol's repeats, asked before each further repeat (its index, and the timed
+    # rows of this configuration so far); True takes it. Left out with `until_ci` in the protocol, each kernel's
+    # own Stein rule decides (`runner._adaptive`); `bench commits` answers from the revisions' paired spread.
+    more_repeats: Callable[[int, list], bool] | None
 
 
 def _rotate(items: list, k: int) -> list:
@@ -151,7 +153,7 @@ def run_loop(config, *, protocol, measurer: Measurer, open_writer, info_row, obs
             thread.start()
             s = Session(config=config, protocol=protocol, kernels=setup.kernels, device=setup.device,
                         ident=setup.ident, thread=thread, writer=writer, result=result, obs=obs, clock=clock,
-                        sleep=sleep, watchdog=watchdog, more_repeats=more_repeats)
+                        sleep=sleep, watchdog=watchdog, more_repeats=more_repeats or own_precision(protocol))
             measurer.start(s)
             for ci, spec in enumerate(config.inputs):
                 _run_config(s, measurer, ci, spec)
@@ -304,7 +306,8 @@ def _run_config(s: Session, m: Measurer, ci: int, spec) -> None:
     rep = -1
     while True:
         rep += 1
-        if rep >= proto.repeats and not (ready and s.more_repeats is not None and s.more_repeats(rep)):
+        if rep >= proto.repeats and not (ready and s.more_repeats is not None and s.more_repeats(
+                rep, [r for r in s.result.measurements if r.get("config_index") == ci and r.get("time_ns")])):
             break
         order = list(_rotate(ready, rep) if getattr(proto, "rotate_order", True) else ready)
         for oi, entry in enumerate(order):

@@ -22,7 +22,7 @@ from harness.analysis import (
     parse_threshold,
     summarize_run,
 )
-from harness.analysis._compare import aggregate_measurements
+from harness.analysis import aggregate_measurements
 from harness.errors import ConfigError, ResultsError
 
 TIMES = (1000.0, 1010.0, 990.0)

@@ -126,7 +126,7 @@ def test_shape_text_names_what_a_ratio_is_meaningful_within():
 
 def test_burst_rows_aggregate_as_timed():
     from harness.analysis import BURST_STATUS
-    from harness.analysis._compare import aggregate_measurements
+    from harness.analysis import aggregate_measurements
 
     rows = [{**_meas("k", t, status=BURST_STATUS), "config_index": 0, "repeat": i, "launch_note": None}
             for i, t in enumerate((1000.0, 1010.0))]

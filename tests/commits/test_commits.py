@@ -121,3 +121,13 @@ def test_without_polars_the_revisions_are_compared_all_the_same(kernel_repo, qui
     (row,) = json.loads((tmp_path / "c.json").read_text())["tables"]["revisions"]
     assert row["design"] == "interleaved" and row["interval_method"] == "paired t" and row["repeats_a"] == 2
     assert "main (" in out and "vs one (" in out and "needs polars" not in out
+
+@pytest.mark.slow
+def test_two_revisions_of_one_commit_are_an_aa_check_that_never_fails(kernel_repo, quiet_cpu, tmp_path):
+    code, out = bench("commits", "--repo", str(kernel_repo), "--kernel", "example-attention", *SMALL, "--repeats", "2",
+                      "--results", str(tmp_path), "--fail-on-slowdown", "0.1%", "--json", str(tmp_path / "c.json"),
+                      "main", "main")
+    assert code == 0, out
+    assert "are the same commit" in out and "an A/A check of the noise, and no gate fails on it" in out
+    doc = json.loads((tmp_path / "c.json").read_text())
+    assert doc["verdict"]["verdict"] == "pass" and doc["verdict"]["same_code"]

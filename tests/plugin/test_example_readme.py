@@ -64,7 +64,7 @@ def test_readme_commands_run_as_written(tmp_path):
     assert "= sustained =" in pytest_out and "test_plain_function: " in pytest_out
     assert "Comparing against benchmarks from" in compared_out  # --benchmark-compare works unchanged
     # ... and the harness judges each test's repeats against the saved ones (A/A here: nothing slower)
-    assert "PASS: nothing slower beyond the 50 % (--sustained-compare-fail 50%) threshold (2 compared)" in compared_out
+    assert "PASS: nothing slower beyond the 100 % (--sustained-compare-fail 100%) threshold (2 compared)" in compared_out
     assert "test_example_attention" in compare_out and "test_plain_function" in compare_out
     for kernel in ("example_kernels/plain.py:attention", "example_kernels.plain:attention_bshd@bshd", "example-attention"):
         assert f"│ {kernel} " in sustained_out, sustained_out
