@@ -20,7 +20,7 @@ __all__ = ["HEADERS", "sustained_tables", "fmt"]
 HEADERS = {
     "input": "input",
     "kernel": "kernel",
-    "time_ms": "ms/launch",
+    "time_ms": "median ms",  # of the repeats; comparisons take geometric means and say "geomean"
     "time_range_pct": "range",
     "nvml_clock_mhz": "NVML MHz",  # the vendor SMI's clock of record (amdsmi: the slowest XCD)
     "inband_clock_mhz": "in-band MHz",
