@@ -61,12 +61,15 @@ def _inputs(args, device):
     from harness.capture import load_capture
     from harness.inputs import InputSpec, make_inputs
 
-    out = []
+    out, controls = [], set()
     for path in args.capture:
         x = _crop(load_capture(path, device=device), heads=args.heads, seq_len=args.seq_len, batch=args.batch)
         layer = path.rsplit("layer", 1)[-1].split(".")[0]
         out.append((f"L{layer}:captured", x))
         for c in args.control or ["gaussian:0.1"]:
+            if (x.shape, x.scale, c) in controls:  # the same control of another layer of this capture
+                continue
+            controls.add((x.shape, x.scale, c))
             spec = InputSpec(shape=x.shape, dtype="bfloat16", source=c, seed=0)
             y = make_inputs(spec, device=device)
             out.append((f"L{layer}:{c}", dataclasses.replace(y, scale=x.scale)))

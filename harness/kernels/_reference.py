@@ -47,7 +47,8 @@ class Numerics:
         or "row" (one scale per row: o = 0).
     p_rel_error: the bound on one stored P's relative error in the normal range (2^-4 for exact rounding,
         0.075 for lean P).
-    mma_rel_error: relative error of one key block's MMA accumulation (0 for exact fp32 products).
+    mma_rel_error: relative error of one MMA's accumulation, of the sum of the absolute products (0 for exact
+        fp32 products): the QK scores (so each P) and the PV products of each key block.
     acc_in_mma: the running PV accumulator is the MMA's C operand (it passes through that accumulation
         once per key block); row_sum_mma: the row sum of P is formed by an MMA with a tile of ones.
     out_rounding: unit roundoff of the output format (2^-8 for bf16 out).
@@ -201,7 +202,14 @@ def emulate_declared(numerics: Numerics, q, k, v, *, scale: float, causal: bool,
             continue
         # Two roundings of one key (the kernel's, at its own reference max, and this one) differ by at
         # most 2 w; a kernel whose block offset is one binade smaller has twice the floor, hence 2 floor.
-        w = torch.where(torch.isneginf(t), torch.zeros_like(t), u * p_exact + 2 * floor * torch.exp2(-e))
+        rel = u
+        if numerics.mma_rel_error:
+            # The QK MMA's accumulation moves a base-2 score by up to mma sum_i |q_i k_i| c, so p by ln 2 times that.
+            g = q.shape[1] // k.shape[1]
+            qk_abs = torch.matmul(q[:, h, r0:r1].to(torch.float64).abs(),
+                                  k[:, h // g, : t.shape[-1]].to(torch.float64).abs().transpose(-1, -2))
+            rel = u + math.log(2.0) * numerics.mma_rel_error * scale * math.log2(math.e) * qk_abs
+        w = torch.where(torch.isneginf(t), torch.zeros_like(t), rel * p_exact + 2 * floor * torch.exp2(-e))
         v2 = vb * vb
         # sum_j a_j (v_j - o)^2 = a @ v^2 - 2 o (a @ v) + o^2 sum a, in fp64 (no cancellation that matters:
         # the terms are of the size of v^2, 52 bits against the 8 that rounding P leaves)
