@@ -39,10 +39,13 @@ from harness.analysis._explain import (
     t_quantile,
 )
 from harness.analysis._sentences import comparison_sentence, input_row_sentence, input_sentences
+from harness.analysis._model_error import P_TAIL, model_error_summary
 from harness.analysis._stats import bootstrap_ci, cv, mean, median, value_range
 from harness.analysis._window import POWER_REASONS, THERMAL_REASONS, chunk_clock, samples_in, summarize_window
 
 __all__ = [
+    "P_TAIL",
+    "model_error_summary",
     "GpuFigure",
     "GpuSpread",
     "gpu_spread",

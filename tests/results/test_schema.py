@@ -43,6 +43,7 @@ def test_column_types():
     assert m.field("kernel").type == pa.string()
     assert table_schema("samples").field("chiplet_clocks_mhz").type == pa.list_(pa.float64())
     assert _arrow_type("list<int64>") == pa.list_(pa.int64())
+    assert _arrow_type("list<float32>") == pa.list_(pa.float32())
     with pytest.raises(KeyError):
         _arrow_type("float16")
     assert {"window_start_ns", "energy_per_launch_j", "slowest_chiplet_share"} <= set(m.names)
@@ -91,7 +92,7 @@ def test_v3_measurements_gain_null_declared_gate_columns_and_other_tables_pass_t
 
 def test_model_error_columns_keep_every_token():
     m = table_schema("model_error")
-    assert m.field("kl_nats").type == pa.list_(pa.float64()) and m.field("top1_match").type == pa.list_(pa.bool_())
+    assert m.field("kl_nats").type == pa.list_(pa.float32()) and m.field("top1_match").type == pa.list_(pa.bool_())
     assert m.field("layer").type == pa.int32() and {"kl_mean_nats", "kl_max_nats", "top1_agreement"} <= set(m.names)
 
 
