@@ -31,8 +31,10 @@ def figures(rows):
     out = {}
     for key, rs in by.items():
         clock = [r["inband_clock_mhz"] or r["sm_clock_mhz"] for r in rs]
-        out[key] = {"time_ns": statistics.median(r["time_ns"] for r in rs), "clock_mhz": statistics.median(clock),
-                    "cycles": statistics.median(r["time_ns"] * c * 1e-3 for r, c in zip(rs, clock)),
+        known = None not in clock  # a CPU run has no clock: times only
+        out[key] = {"time_ns": statistics.median(r["time_ns"] for r in rs),
+                    "clock_mhz": statistics.median(clock) if known else None,
+                    "cycles": statistics.median(r["time_ns"] * c * 1e-3 for r, c in zip(rs, clock)) if known else None,
                     "repeats": len(rs), "status": "timed", "gate_max_ratio": rs[0].get("gate_max_ratio"),
                     "gate_snr_db": rs[0].get("gate_snr_db")}
     for key, (st, err) in status.items():
@@ -61,11 +63,14 @@ def main(argv=None) -> int:
                 print(f"  {k:28} {f['status']}: {f.get('error', '')}")
                 continue
             ratio = "-" if f["gate_max_ratio"] is None else f"{f['gate_max_ratio']:.3g}"
-            line = (f"  {k:28} {f['time_ns'] / 1e6:8.4f} ms  {f['clock_mhz']:6.0f} MHz in-band  {f['cycles'] / 1e6:7.3f} "
-                    f"Mcycles  ({f['repeats']} repeats; gate max/allowance {ratio})")
+            clocked = f["clock_mhz"] is not None
+            line = (f"  {k:28} {f['time_ns'] / 1e6:8.4f} ms  "
+                    + (f"{f['clock_mhz']:6.0f} MHz in-band  {f['cycles'] / 1e6:7.3f} Mcycles  " if clocked else "no clock  ")
+                    + f"({f['repeats']} repeats; gate max/allowance {ratio})")
             if base.get("status") == "timed" and k != args.baseline:
-                line += (f"  time x{f['time_ns'] / base['time_ns']:.3f} = cycles x{f['cycles'] / base['cycles']:.3f}"
-                         f" x clock x{base['clock_mhz'] / f['clock_mhz']:.3f}")
+                line += f"  time x{f['time_ns'] / base['time_ns']:.3f}"
+                if clocked and base["clock_mhz"] is not None:
+                    line += f" = cycles x{f['cycles'] / base['cycles']:.3f} x clock x{base['clock_mhz'] / f['clock_mhz']:.3f}"
             print(line)
     captured = [i for i in inputs if i.endswith(":captured")]
     for cap in captured:
@@ -74,8 +79,9 @@ def main(argv=None) -> int:
             for k in kernels:
                 a, b = fig.get((k, control), {}), fig.get((k, cap), {})
                 if a.get("status") == "timed" and b.get("status") == "timed":
-                    print(f"  {k:28} time x{b['time_ns'] / a['time_ns']:.4f} = cycles x{b['cycles'] / a['cycles']:.4f}"
-                          f" x clock x{a['clock_mhz'] / b['clock_mhz']:.4f}")
+                    split = (f" = cycles x{b['cycles'] / a['cycles']:.4f} x clock x{a['clock_mhz'] / b['clock_mhz']:.4f}"
+                             if a["clock_mhz"] is not None and b["clock_mhz"] is not None else " (no clock)")
+                    print(f"  {k:28} time x{b['time_ns'] / a['time_ns']:.4f}{split}")
                 elif b.get("status") not in (None, "timed"):
                     print(f"  {k:28} not timed on the captured layer: {b['status']}")
     return 0
