@@ -30,8 +30,14 @@ pytest-benchmark options that time its own loop (--benchmark-min-time, -max-time
 -warmup, -disable-gc, -calibration-precision, -cprofile...) do not apply to the sustained protocol; when
 given, a warning says they are ignored and which `--sustained-*` option to use instead.
 
+Comparisons: pytest-benchmark's `--benchmark-compare-fail` judges the chunk statistics, whose values share a
+window's clock and are not independent. `--sustained-compare-fail=PCT` (with `--benchmark-compare`) judges each
+test with the harness's own interval procedure instead (a t interval on log time per repeat, the repeats being
+stored in `extra_info["repeats"]`), prints one sentence per test in the "sustained" section, and makes the
+session exit 1 when a test is `slower` beyond PCT, as `bench compare --fail-on-slowdown` would.
+
 Options: --sustained-device, --sustained-quick, --sustained-telemetry, --sustained-results,
---sustained-repeats, --sustained-window-s, --sustained-no-gate, --sustained-allow-busy.
+--sustained-repeats, --sustained-window-s, --sustained-no-gate, --sustained-allow-busy, --sustained-compare-fail.
 Importing this module imports pytest only; torch and the harness load when a test uses the fixture.
 """
 
@@ -44,7 +50,8 @@ from pathlib import Path
 
 import pytest
 
-__all__ = ["SustainedResult", "sustained", "pytest_addoption", "pytest_terminal_summary", "STATS_NOTE",
+__all__ = ["SustainedResult", "sustained", "pytest_addoption", "pytest_terminal_summary", "pytest_sessionfinish",
+           "compare_with_saved", "STATS_NOTE",
            "IGNORED_BENCHMARK_OPTIONS", "RESULTS_DEFAULT", "PYTEST_BENCHMARK_RANGE", "IgnoredOptionWarning"]
 
 STATS_NOTE = ("rounds are the timed windows' chunks of every repeat; each value is the device time per launch over "
@@ -53,6 +60,9 @@ _given = itertools.count()
 _DEVICES = pytest.StashKey[set]()  # GPU models the fixture measured on in this session
 _LINES = pytest.StashKey[list]()  # (nodeid, extra_info) of every sustained test, for the terminal summary
 _WARNED = pytest.StashKey[bool]()
+_VERDICTS = pytest.StashKey[list]()  # (sentence lines, gate line) of --sustained-compare-fail
+_REPEAT_FIELDS = ("repeat", "status", "time_ns", "inband_clock_mhz", "sm_clock_mhz", "power_w", "power_limited_frac",
+                  "thermal_limited_frac", "reason_names")
 RESULTS_DEFAULT = ".bench-results"
 PYTEST_BENCHMARK_RANGE = (">=5.2", "<5.3")  # keep in step with pyproject.toml: the private API used is checked there
 IGNORED_BENCHMARK_OPTIONS = {
@@ -87,6 +97,9 @@ def pytest_addoption(parser) -> None:
     group.addoption("--sustained-no-gate", action="store_true", help="skip the correctness gate before timing")
     group.addoption("--sustained-allow-busy", action="store_true", help="time even if other processes use the GPU "
                     "(recorded)")
+    group.addoption("--sustained-compare-fail", default=None, metavar="PCT",
+                    help="with --benchmark-compare: exit 1 when a test is slower than the saved one beyond PCT (e.g. "
+                         "2%), judged on its repeats by the harness's interval (not pytest-benchmark's chunk stats)")
 
 
 def _device(config) -> str:
@@ -169,7 +182,7 @@ def _window_chunk_times(run_dir: Path, ids: set[str]) -> list[float]:
 
 def _extra_info(rows: list[dict], info: dict, spec, kernel, run_dir: Path, protocol, quick: bool) -> dict:
     """The sustained figures pytest-benchmark has no field for: medians over repeats, plus provenance."""
-    from harness.analysis import limiter_label, median
+    from harness.analysis import limiter_label, median, run_caveats
 
     def med(key):
         return median([r.get(key) for r in rows])
@@ -189,7 +202,9 @@ def _extra_info(rows: list[dict], info: dict, spec, kernel, run_dir: Path, proto
         "limiter": limiter_label(rows, max_clock_mhz=info.get("max_sm_clock_mhz")),
         "power_limited_frac": med("power_limited_frac"), "settled_after_s": med("settled_after_s"),
         "unsettled_repeats": sum(r["status"] == "unsettled" for r in rows), "tflops": med("tflops"),
-        "stats_note": STATS_NOTE,
+        "stats_note": STATS_NOTE, "caveats": list(run_caveats(info)),
+        # What --sustained-compare-fail (and `bench compare`) judge: one row per repeat, in repeat order.
+        "repeats_rows": [{k: r.get(k) for k in _REPEAT_FIELDS} for r in sorted(rows, key=lambda r: r["repeat"])],
     }
 
 
@@ -320,6 +335,58 @@ def summary_line(nodeid: str, extra: dict) -> str:
             f"{extra.get('protocol')}, run {extra.get('harness_run_dir')}")
 
 
+def _saved_benchmarks(config) -> dict:
+    session = getattr(config, "_benchmarksession", None)
+    mapping = getattr(session, "compared_mapping", None) or {}
+    return {name: bench for benches in mapping.values() for name, bench in benches.items()}
+
+
+def compare_with_saved(lines: list, saved: dict, threshold_text: str) -> tuple[list[str], str, bool]:
+    """(one sentence per test, the gate's line, failed) of each test's repeats against the saved benchmark's,
+    by the harness's interval procedure (`harness.analysis.comparison_row`), at the threshold given."""
+    from harness.analysis import Comparison, comparison_row, row_sentence
+    from harness.report import gate_line
+    from harness.suite import verdict_rule
+
+    rule, threshold = verdict_rule(threshold_text, flag="--sustained-compare-fail")
+    rows, sentences = [], []
+    for nodeid, extra in lines:
+        old = (saved.get(nodeid) or {}).get("extra_info") or {}
+        if not old.get("repeats_rows"):
+            sentences.append(f"{nodeid}: not compared (the saved benchmark has no per-repeat rows: saved by an older "
+                             f"harness, or not by the sustained fixture)")
+            continue
+        row = comparison_row(kernel=extra.get("kernel") or nodeid, input_a=old.get("input") or "saved",
+                             input_b=extra.get("input") or "now", rows_a=old["repeats_rows"],
+                             rows_b=extra["repeats_rows"], rule=rule,
+                             caveats=tuple(dict.fromkeys((*old.get("caveats", ()), *extra.get("caveats", ())))))
+        rows.append(row)
+        sentences.append(f"{nodeid}: {row_sentence(row, threshold_source=rule.threshold_source)}")
+    cmp = Comparison(name_a="saved", name_b="now", rule=rule, rows=tuple(rows))
+    judged = [r for r in rows if r.verdict != "too few repeats"]
+    if not judged:  # a gate that judged nothing must not pass
+        why = ("no test had a saved benchmark with per-repeat rows" if not rows else
+               "no test had the 2 repeats a side a verdict needs (--sustained-repeats 2 or more, both sessions)")
+        return sentences, f"FAIL: nothing judged by --sustained-compare-fail: {why}", True
+    return sentences, gate_line(cmp, threshold=threshold), bool(cmp.slowdowns())
+
+
+def pytest_sessionfinish(session, exitstatus) -> None:
+    config = session.config
+    text = config.getoption("sustained_compare_fail", None)
+    lines = config.stash.get(_LINES, [])
+    if text is None or not lines:
+        return
+    if not config.getoption("benchmark_compare", None):
+        raise pytest.UsageError("--sustained-compare-fail needs --benchmark-compare (the saved benchmarks to judge "
+                                "this session's against).")
+    sentences, line, failed = compare_with_saved(lines, _saved_benchmarks(config), text)
+    config.stash[_VERDICTS] = [sentences, line]
+    if failed and session.exitstatus == 0:  # a slowdown (or nothing compared) fails the session, as a test would
+        session.exitstatus = 1
+
+
+@pytest.hookimpl(tryfirst=True)  # before pytest-benchmark's summary, which raises on its own regressions
 def pytest_terminal_summary(terminalreporter, exitstatus, config) -> None:
     lines = config.stash.get(_LINES, [])
     if not lines:
@@ -327,6 +394,12 @@ def pytest_terminal_summary(terminalreporter, exitstatus, config) -> None:
     terminalreporter.section("sustained")
     for nodeid, extra in lines:
         terminalreporter.write_line(summary_line(nodeid, extra))
+    verdicts = config.stash.get(_VERDICTS, None)
+    if verdicts:
+        sentences, line = verdicts
+        for sentence in sentences:
+            terminalreporter.write_line(sentence)
+        terminalreporter.write_line(line)
 
 
 def _device_name(config) -> str:

@@ -47,7 +47,13 @@ __all__ = [
     "FLOOR_KERNELS",
     "model_error_config",
     "model_error_kernels",
+    "verdict_rule",
+    "until_ci",
+    "MAX_REPEATS",
 ]
+
+# `bench commits`: the cap on interleaved repeats a revision gets while `--until-ci` narrows the interval.
+MAX_REPEATS = 10
 
 DEFAULT_INPUTS = ("gaussian:0.1", "gaussian:1")
 # A burst is the figure other tools print; one control is enough to set it beside a sustained run.
@@ -257,17 +263,21 @@ def input_specs(*, sources: Sequence[str] | None, shape: ShapeArgs, capture: Cap
 def sustained_protocol(*, quick: bool = False, repeats: int | None = None, window_s: float | None = None,
                        warmin_cap_s: float | None = None, idle_s: float | None = None, chunk_s: float | None = None,
                        sample_period_ms: float | None = None, probe: bool | None = None,
-                       launch_timeout_s: float | None = None) -> SustainedProtocol:
-    """The protocol's defaults (or `--quick`'s) with the options given on top; 0 and negatives refused by flag."""
+                       launch_timeout_s: float | None = None, until_ci: float | None = None,
+                       max_repeats: int | None = None) -> SustainedProtocol:
+    """The protocol's defaults (or `--quick`'s) with the options given on top; 0 and negatives refused by flag.
+    `until_ci` (a fraction) makes the repeats adaptive: `repeats` is the pilot, `max_repeats` (default
+    MAX_REPEATS) the cap."""
     checks = (("--repeats", repeats, False), ("--window-s", window_s, False), ("--warmin-cap-s", warmin_cap_s, False),
               ("--idle-s", idle_s, True), ("--chunk-s", chunk_s, False), ("--sample-period-ms", sample_period_ms, False),
-              ("--launch-timeout-s", launch_timeout_s, False))
+              ("--launch-timeout-s", launch_timeout_s, False), ("--max-repeats", max_repeats, False))
     for flag, value, zero_ok in checks:
         _positive(value, flag, allow_zero=zero_ok)
     overrides = {k: v for k, v in dict(
         repeats=repeats, window_s=window_s, warmin_cap_s=warmin_cap_s, idle_before_kernel_s=idle_s, chunk_s=chunk_s,
         sample_period_s=None if sample_period_ms is None else sample_period_ms / 1000, probe=probe,
-        launch_timeout_s=launch_timeout_s,
+        launch_timeout_s=launch_timeout_s, until_ci=until_ci,
+        max_repeats=(max_repeats or MAX_REPEATS) if until_ci is not None else max_repeats,
     ).items() if v is not None}
     return SustainedProtocol.quick(**overrides) if quick else SustainedProtocol(**overrides)
 
@@ -334,3 +344,34 @@ def model_error_config(*, model: str, device: str, shape: ShapeArgs, capture: Ca
         dtype=capture.capture_dtype, random_weights=capture.random_weights, results_root=Path(results),
         run_name=name, command=command,
     )
+def verdict_rule(fail_on_slowdown: str | None, *, flag: str = "--fail-on-slowdown", default: str | None = None):
+    """(the comparison's VerdictRule, the gate's threshold or None). The rule judges at the user's threshold where
+    one is given (so a 0.3 % gate is a 0.3 % gate), else at the analysis default, and names where it came from.
+    `default`: the command's own default gate (nightly's 2 %), used and named when the flag is absent."""
+    from harness.analysis import VerdictRule, parse_threshold
+
+    text, source = (fail_on_slowdown, f"{flag} {fail_on_slowdown}") if fail_on_slowdown is not None else (
+        (default, f"{flag} default {default}") if default is not None else (None, "default"))
+    if text is None:
+        return VerdictRule(), None
+    threshold = parse_threshold(text)
+    return VerdictRule().with_threshold(threshold, source=source), threshold
+
+
+def until_ci(text: str | None, *, rule, flag: str = "--until-ci") -> float | None:
+    """The target half-width of adaptive repeats: `off`, a percentage, or (None) the rule's threshold, the width
+    at which a change of the threshold's size is resolved."""
+    from harness.analysis import parse_threshold
+
+    if text is None:
+        return rule.threshold
+    if text.strip().lower() == "off":
+        return None
+    try:
+        value = parse_threshold(text)
+    except ConfigError:
+        raise ConfigError(f"{flag} {text!r} is not a percentage; write it like 0.25% (or off for a fixed "
+                          f"number of repeats).") from None
+    if not value > 0:
+        raise ConfigError(f"{flag} {text!r}: the target half-width must be above 0 (or off).")
+    return value

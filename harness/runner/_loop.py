@@ -69,6 +69,7 @@ class Session:
     clock: Callable[[], int]
     sleep: Callable[[float], None]
     watchdog: Watchdog
+    more_repeats: Callable[[int], bool] | None = None
 
 
 class Measurer(Protocol):
@@ -105,6 +106,9 @@ class RunHooks(TypedDict, total=False):
     sampler: Any  # a telemetry Sampler, not yet opened
     clock: Callable[[], int]
     sleep: Callable[[float], None]
+    # Adaptive repeats: after the protocol's repeats, asked before each further repeat (its index); True takes it.
+    # `bench commits` answers from the interleaved revisions' spread (Stein's two-stage rule).
+    more_repeats: Callable[[int], bool] | None
 
 
 def _rotate(items: list, k: int) -> list:
@@ -115,7 +119,7 @@ def _rotate(items: list, k: int) -> list:
 
 
 def run_loop(config, *, protocol, measurer: Measurer, open_writer, info_row, observer=None, registry=None,
-             device=None, sampler=None, clock=time.monotonic_ns, sleep=time.sleep) -> RunResult:
+             device=None, sampler=None, clock=time.monotonic_ns, sleep=time.sleep, more_repeats=None) -> RunResult:
     """Run `measurer` on every kernel x input x repeat of `config` and write the results.
 
     `open_writer(setup)` returns the writer (a new run directory or one appended to); `info_row(setup)`
@@ -147,7 +151,7 @@ def run_loop(config, *, protocol, measurer: Measurer, open_writer, info_row, obs
             thread.start()
             s = Session(config=config, protocol=protocol, kernels=setup.kernels, device=setup.device,
                         ident=setup.ident, thread=thread, writer=writer, result=result, obs=obs, clock=clock,
-                        sleep=sleep, watchdog=watchdog)
+                        sleep=sleep, watchdog=watchdog, more_repeats=more_repeats)
             measurer.start(s)
             for ci, spec in enumerate(config.inputs):
                 _run_config(s, measurer, ci, spec)
@@ -297,7 +301,11 @@ def _run_config(s: Session, m: Measurer, ci: int, spec) -> None:
             _record_untimed(s, base, kernel, mid=f"{p}{ci}-{kernel.name}-gate", status=status, error=error)
             continue
         ready.append((kernel, launch, armed, g))
-    for rep in range(proto.repeats):
+    rep = -1
+    while True:
+        rep += 1
+        if rep >= proto.repeats and not (ready and s.more_repeats is not None and s.more_repeats(rep)):
+            break
         order = list(_rotate(ready, rep) if getattr(proto, "rotate_order", True) else ready)
         for oi, entry in enumerate(order):
             kernel, launch, armed, g = entry
