@@ -237,8 +237,9 @@ def model_error(config: ModelErrorConfig, *, kernels: Sequence, floor, progress=
         register_attention()
         del model
         release_device(device)
-    except KeyboardInterrupt:
-        status, detail = "incomplete", "stopped by SIGINT (Ctrl-C); the documents finished are kept"
+    except KeyboardInterrupt as exc:  # Ctrl-C, or a stop signal the caller turned into RunStopped
+        name = getattr(exc, "signal_name", "SIGINT (Ctrl-C)")
+        status, detail = "incomplete", f"stopped by {name}; the {len(run.written_rows)} rows of finished documents are kept"
         raise
     except BaseException as exc:
         detail = f"{type(exc).__name__}: {exc}"

@@ -106,7 +106,9 @@ def _model_error(suite: dict, *, json_path, documents, floor, all_layers, result
         config = model_error_config(model=suite["capture"]["model"], device=src["device"], shape=shape_args(suite["shape"]),
                                     capture=capture_args(suite["capture"]), documents=documents, all_layers=all_layers,
                                     results=results, name=name, command=command_line())
-        with out.status("model error") as status:
+        from harness.runner import stop_signals
+
+        with stop_signals(), out.status("model error") as status:  # SIGTERM / SIGHUP end the run as Ctrl-C does
             result = model_error(config, kernels=kernels, floor=floor_kernel, progress=status.update)
         figures = model_error_summary(result.rows, resamples=resamples)
         title = (f"model error: {result.info.get('device_name')}, {config.documents} documents x {config.seq_len} tokens "

@@ -151,3 +151,25 @@ def test_the_reference_is_fp64_attention_in_every_layer(model_dirs):
     assert torch.equal(out, want)
     with pytest.raises(CaptureError, match="explicit mask"):
         att(module, q, k, v, torch.ones(1))
+
+
+def test_a_stop_keeps_the_finished_documents_and_says_so(model_dirs, text_file, tmp_path):
+    from harness.errors import RunStopped
+
+    calls = {"n": 0}
+
+    def prepare(x):
+        calls["n"] += 1
+        if calls["n"] > 4:  # past the first batch of documents: 3 layers of the every-layer scope, then layer 1
+            raise RunStopped(15)
+        return REG.get("sdpa-cpu").prepare(x)
+
+    stopper = dataclasses.replace(REG.get("sdpa-cpu"), name="stopper", prepare=prepare)
+    cfg = _config(model_dirs["llama"], text_file, tmp_path, documents=4, batch=2, layers=(1,))
+    with pytest.raises(RunStopped):
+        model_error(cfg, kernels=[], floor=stopper)
+    (run,) = (tmp_path / "results").iterdir()
+    info = read_rows(run, "runs")[0]
+    assert info["status"] == "incomplete" and "stopped by SIGTERM" in info["status_detail"]
+    rows = read_rows(run, "model_error")
+    assert {r["document"] for r in rows} == {0, 1} and f"the {len(rows)} rows" in info["status_detail"]
