@@ -26,7 +26,7 @@
 # The same script, every step, as a dry run on the CPU (Triton's interpreter, small shapes; Gluon has no
 # interpreter, so triton-fp8-lean-accmma stands in for gluon-fp8-lean-summma: the same lean P accumulated in
 # the MMA). It takes ~6 min here:
-#   DEVICE=cpu TRITON_INTERPRET=1 FP8="triton-fp8-exact triton-fp8-lean triton-fp8-lean-accmma" CAP_SEQ=256 \
+#   PYTHON=.venv/bin/python DEVICE=cpu TRITON_INTERPRET=1 FP8="triton-fp8-exact triton-fp8-lean triton-fp8-lean-accmma" CAP_SEQ=256 \
 #   CAP_WINDOWS=1 GATE_ARGS="--heads 1" DOCS=2 DOC_SEQ=64 ERROR_ARGS="--layer 3,15" SUSTAINED_ARGS="--quick" \
 #   OUT=out/fp8-dry bash benchmarks/h200/fp8_captured.sh
 #

@@ -26,7 +26,7 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass, field
 
-from harness.kernels._quant import lean_p_codes, quantize_p
+from harness.kernels._quant import lean_p_codes, quantize_p  # noqa: F401 - lean_p_codes: the module doctest
 
 __all__ = [
     "StageError",
