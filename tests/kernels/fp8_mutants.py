@@ -28,6 +28,7 @@ import triton.language as tl
 from harness.kernels import Kernel
 from kernels_under_test import _triton_common as tc
 from kernels_under_test import triton_fp8
+from kernels_under_test._triton_common import _stage
 
 __all__ = ["MUTANTS", "mutants", "mutant"]
 
@@ -38,9 +39,9 @@ def _stage_skip_first(acc, l_i, m_i, q_lo, q_hi, K, K2, V, k_base, v_base, strid
                       BLOCK_N: tl.constexpr, MASKED: tl.constexpr, CAUSAL: tl.constexpr, MODE: tl.constexpr,
                       TAU: tl.constexpr, SIGMA: tl.constexpr, BETA: tl.constexpr, RESCALE_BRANCH: tl.constexpr,
                       USE_TMA: tl.constexpr, V_T: tl.constexpr, PACK_P: tl.constexpr, PROTON: tl.constexpr):
-    return tc._stage(acc, l_i, m_i, q_lo, q_hi, K, K2, V, k_base, v_base, stride_kn, stride_vn, stride_vd, qk_scale,
-                     lo + BLOCK_N, hi, offs_m, S, DQK_LO, DQK_HI, DV, BLOCK_N, MASKED, CAUSAL, MODE, TAU, SIGMA,
-                     BETA, RESCALE_BRANCH, USE_TMA, V_T, PACK_P, PROTON)
+    return _stage(acc, l_i, m_i, q_lo, q_hi, K, K2, V, k_base, v_base, stride_kn, stride_vn, stride_vd, qk_scale,
+                  lo + BLOCK_N, hi, offs_m, S, DQK_LO, DQK_HI, DV, BLOCK_N, MASKED, CAUSAL, MODE, TAU, SIGMA,
+                  BETA, RESCALE_BRANCH, USE_TMA, V_T, PACK_P, PROTON)
 
 
 @triton.jit
@@ -49,9 +50,9 @@ def _stage_stop_early(acc, l_i, m_i, q_lo, q_hi, K, K2, V, k_base, v_base, strid
                       BLOCK_N: tl.constexpr, MASKED: tl.constexpr, CAUSAL: tl.constexpr, MODE: tl.constexpr,
                       TAU: tl.constexpr, SIGMA: tl.constexpr, BETA: tl.constexpr, RESCALE_BRANCH: tl.constexpr,
                       USE_TMA: tl.constexpr, V_T: tl.constexpr, PACK_P: tl.constexpr, PROTON: tl.constexpr):
-    return tc._stage(acc, l_i, m_i, q_lo, q_hi, K, K2, V, k_base, v_base, stride_kn, stride_vn, stride_vd, qk_scale,
-                     lo, hi - BLOCK_N, offs_m, S, DQK_LO, DQK_HI, DV, BLOCK_N, MASKED, CAUSAL, MODE, TAU, SIGMA,
-                     BETA, RESCALE_BRANCH, USE_TMA, V_T, PACK_P, PROTON)
+    return _stage(acc, l_i, m_i, q_lo, q_hi, K, K2, V, k_base, v_base, stride_kn, stride_vn, stride_vd, qk_scale,
+                  lo, hi - BLOCK_N, offs_m, S, DQK_LO, DQK_HI, DV, BLOCK_N, MASKED, CAUSAL, MODE, TAU, SIGMA,
+                  BETA, RESCALE_BRANCH, USE_TMA, V_T, PACK_P, PROTON)
 
 
 def _quantized_wrong(inputs, *, v_scale_up: int = 0, swap_keys: bool = False):
