@@ -328,14 +328,16 @@ def _constexprs(*, mode, causal, dqk, dv, config, tau, sigma, beta, use_tma, v_t
 
 
 def tma_possible(q, k, v, *, v_transposed: bool) -> bool:
-    """TMA needs contiguous K and V whose rows are 16-byte multiples (an fp8 V^T row is S bytes), sm_90+."""
+    """TMA needs contiguous, 16-byte aligned K and V whose rows are 16-byte multiples (an fp8 V^T row is S
+    bytes), sm_90+."""
     import torch
 
     if not (k.is_contiguous() and v.is_contiguous()):
         return False
     if q.is_cuda and (getattr(torch.version, "hip", None) or torch.cuda.get_device_capability(q.device) < (9, 0)):
         return False
-    return all(t.shape[-1] * t.element_size() % 16 == 0 for t in (k, v))
+    # and 16-byte aligned bases: a capture loaded on the CPU is a view into its file at any offset
+    return all(t.shape[-1] * t.element_size() % 16 == 0 and t.data_ptr() % 16 == 0 for t in (k, v))
 
 
 def _descriptors(k, v, *, bn, dqk_lo, dqk_hi, v_transposed):

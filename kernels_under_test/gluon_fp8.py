@@ -154,13 +154,13 @@ def prepare_lean(inputs, *, config: dict | None = None, proton: bool = False, ta
 triton_fp8._declare(
     "gluon-fp8-lean", prepare_lean, "lean",
     "Gluon FP8 e4m3 forward, lean P, async wgmma: QK(j) and PV(j-1) in flight while softmax(j) forms P",
-    into=registry, extra={"variant_of": "triton-fp8-lean", "o_cap": 24}, source=f"{__name__}:prepare_lean",
+    into=registry, extra={"variant_of": "triton-fp8-lean", "o_cap": 24, "acc_in_mma": True}, source=f"{__name__}:prepare_lean",
     head_dims=tuple(CONFIGS), devices=("cuda",), availability=availability,
 )
 triton_fp8._declare(
     "gluon-fp8-lean-summma", functools.partial(prepare_lean, table=SUMMMA_CONFIGS), "lean",
     "gluon-fp8-lean with the row sum of P by a wgmma against a tile of ones (no vector adds per score)",
-    into=registry, extra={"variant_of": "triton-fp8-lean", "o_cap": 24, "row_sum": "wgmma"},
+    into=registry, extra={"variant_of": "triton-fp8-lean", "o_cap": 24, "acc_in_mma": True, "row_sum": "wgmma"},
     source=f"{__name__}:prepare_lean", head_dims=tuple(SUMMMA_CONFIGS), devices=("cuda",), availability=availability,
 )
 

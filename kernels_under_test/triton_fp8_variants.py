@@ -85,5 +85,9 @@ def _prepare(inputs, *, p_mode: str, table: dict, over: dict, config: dict | Non
 
 for _name, (_mode, _base, _over, _text) in VARIANTS.items():
     _prep = functools.partial(_prepare, p_mode=_mode, table=_table(_base, _over), over=_over)
-    triton_fp8._declare(_name, _prep, _mode, _text, into=registry, extra={"variant_of": f"triton-fp8-{_mode}"},
+    # acc-in-mma: the running PV accumulator is the wgmma's C operand, so it passes through each block's MMA
+    # the pipelined and acc-in-mma loops cap a block's offset o at _triton_fp8_pipe.O_CAP (24)
+    _extra = {"variant_of": f"triton-fp8-{_mode}", "acc_in_mma": _over.get("loop") == "acc-in-mma",
+              **({"o_cap": 24} if _over.get("loop") in ("pipelined", "acc-in-mma") else {})}
+    triton_fp8._declare(_name, _prep, _mode, _text, into=registry, extra=_extra,
                         source=f"{__name__}:_prepare", head_dims=tuple(_base))

@@ -39,11 +39,12 @@ from harness.capture._load import (
     load_capture,
     source_loader,
 )
+from harness.capture._model_error import SUFFIX_MODEL_TYPES, ModelErrorConfig, ModelErrorResult, model_error
 from harness.capture._models import DEFAULT_MODEL, GPU_WINDOWS, MODELS, ModelSpec, miniature, resolve_model
 from harness.capture._progress import capture_progress
 from harness.capture._suite import MainJob, default_layers, main_job_defaults, model_input_specs
 from harness.capture._recompute import LayerStats
-from harness.capture._text import TEXT_SOURCES, load_text
+from harness.capture._text import TEXT_SOURCES, document_windows, documents, load_text
 from harness.capture._weights import ResolvedWeights, resolve_weights
 
 __all__ = [
@@ -90,4 +91,10 @@ __all__ = [
     "resolve_model",
     "resolve_weights",
     "load_text",
+    "documents",
+    "document_windows",
+    "ModelErrorConfig",
+    "ModelErrorResult",
+    "SUFFIX_MODEL_TYPES",
+    "model_error",
 ]

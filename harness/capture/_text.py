@@ -11,7 +11,8 @@ from typing import Any
 
 from harness.errors import CaptureError
 
-__all__ = ["TextSource", "TEXT_SOURCES", "load_text", "text_name", "token_windows", "byte_windows"]
+__all__ = ["TextSource", "TEXT_SOURCES", "load_text", "text_name", "token_windows", "byte_windows", "documents",
+           "document_windows"]
 
 TEXT_SOURCES = {
     "pydoc": "CPython's own documentation text (pydoc_data.topics, joined); needs no download",
@@ -145,5 +146,72 @@ def byte_windows(source: TextSource, *, seq_len: int, batch: int = 1):
         "token_ranges": [[b * seq_len, (b + 1) * seq_len] for b in range(batch)],
         "tokenizer": "none (random weights): token ids are the text's UTF-8 bytes",
         "note": "token_ranges index the text's UTF-8 bytes; each window is that range",
+    }
+    return torch.tensor(rows, dtype=torch.long), provenance
+
+
+_WIKI_TITLE = re.compile(r"^ = ([^=].*?) = *$", flags=re.M)
+
+
+def documents(source: TextSource) -> list[tuple[str, str]]:
+    """(title, text) of each document of a text, in order: pydoc's topics (sorted by name, as `load_text`
+    joins them), WikiText-2's articles (each from its ` = Title = ` line to the next one), or for any other
+    file the whole text as one document (its windows are then consecutive parts of it)."""
+    if source.name == "pydoc":
+        from pydoc_data.topics import topics
+
+        return [(k, topics[k]) for k in sorted(topics)]
+    if source.name == "wikitext2":
+        heads = list(_WIKI_TITLE.finditer(source.text))
+        return [(m.group(1), source.text[m.start(): heads[i + 1].start() if i + 1 < len(heads) else len(source.text)])
+                for i, m in enumerate(heads)]
+    return [(source.name, source.text)]
+
+
+def document_windows(tokenizer, source: TextSource, *, seq_len: int, count: int):
+    """The first `seq_len` tokens (the tokenizer's leading special tokens, then the document's) of each of the
+    first `count` documents that hold that many, one document per row, so a bootstrap over rows resamples
+    documents. A text of one document (any file but pydoc and WikiText-2) gives consecutive windows of it.
+    With `tokenizer` None the ids are UTF-8 bytes (random weights). Returns (ids [count, seq_len], provenance).
+    """
+    import torch
+
+    if tokenizer is None:
+        prefix, encode = [], (lambda text: list(text.encode("utf-8")))
+    else:
+        with_special = tokenizer("x", add_special_tokens=True)["input_ids"]
+        without = tokenizer("x", add_special_tokens=False)["input_ids"]
+        prefix = list(with_special[: len(with_special) - len(without)]) if with_special[-len(without):] == without else []
+
+        def encode(text):
+            return tokenizer(text, add_special_tokens=False, verbose=False)["input_ids"]
+
+    per = seq_len - len(prefix)
+    docs = documents(source)
+    rows, picked, skipped = [], [], 0
+    for index, (title, text) in enumerate(docs):
+        if per <= 0 or len(rows) == count:
+            break
+        ids = encode(text)
+        windows = [ids[i: i + per] for i in range(0, len(ids) - per + 1, per)] if len(docs) == 1 else [ids[:per]]
+        for w in windows:
+            if len(w) == per and len(rows) < count:
+                rows.append(prefix + w)
+                picked.append({"index": index, "title": title, "tokens": len(ids)})
+        skipped += len(ids) < per
+    if len(rows) < count:
+        raise CaptureError(
+            f"The text {source.name!r} ({source.origin}) has {len(rows)} document(s) of at least {per} tokens "
+            f"(--seq-len {seq_len}) for this tokenizer, but --documents {count} asks for {count}. Use a shorter "
+            f"--seq-len, fewer --documents, or a longer text (--text wikitext2:PATH or --text FILE)."
+        )
+    provenance = {
+        **source.provenance(),
+        "documents": picked,
+        "documents_in_text": len(docs),
+        "documents_too_short": skipped,
+        "special_prefix": prefix,
+        "unit": "documents" if len(docs) > 1 else "consecutive windows of one text",
+        "tokenizer": "none (random weights): token ids are the text's UTF-8 bytes" if tokenizer is None else "the model's",
     }
     return torch.tensor(rows, dtype=torch.long), provenance

@@ -1,5 +1,7 @@
 """`bench error` and `bench repro`: parse, build the suite through `harness.suite`, call the kernels'
-surveys (`harness.kernels.error_survey` / `repro_survey`), render.
+surveys (`harness.kernels.error_survey` / `repro_survey`), render. `bench error --model M` runs the model
+itself with its attention replaced by each kernel (`harness.capture.model_error`, stored as a run) and
+prints the KL divergence of its next-token distribution (`harness.analysis.model_error_summary`).
 
 A kernel that fails on one input gets a red row, its message is printed under the table, and the other
 kernels and inputs go on; once everything is printed (and `--json` written, failed rows included with
@@ -14,7 +16,9 @@ from typing import List, Optional
 
 import typer
 
-from harness.cli.common_args import CAPTURE, SHAPE, SOURCES, console, fail, split_list, suite_inputs, with_options
+from harness.cli.common_args import (CAPTURE, SHAPE, SOURCES, command_line, console, fail, shape_args, split_list,
+                                     stopped, suite_inputs, with_options)
+from harness.suite import RESULTS_ROOT
 
 __all__ = ["error", "repro"]
 
@@ -28,15 +32,41 @@ _ERROR_NOTE = (
 
 
 @with_options(sources=SOURCES, shape=SHAPE, capture=CAPTURE)
-def error(sources: dict, shape: dict, capture: dict, json_path: Optional[Path] = _JSON) -> None:
-    """Error of one call of each kernel vs fp64 attention; for FP8 kernels by stage (input, P, kernel)."""
+def error(
+    sources: dict,
+    shape: dict,
+    capture: dict,
+    json_path: Optional[Path] = _JSON,
+    per_call: bool = typer.Option(False, "--per-call", help="with --model: the error of one attention call on the "
+                                                             "model's captured layers, not the model-level KL"),
+    documents: Optional[int] = typer.Option(None, help="--model: documents of --text, one window each (default 24 "
+                                                       "on a GPU, 4 on the CPU)"),
+    floor: Optional[str] = typer.Option(None, help="--model: the second correct BF16 kernel, the noise floor "
+                                                   "(default sdpa-cudnn on CUDA, sdpa-cpu on the CPU)"),
+    all_layers: bool = typer.Option(True, "--all-layers/--no-all-layers", help="--model: also the kernel in every "
+                                                                               "layer at once (default on)"),
+    results: Path = typer.Option(RESULTS_ROOT, help="--model: results root directory"),
+    name: Optional[str] = typer.Option(None, help="--model: a name for the run id"),
+    resamples: int = typer.Option(1000, min=100, help="--model: bootstrap resamples over documents"),
+) -> None:
+    """Error of one call of each kernel vs fp64 attention (FP8: by stage, input / P / kernel); with --model, the
+    model run with its attention replaced by each kernel: KL of its next-token distribution vs fp64 attention."""
     suite = dict(sources=sources, shape=shape, capture=capture)
-    from harness.errors import HarnessError
+    from harness.errors import ConfigError, HarnessError
     from harness.kernels import error_survey
 
+    if capture["model"] and not per_call:
+        model_only = dict(documents=documents, floor=floor, all_layers=all_layers, results=results, name=name,
+                          resamples=resamples)
+        return _model_error(suite, json_path=json_path, **model_only)
     out = console()
     rows = []
     try:
+        given = [f for f, v in (("--documents", documents), ("--floor", floor), ("--name", name),
+                                ("--no-all-layers", not all_layers)) if v]
+        if given:
+            raise ConfigError(f"{', '.join(given)} belong(s) to the model-level error: add --model NAME (without "
+                              f"--per-call), or drop {', '.join(given)}.")
         _check_writable(json_path)
         setup = _setup(out, suite)
         for spec, table_rows in error_survey(setup, status=out.status):
@@ -48,6 +78,51 @@ def error(sources: dict, shape: dict, capture: dict, json_path: Optional[Path] =
         fail(exc)
     out.print(_ERROR_NOTE, style="dim", highlight=False)
     _finish(out, json_path, rows, what="kernel x input pair(s)")
+
+
+def _model_error(suite: dict, *, json_path, documents, floor, all_layers, results, name, resamples) -> None:
+    """`bench error --model`: the run, then its figures (bootstrap over documents), one table."""
+    from harness.analysis import model_error_summary
+    from harness.capture import model_error
+    from harness.cli.common_args import capture_args
+    from harness.errors import HarnessError
+    from harness.kernels import resolve_kernels
+    from harness.report import MODEL_ERROR_NOTE, model_error_table
+    from harness.suite import model_error_config, model_error_kernels
+
+    out = console()
+    src = suite["sources"]
+    try:
+        if src["input_"]:
+            from harness.errors import ConfigError
+
+            raise ConfigError("--input names synthetic inputs, but `bench error --model` runs the model over its "
+                              "documents. Drop --input.")
+        _check_writable(json_path)
+        names, floor_name = model_error_kernels(src["kernel"], device=src["device"], floor=floor, layout=src["layout"],
+                                                gqa=src["gqa"])
+        kernels = resolve_kernels(names)
+        (floor_kernel,) = resolve_kernels([floor_name])
+        config = model_error_config(model=suite["capture"]["model"], device=src["device"], shape=shape_args(suite["shape"]),
+                                    capture=capture_args(suite["capture"]), documents=documents, all_layers=all_layers,
+                                    results=results, name=name, command=command_line())
+        from harness.runner import stop_signals
+
+        with stop_signals(), out.status("model error") as status:  # SIGTERM / SIGHUP end the run as Ctrl-C does
+            result = model_error(config, kernels=kernels, floor=floor_kernel, progress=status.update)
+        figures = model_error_summary(result.rows, resamples=resamples)
+        title = (f"model error: {result.info.get('device_name')}, {config.documents} documents x {config.seq_len} tokens "
+                 f"of {config.text}, vs the model with fp64 attention (floor: {floor_kernel.name})")
+        out.print(model_error_table(figures, title=title, caption="").to_rich())
+        _write_json(json_path, figures)
+    except KeyboardInterrupt as exc:
+        raise typer.Exit(stopped(out, exc))
+    except HarnessError as exc:
+        fail(exc)
+    out.print(MODEL_ERROR_NOTE, style="dim", highlight=False, markup=False)
+    out.print(f"run: {result.path}", highlight=False)
+    if json_path is not None:
+        out.print(f"figures: {json_path}", highlight=False)
 
 
 @with_options(sources=SOURCES, shape=SHAPE, capture=CAPTURE)

@@ -33,11 +33,13 @@ from harness.kernels._callable import (
     with_options,
 )
 from harness.kernels._error import ErrorReport, attention_error, kernel_reference_inputs
-from harness.kernels._gate import GateResult, GateTolerance, gate, gate_tolerance
+from harness.kernels._gate import (GateResult, GateTolerance, compare_declared, declared_tolerance, gate, gate_columns,
+                                   gate_tolerance)
 from harness.kernels._kernel import Kernel, Launch
-from harness.kernels._reference import reference_attention
+from harness.kernels._reference import (MMA_REL_ERROR, Emulation, Numerics, declared_numerics, emulate_declared,
+                                        reference_attention)
 from harness.kernels._quant import E4M3_MAX, dequantize, pow2_scale, quantize_e4m3_pow2
-from harness.kernels._registry import KernelRegistry, default_registry
+from harness.kernels._registry import KernelRegistry, default_registry, kernel_provenance
 from harness.kernels._repro import INTERFERERS, ReproReport, reproducibility
 from harness.kernels._survey import (
     ERROR_STAGES,
@@ -81,9 +83,18 @@ __all__ = [
     "Launch",
     "KernelRegistry",
     "default_registry",
+    "kernel_provenance",
     "GateResult",
     "GateTolerance",
     "gate",
     "gate_tolerance",
     "reference_attention",
+    "MMA_REL_ERROR",
+    "Emulation",
+    "Numerics",
+    "declared_numerics",
+    "emulate_declared",
+    "compare_declared",
+    "declared_tolerance",
+    "gate_columns",
 ]

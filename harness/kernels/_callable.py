@@ -89,20 +89,30 @@ def convention(*, layout: str | None = None, gqa: str | None = None, causal: boo
 
 
 def fp8_inputs(*, quant: str = "e4m3-pow2", quantized_by: str = "callable", p_mode: str | None = None,
-               p_rel_error: float | None = None):
+               p_rel_error: float | None = None, **numerics):
     """Decorator that records an FP8 function's input quantization (as the bundled FP8 kernels declare it).
 
     `quant`: "e4m3-pow2" (e4m3, one power-of-two scale per tensor, `harness.kernels.quantize_e4m3_pow2`).
     `quantized_by`: "callable" (it gets bf16 q, k, v and quantizes them itself, inside the timed call) or
     "harness" (it gets e4m3 tensors and `q_descale`, `k_descale`, `v_descale` floats, quantized untimed).
-    `p_mode`/`p_rel_error`: how P is rounded for the PV product, for `bench error` and the gate.
+    `p_mode`/`p_rel_error`: how P is rounded for the PV product, for `bench error` and the gate; with a
+    p_mode of "exact" or "lean" the gate judges the function by these numerics, and `numerics` may name the
+    rest of them (`p_scale` "block" or "row", `p_block`, `sigma`, `beta`, `mma_rel_error`; see
+    `harness.kernels.Numerics`).
     """
+    unknown = sorted(set(numerics) - _NUMERICS)
+    if unknown:
+        raise ConfigError(f"fp8_inputs({', '.join(unknown)}=...): not a declared numeric; the gate reads "
+                          f"{', '.join(sorted(_NUMERICS))} (harness.kernels.Numerics).")
     if quant != "e4m3-pow2":
         raise ConfigError(f"fp8_inputs(quant={quant!r}): the one quantization the harness knows is 'e4m3-pow2'.")
     if quantized_by not in ("callable", "harness"):
         raise ConfigError(f"fp8_inputs(quantized_by={quantized_by!r}): 'callable' or 'harness'.")
     return lambda fn: _record(fn, fp8={"quant": quant, "quantized_by": quantized_by, "p_mode": p_mode,
-                                       "p_rel_error": p_rel_error})
+                                       "p_rel_error": p_rel_error, **numerics})
+
+
+_NUMERICS = frozenset({"p_scale", "p_block", "sigma", "beta", "mma_rel_error"})
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -249,7 +259,7 @@ def adapt_callable(fn: Callable, *, name: str | None = None, options: dict | Non
                              "reads_inputs_at_launch": not copies}
     if fp8:
         extra["quant"] = fp8["quant"]
-        extra.update({k: fp8[k] for k in ("p_mode", "p_rel_error") if fp8.get(k) is not None})
+        extra.update({k: v for k, v in fp8.items() if k not in ("quant", "quantized_by") and v is not None})
     default_dtypes = {"bfloat16", "float16"} if fp8 else {"bfloat16", "float16", "float32", "float64"}
     doc = (getattr(fn, "__doc__", None) or "").strip().split("\n")[0]
     return Kernel(

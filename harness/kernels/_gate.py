@@ -1,3 +1,18 @@
+"""The correctness gate: every kernel x input is checked before it is timed (protocol.md "Correctness gate").
+
+Two ways to judge an output, chosen by what the kernel declares:
+
+- by format (BF16 kernels, and FP8 kernels that declare no P rounding): against fp64 attention on what the
+  kernel multiplies, max |diff| beyond the format's own rounding below the protocol's limit (bf16 2e-3,
+  fp8 0.03) and, for FP8, SNR >= 30 dB (`compare_outputs`);
+- by declared numerics (FP8 kernels that declare their P rounding, `harness.kernels._reference.Numerics`):
+  against the fp64 emulation of exactly those numerics, each element within a small multiple of what that
+  emulation's own rounding of P moves it by, the RMS difference within twice the RMS such rounding gives,
+  and SNR >= 30 dB against exact attention on the quantized inputs (`compare_declared`). A max |diff|
+  sized on Gaussian inputs cannot tell a correct FP8 kernel from a broken one on real layers, where an
+  attention sink carries half of a row's weight and its P's e4m3 rounding alone moves outputs by 0.09.
+"""
+
 from __future__ import annotations
 
 import math
@@ -6,7 +21,8 @@ from typing import Any, Callable
 
 from harness.errors import GateFailure
 
-__all__ = ["GateTolerance", "GateResult", "gate_tolerance", "compare_outputs", "gate"]
+__all__ = ["GateTolerance", "GateResult", "gate_tolerance", "declared_tolerance", "compare_outputs",
+           "compare_declared", "declared_allowance", "declared_rms", "gate", "gate_columns", "hoeffding_z"]
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -24,10 +40,40 @@ class GateTolerance:
     """
 
     name: str
-    max_abs: float
+    max_abs: float | None
     min_snr_db: float | None
     rounding: float
     p_rounding: float
+    # Judged by declared numerics (`declared_tolerance`): limits on |diff| / its allowance per element and
+    # on the RMS diff / the RMS the emulation's rounding gives; max_abs is then None.
+    max_ratio: float | None = None
+    rms_ratio: float | None = None
+
+
+# A correct kernel rounds each P at most p_rel_error off, as the emulation does, but at its own points
+# (its running row max): per key the two differ by at most twice the bound, and per element the sum of
+# such independent bounded terms stays within z times their root-sum-square (Hoeffding) but for a chance
+# of DECLARED_DELTA over the whole output.
+DECLARED_DELTA = 1e-6
+DECLARED_MAX_RATIO = 1.0
+DECLARED_RMS_RATIO = 2.0
+
+
+def declared_tolerance() -> GateTolerance:
+    """The limits of the gate by declared numerics: every element within its allowance (ratio < 1), the
+    RMS difference under twice the RMS of the emulation's rounding, SNR >= 30 dB against exact attention."""
+    return GateTolerance(name="fp8-declared", max_abs=None, min_snr_db=30.0, rounding=2.0**-8, p_rounding=2.0**-4,
+                         max_ratio=DECLARED_MAX_RATIO, rms_ratio=DECLARED_RMS_RATIO)
+
+
+def hoeffding_z(n: int, delta: float = DECLARED_DELTA) -> float:
+    """z with P(|a sum of independent terms within +-a_j| > z sqrt(sum a_j^2)) <= delta / n for each of n elements:
+    sqrt(2 ln(2 n / delta)); 7.3 for 1.5e5 elements, 7.9 for 1.4e7.
+
+    >>> round(hoeffding_z(10**7), 2)
+    7.83
+    """
+    return math.sqrt(2.0 * math.log(2.0 * max(n, 1) / delta))
 
 
 def gate_tolerance(kind: str) -> GateTolerance:
@@ -55,9 +101,22 @@ class GateResult:
     nonfinite: int
     tolerance: GateTolerance
     reason: str = ""
+    # By declared numerics: the largest |diff| / allowance over the elements, RMS diff / expected RMS, and
+    # what the output was compared with.
+    max_ratio: float | None = None
+    rms_ratio: float | None = None
+    reference: str = "fp64 attention on the kernel's inputs"
 
     def summary(self) -> str:
         snr = f"{self.snr_db:.1f}"  # -inf (a NaN or wrong-shape output) must not print as "inf"
+        if self.tolerance.max_ratio is not None:
+            return (
+                f"vs its declared numerics ({self.reference}): max |diff| / allowance {_g(self.max_ratio)} (limit "
+                f"{self.tolerance.max_ratio:g}), RMS diff / rounding's {_g(self.rms_ratio)} (limit "
+                f"{self.tolerance.rms_ratio:g}); vs exact fp64 on its quantized inputs: max |diff| "
+                f"{self.max_abs_diff:.3g}, rel. RMS error {self.rel_rms_error:.3g}, SNR {snr} dB, limit "
+                f"{self.tolerance.min_snr_db:g} dB" + (f", {self.nonfinite} non-finite values" if self.nonfinite else "")
+            )
         return (
             f"max |diff| {self.max_abs_diff:.3g} (beyond rounding {self.max_excess_diff:.3g}, limit "
             f"{self.tolerance.max_abs:g}), rel. RMS error {self.rel_rms_error:.3g}, SNR {snr} dB"
@@ -66,24 +125,32 @@ class GateResult:
         )
 
 
-def compare_outputs(out, ref, *, kernel: str, tolerance: GateTolerance, v_rms: float = 0.0) -> GateResult:
-    """Compare a kernel output with the fp64 reference (pure: no launches). `v_rms` is the RMS of v."""
+def _g(x) -> str:
+    return "n/a" if x is None else f"{x:.3g}"
+
+
+def _wrong_shape(out, ref, *, kernel: str, tolerance: GateTolerance) -> GateResult | None:
+    if tuple(out.shape) == tuple(ref.shape):
+        return None
+    return GateResult(
+        kernel=kernel, passed=False, max_abs_diff=math.inf, max_excess_diff=math.inf, rel_rms_error=math.inf,
+        snr_db=-math.inf, nonfinite=0, tolerance=tolerance,
+        max_ratio=math.inf if tolerance.max_ratio is not None else None,
+        rms_ratio=math.inf if tolerance.rms_ratio is not None else None,
+        reason=f"output shape {tuple(out.shape)} differs from the reference's {tuple(ref.shape)}",
+    )
+
+
+def _diff_and_snr(out, ref):
+    """(|out - ref| with non-finite outputs as inf, non-finite count, max |diff|, rel. RMS error, SNR dB)."""
     import torch
 
-    if tuple(out.shape) != tuple(ref.shape):
-        return GateResult(
-            kernel=kernel, passed=False, max_abs_diff=math.inf, max_excess_diff=math.inf, rel_rms_error=math.inf,
-            snr_db=-math.inf, nonfinite=0, tolerance=tolerance,
-            reason=f"output shape {tuple(out.shape)} differs from the reference's {tuple(ref.shape)}",
-        )
     o = out.to(torch.float64)
     nonfinite = int((~torch.isfinite(o)).sum())
     diff = (o - ref).abs()
     if nonfinite:
         diff = torch.where(torch.isfinite(diff), diff, torch.full_like(diff, math.inf))
     max_abs = float(diff.max()) if diff.numel() else 0.0
-    allowance = tolerance.rounding * ref.abs() + tolerance.p_rounding * v_rms
-    excess = float((diff - allowance).max()) if diff.numel() else 0.0
     rms_ref = float(ref.pow(2).mean().sqrt())
     rms_diff = float(diff.pow(2).mean().sqrt()) if not nonfinite else math.inf
     rel = rms_diff / rms_ref if rms_ref > 0 else (0.0 if rms_diff == 0 else math.inf)
@@ -93,6 +160,17 @@ def compare_outputs(out, ref, *, kernel: str, tolerance: GateTolerance, v_rms: f
         snr = 20 * math.log10(rms_ref / rms_diff)
     else:
         snr = -math.inf
+    return diff, nonfinite, max_abs, rel, snr
+
+
+def compare_outputs(out, ref, *, kernel: str, tolerance: GateTolerance, v_rms: float = 0.0) -> GateResult:
+    """Compare a kernel output with the fp64 reference (pure: no launches). `v_rms` is the RMS of v."""
+    bad = _wrong_shape(out, ref, kernel=kernel, tolerance=tolerance)
+    if bad is not None:
+        return bad
+    diff, nonfinite, max_abs, rel, snr = _diff_and_snr(out, ref)
+    allowance = tolerance.rounding * ref.abs() + tolerance.p_rounding * v_rms
+    excess = float((diff - allowance).max()) if diff.numel() else 0.0
     reasons = []
     if nonfinite:
         reasons.append(f"{nonfinite} NaN/Inf values in the output")
@@ -106,6 +184,82 @@ def compare_outputs(out, ref, *, kernel: str, tolerance: GateTolerance, v_rms: f
     )
 
 
+def compare_declared(out, em, *, kernel: str, tolerance: GateTolerance | None = None) -> GateResult:
+    """Compare a kernel output with the emulation of its declared numerics (`Emulation`; pure: no launches).
+
+    Per element e, D = out - em.out must stay within its allowance
+        2 min(z p_spread_e, p_bound_e) + out_rounding |em.out_e| + accumulation_e + 1e-6 rms(em.out)
+    (two roundings of a key's P, the kernel's and the emulation's, differ by at most twice the bound on one:
+    z = hoeffding_z(elements) times their root-sum-square bounds a sum of many, p_bound a sum of few);
+    rms(D) must stay within `rms_ratio` times sqrt(mean(4/6 p_spread^2 +
+    (out_rounding em.out)^2 / 3 + accumulation^2 / 3)), the RMS of D if every key were rounded at another
+    point (two roundings uniform within the bound differ with variance (2w)^2 / 6); and SNR against exact
+    attention on the quantized inputs (em.exact) must reach `min_snr_db`. The stored `max_excess_diff` is
+    max(|D| - allowance): < 0 when every element is within its allowance.
+    """
+    import torch
+
+    tolerance = tolerance or declared_tolerance()
+    bad = _wrong_shape(out, em.out, kernel=kernel, tolerance=tolerance)
+    if bad is not None:
+        return bad
+    _, nonfinite, max_abs, rel, snr = _diff_and_snr(out, em.exact)
+    d = (out.to(torch.float64) - em.out).abs()
+    if nonfinite:
+        d = torch.where(torch.isfinite(d), d, torch.full_like(d, math.inf))
+    if d.numel():
+        allowance = declared_allowance(em)
+        max_ratio = float((d / allowance.clamp_min(1e-300)).max())
+        excess = float((d - allowance).max())
+        expected = declared_rms(em)
+        rms_d = float(d.pow(2).mean().sqrt()) if not nonfinite else math.inf
+        rms_ratio = rms_d / expected if expected > 0 else (0.0 if rms_d == 0 else math.inf)
+    else:
+        max_ratio = excess = rms_ratio = 0.0
+    reasons = []
+    if nonfinite:
+        reasons.append(f"{nonfinite} NaN/Inf values in the output")
+    if not max_ratio < tolerance.max_ratio:
+        reasons.append(f"max |diff| from its declared numerics' emulation {max_ratio:.3g} x its allowance "
+                       f"(limit {tolerance.max_ratio:g})")
+    if not rms_ratio <= tolerance.rms_ratio:
+        reasons.append(f"RMS diff from the emulation {rms_ratio:.3g} x the RMS its rounding of P gives "
+                       f"(limit {tolerance.rms_ratio:g})")
+    if tolerance.min_snr_db is not None and not snr >= tolerance.min_snr_db:
+        reasons.append(f"SNR {snr:.1f} dB < {tolerance.min_snr_db:g} dB against exact attention on its quantized inputs")
+    return GateResult(
+        kernel=kernel, passed=not reasons, max_abs_diff=max_abs, max_excess_diff=excess, rel_rms_error=rel,
+        snr_db=snr, nonfinite=nonfinite, tolerance=tolerance, reason="; ".join(reasons), max_ratio=max_ratio,
+        rms_ratio=rms_ratio, reference=f"fp64 emulation: {em.numerics.describe()}",
+    )
+
+
+def declared_allowance(em):
+    """Per element, how far a correct kernel may be from the emulation `em` (see `compare_declared`)."""
+    import torch
+
+    n = em.out.numel()
+    rms_e = float(em.out.pow(2).mean().sqrt()) if n else 0.0
+    p_term = 2 * torch.minimum(hoeffding_z(n) * em.p_spread, em.p_bound)
+    return p_term + em.numerics.out_rounding * em.out.abs() + em.accumulation + 1e-6 * rms_e
+
+
+def declared_rms(em) -> float:
+    """The RMS of kernel - emulation if every key's P were rounded at another point (see `compare_declared`)."""
+    u = em.numerics.out_rounding
+    return float((4.0 / 6.0 * em.p_spread.pow(2) + (u * em.out).pow(2) / 3.0 + em.accumulation.pow(2) / 3.0)
+                 .mean().sqrt())
+
+
+def gate_columns(g: GateResult | None) -> dict:
+    """The gate's figures as the measurements table stores them (results schema v4)."""
+    if g is None:
+        return {"gate_max_abs_diff": None, "gate_snr_db": None, "gate_max_ratio": None, "gate_rms_ratio": None,
+                "gate_reference": None}
+    return {"gate_max_abs_diff": g.max_abs_diff, "gate_snr_db": g.snr_db, "gate_max_ratio": g.max_ratio,
+            "gate_rms_ratio": g.rms_ratio, "gate_reference": g.reference}
+
+
 def _sync(t) -> None:
     """Wait for the device work that produces `t` (a CUDA tensor) before it is read."""
     if getattr(t, "is_cuda", False):
@@ -116,7 +270,12 @@ def _sync(t) -> None:
 
 def gate(kernel, inputs, launch, *, reference=None, check_fresh: bool = True,
          sync: Callable[[Any], None] = _sync) -> GateResult:
-    """Check `launch()` against fp64 attention on `inputs`; raise `GateFailure` with the numbers if it fails.
+    """Check `launch()` against its reference on `inputs`; raise `GateFailure` with the numbers if it fails.
+
+    The reference: for an FP8 kernel that declares its numerics, their fp64 emulation on its quantized
+    inputs (`compare_declared`); otherwise fp64 attention on what the kernel multiplies, judged by format
+    (`compare_outputs`). `reference` may be given to save computing it again: an `Emulation` (judged by
+    declared numerics) or an fp64 tensor (judged by format).
 
     Beyond the comparison, two checks catch kernels that skip work: the returned output is poisoned
     with NaN and the launch repeated (a kernel returning a cached tensor keeps the NaNs), and, when the
@@ -125,24 +284,28 @@ def gate(kernel, inputs, launch, *, reference=None, check_fresh: bool = True,
     """
     import torch
 
-    from harness.kernels._error import kernel_reference_inputs
-    from harness.kernels._reference import reference_attention
+    from harness.kernels._reference import Emulation, declared_numerics
 
-    tol = gate_tolerance(kernel.tolerance or inputs.dtype)
-    # A P formula coarser than rounding (lean P: within 7.5 %) declares its bound; the gate allows that
-    # (a bound tighter than the format's rounding does not tighten the gate).
-    tol = replace(tol, p_rounding=max(tol.p_rounding, float(kernel.extra.get("p_rel_error", 0.0))))
-    v_rms = float(inputs.v.double().pow(2).mean().sqrt())
+    numerics = declared_numerics(kernel)
     if reference is None:
-        # The reference is attention on exactly what the kernel multiplies: for FP8 kernels the quantized
-        # inputs, so the gate judges the kernel, not the (declared, separately reported) input quantization.
-        q, k, v = kernel_reference_inputs(kernel, inputs)
-        reference = reference_attention(q, k, v, scale=inputs.scale, causal=inputs.shape.causal)
+        reference = _reference_for(kernel, inputs, numerics)
+    if isinstance(reference, Emulation):
+        def compare(out, ref):
+            return compare_declared(out, ref, kernel=kernel.name)
+    else:
+        tol = gate_tolerance(kernel.tolerance or inputs.dtype)
+        # A P formula coarser than rounding (lean P: within 7.5 %) declares its bound; the gate allows that
+        # (a bound tighter than the format's rounding does not tighten the gate).
+        tol = replace(tol, p_rounding=max(tol.p_rounding, float(kernel.extra.get("p_rel_error") or 0.0)))
+        v_rms = float(inputs.v.double().pow(2).mean().sqrt())
+
+        def compare(out, ref):
+            return compare_outputs(out, ref, kernel=kernel.name, tolerance=tol, v_rms=v_rms)
 
     def launch_and_compare(ref):
         out = launch()
         sync(out)
-        return out, compare_outputs(out, ref, kernel=kernel.name, tolerance=tol, v_rms=v_rms)
+        return out, compare(out, ref)
 
     out, result = launch_and_compare(reference)
     if not result.passed:
@@ -165,8 +328,7 @@ def gate(kernel, inputs, launch, *, reference=None, check_fresh: bool = True,
         saved = [t.clone() for t in (inputs.q, inputs.k, inputs.v)]
         try:
             inputs.refill(seed=(inputs.seed or 0) + 7919)
-            ref2 = reference_attention(inputs.q, inputs.k, inputs.v, scale=inputs.scale, causal=inputs.shape.causal)
-            _, moved = launch_and_compare(ref2)
+            _, moved = launch_and_compare(_reference_for(kernel, inputs, numerics))
         finally:
             for t, s in zip((inputs.q, inputs.k, inputs.v), saved):
                 t.copy_(s)
@@ -178,3 +340,16 @@ def gate(kernel, inputs, launch, *, reference=None, check_fresh: bool = True,
                 f"It is not timed."
             )
     return result
+
+
+def _reference_for(kernel, inputs, numerics):
+    """What the kernel is judged against on `inputs`: the emulation of its declared numerics, or fp64
+    attention on exactly what it multiplies (for FP8 kernels the quantized inputs, so the gate judges the
+    kernel, not the declared and separately reported input quantization)."""
+    from harness.kernels._error import kernel_reference_inputs
+    from harness.kernels._reference import emulate_declared, reference_attention
+
+    q, k, v = kernel_reference_inputs(kernel, inputs)
+    if numerics is not None:
+        return emulate_declared(numerics, q, k, v, scale=inputs.scale, causal=inputs.shape.causal)
+    return reference_attention(q, k, v, scale=inputs.scale, causal=inputs.shape.causal)

@@ -1,12 +1,14 @@
 from __future__ import annotations
 
+import importlib
+from pathlib import Path
 from typing import Callable, Iterable
 
 from harness.errors import KernelError, UnknownKernelError
 from harness.kernels._callable import CALLABLE_SIGNATURE, adapt_callable, load_target
 from harness.kernels._kernel import Kernel, Launch
 
-__all__ = ["KernelRegistry", "default_registry", "ENTRY_POINT_GROUP"]
+__all__ = ["KernelRegistry", "default_registry", "kernel_provenance", "ENTRY_POINT_GROUP"]
 
 ENTRY_POINT_GROUP = "harness.kernels"
 
@@ -159,3 +161,19 @@ def default_registry() -> KernelRegistry:
         _default = KernelRegistry()
         _default.load_plugins()
     return _default
+
+
+def kernel_provenance(kernels) -> dict:
+    """Per kernel: its factory, source file, and the git commit and dirty flag of the tree holding it."""
+    from harness.results import file_digest, git_state
+
+    out = {}
+    for k in kernels:
+        try:
+            file = Path(importlib.import_module(k.source.split(":")[0]).__file__).resolve()
+            commit, dirty = git_state(file)
+            out[k.name] = {"source": k.source, "file": str(file), "file_sha256": file_digest(file),
+                           "git_commit": commit, "git_dirty": dirty}
+        except Exception as exc:  # provenance is best effort; its absence is recorded, not fatal
+            out[k.name] = {"source": k.source, "error": str(exc)}
+    return out

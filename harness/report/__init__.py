@@ -35,11 +35,16 @@ from harness.report._markdown import (
     run_tables,
 )
 from harness.report._gpu_section import gpu_spread_tables
+from harness.report._model_error_section import MODEL_ERROR_NOTE, model_error_figure, model_error_sections, model_error_table
 from harness.report._saved import saved_comparison
 from harness.report._tables import HEADERS, fmt, sustained_tables
 from harness.report._trace_section import peaks_table, pipe_tables
 
 __all__ = [
+    "MODEL_ERROR_NOTE",
+    "model_error_figure",
+    "model_error_sections",
+    "model_error_table",
     "gpu_spread_tables",
     "peaks_table",
     "pipe_tables",

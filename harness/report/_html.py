@@ -113,8 +113,14 @@ def build_report(run, *, rule=None, figures: bool = True, kernel_pairs=()) -> Re
     figs = report_figures(view, summary) if figures else {}
     # Pipe counters, timelines and peaks live beside the run (bench trace / bench peaks), when they exist.
     extra = trace_sections(run, figures=figures)
+    from harness.report._model_error_section import model_error_sections
+
+    model = model_error_sections(run, figures=figures)  # `bench error --model` runs
+    extra = model + extra
     figs.update({f.key: f for sec in extra for f in sec.figures})
     sections = run_sections(summary, figures=figs)
+    if model and not summary.sustained and not summary.burst:  # a `bench error --model` run: no timing sections
+        sections = sections[-1:]
     sections[-1:-1] = extra  # before Provenance
     from harness.report._gpu_section import gpu_spread_section
 
@@ -122,8 +128,26 @@ def build_report(run, *, rule=None, figures: bool = True, kernel_pairs=()) -> Re
     if spread is not None:
         sections.insert(1, spread)
     _add_check_sections(run, summary, sections)
-    return Report(title=f"Run {summary.run_id}", header=report_header(summary), summary=summary, figures=figs,
-                  sections=sections)
+    header = report_header(summary)
+    if model and not summary.sustained:
+        header = _model_error_header(run)
+    return Report(title=f"Run {summary.run_id}", header=header, summary=summary, figures=figs, sections=sections)
+
+
+def _model_error_header(run) -> str:
+    """A `bench error --model` run times nothing: say what it measured instead."""
+    import json
+
+    info = run.info
+    cfg = json.loads(info.get("config_json") or "{}")
+    text = (f"{info.get('device_name')}: the model-level error of attention kernels in {cfg.get('model', '?')} "
+            f"(bench error --model), no timing.")
+    if cfg.get("random_weights"):
+        text += " WARNING: random weights: an architecture check, not the model's accuracy."
+    if info.get("status") != "complete":
+        text += (f" WARNING: the run is {info.get('status')!r}"
+                 + (f" ({info['status_detail']})" if info.get("status_detail") else "") + ": it may lack documents.")
+    return text
 
 
 def _add_check_sections(run, summary, sections: list[Section]) -> None:

@@ -6,7 +6,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from harness.errors import ResultsError
-from harness.results._schema import MIGRATIONS, SCHEMA_VERSION, TABLES, table_schema
+from harness.results._schema import MIGRATIONS, OPTIONAL_TABLES, SCHEMA_VERSION, TABLES, table_schema
 
 __all__ = ["Run", "part_files", "read_run", "read_run_rows", "read_rows", "read_table", "resolve_run"]
 
@@ -97,6 +97,11 @@ def _read_arrow(path: Path, table: str):
     return arrow.select(want.names).cast(want)
 
 
+def _never_written(run_dir: Path, table: str) -> bool:
+    """True for an optional table the run never wrote (no folder): it has no rows, whatever its version."""
+    return table in OPTIONAL_TABLES and not (run_dir / table).is_dir()
+
+
 def part_files(folder: Path) -> list[Path]:
     """The parts the store wrote in one table folder, in order. Anything else there (a copy such as
     `part-00000 (copy).parquet`, a stray file) is ignored with a ResultsWarning naming it: counting it
@@ -129,6 +134,8 @@ def read_table(run_dir: Path, table: str):
     run_dir = Path(run_dir)
     if table == "runs":
         files = [run_dir / "runs.parquet"]
+    elif _never_written(run_dir, table):
+        files = []
     else:
         folder = run_dir / table
         if not folder.is_dir():
@@ -180,6 +187,8 @@ def read_rows(run_dir: Path, table: str) -> list[dict]:
     run_dir = Path(run_dir)
     if table == "runs":
         files = [run_dir / "runs.parquet"]
+    elif _never_written(run_dir, table):
+        return []
     else:
         if not (run_dir / table).is_dir():
             raise ResultsError(f"Run directory {run_dir} has no {table}/ folder: it is not a complete run directory.")

@@ -2,7 +2,8 @@
 
 Tables: `runs` (one row: provenance and protocol), `measurements` (kernel x input x repeat),
 `chunks` (every warm-in and window chunk), `samples` (every telemetry sample), `probes` (in-band clock
-readings). The schema is declared once in Arrow types so the device machine, which has pyarrow but
+readings), `model_error` (`bench error --model`: one row per kernel x scope x document, every token's
+KL divergence and top-1 agreement kept). The schema is declared once in Arrow types so the device machine, which has pyarrow but
 not polars, writes exactly what the analysis side reads as polars frames (`polars_schema`).
 """
 
@@ -10,9 +11,9 @@ from __future__ import annotations
 
 from functools import lru_cache
 
-__all__ = ["SCHEMA_VERSION", "TABLES", "table_schema", "polars_schema", "MIGRATIONS"]
+__all__ = ["SCHEMA_VERSION", "TABLES", "OPTIONAL_TABLES", "table_schema", "polars_schema", "MIGRATIONS"]
 
-SCHEMA_VERSION = 3
+SCHEMA_VERSION = 4
 
 _COLUMNS: dict[str, list[tuple[str, str]]] = {
     "runs": [
@@ -51,6 +52,10 @@ _COLUMNS: dict[str, list[tuple[str, str]]] = {
         # v2: chiplet GPUs (MI300/MI355X: 8 XCDs); the slowest chiplet sets the kernel's time.
         ("chiplet_count", "int32"), ("chiplet_spread_mhz", "float64"), ("chiplet_spread_frac", "float64"),
         ("slowest_chiplet", "int32"), ("slowest_chiplet_share", "float64"),
+        # v4: the gate by declared numerics (FP8 kernels that declare their P rounding): the largest |diff| from
+        # the emulation over its per-element allowance, the RMS diff over the RMS the emulation's rounding
+        # gives, and what the output was compared with.
+        ("gate_max_ratio", "float64"), ("gate_rms_ratio", "float64"), ("gate_reference", "string"),
     ],
     "chunks": [
         ("run_id", "string"), ("measurement_id", "string"), ("chunk_index", "int32"), ("phase", "string"),
@@ -68,6 +73,19 @@ _COLUMNS: dict[str, list[tuple[str, str]]] = {
     "probes": [
         ("run_id", "string"), ("measurement_id", "string"), ("t_ns", "int64"), ("clock_mhz", "float64"),
         ("clock_min_mhz", "float64"), ("clock_max_mhz", "float64"), ("blocks", "int32"), ("span_ns", "int64"),
+    ],
+    # v4. role: "kernel" or "floor" (the second correct BF16 kernel); scope: "all" (the kernel in every
+    # layer) or "layer" (in `layer` alone); document: the row's index among the run's documents,
+    # document_index its index in the text. kl_nats / top1_match: per token position, KL(reference || kernel)
+    # of the next-token distribution in nats (computed in fp64, kept to float32's 7 digits: a GPU run's logits
+    # are bf16, and 24 documents x 1024 tokens x 31 scopes x 5 kernels stay under 16 MB) and whether the
+    # top-1 token agrees.
+    "model_error": [
+        ("run_id", "string"), ("kernel", "string"), ("kernel_source", "string"), ("role", "string"),
+        ("scope", "string"), ("layer", "int32"), ("document", "int32"), ("document_index", "int32"),
+        ("document_title", "string"), ("tokens", "int32"), ("seq_len", "int32"), ("kernel_dtype", "string"),
+        ("kl_mean_nats", "float64"), ("kl_max_nats", "float64"), ("top1_agreement", "float64"),
+        ("kl_nats", "list<float32>"), ("top1_match", "list<bool>"),
     ],
 }
 
@@ -104,8 +122,27 @@ def _v2_to_v3(table: str, arrow):
     return arrow
 
 
+V4_GATE_COLUMNS = ("gate_max_ratio", "gate_rms_ratio", "gate_reference")
+# Tables a run holds only when its command writes them (model_error: `bench error --model`, new in v4): a
+# run without the folder, of this version or an older one, has no such rows.
+OPTIONAL_TABLES = ("model_error",)
+
+
+def _v3_to_v4(table: str, arrow):
+    """v3 had no gate by declared numerics: its columns are null (every kernel was judged by format, and
+    the format gate's figures are gate_max_abs_diff and gate_snr_db, as before). model_error is new in v4."""
+    import pyarrow as pa
+
+    if table != "measurements":
+        return arrow
+    for name in V4_GATE_COLUMNS:
+        if name not in arrow.schema.names:
+            arrow = arrow.append_column(name, pa.nulls(arrow.num_rows, type=table_schema(table).field(name).type))
+    return arrow
+
+
 # Migrations on read: from_version -> function(table_name, arrow_table) -> arrow_table of from_version+1.
-MIGRATIONS: dict[int, object] = {1: _v1_to_v2, 2: _v2_to_v3}
+MIGRATIONS: dict[int, object] = {1: _v1_to_v2, 2: _v2_to_v3, 3: _v3_to_v4}
 
 
 def _arrow_type(name: str):
@@ -113,7 +150,8 @@ def _arrow_type(name: str):
 
     if name.startswith("list<"):
         return pa.list_(_arrow_type(name[5:-1]))
-    return {"string": pa.string(), "int32": pa.int32(), "int64": pa.int64(), "float64": pa.float64(), "bool": pa.bool_()}[name]
+    return {"string": pa.string(), "int32": pa.int32(), "int64": pa.int64(), "float32": pa.float32(),
+            "float64": pa.float64(), "bool": pa.bool_()}[name]
 
 
 @lru_cache(maxsize=None)

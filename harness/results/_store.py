@@ -19,7 +19,7 @@ from pathlib import Path
 
 from harness.errors import ConfigError, ResultsError
 from harness.results._atomic import atomic_path
-from harness.results._schema import SCHEMA_VERSION, TABLES, columns, table_schema
+from harness.results._schema import OPTIONAL_TABLES, SCHEMA_VERSION, TABLES, columns, table_schema
 
 __all__ = ["PART_PATTERN", "RUN_NAME_MAX", "RunWriter", "new_run_id", "write_table_atomic"]
 
@@ -85,7 +85,7 @@ class RunWriter:
         try:
             self.path.mkdir(parents=True, exist_ok=False)
             for table in TABLES:
-                if table != "runs":
+                if table != "runs" and table not in OPTIONAL_TABLES:
                     (self.path / table).mkdir()
             probe = self.path / ".write-test"
             probe.write_bytes(b"ok")
@@ -144,6 +144,18 @@ class RunWriter:
             tmp.unlink(missing_ok=True)
         self._run_row = {**self._run_row, "status": status, "status_detail": detail, **extra}
         self._write(self.path / "runs.parquet", "runs", [self._run_row])
+
+    def append_rows(self, table: str, rows: list[dict]) -> None:
+        """One part file of `table` (a table without samples of its own, e.g. model_error) holding `rows`."""
+        if table in ("runs", "measurements"):
+            raise ValueError(f"{table} rows are written with write_run / append_measurement")
+        part = f"part-{self._part:05d}.parquet"
+        self._part += 1
+        try:
+            (self.path / table).mkdir(exist_ok=True)  # optional tables get their folder with their first rows
+        except OSError as exc:
+            raise ResultsError(f"Cannot create {self.path / table}: {exc}.") from None
+        self._write(self.path / table / part, table, [{**r, "run_id": self.run_id} for r in rows])
 
     def append_measurement(self, *, measurement: dict, chunks: list[dict], samples: list[dict], probes: list[dict]) -> None:
         part = f"part-{self._part:05d}.parquet"

@@ -268,7 +268,7 @@ def _settle_device(device) -> None:
 
 def _run_config(s: Session, m: Measurer, ci: int, spec) -> None:
     from harness.inputs import check_finite, make_inputs
-    from harness.kernels import gate
+    from harness.kernels import gate, gate_columns
     from harness.runner._setup import config_row
 
     proto, wd, p = s.protocol, s.watchdog, m.mid_prefix
@@ -327,8 +327,7 @@ def _run_config(s: Session, m: Measurer, ci: int, spec) -> None:
             row.update(base)
             row.update({
                 "measurement_id": mid, "kernel": kernel.name, "kernel_source": kernel.source, "repeat": rep,
-                "order_index": oi, "gate_max_abs_diff": g.max_abs_diff if g else None,
-                "gate_snr_db": g.snr_db if g else None, **m.row_extra(s, armed),
+                "order_index": oi, **gate_columns(g), **m.row_extra(s, armed),
             })
             s.writer.append_measurement(measurement=row, chunks=chunks, samples=samples, probes=probes)
             s.result.measurements.append(row)

@@ -4,10 +4,11 @@ and describe itself in the runs row. Shared by the sustained runner and burst ti
 from __future__ import annotations
 
 import dataclasses
-import importlib
 from dataclasses import dataclass
 from datetime import datetime, timezone
 from pathlib import Path
+
+from harness.kernels import kernel_provenance
 
 __all__ = ["RunSetup", "set_up_run", "run_info_row", "config_row", "kernel_provenance", "check_memory",
            "estimate_bytes", "CPU_TIMING_NOTE"]
@@ -131,22 +132,6 @@ def measure_contention(device) -> dict | None:
         return measure()
     except Exception as exc:  # recorded as not checked, with the reason; never a silent "none"
         return {"checked": False, "error": f"{type(exc).__name__}: {exc}"}
-
-
-def kernel_provenance(kernels) -> dict:
-    """Per kernel: its factory, source file, and the git commit and dirty flag of the tree holding it."""
-    from harness.results import file_digest, git_state
-
-    out = {}
-    for k in kernels:
-        try:
-            file = Path(importlib.import_module(k.source.split(":")[0]).__file__).resolve()
-            commit, dirty = git_state(file)
-            out[k.name] = {"source": k.source, "file": str(file), "file_sha256": file_digest(file),
-                           "git_commit": commit, "git_dirty": dirty}
-        except Exception as exc:  # provenance is best effort; its absence is recorded, not fatal
-            out[k.name] = {"source": k.source, "error": str(exc)}
-    return out
 
 
 def run_info_row(config, setup: RunSetup, *, command: str, protocol) -> dict:

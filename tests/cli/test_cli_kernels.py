@@ -239,3 +239,55 @@ def test_unwritable_json_fails_before_any_launch(tmp_path):
     blocker.write_text("not a directory")
     code, out = bench("error", *SMALL, "-k", "sdpa-cpu", "--json", str(blocker / "sub" / "e.json"))
     assert code == 2 and "Cannot write" in out and "error vs fp64" not in out
+
+
+# bench error --model: the model-level error (the run itself is tested in tests/capture/test_model_error.py and,
+# with the real SmolLM2, tests/kernels/test_fp8_real_model.py)
+
+
+@pytest.mark.parametrize("extra, names", [
+    (["--control", "gaussian:1"], "--control"),
+    (["--heads", "4"], "--heads"),
+    (["--windows", "2"], "--windows"),
+])
+def test_error_model_refuses_options_of_captured_inputs(extra, names):
+    code, out = bench("error", "--model", "smollm2-135m", "--device", "cpu", *extra)
+    assert code == 2 and f"{names} do(es) not apply to `bench error --model`" in out and "--per-call" in out
+
+
+def test_error_model_options_need_a_model():
+    code, out = bench("error", "--device", "cpu", "--documents", "3", "--floor", "sdpa-cpu")
+    assert code == 2 and "--documents, --floor belong(s) to the model-level error: add --model NAME" in out
+
+
+def test_error_model_refuses_synthetic_inputs_and_an_unknown_floor():
+    code, out = bench("error", "--model", "smollm2-135m", "--device", "cpu", "-i", "gaussian:1")
+    assert code == 2 and "Drop --input" in out
+    code, out = bench("error", "--model", "smollm2-135m", "--device", "cpu", "--floor", "no-such-kernel")
+    assert code == 2 and "no-such-kernel" in out
+
+
+def test_the_floor_is_a_second_bf16_kernel_by_device():
+    from harness.suite import model_error_kernels
+
+    assert model_error_kernels([], device="cuda:0") == (("sdpa-flash",), "sdpa-cudnn")
+    assert model_error_kernels(["sdpa-cudnn", "triton-fp8-lean"], device="cuda:0") == (
+        ("sdpa-cudnn", "triton-fp8-lean"), "sdpa-flash")
+    assert model_error_kernels(["triton-bf16"], device="cpu") == (("triton-bf16",), "sdpa-cpu")
+    assert model_error_kernels(["sdpa-cpu"], device="cpu") == (("sdpa-cpu",), "reference-fp64")
+    assert model_error_kernels(["x:y"], device="cpu", floor="triton-bf16") == (("x:y",), "triton-bf16")
+
+
+def test_model_error_defaults_by_device():
+    from harness.suite import CaptureArgs, ShapeArgs, model_error_config
+
+    def cfg(device, **kw):
+        return model_error_config(model="smollm2-135m", device=device, shape=ShapeArgs(**kw.pop("shape", {})),
+                                  capture=CaptureArgs(model="smollm2-135m", **kw), documents=None, all_layers=True,
+                                  results="r", name=None, command="c")
+
+    gpu, cpu = cfg("cuda:0"), cfg("cpu")
+    assert (gpu.seq_len, gpu.documents, gpu.batch, gpu.layers, gpu.dtype) == (1024, 24, 8, tuple(range(30)), "bfloat16")
+    assert (cpu.seq_len, cpu.documents, cpu.batch, cpu.layers, cpu.dtype) == (128, 4, 4, (3, 15), "float32")
+    assert cfg("cpu", layers=(7,), shape={"seq_len": 64}).layers == (7,) and cfg("cpu", shape={"seq_len": 64}).seq_len == 64
+    assert cfg("cuda:0", shape={"seq_len": 99999}).seq_len == 8192  # the model's positions

@@ -200,6 +200,26 @@ def test_fp8_quantized_by_the_harness_gets_e4m3_and_descales():
     assert result.max_abs_diff < 0.01
 
 
+def test_fp8_callable_declaring_its_p_rounding_is_judged_by_those_numerics():
+    from harness.kernels import Numerics, declared_numerics, emulate_declared
+
+    @fp8_inputs(quantized_by="harness", p_mode="exact", p_scale="row", sigma=5.0)
+    def fp8(q, k, v, is_causal=True, scale=None, q_descale=1.0, k_descale=1.0, v_descale=1.0):
+        # what it declares, computed: P per row, e4m3 exact, sigma 5 (the harness's own emulation of it)
+        num = Numerics(p_mode="exact", p_scale="row", sigma=5.0)
+        em = emulate_declared(num, q.double() * q_descale, k.double() * k_descale, v.double() * v_descale,
+                              scale=scale, causal=is_causal, spread=False)
+        return em.out.to(torch.bfloat16)
+
+    kernel = adapt_callable(fp8)
+    num = declared_numerics(kernel)
+    assert (num.p_mode, num.p_scale, num.sigma, num.p_block) == ("exact", "row", 5.0, 64)
+    result = gated(kernel, inputs_for(dtype="bfloat16"))
+    assert result.passed and result.max_ratio <= 0.5 and "per row" in result.reference  # bf16 out: half its unit
+    with pytest.raises(ConfigError, match="fp8_inputs\\(p_blok=...\\): not a declared numeric"):
+        fp8_inputs(p_mode="exact", p_blok=32)
+
+
 def test_fp8_quantized_by_the_harness_needs_descale_keywords():
     @fp8_inputs(quantized_by="harness")
     def fp8(q, k, v, is_causal=True):

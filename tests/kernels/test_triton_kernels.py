@@ -124,6 +124,23 @@ def test_bf16_pointer_loads_match_fp64(dims):
     _assert_as_good_as_ideal_bf16_p(_kernel("triton-bf16").prepare(x, config=dict(SMALL, use_tma=False))(), x)
 
 
+def test_bf16_inputs_at_an_unaligned_address_take_pointer_loads():
+    # A capture loaded on the CPU is a view into its safetensors file, at any offset: TMA descriptors need
+    # 16-byte aligned bases (triton asserts), so such K/V go through pointer loads instead.
+    import dataclasses
+
+    x = _inputs(_shape(*SHAPES[0]))
+    moved = {}
+    for name in ("k", "v"):
+        t = getattr(x, name)
+        buf = torch.empty(t.numel() + 1, dtype=t.dtype, device=t.device)
+        moved[name] = buf[1:].view(t.shape)
+        moved[name].copy_(t)
+        assert moved[name].data_ptr() % 16 != 0 and moved[name].is_contiguous()
+    x = dataclasses.replace(x, **moved)
+    _assert_as_good_as_ideal_bf16_p(_kernel("triton-bf16").prepare(x, config=SMALL)(), x)
+
+
 @pytest.mark.parametrize("rescale_branch", [False, True])
 def test_bf16_lazy_rescale_with_rising_scores(rescale_branch):
     # Scores that grow along the keys move the row max in most blocks: the rescale path must be right,

@@ -10,7 +10,8 @@ import math
 
 import torch
 
-from harness.kernels._error import e4m3_code_values, emulate_p_attention, error_between, lean_p_codes, quantize_p
+from harness.kernels._error import emulate_p_attention, error_between
+from harness.kernels._quant import e4m3_code_values, lean_p_codes, quantize_p
 from harness.kernels._reference import reference_attention
 
 SIGMA, BETA = 6.0, 0.35

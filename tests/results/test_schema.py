@@ -1,4 +1,5 @@
-"""The results schema: table names, column types, the version in the metadata and the v1 -> v2 -> v3 migrations."""
+"""The results schema: table names, column types, the version in the metadata and the v1 -> v2 -> v3 -> v4
+migrations."""
 
 from __future__ import annotations
 
@@ -7,9 +8,12 @@ import pytest
 
 from harness.results._schema import (
     MIGRATIONS,
+    OPTIONAL_TABLES,
     SCHEMA_VERSION,
     TABLES,
     V2_CHIPLET_COLUMNS,
+    V3_RUNS_COLUMNS,
+    V4_GATE_COLUMNS,
     _arrow_type,
     columns,
     polars_schema,
@@ -18,14 +22,15 @@ from harness.results._schema import (
 
 
 def test_tables_and_version():
-    assert TABLES == ("runs", "measurements", "chunks", "samples", "probes")
-    assert SCHEMA_VERSION == 3 and set(MIGRATIONS) == {1, 2}
+    assert TABLES == ("runs", "measurements", "chunks", "samples", "probes", "model_error")
+    assert OPTIONAL_TABLES == ("model_error",)
+    assert SCHEMA_VERSION == 4 and set(MIGRATIONS) == {1, 2, 3}
 
 
-@pytest.mark.parametrize("table", ["runs", "measurements", "chunks", "samples", "probes"])
+@pytest.mark.parametrize("table", ["runs", "measurements", "chunks", "samples", "probes", "model_error"])
 def test_schema_metadata_names_the_version_and_table(table):
     s = table_schema(table)
-    assert s.metadata[b"harness_schema_version"] == b"3"
+    assert s.metadata[b"harness_schema_version"] == b"4"
     assert s.metadata[b"harness_table"] == table.encode()
     assert s.names == columns(table) and s.names[0] == "run_id"
     assert table_schema(table) is s  # built once
@@ -38,6 +43,7 @@ def test_column_types():
     assert m.field("kernel").type == pa.string()
     assert table_schema("samples").field("chiplet_clocks_mhz").type == pa.list_(pa.float64())
     assert _arrow_type("list<int64>") == pa.list_(pa.int64())
+    assert _arrow_type("list<float32>") == pa.list_(pa.float32())
     with pytest.raises(KeyError):
         _arrow_type("float16")
     assert {"window_start_ns", "energy_per_launch_j", "slowest_chiplet_share"} <= set(m.names)
@@ -73,6 +79,23 @@ def test_v2_runs_gain_null_contention_and_timing_note_and_other_tables_pass_thro
     assert MIGRATIONS[2]("measurements", v2) is v2
 
 
+def test_v3_measurements_gain_null_declared_gate_columns_and_other_tables_pass_through():
+    v3 = pa.table({"run_id": ["r", "r"], "gate_max_abs_diff": [0.01, 0.02]})
+    up = MIGRATIONS[3]("measurements", v3)
+    assert up.column_names == ["run_id", "gate_max_abs_diff", *V4_GATE_COLUMNS]
+    for name in V4_GATE_COLUMNS:
+        assert up.column(name).null_count == 2
+        assert up.schema.field(name).type == table_schema("measurements").field(name).type
+    assert up.column("gate_max_abs_diff").to_pylist() == [0.01, 0.02]
+    assert MIGRATIONS[3]("runs", v3) is v3 and MIGRATIONS[3]("chunks", v3) is v3
+
+
+def test_model_error_columns_keep_every_token():
+    m = table_schema("model_error")
+    assert m.field("kl_nats").type == pa.list_(pa.float32()) and m.field("top1_match").type == pa.list_(pa.bool_())
+    assert m.field("layer").type == pa.int32() and {"kl_mean_nats", "kl_max_nats", "top1_agreement"} <= set(m.names)
+
+
 def _v3_fixture_runs():
     from pathlib import Path
 
@@ -85,21 +108,37 @@ def _v3_fixture_runs():
     return runs
 
 
-def test_the_schema_is_what_the_h200_runs_of_this_version_hold():
+def test_the_schema_is_what_the_h200_runs_of_v3_hold_plus_the_v4_columns():
     # Runs written by the device machine at v3: every table's stored columns, in order and type, are the
-    # declared ones (a misspelt or retyped column would not read back their data).
+    # declared ones less what v4 added (a misspelt or retyped column would not read back their data).
     import pyarrow.parquet as pq
 
+    added = {"measurements": V4_GATE_COLUMNS}
+    assert V3_RUNS_COLUMNS  # v3's own additions are stored in these runs
     checked = set()
     for run in _v3_fixture_runs():
         for table in TABLES:
+            if table in OPTIONAL_TABLES:
+                assert not (run / table).exists()
+                continue
             files = [run / "runs.parquet"] if table == "runs" else sorted((run / table).glob("*.parquet"))
             for f in files[:1]:
                 stored = pq.read_schema(f)
                 assert stored.metadata[b"harness_table"] == table.encode()
-                assert stored.remove_metadata().equals(table_schema(table).remove_metadata()), (run.name, table)
+                want = table_schema(table).remove_metadata()
+                v3 = pa.schema([fld for fld in want if fld.name not in added.get(table, ())])
+                assert stored.remove_metadata().equals(v3), (run.name, table)
                 checked.add(table)
-    assert checked == set(TABLES)
+    assert checked == set(TABLES) - set(OPTIONAL_TABLES)
+
+
+def test_a_v3_run_reads_back_with_the_v4_columns_and_no_model_error_rows():
+    from harness.results import read_rows
+
+    run = _v3_fixture_runs()[0]
+    rows = read_rows(run, "measurements")
+    assert rows and all(r["gate_max_ratio"] is None and r["gate_reference"] is None for r in rows)
+    assert read_rows(run, "model_error") == []
 
 
 def test_public_names_exist():

@@ -40,6 +40,7 @@ def test_no_temporary_files_left_behind(tmp_path):
     w = RunWriter(tmp_path, "r1")
     w.write_run({"status": "running"})
     w.set_status("complete")
+    # model_error/ (optional) only once rows are written to it
     assert sorted(p.name for p in (tmp_path / "r1").iterdir()) == ["chunks", "measurements", "probes", "runs.parquet", "samples"]
 
 
