@@ -21,9 +21,10 @@ import typer
 
 from harness.suite import CAPTURES_ROOT, RESULTS_ROOT
 
-__all__ = ["console", "fail", "command_line", "SOURCES", "SHAPE", "CAPTURE", "PROTOCOL", "RECORD", "RUN", "EXPORT",
+__all__ = ["console", "fail", "command_line", "SOURCES", "SHAPE", "CAPTURE", "PROTOCOL", "RECORD", "RUN", "ISOLATE", "EXPORT",
            "with_options", "split_list", "split_ints", "export", "export_console", "need_polars", "reading_runs",
-           "shape_args", "capture_args", "protocol_of", "suite_inputs", "stopped", "nothing_timed", "split_kernels"]
+           "shape_args", "capture_args", "protocol_of", "suite_inputs", "stopped", "nothing_timed", "split_kernels",
+           "guard_streams"]
 
 # Off a terminal rich would fold every table to 80 columns (COLUMNS unset), cutting numbers and names; a log
 # has no width, so tables are drawn at their natural width and lines are never wrapped (README: output).
@@ -136,6 +137,11 @@ RECORD = dict(
 )
 RUN = {**RECORD, "launch": (str, typer.Option("auto", help="auto (a CUDA graph where it captures, else a loop), "
                                                              "graph or loop"))}
+# Where kernels run (`bench sustained`, `bench burst`): README, "Your own kernel".
+ISOLATE = dict(isolation=(str, typer.Option("auto", help="auto (a kernel named module:function or file.py:function, "
+                                                         "or from a plugin, runs in a process of its own; the bundled "
+                                                         "kernels in the run's), process (every kernel in its own), "
+                                                         "none (every kernel in the run's process)")))
 # The figures of the tables as data (harness/report/figures.schema.json).
 EXPORT = dict(
     json_out=(Optional[str], typer.Option(None, "--json", metavar="PATH",
@@ -174,6 +180,60 @@ def with_options(**groups: dict):
     return decorate
 
 
+class _ReaderSafe:
+    """A text stream that stops writing when its reader has gone (`bench sustained | head -1`): a broken pipe
+    ends the printing, never the run, which goes on measuring and writes its results and its status. The
+    stream's file descriptor is pointed at /dev/null then, so Python's flush at exit cannot fail either."""
+
+    def __init__(self, stream) -> None:
+        self._stream = stream
+        self.gone = False
+
+    def write(self, text: str) -> int:
+        if not self.gone:
+            try:
+                return self._stream.write(text)
+            except BrokenPipeError:
+                self._went_away()
+        return len(text)
+
+    def flush(self) -> None:
+        if not self.gone:
+            try:
+                self._stream.flush()
+            except BrokenPipeError:
+                self._went_away()
+
+    def _went_away(self) -> None:
+        import os
+
+        self.gone = True
+        try:
+            null = os.open(os.devnull, os.O_WRONLY)
+            os.dup2(null, self._stream.fileno())
+            os.close(null)
+        except (OSError, ValueError):
+            pass
+
+    def __getattr__(self, name):
+        return getattr(self._stream, name)
+
+
+def guard_streams() -> None:
+    """stdout and stderr for a `bench` process: a character the stream's encoding lacks (PYTHONIOENCODING=ascii,
+    a C locale) is written as a backslash escape instead of ending the command with an internal error, and a
+    reader that went away stops the printing only (`_ReaderSafe`)."""
+    for name in ("stdout", "stderr"):
+        stream = getattr(sys, name)
+        if stream is None or isinstance(stream, _ReaderSafe):
+            continue
+        try:
+            stream.reconfigure(errors="backslashreplace")
+        except (AttributeError, ValueError):
+            pass
+        setattr(sys, name, _ReaderSafe(stream))
+
+
 def console(*, stderr: bool = False):
     """The console of a command: rich on a terminal; off one (pipe, file, CI log, GITHUB_ACTIONS) tables at
     their natural width and no line wrapped, so no number or name is cut."""
@@ -186,13 +246,23 @@ def console(*, stderr: bool = False):
 
 
 def export_console(export_group: dict):
-    """stdout's console, or stderr's when --json - / --csv - take stdout (refusing both on stdout)."""
+    """stdout's console, or stderr's when --json - / --csv - take stdout (refusing both on stdout, and one
+    file for both). With the figures on stdout, everything else printed in this process (a kernel's own
+    prints included) goes to stderr until the figures are written (`export`)."""
     from harness.errors import ConfigError
 
-    to_stdout = [flag for flag, key in (("--json", "json_out"), ("--csv", "csv_out")) if export_group.get(key) == "-"]
+    json_out, csv_out = export_group.get("json_out"), export_group.get("csv_out")
+    to_stdout = [flag for flag, value in (("--json", json_out), ("--csv", csv_out)) if value == "-"]
     if len(to_stdout) > 1:
         raise ConfigError("--json - and --csv - both ask for stdout; write one of them to a file.")
-    return console(stderr=bool(to_stdout))
+    if json_out and csv_out and json_out != "-" and Path(json_out).absolute() == Path(csv_out).absolute():
+        raise ConfigError(f"--json and --csv both name {json_out}: the second would overwrite the first. Give each "
+                          f"its own file.")
+    out = console(stderr=bool(to_stdout))
+    if to_stdout:
+        out._figures_stdout = sys.stdout
+        sys.stdout = sys.stderr
+    return out
 
 
 def export(out, export_group: dict, doc: dict) -> None:
@@ -201,7 +271,8 @@ def export(out, export_group: dict, doc: dict) -> None:
     from harness.report import write_figures
 
     try:
-        written = write_figures(doc, json_path=export_group.get("json_out"), csv_path=export_group.get("csv_out"))
+        written = write_figures(doc, json_path=export_group.get("json_out"), csv_path=export_group.get("csv_out"),
+                                stdout=getattr(out, "_figures_stdout", None))
     except OSError as exc:
         raise ResultsError(f"Cannot write the figures: {exc}. Give --json/--csv a path in a writable folder, "
                            f"or - for stdout.") from None
