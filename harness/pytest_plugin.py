@@ -203,6 +203,7 @@ class _Sustained:
                  gqa: str | None = None) -> SustainedResult:
         from harness.config import RunConfig
         from harness.errors import HarnessError
+        from harness.inputs import InputSpec
         from harness.runner import run_sustained
 
         bench, config = self._benchmark, self._request.config
@@ -218,22 +219,35 @@ class _Sustained:
             pytest.fail(f"sustained: {exc}", pytrace=False)
         spec = _input_spec(inputs)
         device = _device(config)
-        if bench.disabled:  # --benchmark-disable: run once, untimed, as pytest-benchmark does
-            from harness.devices import open_device
-            from harness.inputs import make_inputs
+        if bench.disabled:
+            # --benchmark-disable, or pytest-benchmark's own choice under xdist: run once, untimed, as
+            # pytest-benchmark does, but gated all the same: a test of a wrong kernel fails wherever it runs.
+            from harness.runner import check_kernel
 
-            k.prepare(make_inputs(spec, device=open_device(device).torch_device))()
             bench._mode = "sustained(...)"
+            try:
+                check_kernel(k, spec, device=device, gate=not config.getoption("sustained_no_gate"))
+            except HarnessError as exc:
+                bench.has_error = True
+                pytest.fail(f"sustained (benchmarks disabled, the gate still runs): {exc}", pytrace=False)
             return SustainedResult(run_dir=None)
         proto = protocol or _protocol(config)
         name = re.sub(r"[^A-Za-z0-9._-]+", "-", self._request.node.name).strip("-")[:60] or "test"
-        run = RunConfig(kernels=(k.name,), inputs=(spec,), device=device, telemetry=config.getoption("sustained_telemetry"),
-                        protocol=proto, results_dir=self._root, run_name=name, launch=launch,
-                        gate=not config.getoption("sustained_no_gate"),
-                        allow_busy=config.getoption("sustained_allow_busy"), notes=f"pytest {self._request.node.nodeid}")
+        # A kernel named by a string, on inputs that are data, runs where `bench sustained` would run it (a
+        # user's kernel in a process of its own); objects handed in stay in this process, where they were made.
+        by_name = isinstance(kernel, str) and isinstance(inputs, InputSpec)
+        from harness.kernels import with_options
+
+        named = with_options(kernel, layout=layout, gqa=gqa) if by_name else k.name
+        run = RunConfig(kernels=(named,), inputs=(spec,), device=device,
+                        telemetry=config.getoption("sustained_telemetry"), protocol=proto, results_dir=self._root,
+                        run_name=name, launch=launch, gate=not config.getoption("sustained_no_gate"),
+                        allow_busy=config.getoption("sustained_allow_busy"), notes=f"pytest {self._request.node.nodeid}",
+                        isolation="auto" if by_name else "none")
         bench._mode = "sustained(...)"
         try:
-            result = run_sustained(run, registry=registry, command=f"pytest {self._request.node.nodeid}")
+            result = run_sustained(run, registry=None if by_name else registry,
+                                   command=f"pytest {self._request.node.nodeid}")
         except HarnessError as exc:  # a message the user can act on; a traceback into the runner would hide it
             bench.has_error = True
             pytest.fail(f"sustained: {exc}", pytrace=False)

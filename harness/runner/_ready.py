@@ -18,8 +18,8 @@ from typing import Callable
 from harness.errors import KernelError
 from harness.runner._endings import Watchdog
 
-__all__ = ["KernelSide", "InputsGuard", "InputsWritten", "ReportedFailure", "InProcess", "ready_kernel",
-           "time_kernel", "settle_device"]
+__all__ = ["KernelSide", "InputsGuard", "InputsWritten", "ReportedFailure", "InProcess", "check_kernel",
+           "ready_kernel", "time_kernel", "settle_device"]
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -114,6 +114,28 @@ def _checked(launch, inputs, kernel, watchdog: Watchdog, device, *, check_output
         return out
 
     return call
+
+
+def check_kernel(kernel, spec, *, device: str, gate: bool = True, timeout_s: float | None = 60.0):
+    """What a run does to a kernel before timing it, once and alone: prepare() and the correctness gate (or,
+    without the gate, one call whose output is not judged), each call bounded by the watchdog. Returns the
+    GateResult (None without the gate); raises GateFailure or the kernel's own error. The pytest fixture runs
+    this where benchmarks are disabled (--benchmark-disable, xdist), so a wrong kernel still fails its test."""
+    from harness.devices import open_device
+    from harness.inputs import check_finite, make_inputs
+    from harness.kernels import gate as run_gate
+
+    dev = open_device(device)
+    inputs = make_inputs(spec, device=dev.torch_device)
+    check_finite(inputs)
+    watchdog = Watchdog(timeout_s)
+    with watchdog.limit(what="prepare()"):
+        launch = kernel.prepare(inputs)
+    checked = _checked(launch, inputs, kernel, watchdog, dev, check_output=gate)
+    if not gate:
+        checked()
+        return None
+    return run_gate(kernel, inputs, checked)
 
 
 def ready_kernel(side: KernelSide, measurer, kernel, inputs, guard: InputsGuard, *,
