@@ -32,9 +32,14 @@ _LOG_WIDTH = 10_000
 
 
 def split_list(values):
-    """`--x a,b --x c` -> [a, b, c]: every list option takes both spellings."""
+    """`--x a,b --x c` -> [a, b, c]: every list option takes both spellings. A value that names nothing
+    (`-k ''`) is refused: leaving it out gives the defaults, and an empty value must not do so unasked."""
     if values is None:
         return None
+    for v in values:
+        if not any(part.strip() for part in str(v).split(",")):
+            raise typer.BadParameter(f"{str(v)!r} names nothing. Leave the option out for its default, or name "
+                                     f"at least one value.")
     return [part.strip() for v in values for part in str(v).split(",") if part.strip()]
 
 

@@ -155,3 +155,31 @@ def test_a_kernel_that_writes_its_inputs_in_process_is_refused_and_the_next_runs
     assert later["status"] == "error" and "stage measure (repeat 0): it wrote into its inputs: k changed during its " \
                                           "timed launches (repeat 0)" in later["error"], later["error"]
     assert later["time_ns"] is None and res.status == "complete"
+
+
+def test_a_kernel_that_changes_directory_in_process_cannot_move_a_relative_results_dir(tmp_path, monkeypatch):
+    """Issue 31: with a relative --results, a kernel's os.chdir left the run `running`, lost the next kernel's row
+    and a .space-reserve file. Paths are absolute from the start, here where the kernel shares the process."""
+    from harness.config import RunConfig, SustainedProtocol
+    from harness.inputs import AttentionShape, InputSpec
+    from harness.kernels import KernelRegistry, adapt_callable
+    from harness.runner import run_sustained
+    from tests.runner import hostile_kernels as hk
+
+    registry = KernelRegistry()
+    registry.add(adapt_callable(hk.changes_directory, name="changes_directory"))
+    registry.add(adapt_callable(hk.prints, name="after_it"))
+    monkeypatch.chdir(tmp_path)
+    spec = InputSpec(shape=AttentionShape(batch=1, heads_q=2, heads_kv=1, seq_len=64, head_dim_qk=16), dtype="float32",
+                     source="gaussian:1")
+    proto = SustainedProtocol.quick(idle_before_kernel_s=0.0, idle_before_config_s=0.0, window_s=0.1, chunk_s=0.05,
+                                    settle_trend_window_s=0.1, warmin_min_s=0.05, warmin_cap_s=0.3, repeats=1,
+                                    launch_timeout_s=5.0)
+    config = RunConfig(kernels=("changes_directory", "after_it"), inputs=(spec,), device="cpu", protocol=proto,
+                       results_dir="r", telemetry="none")
+    res = run_sustained(config, registry=registry)
+    (run_dir,) = (tmp_path / "r").iterdir()
+    run = read_run(run_dir)
+    assert run.info["status"] == "complete" and run.measurements.height == 2
+    assert sorted(run.measurements["status"].to_list()) in (["ok", "ok"], ["ok", "unsettled"], ["unsettled", "unsettled"])
+    assert not (run_dir / ".space-reserve").exists() and res.path == run_dir
