@@ -93,3 +93,8 @@ def writes_inputs_later(q, k, v, is_causal=True, scale=None):
     if _calls["n"] >= 20:
         k.zero_()
     return out
+
+
+def honest(q, k, v, is_causal=True, scale=None):
+    """Plain attention: a well-behaved user kernel, for endings that are the run's, not the kernel's."""
+    return _sdpa(q, k, v, is_causal, scale)

@@ -183,3 +183,46 @@ def test_a_kernel_that_changes_directory_in_process_cannot_move_a_relative_resul
     assert run.info["status"] == "complete" and run.measurements.height == 2
     assert sorted(run.measurements["status"].to_list()) in (["ok", "ok"], ["ok", "unsettled"], ["unsettled", "unsettled"])
     assert not (run_dir / ".space-reserve").exists() and res.path == run_dir
+
+
+def test_a_stop_signal_while_a_child_measures_ends_the_run_and_the_child(tmp_path):
+    """SIGTERM arrives while a kernel's own process is in its warm-in: the run is `incomplete` with the signal
+    named, and the child is gone (killed mid-measurement, not left behind holding the device)."""
+    import os
+    import signal
+
+    from harness.config import RunConfig, SustainedProtocol
+    from harness.errors import RunStopped
+    from harness.inputs import AttentionShape, InputSpec
+    from harness.runner import NullObserver, run_sustained
+
+    class TermInWarmin(NullObserver):
+        def on_phase(self, phase):  # relayed from the child, heard here while it measures
+            if phase == "warmin":
+                os.kill(os.getpid(), signal.SIGTERM)
+
+    spec = InputSpec(shape=AttentionShape(batch=1, heads_q=2, heads_kv=1, seq_len=64, head_dim_qk=16), dtype="float32",
+                     source="gaussian:1")
+    proto = SustainedProtocol.quick(idle_before_kernel_s=0.0, idle_before_config_s=0.0, repeats=1, launch_timeout_s=5.0)
+    config = RunConfig(kernels=(f"{H}:honest",), inputs=(spec,), device="cpu", protocol=proto, results_dir=tmp_path,
+                       telemetry="none")
+    seen = {}
+    import harness.runner._isolation as iso
+
+    real = iso.ChildKernel._spawn
+
+    def spawn(self):
+        real(self)
+        seen["pid"] = self._proc.pid
+
+    iso.ChildKernel._spawn = spawn
+    try:
+        with pytest.raises(RunStopped, match="SIGTERM"):
+            run_sustained(config, observer=TermInWarmin())
+    finally:
+        iso.ChildKernel._spawn = real
+    (run_dir,) = tmp_path.iterdir()
+    info = read_run(run_dir).info
+    assert info["status"] == "incomplete" and "interrupted by SIGTERM" in info["status_detail"]
+    with pytest.raises(ProcessLookupError):
+        os.kill(seen["pid"], 0)  # reaped: no such process
