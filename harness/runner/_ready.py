@@ -131,6 +131,7 @@ def check_kernel(kernel, spec, *, device: str, gate: bool = True, timeout_s: flo
     watchdog = Watchdog(timeout_s)
     with watchdog.limit(what="prepare()"):
         launch = kernel.prepare(inputs)
+        _sync(dev)
     checked = _checked(launch, inputs, kernel, watchdog, dev, check_output=gate)
     if not gate:
         checked()
@@ -148,8 +149,12 @@ def ready_kernel(side: KernelSide, measurer, kernel, inputs, guard: InputsGuard,
     wd, during = side.watchdog, "prepare()"
     on_stage("prepare")
     try:
+        # Each bounded stretch ends with the device work it queued: a GPU kernel that never ends must hang
+        # inside a limit (where a kernel's own process is killed for it), not in the harness's next
+        # synchronize (the gate's first reduction), where nothing would bound it.
         with wd.limit(what="prepare()"):
             launch = kernel.prepare(inputs)
+            _sync(side.device)
         on_stage("gate (first call)")
         during = "its gate calls"
         checked = _checked(launch, inputs, kernel, wd, side.device, check_output=side.gate)
@@ -162,7 +167,9 @@ def ready_kernel(side: KernelSide, measurer, kernel, inputs, guard: InputsGuard,
         during = "its set-up for timing"
         with wd.limit(what="its set-up for timing"):
             armed = measurer.arm(side, kernel, launch)
+            _sync(side.device)
     except Exception as exc:
+        settle_device(side)  # bounded: the checksum below synchronizes too
         guard.verify(during=during, after=exc)
         raise
     guard.verify(during=during)
@@ -176,10 +183,16 @@ def time_kernel(side: KernelSide, measurer, kernel, launch, armed, inputs, guard
     try:
         timing = measurer.time(side, kernel, launch, armed, idle_s=idle_s, inputs=inputs)
     except Exception as exc:
+        settle_device(side)
         guard.verify(during=during, after=exc)
         raise
     guard.verify(during=during)
     return timing
+
+
+def _sync(device) -> None:
+    if getattr(device, "kind", "cpu") in ("cuda", "rocm"):
+        device.synchronize()
 
 
 def settle_device(side: KernelSide) -> None:

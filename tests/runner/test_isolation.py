@@ -226,3 +226,37 @@ def test_a_stop_signal_while_a_child_measures_ends_the_run_and_the_child(tmp_pat
     assert info["status"] == "incomplete" and "interrupted by SIGTERM" in info["status_detail"]
     with pytest.raises(ProcessLookupError):
         os.kill(seen["pid"], 0)  # reaped: no such process
+
+
+def test_every_device_wait_while_a_kernel_gets_ready_is_inside_a_bounded_stretch():
+    """A GPU kernel that never ends makes the next synchronize hang. That must be inside a stretch the watchdog
+    announces (a kernel's own process is killed for it), never in harness code after it (the gate's first
+    reduction): prepare() returns at once after queuing work, so its stretch ends with the device's wait."""
+    from harness.devices._cpu import CpuDevice
+    from harness.inputs import AttentionShape, InputSpec, make_inputs
+    from harness.kernels import adapt_callable
+    from harness.runner import Watchdog
+    from harness.runner._ready import InputsGuard, KernelSide, ready_kernel
+    from tests.runner import hostile_kernels as hk
+
+    open_stretch, waits = [], []
+
+    class AsyncDevice(CpuDevice):  # the CPU, as a device whose launches return before the work is done
+        kind = "cuda"
+
+        def synchronize(self):
+            waits.append(open_stretch[-1] if open_stretch else None)
+
+    watchdog = Watchdog(5.0, on_limit=lambda what, s: open_stretch.append(what) if what else open_stretch.pop())
+    side = KernelSide(device=AsyncDevice("cpu"), protocol=None, gate=True, launch="loop", watchdog=watchdog,
+                      clock=lambda: 0, sleep=lambda s: None, on_phase=lambda p: None, on_chunk=lambda c, k: None)
+
+    class Arm:
+        def arm(self, side, kernel, launch):
+            return None
+
+    spec = InputSpec(shape=AttentionShape(batch=1, heads_q=2, heads_kv=1, seq_len=32, head_dim_qk=8), dtype="float32")
+    inputs = make_inputs(spec, device="cpu")
+    ready_kernel(side, Arm(), adapt_callable(hk.honest, name="honest"), inputs, InputsGuard(spec, inputs))
+    assert waits and None not in waits, waits
+    assert waits[0] == "prepare()" and "its first call (the gate)" in waits and waits[-1] == "its set-up for timing"
