@@ -265,9 +265,15 @@ def export_console(export_group: dict):
                           f"its own file.")
     out = console(stderr=bool(to_stdout))
     if to_stdout:
+        # The stream stays referenced here while it is not sys.stdout: a text stream dropped by its last
+        # reference closes the file under it (under typer's CliRunner, its captured stdout).
+        _RESERVED_STDOUT.append(sys.stdout)
         out._figures_stdout = sys.stdout
         sys.stdout = sys.stderr
     return out
+
+
+_RESERVED_STDOUT: list = []
 
 
 def export(out, export_group: dict, doc: dict) -> None:
@@ -275,12 +281,16 @@ def export(out, export_group: dict, doc: dict) -> None:
     from harness.errors import ResultsError
     from harness.report import write_figures
 
+    figures_stdout = getattr(out, "_figures_stdout", None)
     try:
         written = write_figures(doc, json_path=export_group.get("json_out"), csv_path=export_group.get("csv_out"),
-                                stdout=getattr(out, "_figures_stdout", None))
+                                stdout=figures_stdout)
     except OSError as exc:
         raise ResultsError(f"Cannot write the figures: {exc}. Give --json/--csv a path in a writable folder, "
                            f"or - for stdout.") from None
+    finally:
+        if figures_stdout is not None and sys.stdout is sys.stderr:
+            sys.stdout = figures_stdout  # the figures are out: stdout is stdout again
     for path in written:
         out.print(f"figures: {path}", highlight=False)
 

@@ -254,7 +254,9 @@ def judge_nightly(run_dir: Path, *, out_dir: Path, baseline_dir: Path, threshold
             verdict = "not comparable"
             sentence = f"Tonight's run cannot be compared with the baseline: {error}"
             warnings += [warning] if warning else []
-        elif not comparison.rows or change:  # a pass on nothing (or on less than the baseline) is no pass
+        elif not comparison.rows or (change and not slow and not warning):
+            # A pass on nothing, or on less than the baseline timed, is no pass (a slowdown among what was
+            # compared still fails, below, with the change as a warning: a regression is not hidden by exit 2).
             verdict = "not comparable"
             sentence = (f"Tonight's suite no longer matches the baseline ({len(comparison.rows)} kernel x input "
                         f"compared): {change or 'nothing in common'}. Nothing is judged; if the change is meant, "
@@ -265,6 +267,7 @@ def judge_nightly(run_dir: Path, *, out_dir: Path, baseline_dir: Path, threshold
             verdict = "across machines"
             sentence = f"Compared across machines (see the warning): {len(slow)} kernel x input would count as slower."
         elif slow:
+            warnings += [f"Tonight's suite no longer matches the baseline: {change}."] if change else []
             verdict = "fail"
             sentence = (f"{len(slow)} kernel x input ran slower than the baseline beyond the noise rule and by more than "
                         f"{gate:.1%}: " + ", ".join(f"{s['kernel']} @ {s['input']} x{s['time_ratio']:.3f}" for s in slow)

@@ -190,6 +190,19 @@ def test_a_baseline_of_other_kernels_is_not_a_pass_on_nothing(tonight, tmp_path)
 
 
 @pytest.mark.slow
+def test_a_slowdown_still_fails_when_the_suite_also_changed(tonight, tmp_path):
+    """A regression among what was compared is exit 1 (fail), not hidden behind the suite change's exit 2."""
+    base = tmp_path / "baseline"
+    _copy_run(tonight, base / "run", scale_time=1 / FASTER)
+    for part in (base / "run" / "measurements").glob("part-*.parquet"):
+        if pq.read_table(part).to_pylist()[0]["input_label"] == "L03:gaussian:0.1":
+            part.unlink()  # the baseline never timed the control
+    result = judge_nightly(tonight, out_dir=tmp_path / "out", baseline_dir=base, figures=False)
+    assert result.verdict == "fail" and result.exit_code == 1
+    assert any("timed tonight but not in the baseline: sdpa-cpu @ L03:gaussian:0.1" in w for w in result.warnings)
+
+
+@pytest.mark.slow
 def test_a_baseline_path_that_is_a_file_is_refused(tonight, tmp_path):
     """Issue 31: --baseline naming a file read as "no baseline yet" and passed."""
     from harness.commits import store_baseline
