@@ -86,8 +86,7 @@ def on_disk(results: Path) -> dict:
 
 def _cause(error: str) -> str:
     """The recorded cause without the 'Kernel X on input (shape), stage S:' preamble."""
-    head, sep, rest = error.partition("): ")
-    text = rest if sep and error.startswith("Kernel ") else error
+    text = re.sub(r"^Kernel '[^']*' on \S+ \([^)]*\)(, stage [^:]+:| raised in stage [^:]+:|:) ", "", error)
     text = text.split(". It is not timed")[0].split("; it was stopped")[0]
     return text[:170]
 
