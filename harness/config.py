@@ -67,6 +67,10 @@ class SustainedProtocol(_Protocol):
     probe: bool = True  # in-band clock probe on a side stream during the window (CUDA only)
     probe_period_s: float = 0.1
     probe_spin_us: float = 200.0
+    # Adaptive repeats (Stein's two-stage rule, harness.analysis._interval): `repeats` is then the pilot, whose
+    # spread sets how many repeats (at most `max_repeats`) the interval needs to be no wider than `until_ci`.
+    until_ci: float | None = None
+    max_repeats: int | None = None
 
     def __post_init__(self) -> None:
         positive = ("chunk_s", "window_s", "sample_period_s", "graph_replay_s", "probe_period_s", "probe_spin_us",
@@ -81,6 +85,13 @@ class SustainedProtocol(_Protocol):
             raise ConfigError(f"Protocol setting settle_block_chunks must be >= 1, got {self.settle_block_chunks}.")
         if self.repeats < 1:
             raise ConfigError(f"Protocol setting repeats must be >= 1, got {self.repeats}.")
+        if self.until_ci is not None:
+            if not self.until_ci > 0:
+                raise ConfigError(f"--until-ci must be above 0, got {self.until_ci!r}.")
+            if self.repeats < 2 or self.max_repeats is None or self.max_repeats < self.repeats:
+                raise ConfigError(
+                    f"Adaptive repeats (--until-ci) start from a pilot of --repeats {self.repeats} (at least 2) and "
+                    f"stop at --max-repeats {self.max_repeats} (at least the pilot); give --max-repeats >= --repeats.")
         if self.warmin_cap_s < self.warmin_min_s:
             raise ConfigError(
                 f"warmin_cap_s ({self.warmin_cap_s}) is below warmin_min_s ({self.warmin_min_s}): the cap would "

@@ -30,8 +30,12 @@ pytest-benchmark options that time its own loop (--benchmark-min-time, -max-time
 -warmup, -disable-gc, -calibration-precision, -cprofile...) do not apply to the sustained protocol; when
 given, a warning says they are ignored and which `--sustained-*` option to use instead.
 
+`--sustained-compare-fail=PCT` (with `--benchmark-compare`) judges each test's repeats (`extra_info["repeats_rows"]`)
+by the harness's own interval, as `bench compare` does, where `--benchmark-compare-fail` judges window chunks
+that share a clock; a test `slower` beyond PCT makes the session exit 1 (`harness.report.saved_comparison`).
+
 Options: --sustained-device, --sustained-quick, --sustained-telemetry, --sustained-results,
---sustained-repeats, --sustained-window-s, --sustained-no-gate, --sustained-allow-busy.
+--sustained-repeats, --sustained-window-s, --sustained-no-gate, --sustained-allow-busy, --sustained-compare-fail.
 Importing this module imports pytest only; torch and the harness load when a test uses the fixture.
 """
 
@@ -44,7 +48,8 @@ from pathlib import Path
 
 import pytest
 
-__all__ = ["SustainedResult", "sustained", "pytest_addoption", "pytest_terminal_summary", "STATS_NOTE",
+__all__ = ["SustainedResult", "sustained", "pytest_addoption", "pytest_terminal_summary", "pytest_sessionfinish",
+           "STATS_NOTE",
            "IGNORED_BENCHMARK_OPTIONS", "RESULTS_DEFAULT", "PYTEST_BENCHMARK_RANGE", "IgnoredOptionWarning"]
 
 STATS_NOTE = ("rounds are the timed windows' chunks of every repeat; each value is the device time per launch over "
@@ -53,6 +58,9 @@ _given = itertools.count()
 _DEVICES = pytest.StashKey[set]()  # GPU models the fixture measured on in this session
 _LINES = pytest.StashKey[list]()  # (nodeid, extra_info) of every sustained test, for the terminal summary
 _WARNED = pytest.StashKey[bool]()
+_VERDICTS = pytest.StashKey[list]()  # the sentences, then the gate line, of --sustained-compare-fail
+_REPEAT_FIELDS = ("repeat", "status", "time_ns", "inband_clock_mhz", "sm_clock_mhz", "power_w", "power_limited_frac",
+                  "thermal_limited_frac", "reason_names")
 RESULTS_DEFAULT = ".bench-results"
 PYTEST_BENCHMARK_RANGE = (">=5.2", "<5.3")  # keep in step with pyproject.toml: the private API used is checked there
 IGNORED_BENCHMARK_OPTIONS = {
@@ -87,6 +95,9 @@ def pytest_addoption(parser) -> None:
     group.addoption("--sustained-no-gate", action="store_true", help="skip the correctness gate before timing")
     group.addoption("--sustained-allow-busy", action="store_true", help="time even if other processes use the GPU "
                     "(recorded)")
+    group.addoption("--sustained-compare-fail", default=None, metavar="PCT",
+                    help="with --benchmark-compare: exit 1 when a test is slower than the saved one beyond PCT (e.g. "
+                         "2%), judged on its repeats by the harness's interval (not pytest-benchmark's chunk stats)")
 
 
 def _device(config) -> str:
@@ -169,7 +180,7 @@ def _window_chunk_times(run_dir: Path, ids: set[str]) -> list[float]:
 
 def _extra_info(rows: list[dict], info: dict, spec, kernel, run_dir: Path, protocol, quick: bool) -> dict:
     """The sustained figures pytest-benchmark has no field for: medians over repeats, plus provenance."""
-    from harness.analysis import limiter_label, median
+    from harness.analysis import limiter_label, median, run_caveats
 
     def med(key):
         return median([r.get(key) for r in rows])
@@ -189,7 +200,9 @@ def _extra_info(rows: list[dict], info: dict, spec, kernel, run_dir: Path, proto
         "limiter": limiter_label(rows, max_clock_mhz=info.get("max_sm_clock_mhz")),
         "power_limited_frac": med("power_limited_frac"), "settled_after_s": med("settled_after_s"),
         "unsettled_repeats": sum(r["status"] == "unsettled" for r in rows), "tflops": med("tflops"),
-        "stats_note": STATS_NOTE,
+        "stats_note": STATS_NOTE, "caveats": list(run_caveats(info)),
+        # What --sustained-compare-fail (and `bench compare`) judge: one row per repeat, in repeat order.
+        "repeats_rows": [{k: r.get(k) for k in _REPEAT_FIELDS} for r in sorted(rows, key=lambda r: r["repeat"])],
     }
 
 
@@ -203,8 +216,7 @@ class _Sustained:
                  gqa: str | None = None) -> SustainedResult:
         from harness.config import RunConfig
         from harness.errors import HarnessError
-        from harness.inputs import InputSpec
-        from harness.runner import run_sustained
+        from harness.runner import check_kernel, run_sustained
 
         bench, config = self._benchmark, self._request.config
         if bench._mode:
@@ -215,47 +227,31 @@ class _Sustained:
             _check_benchmark_version()
             k, registry = _kernel_and_registry(kernel, layout=layout, gqa=gqa)
         except HarnessError as exc:  # an unknown name lists the known ones; a misfit names the signature
-            bench.has_error = True
-            pytest.fail(f"sustained: {exc}", pytrace=False)
+            _fail(bench, f"sustained: {exc}")
         spec = _input_spec(inputs)
         device = _device(config)
-        if bench.disabled:
-            # --benchmark-disable, or pytest-benchmark's own choice under xdist: run once, untimed, as
-            # pytest-benchmark does, but gated all the same: a test of a wrong kernel fails wherever it runs.
-            from harness.runner import check_kernel
-
+        if bench.disabled:  # --benchmark-disable, or xdist: once, untimed, as pytest-benchmark does, but gated
             bench._mode = "sustained(...)"
             try:
                 check_kernel(k, spec, device=device, gate=not config.getoption("sustained_no_gate"))
             except HarnessError as exc:
-                bench.has_error = True
-                pytest.fail(f"sustained (benchmarks disabled, the gate still runs): {exc}", pytrace=False)
+                _fail(bench, f"sustained (benchmarks disabled, the gate still runs): {exc}")
             return SustainedResult(run_dir=None)
         proto = protocol or _protocol(config)
         name = re.sub(r"[^A-Za-z0-9._-]+", "-", self._request.node.name).strip("-")[:60] or "test"
-        # A kernel named by a string, on inputs that are data, runs where `bench sustained` would run it (a
-        # user's kernel in a process of its own); objects handed in stay in this process, where they were made.
-        by_name = isinstance(kernel, str) and isinstance(inputs, InputSpec)
-        from harness.kernels import with_options
-
-        named = with_options(kernel, layout=layout, gqa=gqa) if by_name else k.name
-        run = RunConfig(kernels=(named,), inputs=(spec,), device=device,
-                        telemetry=config.getoption("sustained_telemetry"), protocol=proto, results_dir=self._root,
-                        run_name=name, launch=launch, gate=not config.getoption("sustained_no_gate"),
-                        allow_busy=config.getoption("sustained_allow_busy"), notes=f"pytest {self._request.node.nodeid}",
-                        isolation="auto" if by_name else "none")
+        run = RunConfig(kernels=(k.name,), inputs=(spec,), device=device, telemetry=config.getoption("sustained_telemetry"),
+                        protocol=proto, results_dir=self._root, run_name=name, launch=launch,
+                        gate=not config.getoption("sustained_no_gate"),
+                        allow_busy=config.getoption("sustained_allow_busy"), notes=f"pytest {self._request.node.nodeid}")
         bench._mode = "sustained(...)"
         try:
-            result = run_sustained(run, registry=None if by_name else registry,
-                                   command=f"pytest {self._request.node.nodeid}")
+            result = run_sustained(run, registry=registry, command=f"pytest {self._request.node.nodeid}")
         except HarnessError as exc:  # a message the user can act on; a traceback into the runner would hide it
-            bench.has_error = True
-            pytest.fail(f"sustained: {exc}", pytrace=False)
+            _fail(bench, f"sustained: {exc}")
         rows = [r for r in result.measurements if r.get("status") in ("ok", "unsettled") and r.get("time_ns")]
         if not rows:
             why = "; ".join(r.get("error") or r.get("status", "?") for r in result.measurements) or "no measurement"
-            bench.has_error = True
-            pytest.fail(f"sustained: kernel {k.name!r} on {spec.label} was not timed: {why}", pytrace=False)
+            _fail(bench, f"sustained: kernel {k.name!r} on {spec.label} was not timed: {why}")
         times = _window_chunk_times(result.path, {r["measurement_id"] for r in rows})
         stats = bench._make_stats(1)  # one launch per value: the chunk times are already per launch
         # The fixture's host timer timed nothing here; say what did, in the saved JSON's options.
@@ -267,6 +263,11 @@ class _Sustained:
         config.stash.setdefault(_DEVICES, set()).add(str(result.info.get("device_name")))
         config.stash.setdefault(_LINES, []).append((self._request.node.nodeid, extra))
         return SustainedResult(run_dir=result.path, rows=tuple(rows), chunk_times_s=tuple(times), extra_info=extra)
+
+
+def _fail(bench, text: str):
+    bench.has_error = True
+    pytest.fail(text, pytrace=False)
 
 
 @pytest.fixture
@@ -334,6 +335,28 @@ def summary_line(nodeid: str, extra: dict) -> str:
             f"{extra.get('protocol')}, run {extra.get('harness_run_dir')}")
 
 
+def pytest_sessionfinish(session, exitstatus) -> None:
+    config = session.config
+    text = config.getoption("sustained_compare_fail", None)
+    lines = config.stash.get(_LINES, [])
+    if text is None or not lines:
+        return
+    if not config.getoption("benchmark_compare", None):
+        raise pytest.UsageError("--sustained-compare-fail needs --benchmark-compare (the saved benchmarks to judge "
+                                "this session's against).")
+    from harness.report import saved_comparison
+    from harness.suite import verdict_rule
+
+    rule, threshold = verdict_rule(text, flag="--sustained-compare-fail")
+    mapping = getattr(getattr(config, "_benchmarksession", None), "compared_mapping", None) or {}
+    saved = {name: bench for benches in mapping.values() for name, bench in benches.items()}
+    sentences, line, failed = saved_comparison(lines, saved, rule=rule, threshold=threshold)
+    config.stash[_VERDICTS] = [*sentences, line]
+    if failed and session.exitstatus == 0:  # a slowdown (or nothing compared) fails the session, as a test would
+        session.exitstatus = 1
+
+
+@pytest.hookimpl(tryfirst=True)  # before pytest-benchmark's summary, which raises on its own regressions
 def pytest_terminal_summary(terminalreporter, exitstatus, config) -> None:
     lines = config.stash.get(_LINES, [])
     if not lines:
@@ -341,6 +364,8 @@ def pytest_terminal_summary(terminalreporter, exitstatus, config) -> None:
     terminalreporter.section("sustained")
     for nodeid, extra in lines:
         terminalreporter.write_line(summary_line(nodeid, extra))
+    for line in config.stash.get(_VERDICTS, []):
+        terminalreporter.write_line(line)
 
 
 def _device_name(config) -> str:

@@ -45,7 +45,20 @@ __all__ = [
     "sustained_protocol",
     "sustained_config",
     "nightly_shape",
+    "verdict_rule",
+    "until_ci",
+    "nightly_until_ci",
+    "MAX_REPEATS",
+    "ADAPTIVE_PILOT",
 ]
+
+# `bench commits`: the cap on interleaved repeats a revision gets while `--until-ci` narrows the interval, and
+# the pilot that sets how many it needs. Stein's rule takes its spread from the pilot with pilot - 1 degrees of
+# freedom, so a pilot of 3 (t = 4.30) asks for 2.4x the pairs a pilot of 5 (t = 2.78) does for one width: on the
+# H200, where cuDNN's time per window steps between two states 0.6 % apart, 3 pairs asked for 12 pairs at
+# +-0.3 % and still left the interval at +-0.8 % (fixture 20261203-131342-commits-*).
+MAX_REPEATS = 10
+ADAPTIVE_PILOT = 5
 
 DEFAULT_INPUTS = ("gaussian:0.1", "gaussian:1")
 # A burst is the figure other tools print; one control is enough to set it beside a sustained run.
@@ -261,17 +274,26 @@ def input_specs(*, sources: Sequence[str] | None, shape: ShapeArgs, capture: Cap
 def sustained_protocol(*, quick: bool = False, repeats: int | None = None, window_s: float | None = None,
                        warmin_cap_s: float | None = None, idle_s: float | None = None, chunk_s: float | None = None,
                        sample_period_ms: float | None = None, probe: bool | None = None,
-                       launch_timeout_s: float | None = None) -> SustainedProtocol:
-    """The protocol's defaults (or `--quick`'s) with the options given on top; 0 and negatives refused by flag."""
+                       launch_timeout_s: float | None = None, until_ci: float | None = None,
+                       max_repeats: int | None = None) -> SustainedProtocol:
+    """The protocol's defaults (or `--quick`'s) with the options given on top; 0 and negatives refused by flag.
+    `until_ci` (a fraction) makes the repeats adaptive: `repeats` (default ADAPTIVE_PILOT, or --quick's) is the
+    pilot, `max_repeats` (default MAX_REPEATS) the cap."""
+    if max_repeats is not None and until_ci is None:
+        raise ConfigError("--max-repeats caps the adaptive repeats of --until-ci; without --until-ci (it is off by "
+                          "default, and under --quick) give the number of repeats with --repeats.")
+    if until_ci is not None and repeats is None and not quick:
+        repeats = ADAPTIVE_PILOT
     checks = (("--repeats", repeats, False), ("--window-s", window_s, False), ("--warmin-cap-s", warmin_cap_s, False),
               ("--idle-s", idle_s, True), ("--chunk-s", chunk_s, False), ("--sample-period-ms", sample_period_ms, False),
-              ("--launch-timeout-s", launch_timeout_s, False))
+              ("--launch-timeout-s", launch_timeout_s, False), ("--max-repeats", max_repeats, False))
     for flag, value, zero_ok in checks:
         _positive(value, flag, allow_zero=zero_ok)
     overrides = {k: v for k, v in dict(
         repeats=repeats, window_s=window_s, warmin_cap_s=warmin_cap_s, idle_before_kernel_s=idle_s, chunk_s=chunk_s,
         sample_period_s=None if sample_period_ms is None else sample_period_ms / 1000, probe=probe,
-        launch_timeout_s=launch_timeout_s,
+        launch_timeout_s=launch_timeout_s, until_ci=until_ci,
+        max_repeats=(max_repeats or MAX_REPEATS) if until_ci is not None else max_repeats,
     ).items() if v is not None}
     # The protocol's own checks name its fields; what the user typed were flags, so these two say so first.
     base = SustainedProtocol.quick() if quick else SustainedProtocol()
@@ -292,3 +314,43 @@ def sustained_config(*, kernels: Sequence[str] = (), inputs: Sequence[InputSpec]
     """The RunConfig of a sustained run: the named kernels, or the device's defaults."""
     return RunConfig(kernels=kernel_specs(kernels, device=device), inputs=tuple(inputs), device=device,
                      protocol=protocol, **settings)
+
+
+def verdict_rule(fail_on_slowdown: str | None, *, flag: str = "--fail-on-slowdown", default: str | None = None):
+    """(the comparison's VerdictRule, the gate's threshold or None). The rule judges at the user's threshold where
+    one is given (so a 0.3 % gate is a 0.3 % gate), else at the analysis default, and names where it came from.
+    `default`: the command's own default gate (nightly's 2 %), used and named when the flag is absent."""
+    from harness.analysis import VerdictRule, parse_threshold
+
+    text, source = (fail_on_slowdown, f"{flag} {fail_on_slowdown}") if fail_on_slowdown is not None else (
+        (default, f"{flag} default {default}") if default is not None else (None, "default"))
+    if text is None:
+        return VerdictRule(), None
+    threshold = parse_threshold(text)
+    return VerdictRule().with_threshold(threshold, source=source), threshold
+
+
+def until_ci(text: str | None, *, default: float | None, flag: str = "--until-ci") -> float | None:
+    """The target half-width of adaptive repeats: `off`, a percentage, or (None) the command's default (commits:
+    the verdict's threshold, the width at which a change of the threshold's size is resolved; sustained: off)."""
+    from harness.analysis import parse_threshold
+
+    if text is None:
+        return default
+    if text.strip().lower() == "off":
+        return None
+    try:
+        value = parse_threshold(text)
+    except ConfigError:
+        raise ConfigError(f"{flag} {text!r} is not a percentage; write it like 0.25% (or off for a fixed "
+                          f"number of repeats).") from None
+    if not value > 0:
+        raise ConfigError(f"{flag} {text!r}: the target half-width must be above 0 (or off).")
+    return value
+
+
+def nightly_until_ci(threshold: float) -> float:
+    """Nightly's default target for tonight's own intervals: the gate / sqrt(2). The baseline's side is fixed, so
+    with both sides that narrow the comparison's interval is about as wide as the gate: a change of the gate's
+    size is resolved."""
+    return threshold / 2 ** 0.5

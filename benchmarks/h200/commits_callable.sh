@@ -18,6 +18,8 @@ OUT=$(cd "$OUT" && pwd)
 export COLUMNS=${COLUMNS:-250} PYTHONUNBUFFERED=1 PYTHONPATH="$PWD${PYTHONPATH:+:$PYTHONPATH}"
 BENCH="python3 -m harness"
 step() { echo "== $(date -u +%T) $*" | tee -a "$OUT/steps.log"; }
+# shellcheck source=benchmarks/h200/sdpa_repo.sh
+. "$(dirname "$0")/sdpa_repo.sh"
 WORK=$(mktemp -d "${TMPDIR:-/tmp}/commits-callable-XXXXXX")
 RESULTS="$WORK/results"
 trap 'tar czf "$OUT/results-commits-callable.tgz" -C "$WORK" results 2>/dev/null; rm -rf "$WORK"' EXIT
@@ -32,25 +34,7 @@ fi
 step "a two-revision repository in $WORK/repo"
 (
     set -e
-    REPO="$WORK/repo"
-    mkdir -p "$REPO"
-    cd "$REPO"
-    git init -q -b main
-    git config user.name bench && git config user.email bench@example.com
-    cat > attn.py <<'PY'
-"""cuDNN SDPA as a plain function: the harness finds `is_causal` and `scale` in the signature."""
-import torch.nn.functional as F
-from torch.nn.attention import SDPBackend, sdpa_kernel
-
-
-def attn(q, k, v, is_causal=True, scale=None):
-    # Pinned to cuDNN on a GPU, so PyTorch's automatic choice cannot change what is measured.
-    with sdpa_kernel([SDPBackend.CUDNN_ATTENTION] if q.is_cuda else [SDPBackend.MATH]):
-        out = F.scaled_dot_product_attention(q, k, v, is_causal=is_causal, scale=scale)
-    return out
-PY
-    git add attn.py && git commit -q -m "cuDNN SDPA"
-    git tag base
+    sdpa_repo "$WORK/repo"
     sed -i 's/^    return out$/    return out.mul_(1.0)  # one extra elementwise pass over the output/' attn.py
     grep -q "mul_(1.0)" attn.py
     git commit -q -am "one extra elementwise pass over the output"

@@ -6,39 +6,42 @@
 """
 
 from harness.analysis._aggregate import MEDIAN_FIELDS, aggregate_repeats
+from harness.analysis._caveats import CPU_CAVEAT, QUICK_CAVEAT, is_full_protocol, run_caveats
 from harness.analysis._compare import (
     BURST_STATUS,
     SHAPE_COLUMNS,
     SUSTAINED_STATUSES,
     Comparison,
     ComparisonRow,
-    RunSummary,
-    aggregate_measurements,
     captured_control_pairs,
-    compare_inputs,
     compare_measurements,
     compare_runs,
-    parse_pairs,
-    parse_threshold,
+    comparison_row,
+    same_run,
     shape_text,
-    summarize_run,
+    two_stage_pilot,
 )
-from harness.analysis._decompose import VERDICTS, Decomposition, Ratio, VerdictRule, decompose, geomean, limiter_label
+from harness.analysis._parse import parse_kernel_pairs, parse_pairs, parse_threshold
+from harness.analysis._summary import RunSummary, aggregate_measurements, compare_inputs, compare_kernels, summarize_run
+from harness.analysis._decompose import Decomposition, decompose, geomean, limiter_label
+from harness.analysis._interval import (
+    DEFAULT_THRESHOLD,
+    INTERVAL_METHODS,
+    VERDICTS,
+    Ratio,
+    VerdictRule,
+    judge,
+    percent,
+    ratio_interval,
+    stein_total,
+    t_quantile,
+)
 from harness.analysis._burst_gap import burst_gap_rows
 from harness.analysis._chiplets import chiplet_spread
 from harness.analysis._spread import GpuFigure, GpuSpread, gpu_spread, suite_spread
 from harness.analysis._crosscheck import CROSSCHECK_TOLERANCE, clock_crosscheck, crosscheck_verdict
-from harness.analysis._explain import (
-    MIN_REPEATS_FOR_VERDICT,
-    Explanation,
-    comparison_warnings,
-    explain_comparison,
-    honest_interval,
-    is_full_protocol,
-    row_sentence,
-    t_quantile,
-)
-from harness.analysis._sentences import comparison_sentence, input_row_sentence, input_sentences
+from harness.analysis._explain import Explanation, comparison_warnings, explain_comparison, interval_text, row_sentence
+from harness.analysis._sentences import input_row_sentence, input_rows, input_sentences
 from harness.analysis._stats import bootstrap_ci, cv, mean, median, value_range
 from harness.analysis._window import POWER_REASONS, THERMAL_REASONS, chunk_clock, samples_in, summarize_window
 
@@ -52,13 +55,17 @@ __all__ = [
     "CROSSCHECK_TOLERANCE",
     "clock_crosscheck",
     "crosscheck_verdict",
-    "MIN_REPEATS_FOR_VERDICT",
+    "CPU_CAVEAT",
+    "QUICK_CAVEAT",
+    "DEFAULT_THRESHOLD",
+    "INTERVAL_METHODS",
     "Explanation",
     "comparison_warnings",
     "explain_comparison",
-    "honest_interval",
+    "interval_text",
     "is_full_protocol",
     "row_sentence",
+    "run_caveats",
     "t_quantile",
     "BURST_STATUS",
     "MEDIAN_FIELDS",
@@ -79,22 +86,31 @@ __all__ = [
     "captured_control_pairs",
     "chunk_clock",
     "compare_inputs",
-    "comparison_sentence",
+    "compare_kernels",
+    "comparison_row",
     "input_sentences",
     "input_row_sentence",
+    "input_rows",
     "compare_measurements",
     "compare_runs",
     "cv",
     "decompose",
     "geomean",
+    "judge",
     "limiter_label",
     "mean",
     "median",
+    "parse_kernel_pairs",
+    "percent",
     "parse_pairs",
     "parse_threshold",
+    "ratio_interval",
+    "same_run",
     "samples_in",
     "shape_text",
+    "stein_total",
     "summarize_run",
     "summarize_window",
+    "two_stage_pilot",
     "value_range",
 ]

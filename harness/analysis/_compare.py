@@ -1,22 +1,28 @@
 """Comparisons: the same kernel on two runs, or on two inputs of one run (captured vs control).
 
 Pure functions over the `measurements` frames of runs read with `read_run`. A row is one kernel on one
-pair of inputs (A, B): time B/A with its bootstrap interval, decomposed into cycles B/A x clock A/B (see
-`_decompose`), the limiter on each side and a verdict by `VerdictRule`.
+pair of inputs (A, B), or two kernels on one input (`compare_kernels`): time B/A (ratio of geometric means over
+repeats) with its t interval, decomposed into cycles B/A x clock A/B (see `_decompose`), the limiter on each side
+and a verdict by `VerdictRule` (see `_interval`: one procedure for every table, sentence, JSON field and gate).
+Sides measured in turn within each repeat (two kernels of one run, the revisions of `bench commits`) are
+`interleaved` and paired by repeat; everything else is `independent`. Comparisons within one run and a run's
+report figures are `_summary`'s.
 
->>> from harness.analysis import parse_pairs, parse_threshold
->>> parse_pairs(["gaussian:0.1=gaussian:1"]), parse_threshold("2%")
-((('gaussian:0.1', 'gaussian:1'),), 0.02)
+>>> from harness.analysis import captured_control_pairs
+>>> captured_control_pairs(["L15:captured", "L15:gaussian:0.1", "gaussian:1"])
+(('L15:gaussian:0.1', 'L15:captured'),)
 """
 
 from __future__ import annotations
 
-import re
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass, field, replace
+from pathlib import Path
 from typing import Sequence
 
+from harness.analysis._caveats import protocol_of_run, run_caveats, unsettled_caveat
 from harness.analysis._decompose import Ratio, VerdictRule, decompose, geomean, limiter_label
-from harness.errors import ConfigError, ResultsError
+from harness.analysis._interval import DEFAULT_THRESHOLD
+from harness.errors import ResultsError
 
 __all__ = [
     "BURST_STATUS",
@@ -24,16 +30,13 @@ __all__ = [
     "SUSTAINED_STATUSES",
     "Comparison",
     "ComparisonRow",
-    "RunSummary",
-    "aggregate_measurements",
     "captured_control_pairs",
-    "compare_inputs",
     "compare_measurements",
     "compare_runs",
-    "parse_pairs",
-    "parse_threshold",
+    "comparison_row",
+    "same_run",
     "shape_text",
-    "summarize_run",
+    "two_stage_pilot",
 ]
 
 SUSTAINED_STATUSES = ("ok", "unsettled")  # rows with a timed sustained window
@@ -57,13 +60,13 @@ def shape_text(row: dict) -> str:
 
 @dataclass(frozen=True, kw_only=True)
 class ComparisonRow:
-    kernel: str
+    kernel: str  # A's kernel (and B's, unless `kernel_b` names another)
     input_a: str
     input_b: str
     shape: str
     repeats_a: int
     repeats_b: int
-    time_a_ns: float  # geometric mean over repeats
+    time_a_ns: float  # geometric mean over repeats (the estimator of every comparison)
     time_b_ns: float
     time: Ratio  # B / A
     cycles: Ratio | None  # B / A
@@ -76,22 +79,42 @@ class ComparisonRow:
     limiter_a: str
     limiter_b: str
     verdict: str
-    note: str = ""
+    kernel_b: str = ""  # B's kernel when two kernels are compared (`compare_kernels`)
+    design: str = "independent"  # or "interleaved": A and B measured in turn within each repeat, paired by repeat
+    threshold: float = DEFAULT_THRESHOLD  # the threshold the verdict applied (the rule's)
+    caveats: tuple[str, ...] = ()  # what the reader must know first (CPU, quick protocol, unsettled repeats)
+
+    @property
+    def note(self) -> str:
+        return "; ".join(self.caveats)
+
+    @property
+    def subject(self) -> str:
+        """The kernel, or `B_KERNEL vs A_KERNEL` when two kernels are compared."""
+        return f"{self.kernel_b} vs {self.kernel}" if self.kernel_b and self.kernel_b != self.kernel else self.kernel
 
 
 @dataclass(frozen=True, kw_only=True)
 class Comparison:
-    """Rows of A vs B. `unmatched` names kernel @ input found on one side only (not compared)."""
+    """Rows of A vs B. `unmatched` names kernel @ input found on one side only (not compared). `same_code` says
+    why A and B are the same thing (one run twice, two revisions of one commit): such a comparison is an A/A
+    check and never fails a gate."""
 
     name_a: str
     name_b: str
     rule: VerdictRule
     rows: tuple[ComparisonRow, ...]
     unmatched: tuple[str, ...] = field(default=())
+    same_code: str = ""
 
-    def slowdowns(self, threshold: float) -> tuple[ComparisonRow, ...]:
-        """Rows whose verdict is `slower` and whose time grew by more than `threshold` (0.02 = 2 %)."""
-        return tuple(r for r in self.rows if r.verdict == "slower" and r.time.change > threshold)
+    def slowdowns(self) -> tuple[ComparisonRow, ...]:
+        """Rows whose verdict is `slower` under the rule (interval excludes 1, change beyond its threshold);
+        none where A and B are the same code."""
+        return () if self.same_code else tuple(r for r in self.rows if r.verdict == "slower")
+
+    def unresolved(self) -> tuple[ComparisonRow, ...]:
+        """Rows whose interval is wider than the threshold while it includes 1: not judged either way."""
+        return tuple(r for r in self.rows if r.verdict == "unresolved")
 
     def to_frame(self):
         """One polars row per comparison row, ratios flattened to value / low / high columns."""
@@ -99,7 +122,8 @@ class Comparison:
 
         flat = []
         for r in self.rows:
-            d = {k: v for k, v in asdict(r).items() if k not in ("time", "cycles", "clock")}
+            d = {k: v for k, v in asdict(r).items() if k not in ("time", "cycles", "clock", "caveats")}
+            d["note"] = r.note
             for name in ("time", "cycles", "clock"):
                 ratio = getattr(r, name)
                 d[f"{name}_ratio"] = ratio.value if ratio else None
@@ -107,28 +131,6 @@ class Comparison:
                 d[f"{name}_high"] = ratio.high if ratio else None
             flat.append(d)
         return pl.DataFrame(flat, infer_schema_length=None)
-
-
-def parse_threshold(text: str) -> float:
-    """`2%` or `0.02` -> 0.02: the slowdown beyond which `bench compare` fails."""
-    m = re.fullmatch(r"\s*([0-9]*\.?[0-9]+)\s*(%?)\s*", text)
-    if not m:
-        raise ConfigError(f"--fail-on-slowdown {text!r} is not a percentage; write it like 2% (or 0.02).")
-    value = float(m.group(1)) / (100 if m.group(2) else 1)
-    if value >= 1 and not m.group(2):
-        raise ConfigError(f"--fail-on-slowdown {text!r} reads as {value:.0%}; write 2% or 0.02 for two percent.")
-    return value
-
-
-def parse_pairs(items: Sequence[str]) -> tuple[tuple[str, str], ...]:
-    """`A_LABEL=B_LABEL` strings -> ((a, b), ...). Labels may contain ':' but not '='."""
-    out = []
-    for item in items:
-        a, sep, b = item.partition("=")
-        if not sep or not a or not b or "=" in b:
-            raise ConfigError(f"--pair-inputs {item!r} must be A_LABEL=B_LABEL, e.g. gaussian:0.1=gaussian:1.")
-        out.append((a, b))
-    return tuple(out)
 
 
 def captured_control_pairs(labels: Sequence[str]) -> tuple[tuple[str, str], ...]:
@@ -145,6 +147,10 @@ def captured_control_pairs(labels: Sequence[str]) -> tuple[tuple[str, str], ...]
 
 
 def _timed(frame, statuses) -> list[dict]:
+    """Timed rows of a measurements table: a polars frame (`read_run`) or plain dicts (`read_run_rows`, which
+    needs only pyarrow: the GPU images compare `bench commits` revisions without polars)."""
+    if isinstance(frame, list):
+        return [r for r in frame if r.get("status") in statuses and r.get("time_ns") is not None]
     import polars as pl
 
     return frame.filter(pl.col("status").is_in(list(statuses)) & pl.col("time_ns").is_not_null()).to_dicts()
@@ -167,6 +173,63 @@ def _shape_mismatch(name_a, name_b, label_a, label_b, ra: dict, rb: dict) -> Res
     )
 
 
+def _by_repeat(rows: list[dict]) -> list[dict]:
+    return sorted(rows, key=lambda r: (r.get("repeat") if r.get("repeat") is not None else -1))
+
+
+def comparison_row(*, kernel: str, input_a: str, input_b: str, rows_a: list[dict], rows_b: list[dict],
+                   rule: VerdictRule = VerdictRule(), design: str = "independent", caveats: Sequence[str] = (),
+                   kernel_b: str = "", pilot: int | tuple | None = None,
+                   max_clock_mhz: float | None = None) -> ComparisonRow:
+    """One comparison row from the timed measurement rows (dicts) of each side.
+
+    `design="interleaved"` pairs the sides by their `repeat` (a repeat timed on one side only is left out, and
+    the row says so); `pilot` is the repeat count a two-stage run fixed in advance (its variance comes from
+    those repeats), or (pilot of A, pilot of B) for independent sides. `caveats` are the runs' (CPU, quick
+    protocol); unsettled repeats are added here.
+    """
+    pilot_a, pilot_b = pilot if isinstance(pilot, tuple) else (pilot, pilot)
+    if design not in ("independent", "interleaved"):
+        raise ValueError(f"design must be independent or interleaved, got {design!r}")
+    ra, rb = _by_repeat(rows_a), _by_repeat(rows_b)
+    notes = list(dict.fromkeys(caveats))
+    if design == "interleaved":
+        reps_a, reps_b = {r["repeat"]: r for r in ra}, {r["repeat"]: r for r in rb}
+        common = sorted(set(reps_a) & set(reps_b))
+        lost = sorted(set(reps_a) ^ set(reps_b))
+        if lost:
+            notes.append(f"repeat(s) {', '.join(map(str, lost))} timed on one side only: left out of the pairing")
+        ra, rb = [reps_a[k] for k in common], [reps_b[k] for k in common]
+        if pilot_a != pilot_b:
+            raise ValueError("interleaved sides share one pilot")
+        if pilot_a is not None and len(common) < pilot_a:
+            pilot_a = pilot_b = None if len(common) < 2 else len(common)
+    source = _clock_source(ra, rb)
+    col = {"inband": "inband_clock_mhz", "nvml": "sm_clock_mhz"}.get(source)
+    clocks_a = [r[col] for r in ra] if col else None
+    clocks_b = [r[col] for r in rb] if col else None
+    d = decompose(time_a=[r["time_ns"] for r in ra], time_b=[r["time_ns"] for r in rb], clock_a=clocks_a,
+                  clock_b=clocks_b, rule=rule, paired=design == "interleaved",
+                  pilot_a=pilot_a if pilot_a and 2 <= pilot_a <= len(ra) else None,
+                  pilot_b=pilot_b if pilot_b and 2 <= pilot_b <= len(rb) else None)
+    unsettled = unsettled_caveat(r["status"] for r in ra + rb)
+    if unsettled:
+        notes.append(unsettled)
+    powers_a = [r["power_w"] for r in ra if r.get("power_w")]
+    powers_b = [r["power_w"] for r in rb if r.get("power_w")]
+    return ComparisonRow(
+        kernel=kernel, kernel_b=kernel_b, input_a=input_a, input_b=input_b,
+        shape=shape_text(ra[0]) if ra[0].get("batch") is not None else "",
+        repeats_a=len(ra), repeats_b=len(rb),
+        time_a_ns=geomean([r["time_ns"] for r in ra]), time_b_ns=geomean([r["time_ns"] for r in rb]),
+        time=d.time, cycles=d.cycles, clock=d.clock, clock_source=source,
+        clock_a_mhz=geomean(clocks_a) if clocks_a else None, clock_b_mhz=geomean(clocks_b) if clocks_b else None,
+        power_a_w=geomean(powers_a) if powers_a else None, power_b_w=geomean(powers_b) if powers_b else None,
+        limiter_a=limiter_label(ra, max_clock_mhz=max_clock_mhz), limiter_b=limiter_label(rb, max_clock_mhz=max_clock_mhz),
+        verdict=d.verdict, design=design, threshold=rule.threshold, caveats=tuple(notes),
+    )
+
+
 def compare_measurements(
     a,
     b,
@@ -177,12 +240,16 @@ def compare_measurements(
     name_b: str = "B",
     statuses: Sequence[str] = SUSTAINED_STATUSES,
     max_clock_mhz: float | None = None,
+    design: str = "independent",
+    caveats: Sequence[str] = (),
+    pilot: int | tuple | None = None,
 ) -> Comparison:
     """Compare the measurement frames `a` and `b` kernel by kernel on paired inputs.
 
     `pairs` lists (input label in A, input label in B); empty means every label found on both sides,
     paired with itself. Shapes must agree within a pair; kernels found on one side only are listed in
     `unmatched`. `statuses` picks the rows that count (sustained by default; `("burst",)` for burst).
+    `design`, `caveats` and `pilot` as in `comparison_row`.
     """
     rows_a, rows_b = _timed(a, statuses), _timed(b, statuses)
     if not rows_a or not rows_b:
@@ -205,48 +272,33 @@ def compare_measurements(
                 raise ResultsError(f"{name} has no timed input {label!r}; its inputs are {', '.join(labels)}.")
     out, unmatched = [], []
     for la, lb in pairs:
-        ka = {}
-        for r in rows_a:
-            if r["input_label"] == la:
-                ka.setdefault(r["kernel"], []).append(r)
-        kb = {}
-        for r in rows_b:
-            if r["input_label"] == lb:
-                kb.setdefault(r["kernel"], []).append(r)
+        ka, kb = _by_kernel(rows_a, la), _by_kernel(rows_b, lb)
         for label, groups, name in ((la, ka, name_a), (lb, kb, name_b)):
-            if len({_shape_key(r) for rs in groups.values() for r in rs}) > 1:
-                raise ResultsError(f"{name} holds input {label!r} at more than one shape; a comparison by label "
-                                   f"cannot tell them apart. Give the inputs distinct names.")
+            _one_shape(groups, label, name)
         first_a, first_b = next(iter(ka.values()))[0], next(iter(kb.values()))[0]
         if _shape_key(first_a) != _shape_key(first_b):
             raise _shape_mismatch(name_a, name_b, la, lb, first_a, first_b)
         unmatched += [f"{k} @ {la} (only in {name_a})" for k in ka if k not in kb]
         unmatched += [f"{k} @ {lb} (only in {name_b})" for k in kb if k not in ka]
         for kernel in (k for k in ka if k in kb):
-            out.append(_row(kernel, la, lb, ka[kernel], kb[kernel], rule, max_clock_mhz))
+            out.append(comparison_row(kernel=kernel, input_a=la, input_b=lb, rows_a=ka[kernel], rows_b=kb[kernel],
+                                      rule=rule, design=design, caveats=caveats, pilot=pilot,
+                                      max_clock_mhz=max_clock_mhz))
     return Comparison(name_a=name_a, name_b=name_b, rule=rule, rows=tuple(out), unmatched=tuple(unmatched))
 
 
-def _row(kernel, la, lb, ra, rb, rule, max_clock_mhz) -> ComparisonRow:
-    source = _clock_source(ra, rb)
-    col = {"inband": "inband_clock_mhz", "nvml": "sm_clock_mhz"}.get(source)
-    clocks_a = [r[col] for r in ra] if col else None
-    clocks_b = [r[col] for r in rb] if col else None
-    d = decompose(time_a=[r["time_ns"] for r in ra], time_b=[r["time_ns"] for r in rb], clock_a=clocks_a,
-                  clock_b=clocks_b, rule=rule)
-    unsettled = sum(r["status"] == "unsettled" for r in ra + rb)
-    powers_a = [r["power_w"] for r in ra if r.get("power_w")]
-    powers_b = [r["power_w"] for r in rb if r.get("power_w")]
-    return ComparisonRow(
-        kernel=kernel, input_a=la, input_b=lb, shape=shape_text(ra[0]), repeats_a=len(ra), repeats_b=len(rb),
-        time_a_ns=geomean([r["time_ns"] for r in ra]), time_b_ns=geomean([r["time_ns"] for r in rb]),
-        time=d.time, cycles=d.cycles, clock=d.clock, clock_source=source,
-        clock_a_mhz=geomean(clocks_a) if clocks_a else None, clock_b_mhz=geomean(clocks_b) if clocks_b else None,
-        power_a_w=geomean(powers_a) if powers_a else None, power_b_w=geomean(powers_b) if powers_b else None,
-        limiter_a=limiter_label(ra, max_clock_mhz=max_clock_mhz),
-        limiter_b=limiter_label(rb, max_clock_mhz=max_clock_mhz),
-        verdict=d.verdict, note=f"{unsettled} unsettled repeat(s)" if unsettled else "",
-    )
+def _by_kernel(rows: list[dict], label: str) -> dict[str, list[dict]]:
+    out: dict[str, list[dict]] = {}
+    for r in rows:
+        if r["input_label"] == label:
+            out.setdefault(r["kernel"], []).append(r)
+    return out
+
+
+def _one_shape(groups: dict, label: str, name: str) -> None:
+    if len({_shape_key(r) for rs in groups.values() for r in rs}) > 1:
+        raise ResultsError(f"{name} holds input {label!r} at more than one shape; a comparison by label "
+                           f"cannot tell them apart. Give the inputs distinct names.")
 
 
 def _check_comparable(run, *, allow_incomplete: bool) -> None:
@@ -259,6 +311,32 @@ def _check_comparable(run, *, allow_incomplete: bool) -> None:
         )
 
 
+def same_run(run_a, run_b) -> bool:
+    """True when A and B are one run: the same directory, or copies of one run id holding the same times (a
+    copy whose times were edited, a synthetic baseline, is another run)."""
+    pa, pb = getattr(run_a, "path", None), getattr(run_b, "path", None)
+    if pa is not None and pb is not None and Path(pa).resolve() == Path(pb).resolve():
+        return True
+    if not run_a.info.get("run_id") or run_a.info.get("run_id") != run_b.info.get("run_id"):
+        return False
+    times = lambda run: ([r.get("time_ns") for r in run.measurements] if isinstance(run.measurements, list)
+                         else run.measurements["time_ns"].to_list())
+    return times(run_a) == times(run_b)
+
+
+def two_stage_pilot(info: dict) -> int | None:
+    """The pilot repeat count of an adaptive run (`until_ci` in its protocol), else None."""
+    protocol = protocol_of_run(info)
+    return protocol.get("repeats") if protocol.get("until_ci") else None
+
+
+def _pilots(info_a: dict, info_b: dict, design: str):
+    pa, pb = two_stage_pilot(info_a), two_stage_pilot(info_b)
+    if design == "interleaved":
+        return pa if pa == pb else None  # interleaved runs of one session share their protocol
+    return (pa, pb)
+
+
 def compare_runs(
     run_a,
     run_b,
@@ -266,119 +344,26 @@ def compare_runs(
     pairs: Sequence[tuple[str, str]] = (),
     rule: VerdictRule = VerdictRule(),
     allow_incomplete: bool = False,
+    design: str = "independent",
+    same_code: str = "",
 ) -> Comparison:
     """Every kernel of run A against the same kernel in run B on paired inputs (same labels by default).
 
-    Runs on different GPU models are compared too (that may be the question), but the row's note says so.
+    Two runs are `independent` unless the caller measured them interleaved (`bench commits`). Runs on
+    different GPU models are compared too (that may be the question), but each row's caveats say so. A run
+    compared with itself is marked `same_code` (it never fails a gate).
     """
     for run in (run_a, run_b):
         _check_comparable(run, allow_incomplete=allow_incomplete)
+    caveats = list(dict.fromkeys(run_caveats(run_a.info) + run_caveats(run_b.info)))
+    if run_a.info.get("device_name") != run_b.info.get("device_name"):
+        caveats.append(f"different devices: {run_a.info.get('device_name')} vs {run_b.info.get('device_name')}")
+    if not same_code and same_run(run_a, run_b):
+        same_code = (f"A and B are the same run ({run_a.info.get('run_id')}): every ratio is 1 by construction, so "
+                     f"this says nothing about noise and no gate fails on it")
     cmp = compare_measurements(
         run_a.measurements, run_b.measurements, pairs=pairs, rule=rule, name_a=f"A ({run_a.info['run_id']})",
-        name_b=f"B ({run_b.info['run_id']})", max_clock_mhz=run_a.info.get("max_sm_clock_mhz"),
+        name_b=f"B ({run_b.info['run_id']})", max_clock_mhz=run_a.info.get("max_sm_clock_mhz"), design=design,
+        caveats=caveats, pilot=_pilots(run_a.info, run_b.info, design),
     )
-    if run_a.info.get("device_name") != run_b.info.get("device_name"):
-        note = f"different devices: {run_a.info.get('device_name')} vs {run_b.info.get('device_name')}"
-        rows = tuple(ComparisonRow(**{**_fields(r), "note": "; ".join(x for x in (r.note, note) if x)})
-                     for r in cmp.rows)
-        cmp = Comparison(name_a=cmp.name_a, name_b=cmp.name_b, rule=rule, rows=rows, unmatched=cmp.unmatched)
-    return cmp
-
-
-def _fields(row: ComparisonRow) -> dict:
-    return {f: getattr(row, f) for f in row.__dataclass_fields__}
-
-
-def compare_inputs(run, *, pairs: Sequence[tuple[str, str]] = (), rule: VerdictRule = VerdictRule()) -> Comparison:
-    """Inputs of one run against each other for every kernel: captured vs control by default.
-
-    Without `pairs`, every `L<n>:captured` input is paired with the other inputs of its layer tag; a run
-    without captures compares each input with the run's first input (its reference).
-    """
-    m = run.measurements
-    timed = _timed(m, SUSTAINED_STATUSES)
-    labels = list(dict.fromkeys(r["input_label"] for r in timed))
-    if not pairs and labels:
-        pairs = captured_control_pairs(labels)
-    if not pairs and labels:
-        # No captures: each input against the first input of its shape (the run's reference for that shape).
-        shape_of = {r["input_label"]: _shape_key(r) for r in timed}
-        first: dict[tuple, str] = {}
-        for x in labels:
-            first.setdefault(shape_of[x], x)
-        pairs = tuple((first[shape_of[x]], x) for x in labels if first[shape_of[x]] != x)
-    if not pairs:
-        return Comparison(name_a="A", name_b="B", rule=rule, rows=())
-    return compare_measurements(m, m, pairs=pairs, rule=rule, name_a="A", name_b="B",
-                                max_clock_mhz=run.info.get("max_sm_clock_mhz"))
-
-
-@dataclass(frozen=True, kw_only=True)
-class RunSummary:
-    """What a report shows about one run: per kernel x input figures, input and burst comparisons."""
-
-    run_id: str
-    info: dict
-    sustained: tuple[dict, ...]  # `aggregate_repeats` rows (+ limiter, shape), kernels that failed included
-    burst: tuple[dict, ...]  # the same for kernel-only (burst) rows
-    inputs: Comparison  # input B vs input A of this run, per kernel (captured vs control)
-    burst_vs_sustained: Comparison | None  # A = burst, B = sustained, per kernel x input
-    notes: tuple[str, ...] = ()  # what could not be compared, and why
-
-    @property
-    def reference_inputs(self) -> set[str]:
-        """Inputs on the A side of the input comparison (controls); plots draw them open."""
-        return {r.input_a for r in self.inputs.rows}
-
-
-def aggregate_measurements(rows: Sequence[dict], *, max_clock_mhz: float | None = None) -> list[dict]:
-    """`aggregate_repeats` of measurement rows (dicts), with each group's limiter, shape and launch note.
-
-    Burst rows count as timed (their protocol's timed launches); pass sustained and burst rows separately.
-    """
-    from harness.analysis._aggregate import aggregate_repeats
-
-    rows = [{**r, "status": "ok"} if r.get("status") == BURST_STATUS else r for r in rows]
-    out = []
-    for agg in aggregate_repeats(rows):
-        mine = [r for r in rows if r["input_label"] == agg["input_label"] and r["kernel"] == agg["kernel"]
-                and r["config_index"] == agg["config_index"]]
-        timed = [r for r in mine if r["status"] in SUSTAINED_STATUSES and r.get("time_ns")]
-        out.append({**agg, "shape": shape_text(mine[0]) if mine[0].get("batch") is not None else "",
-                    "limiter": limiter_label(timed, max_clock_mhz=max_clock_mhz) if timed else "",
-                    "launch_note": next((r.get("launch_note") for r in timed if r.get("launch_note")), "")})
-    return out
-
-
-def summarize_run(run, *, rule: VerdictRule = VerdictRule()) -> RunSummary:
-    """Reduce a run to its report figures: medians over repeats, input comparison, burst vs sustained."""
-    import polars as pl
-
-    m = run.measurements
-    max_clock = run.info.get("max_sm_clock_mhz")
-    sustained_rows = m.filter(pl.col("status") != BURST_STATUS).to_dicts()
-    burst_rows = m.filter(pl.col("status") == BURST_STATUS).to_dicts()
-    bvs = None
-    burst_frame = m.filter(pl.col("status") == BURST_STATUS)
-    sustained_frame = m.filter(pl.col("status").is_in(list(SUSTAINED_STATUSES)))
-    labels = [x for x in dict.fromkeys(burst_frame["input_label"].to_list())
-              if x in set(sustained_frame["input_label"].to_list())]
-    notes = []
-    if labels:
-        try:
-            bvs = compare_measurements(burst_frame, sustained_frame, pairs=[(x, x) for x in labels], rule=rule,
-                                       name_a="burst", name_b="sustained",
-                                       statuses=(BURST_STATUS, *SUSTAINED_STATUSES), max_clock_mhz=max_clock)
-        except ResultsError as exc:  # a report still shows everything else; the reason is printed in it
-            notes.append(f"burst vs sustained not compared: {exc}")
-    try:
-        inputs = compare_inputs(run, rule=rule)
-    except ResultsError as exc:
-        inputs = Comparison(name_a="A", name_b="B", rule=rule, rows=())
-        notes.append(f"inputs not compared: {exc}")
-    return RunSummary(
-        run_id=run.info.get("run_id") or run.path.name, info=run.info,
-        sustained=tuple(aggregate_measurements(sustained_rows, max_clock_mhz=max_clock)),
-        burst=tuple(aggregate_measurements(burst_rows, max_clock_mhz=max_clock)),
-        inputs=inputs, burst_vs_sustained=bvs, notes=tuple(notes),
-    )
+    return replace(cmp, same_code=same_code) if same_code else cmp

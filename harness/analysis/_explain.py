@@ -1,92 +1,35 @@
-"""A comparison in words: one sentence per row, the warnings a reader needs first, and an interval that is
-honest with few repeats.
+"""A comparison in words: one sentence per row and the warnings a reader needs first.
 
 All ratios read B relative to A (time B/A, cycles B/A, clock B/A), so "29.7 % faster" means B took 29.7 %
 less time per launch (time B/A = 0.703). One clock basis per row, named in the sentence: the in-band clock
 (SM cycles counted per ns by the probe) where both sides have it, since ncu's counted cycles follow it
 (`clock_crosscheck`); NVML's SM clock otherwise. Power and limiter of each side come with it.
 
-Interval rule for few repeats: a bootstrap over 2 or 3 repeats a side resamples a handful of distinct
-values, so its interval is about the spread of those values and overstates confidence. The verdict here
-uses the wider of that bootstrap interval and a Welch t interval on log time per repeat (Welch-Satterthwaite
-degrees of freedom), which with 2 repeats a side has t ~ 4.3 or more. A verdict needs at least
-`MIN_REPEATS_FOR_VERDICT` repeats a side: below that there is no spread to judge by.
-
->>> t_quantile(0.975, 2.0) > 4.30 and t_quantile(0.975, 1e6) < 1.961
-True
+Nothing here computes a statistic: the verdict, the interval and the smallest change the comparison could call
+are the row's own (`_interval`, the one procedure), so the table, the sentence, the JSON and the exit code say
+the same thing. Each sentence names its estimator (the ratio of geometric means over repeats), its interval
+method and level, the threshold the verdict applied and where it came from, and every caveat of the row (CPU
+timings, a quick protocol, unsettled repeats) before a reader can take a difference at face value.
 """
 
 from __future__ import annotations
 
 import json
-import math
-from collections.abc import Sequence
 from dataclasses import dataclass
 
+from harness.analysis._caveats import is_full_protocol
+from harness.analysis._interval import percent
 from harness.analysis._compare import (
     SUSTAINED_STATUSES,
     Comparison,
     ComparisonRow,
+    same_run,
     shape_text,
 )
 
-__all__ = ["MIN_REPEATS_FOR_VERDICT", "Explanation", "comparison_warnings", "explain_comparison",
-           "honest_interval", "is_full_protocol", "row_sentence", "t_quantile"]
+__all__ = ["Explanation", "comparison_warnings", "explain_comparison", "interval_text", "row_sentence"]
 
-MIN_REPEATS_FOR_VERDICT = 2
 _SAME = 0.0005  # a factor within 0.05 % reads as "the same"
-# Settle-rule fields whose looser values make the rows not sustained figures (`--quick` loosens all of them).
-_FULL = {"settle_chunk_tol": 0.003, "settle_trend_tol": 0.003}
-_FULL_MIN = {"settle_trend_window_s": 2.0, "warmin_min_s": 1.0}
-
-
-def t_quantile(p: float, df: float) -> float:
-    """Quantile of Student's t (df may be fractional, as Welch's is); bisection on a Simpson-integrated CDF."""
-    if not 0.5 <= p < 1 or not df > 0:
-        raise ValueError("t_quantile needs 0.5 <= p < 1 and df > 0")
-    c = math.exp(math.lgamma((df + 1) / 2) - math.lgamma(df / 2)) / math.sqrt(df * math.pi)
-
-    def cdf(x: float) -> float:  # P(T <= x) for x >= 0, integrated in u = atan(t) to keep the tail finite
-        n, hi = 400, math.atan(x)
-        f = lambda u: c * (1 + math.tan(u) ** 2 / df) ** (-(df + 1) / 2) / math.cos(u) ** 2
-        h = hi / n
-        s = f(0) + f(hi) + sum((4 if i % 2 else 2) * f(i * h) for i in range(1, n))
-        return 0.5 + s * h / 3
-
-    lo, hi = 0.0, 1.0
-    while cdf(hi) < p:
-        hi *= 2
-    for _ in range(60):
-        mid = (lo + hi) / 2
-        lo, hi = (mid, hi) if cdf(mid) < p else (lo, mid)
-    return (lo + hi) / 2
-
-
-def honest_interval(time_a: Sequence[float], time_b: Sequence[float], *, level: float = 0.95):
-    """Welch t interval of time B/A (ratio of geometric means), or None with fewer than 2 repeats a side."""
-    la, lb = [math.log(t) for t in time_a], [math.log(t) for t in time_b]
-    na, nb = len(la), len(lb)
-    if min(na, nb) < 2:
-        return None
-    ma, mb = sum(la) / na, sum(lb) / nb
-    va = sum((x - ma) ** 2 for x in la) / (na - 1) / na
-    vb = sum((x - mb) ** 2 for x in lb) / (nb - 1) / nb
-    d = mb - ma
-    se = math.sqrt(va + vb)
-    if se == 0:
-        return math.exp(d), math.exp(d)
-    df = (va + vb) ** 2 / (va ** 2 / (na - 1) + vb ** 2 / (nb - 1))
-    half = t_quantile((1 + level) / 2, df) * se
-    return math.exp(d - half), math.exp(d + half)
-
-
-def is_full_protocol(protocol: dict | None) -> bool:
-    """True when the settle rule is no looser than the default protocol's (`--quick` is looser)."""
-    if not protocol:
-        return False
-    tight = all(protocol.get(k, v) <= v for k, v in _FULL.items())
-    long = all(protocol.get(k, v) >= v for k, v in _FULL_MIN.items())
-    return tight and long
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -100,7 +43,8 @@ class Explanation:
 
 
 def _pct(x: float) -> str:
-    return f"{abs(x) * 100:.1f} %"
+    # Two decimals below 1 %: a 0.39 % slowdown must not read "0.4 %" against a 0.3 % gate, nor 0.04 % as "0.0 %".
+    return f"{abs(x) * 100:.1f} %" if abs(x) >= 0.0095 else f"{abs(x) * 100:.2f} %"
 
 
 def _limiter(text: str) -> str:
@@ -142,72 +86,74 @@ def _factors(row: ComparisonRow, faster: bool) -> str:
     return f"{c_word} and {k_word}"
 
 
-def row_sentence(row: ComparisonRow, *, verdict: str, interval=None) -> str:
-    """One row in words, B relative to A; `verdict` and `interval` (low, high of time B/A) from `explain_comparison`."""
-    where = f"{row.kernel} on {row.input_b}" + (f" (A: {row.input_a})" if row.input_a != row.input_b else "")
+def interval_text(row: ComparisonRow) -> str:
+    """`time B/A 1.0039 [1.0033, 1.0045]: ratio of geometric means over 3 interleaved pairs of repeats, 95 % paired
+    t interval, smallest change it could call 0.06 %, threshold 0.3 %` (its source is the caller's to add)."""
+    t = row.time
+    n = (f"{row.repeats_a} interleaved pairs of" if row.design == "interleaved"
+         else f"{row.repeats_a}+{row.repeats_b}")
+    head = f"time B/A {t.value:.4f}"
+    if t.low is None:
+        return f"{head}: ratio of geometric means over {n} repeats, no interval"
+    level = f"{t.level * 100:.0f} %" if t.level else ""
+    return (f"{head} [{t.low:.4f}, {t.high:.4f}]: ratio of geometric means over {n} repeats, {level} {t.method} "
+            f"interval, smallest change it could call {percent(t.resolution)} %, threshold "
+            f"{percent(row.threshold)} %")
+
+
+def _head(row: ComparisonRow, threshold_source: str) -> str:
     t = row.time.value - 1
-    iv = f" [{interval[0]:.4f}, {interval[1]:.4f}]" if interval else ""
-    stats = f"time B/A {row.time.value:.4f}{iv} over {row.repeats_a}+{row.repeats_b} repeats"
-    if verdict in ("faster", "slower"):
-        head = f"B is {_pct(t)} {verdict}"
-    elif verdict == "same":
-        head = f"B is the same within noise ({t * 100:+.1f} %; the interval includes 1)"
-    else:
-        head = (f"no verdict ({t * 100:+.1f} %; fewer than {MIN_REPEATS_FOR_VERDICT} repeats a side give no "
-                f"spread to judge by)")
-    text = f"{where}: {head}"
+    if row.verdict in ("faster", "slower"):
+        return f"B is {_pct(t)} {row.verdict}"
+    if row.verdict == "same" and row.time.excludes_one():
+        return (f"B is the same within the {percent(row.threshold)} % threshold ({t * 100:+.2f} %: a change the "
+                f"interval resolves, below the threshold)")
+    if row.verdict == "same":
+        return f"B is the same within the {percent(row.threshold)} % threshold ({t * 100:+.2f} %; the interval includes 1)"
+    if row.verdict == "unresolved":
+        return (f"not resolved ({t * 100:+.2f} %): the interval is wider than the {percent(row.threshold)} % "
+                f"threshold, so a change of that size cannot be told from noise; more repeats (--until-ci) would")
+    return f"no verdict ({t * 100:+.1f} %; fewer than 2 repeats a side give no spread to judge by)"
+
+
+def row_sentence(row: ComparisonRow, *, threshold_source: str = "default") -> str:
+    """One row in words, B relative to A, from the row's own verdict and interval."""
+    where = f"{row.subject} on {row.input_b}" + (f" (A: {row.input_a})" if row.input_a != row.input_b else "")
+    text = f"{where}: {_head(row, threshold_source)}"
+    if row.caveats:
+        text += f" [{'; '.join(row.caveats)}]"
+    t = row.time.value - 1
     if row.cycles is not None and row.clock is not None:
         text += f": {_factors(row, faster=t < 0)}{_why(row)}"
     basis = {"inband": "in-band", "nvml": "NVML"}.get(row.clock_source, "")
+    stats = interval_text(row) + f" ({threshold_source})"
     text += f". {stats[0].upper()}{stats[1:]}. " + "; ".join(_side(n, mhz, w, lim, basis) for n, mhz, w, lim in (
         ("A", row.clock_a_mhz, row.power_a_w, row.limiter_a), ("B", row.clock_b_mhz, row.power_b_w, row.limiter_b)))
     return text + "."
 
 
-def _times(frame, kernel: str, label: str) -> list[float]:
-    import polars as pl
-
-    f = frame.filter((pl.col("kernel") == kernel) & (pl.col("input_label") == label)
-                     & pl.col("status").is_in(list(SUSTAINED_STATUSES)) & pl.col("time_ns").is_not_null())
-    return f["time_ns"].to_list()
-
-
-def _verdict(row: ComparisonRow, ta, tb, rule):
-    if min(len(ta), len(tb)) < MIN_REPEATS_FOR_VERDICT:
-        return "too few repeats", None
-    t_iv = honest_interval(ta, tb, level=rule.level)
-    lo = min(t_iv[0], row.time.low if row.time.low is not None else t_iv[0])
-    hi = max(t_iv[1], row.time.high if row.time.high is not None else t_iv[1])
-    if (lo > 1 or hi < 1) and abs(row.time.change) > rule.min_change:
-        return ("slower" if row.time.value > 1 else "faster"), (lo, hi)
-    return "same", (lo, hi)
-
-
 def explain_comparison(cmp: Comparison, run_a=None, run_b=None) -> Explanation:
-    """Sentences and warnings for `cmp` (from `compare_runs(run_a, run_b)`; runs give the per-repeat times and
-    the provenance the warnings read; without them the sentences use the comparison's own verdicts)."""
-    sentences, warnings = [], list(comparison_warnings(run_a, run_b)) if run_a is not None else []
-    for row in cmp.rows:
-        verdict, iv = row.verdict, ((row.time.low, row.time.high) if row.time.low is not None else None)
-        if run_a is not None and run_b is not None:
-            ta, tb = _times(run_a.measurements, row.kernel, row.input_a), _times(run_b.measurements, row.kernel,
-                                                                                 row.input_b)
-            verdict, iv = _verdict(row, ta, tb, cmp.rule)
-            if verdict != row.verdict:
-                warnings.append(
-                    f"{row.kernel} on {row.input_b}: the bootstrap verdict '{row.verdict}' over {len(ta)}+{len(tb)} "
-                    f"repeats overstates confidence; with the Welch t bound the interval is [{iv[0]:.4f}, "
-                    f"{iv[1]:.4f}], verdict '{verdict}'. Add repeats (--repeats) for a verdict.")
-        sentences.append(row_sentence(row, verdict=verdict, interval=iv))
+    """Sentences and warnings for `cmp` (from `compare_runs(run_a, run_b)`; the runs give the provenance the
+    warnings read)."""
+    warnings = []
+    if cmp.same_code:
+        warnings.append(f"{cmp.same_code}.")
+    if run_a is not None and run_b is not None:
+        warnings += [w for w in comparison_warnings(run_a, run_b) if not (cmp.same_code and "same run" in w)]
+    sentences = [row_sentence(row, threshold_source=cmp.rule.threshold_source) for row in cmp.rows]
+    unresolved = cmp.unresolved()
+    if unresolved:
+        worst = max(r.time.resolution for r in unresolved)
+        warnings.append(f"{len(unresolved)} of {len(cmp.rows)} row(s) not resolved at the {cmp.rule.threshold_text} "
+                        f"threshold (their intervals reach +-{percent(worst)} %): neither slower nor the same can be "
+                        f"said of them; add repeats (--repeats, or --until-ci where the command takes it).")
     sources = {r.clock_source for r in cmp.rows}
     basis = ("Clock basis: in-band (SM cycles counted per ns by the probe), the clock ncu's counted cycles follow."
              if sources == {"inband"} else
              "Clock basis: NVML's SM clock (a side lacks in-band readings; NVML reads ~9-13 % above the clock the "
              "SMs count under load, so cycles read high on both sides)." if sources == {"nvml"} else
              f"Clock basis per row: {', '.join(sorted(sources))}.")
-    basis += (f" Ratios are B relative to A; faster = less time per launch. Verdict: the {cmp.rule.level:.0%} "
-              f"interval of time B/A, the wider of the bootstrap and a Welch t bound on log time, excludes 1 and "
-              f"|B/A - 1| > {cmp.rule.min_change:.1%}; at least {MIN_REPEATS_FOR_VERDICT} repeats a side.")
+    basis += f" Ratios are B relative to A; faster = less time per launch. Verdict: {cmp.rule.describe()}."
     if len(sources) > 1:
         warnings.append("rows use different clock bases (in-band where both sides have the probe, NVML elsewhere).")
     return Explanation(basis=basis, sentences=tuple(sentences), warnings=tuple(warnings))
@@ -231,8 +177,7 @@ def comparison_warnings(run_a, run_b) -> list[str]:
     """What makes A vs B not a like-for-like comparison, each in one sentence (empty: nothing found)."""
     a, b = run_a.info, run_b.info
     out = []
-    same_path = run_a.path.resolve() == run_b.path.resolve() if getattr(run_a, "path", None) else False
-    if same_path or (a.get("run_id") and a.get("run_id") == b.get("run_id")):
+    if same_run(run_a, run_b):
         out.append(f"A and B are the same run ({a.get('run_id')}): every ratio is 1 by construction, so 'same' "
                    f"says nothing about noise. Compare two runs.")
     pa, pb = _json(a, "protocol_json"), _json(b, "protocol_json")

@@ -13,6 +13,7 @@ import typer
 from harness.cli.common_args import EXPORT, ISOLATE, RECORD, SHAPE, SOURCES, export, reading_runs, split_list
 from harness.cli.common_args import command_line as _command, console as _console, fail as _fail, with_options
 from harness.cli.common_args import nothing_timed, stopped
+from harness.config import RESULTS_ROOT
 from harness.errors import ExitCode
 
 __all__ = ["burst", "compare", "report"]
@@ -22,73 +23,102 @@ SLOWDOWN_EXIT = int(ExitCode.REGRESSION)  # a slowdown beyond --fail-on-slowdown
 
 @with_options(figures=EXPORT)
 def compare(
-    run_a: Path = typer.Argument(..., help="baseline run directory (A)"),
-    run_b: Path = typer.Argument(..., help="run directory to judge (B)"),
+    runs: List[str] = typer.Argument(..., help="run A (baseline) and run B (to judge): run directories, or run ids / "
+                                               "--name's under --results; one run with --pair-kernels"),
     figures: dict = None,
+    results: Path = typer.Option(RESULTS_ROOT, help="where run names and ids are looked up"),
     pair_inputs: List[str] = typer.Option([], "--pair-inputs", callback=split_list,
                                           help="A_LABEL=B_LABEL (repeatable or comma-separated); default: same labels"),
-    fail_on_slowdown: Optional[str] = typer.Option(None, help="exit 1 when B is slower by more than this, e.g. 2% "
-                                                              "(default: no check, exit 0)"),
+    pair_kernels: List[str] = typer.Option([], "--pair-kernels", callback=split_list,
+                                           help="A_KERNEL=B_KERNEL: kernel B against kernel A within one run, paired by "
+                                                "repeat (repeatable or comma-separated)"),
+    fail_on_slowdown: Optional[str] = typer.Option(None, help="exit 1 when B is slower by more than this, e.g. 2%; the "
+                                                              "verdicts then judge at this threshold (default: "
+                                                              "verdicts at 0.5 %, no gate, exit 0)"),
     md: Optional[Path] = typer.Option(None, "--md", help="also write the comparison as Markdown (CI summaries)"),
     allow_incomplete: bool = typer.Option(False, help="compare runs that stopped early"),
-    seed: int = typer.Option(0, help="bootstrap seed"),
 ) -> None:
-    """Same kernels in two runs: time B/A = cycles B/A x clock A/B, limiters, and a verdict per kernel x input."""
+    """Same kernels in two runs (or two kernels of one run): time B/A = cycles B/A x clock A/B, limiters, a verdict."""
     with reading_runs("compare", figures) as console:
-        from harness.analysis import VerdictRule, compare_runs, explain_comparison, parse_pairs, parse_threshold
+        from harness.analysis import compare_kernels, compare_runs, explain_comparison, parse_kernel_pairs, parse_pairs
+        from harness.errors import ConfigError
         from harness.report import comparison_figures, comparison_markdown, comparison_tables, figures_document
-        from harness.report import provenance
-        from harness.results import read_run
+        from harness.report import gate_figures, gate_line, provenance
+        from harness.results import read_run, resolve_run
+        from harness.suite import verdict_rule
 
-        pairs = parse_pairs(pair_inputs)
-        threshold = parse_threshold(fail_on_slowdown) if fail_on_slowdown is not None else None
-        a, b = read_run(run_a), read_run(run_b)
-        cmp = compare_runs(a, b, pairs=pairs, rule=VerdictRule(seed=seed), allow_incomplete=allow_incomplete)
+        pairs, kernel_pairs = parse_pairs(pair_inputs), parse_kernel_pairs(pair_kernels)
+        rule, threshold = verdict_rule(fail_on_slowdown)
+        if kernel_pairs:
+            if len(runs) != 1 or pairs:
+                raise ConfigError("--pair-kernels compares two kernels of ONE run: give one run (and no "
+                                  "--pair-inputs); to compare runs, give two runs without it.")
+        elif len(runs) != 2:
+            raise ConfigError(f"`bench compare` takes two runs, A then B (got {len(runs)}); or one run with "
+                              f"--pair-kernels A_KERNEL=B_KERNEL.")
+        paths = [resolve_run(r, results=results) for r in runs]
+        for text, path in zip(runs, paths):
+            if str(path) != text:
+                console.print(f"{text}: {path}", highlight=False)
+        loaded = [read_run(p) for p in paths]
+        if kernel_pairs:
+            cmp = compare_kernels(loaded[0], kernel_pairs, rule=rule)
+            title = f"kernel B vs kernel A in {loaded[0].info.get('run_id')}"
+        else:
+            cmp = compare_runs(loaded[0], loaded[1], pairs=pairs, rule=rule, allow_incomplete=allow_incomplete)
+            title = f"{cmp.name_b} vs {cmp.name_a}"
         if not cmp.rows:  # a gate that passes on nothing is no gate
-            from harness.errors import ConfigError
-
             raise ConfigError(
-                f"Nothing to compare: no kernel x input was timed in both {run_a} and {run_b} ("
-                + ("; ".join(cmp.unmatched) or "neither run timed anything") + "). Compare runs of the same "
+                f"Nothing to compare: no kernel x input was timed on both sides of {' and '.join(runs)} ("
+                + ("; ".join(cmp.unmatched) or "nothing was timed") + "). Compare runs of the same "
                 "suite, or pair differently labelled inputs with --pair-inputs A_LABEL=B_LABEL.")
-        for table in comparison_tables(cmp, title=f"{cmp.name_b} vs {cmp.name_a}"):
+        if threshold is not None and all(r.verdict == "too few repeats" for r in cmp.rows):
+            raise ConfigError(
+                f"--fail-on-slowdown {fail_on_slowdown}: no row can be judged, every one has fewer than "
+                f"{rule.min_repeats} timed repeats on a side (a single repeat has no spread to judge a change by). "
+                f"Measure with --repeats 2 or more.")
+        for table in comparison_tables(cmp, title=title):
             console.print(table.to_rich())
-        for line in explain_comparison(cmp, a, b).lines():  # the rows in words, warnings first
+        sides = (loaded[0], loaded[0]) if kernel_pairs else loaded
+        for line in explain_comparison(cmp, *sides).lines():  # the rows in words, warnings first
             console.print(line, highlight=False, soft_wrap=True)
         if cmp.unmatched:
             console.print("not compared (one side only): " + "; ".join(cmp.unmatched), highlight=False)
         if md is not None:
             md.write_text(comparison_markdown(cmp, threshold=threshold), encoding="utf-8")
             console.print(f"markdown: {md}", highlight=False)
-        slow = cmp.slowdowns(threshold) if threshold is not None else ()
-        verdict = None if threshold is None else {
-            "verdict": "fail" if slow else "pass", "exit_code": SLOWDOWN_EXIT if slow else 0, "threshold_frac": threshold,
-            "slower": [f"{r.kernel} @ {r.input_b}" for r in slow]}
+        verdict = gate_figures([cmp], threshold=threshold, exit_code_slower=SLOWDOWN_EXIT)
         export(console, figures, figures_document(
-            command="compare", runs=[provenance(a.info, path=run_a), provenance(b.info, path=run_b)],
-            tables={"comparison": comparison_figures(cmp)}, verdict=verdict))
-    if slow:
-        console.print(f"[bold red]slower beyond {threshold:.1%}:[/] " + "; ".join(
-            f"{r.kernel} on {r.input_b} {r.time.change:+.2%}" for r in slow), highlight=False)
-        raise typer.Exit(SLOWDOWN_EXIT)
+            command="compare", runs=[provenance(r.info, path=p) for r, p in zip(loaded, paths)],
+            tables={"kernels" if kernel_pairs else "comparison": comparison_figures(cmp)}, verdict=verdict))
+    line = gate_line(cmp, threshold=threshold)
+    color = "bold red" if line.startswith("FAIL") else "yellow" if "NOT RESOLVED" in line else "green"
+    console.print(f"[{color}]{line}[/]", highlight=False, soft_wrap=True)
+    if verdict is not None and verdict["exit_code"]:
+        raise typer.Exit(verdict["exit_code"])
 
 
 @with_options(figures=EXPORT)
 def report(
-    run: Path = typer.Argument(..., help="run directory"),
+    run: str = typer.Argument(..., help="run directory, or a run id / --name under --results"),
     figures: dict = None,
+    results: Path = typer.Option(RESULTS_ROOT, help="where run names and ids are looked up"),
     html: Optional[Path] = typer.Option(None, "--html", help="write one self-contained HTML file here"),
     md: Optional[Path] = typer.Option(None, "--md", help="write the Markdown twin here (figures as PNG beside it)"),
-    seed: int = typer.Option(0, help="bootstrap seed"),
+    pair_kernels: List[str] = typer.Option([], "--pair-kernels", callback=split_list,
+                                           help="A_KERNEL=B_KERNEL: a section comparing kernel B with kernel A, paired "
+                                                "by repeat (repeatable or comma-separated)"),
 ) -> None:
     """The figures of one run as terminal tables, and optionally an HTML page and its Markdown twin."""
     with reading_runs("report", figures) as console:
-        from harness.analysis import VerdictRule
+        from harness.analysis import parse_kernel_pairs
         from harness.report import build_report, run_figures, write_report
-        from harness.results import read_run
+        from harness.results import read_run, resolve_run
 
+        kernel_pairs = parse_kernel_pairs(pair_kernels)
+        run = resolve_run(run, results=results)
         loaded = read_run(run)
-        rep = build_report(loaded, rule=VerdictRule(seed=seed), figures=html is not None or md is not None)
+        rep = build_report(loaded, figures=html is not None or md is not None, kernel_pairs=kernel_pairs)
         console.print(f"[bold]{rep.title}[/]: {rep.header}", highlight=False)
         for section in rep.sections:
             for table in section.tables:

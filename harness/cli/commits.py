@@ -17,7 +17,7 @@ from harness.cli.common_args import command_line as _command, fail as _fail, pro
 from harness.cli.common_args import reading_runs, with_options
 from harness.errors import ExitCode
 
-_COMMITS_PROTOCOL = {k: PROTOCOL[k] for k in ("quick", "window_s")}
+_COMMITS_PROTOCOL = {k: PROTOCOL[k] for k in ("quick", "window_s", "idle_s")}
 
 __all__ = ["commits", "nightly"]
 
@@ -37,16 +37,23 @@ def commits(
     device: str = typer.Option("cuda:0", help="cpu, cuda:N or cuda:<PCI bus id>: one device for every revision"),
     allow_dirty: bool = typer.Option(False, help="go ahead with uncommitted changes in --repo (recorded; they are not measured)"),
     input_: str = typer.Option("gaussian:0.1", "--input", "-i", help="input source, identical for every revision"),
-    repeats: Optional[int] = typer.Option(None, help="interleaved repeats per revision (default 3; --quick 2)"),
+    repeats: Optional[int] = typer.Option(None, help="interleaved repeats per revision (default 3; --quick 2); with "
+                                                     "--until-ci the pilot (default 5)"),
+    until_ci: Optional[str] = typer.Option(None, "--until-ci", help="add interleaved repeats (Stein's two-stage rule) "
+                                                                   "until the interval's half-width is at most this, "
+                                                                   "e.g. 0.25%, or off (default: the verdict's "
+                                                                   "threshold; off with --quick)"),
+    max_repeats: Optional[int] = typer.Option(None, help="cap on interleaved repeats per revision under --until-ci "
+                                                         "(default 10)"),
     md: Optional[Path] = typer.Option(None, "--md", help="also write the comparison as Markdown here (CI summaries)"),
     summary: Optional[Path] = typer.Option(None, "--summary", hidden=True, help="the old name of --md"),
 ) -> None:
     """Compare a kernel across revisions: a worktree and a process per revision, repeats interleaved A B A B."""
-    from harness.analysis import parse_threshold
-    from harness.commits import CommitsConfig, commits_markdown, commits_table, compare_commits
+    from harness.commits import CommitsConfig, commits_gate_line, commits_lines, commits_markdown, commits_table
+    from harness.commits import compare_commits
     from harness.errors import ConfigError, HarnessError
-    from harness.report import commits_figures, figures_document
-    from harness.suite import attention_shape, synthetic_specs
+    from harness.report import commits_figures, figures_document, gate_figures
+    from harness.suite import attention_shape, synthetic_specs, until_ci as until_ci_of, verdict_rule
 
     try:
         console = export_console(figures)
@@ -54,24 +61,24 @@ def commits(
             if md is not None:
                 raise ConfigError("--summary is the old name of --md; give only --md.")
             md = summary
-        threshold = parse_threshold(fail_on_slowdown) if fail_on_slowdown else None
+        rule, threshold = verdict_rule(fail_on_slowdown)
+        target = until_ci_of(until_ci, default=None if protocol["quick"] else rule.threshold)
         dims = attention_shape(shape_args(shape), device=device)
         (spec,) = synthetic_specs([input_], shape=dims, dtype=shape["dtype"], seed=shape["seed"])
         if run["name"] is not None:
             raise ConfigError("--name: `bench commits` names each revision's run after the revision; leave --name out.")
         config = CommitsConfig(
             repo=repo, kernel=kernel, revisions=tuple(revisions), input=spec, device=device,
-            telemetry=run["telemetry"], protocol=protocol_of({**protocol, "repeats": repeats}),
+            telemetry=run["telemetry"], protocol=protocol_of({**protocol, "repeats": repeats, "until_ci": target,
+                                                              "max_repeats": max_repeats}),
             results_dir=run["results"], launch=run["launch"], gate=run["gate"], allow_dirty=allow_dirty,
-            allow_busy=run["allow_busy"],
+            allow_busy=run["allow_busy"], rule=rule,
         )
         result = compare_commits(config, on_message=lambda text: console.print(f"[dim]{text}[/]", highlight=False),
                                  command=_command())
-        slow = result.slowdowns(threshold) if threshold is not None else ()
         runs, rows = commits_figures(result)
-        verdict = None if threshold is None else {
-            "verdict": "fail" if slow else "pass", "exit_code": int(ExitCode.REGRESSION) if slow else 0,
-            "threshold_frac": threshold, "slower": [c.head.revision.describe() for c in slow]}
+        verdict = gate_figures([c.comparison for c in result.comparisons], threshold=threshold,
+                               exit_code_slower=int(ExitCode.REGRESSION))
         export(console, figures, figures_document(command="commits", runs=runs, tables={"revisions": rows},
                                                   verdict=verdict))
     except HarnessError as exc:
@@ -80,11 +87,8 @@ def commits(
         console.print(f"[yellow]bench commits {exc or 'interrupted'}[/]", highlight=False)
         raise typer.Exit(128 + (signal.Signals[exc.signal] if hasattr(exc, "signal") else signal.SIGINT)) from None
     console.print(commits_table(result).to_rich())
-    for c in result.comparisons:
-        f = c.factors
-        clock = f"clock A/B x{f.clock.value:.4f}" if f.clock_known else "clock A/B unknown (taken as 1)"
-        console.print(f"{c.head.revision.describe()} vs {c.base.revision.describe()}: time x{f.time.value:.4f} = "
-                      f"cycles x{f.cycles.value:.4f} x {clock}: {c.verdict}", highlight=False)
+    for line in commits_lines(result):
+        console.print(line, highlight=False, soft_wrap=True)
     if result.dirty_files:
         console.print(f"[yellow]--allow-dirty: uncommitted changes to {', '.join(result.dirty_files)} were not measured.[/]")
     for run in result.runs:
@@ -93,12 +97,11 @@ def commits(
         md.parent.mkdir(parents=True, exist_ok=True)
         md.write_text(commits_markdown(result, threshold=threshold), encoding="utf-8")
         console.print(f"markdown: {md}", highlight=False)
-    if threshold is not None:
-        if slow:
-            console.print(f"[bold red]FAIL:[/] slower by more than {threshold:.1%}: "
-                          + ", ".join(c.head.revision.describe() for c in slow), highlight=False)
-            raise typer.Exit(int(ExitCode.REGRESSION))
-        console.print(f"[green]PASS:[/] no revision slower by more than {threshold:.1%}", highlight=False)
+    line = commits_gate_line(result, threshold=threshold)
+    color = "bold red" if line.startswith("FAIL") else "yellow" if "NOT RESOLVED" in line else "green"
+    console.print(f"[{color}]{line}[/]", highlight=False, soft_wrap=True)
+    if verdict is not None and verdict["exit_code"]:
+        raise typer.Exit(verdict["exit_code"])
 
 
 @with_options(capture=CAPTURE, figures=EXPORT)
@@ -109,7 +112,8 @@ def nightly(
     out: Path = typer.Option(Path("out/nightly"), help="summary.md, report.html, verdict.json and runs/ go here"),
     baseline: Path = typer.Option(Path("baseline"), help="where the baseline run is stored (a folder that persists between nights)"),
     update_baseline: bool = typer.Option(False, help="store tonight's run as the baseline (only when asked for)"),
-    fail_on_slowdown: str = typer.Option("2%", help="fail when a kernel x input is slower by more than this, beyond the noise rule"),
+    fail_on_slowdown: Optional[str] = typer.Option(None, help="fail when a kernel x input is slower by more than this "
+                                                              "(its interval excluding 1); default 2%"),
     kernel: List[str] = SOURCES["kernel"][1],
     capture_file: List[Path] = typer.Option([], "--capture", help="a capture layer file (repeatable), timed with its controls"),
     input_: Optional[List[str]] = typer.Option(None, "--input", "-i", callback=split_list,
@@ -118,6 +122,10 @@ def nightly(
     seq_len: Optional[int] = SHAPE["seq_len"][1],
     dtype: str = SHAPE["dtype"][1],
     quick: bool = typer.Option(False, help="short protocol (the CPU dry run)"),
+    until_ci: Optional[str] = typer.Option(None, "--until-ci", help="adaptive repeats (pilot 5) until each kernel x "
+                                                                   "input's own interval is this narrow, or off "
+                                                                   "(default: the gate / sqrt 2; off with --quick)"),
+    max_repeats: Optional[int] = PROTOCOL["max_repeats"][1],
     telemetry: str = RUN["telemetry"][1],
     draw: bool = typer.Option(True, "--figures/--no-figures", help="figures in report.html"),
 ) -> None:
@@ -128,9 +136,10 @@ def nightly(
     from harness.suite import captured_specs, nightly_shape, sustained_config, synthetic_specs
 
     with reading_runs("nightly", figures) as console:
-        from harness.analysis import parse_threshold
+        from harness.suite import nightly_until_ci, until_ci as until_ci_of, verdict_rule
 
-        threshold = parse_threshold(fail_on_slowdown)
+        rule, threshold = verdict_rule(fail_on_slowdown, default="2%")
+        target = until_ci_of(until_ci, default=None if quick else nightly_until_ci(threshold))
         selection = capture_args(capture, files=capture_file)
         selection.check()
         if selection.wanted:
@@ -142,8 +151,9 @@ def nightly(
             inputs = synthetic_specs(input_,
                                      shape=nightly_shape(device, seq_len=seq_len), dtype=dtype)
         config = sustained_config(kernels=kernel, inputs=inputs, device=device, telemetry=telemetry,
-                                  protocol=protocol_of({"quick": quick}), results_dir=out / "runs", run_name="nightly")
-        result = run_nightly(config, out_dir=out, baseline_dir=baseline, threshold=threshold,
+                                  protocol=protocol_of({"quick": quick, "until_ci": target, "max_repeats": max_repeats}),
+                                  results_dir=out / "runs", run_name="nightly")
+        result = run_nightly(config, out_dir=out, baseline_dir=baseline, threshold=threshold, rule=rule,
                              update_baseline=update_baseline, figures=draw, observer=run_observer(console),
                              command=_command())
         export(console, figures, nightly_figures(result, threshold=threshold))

@@ -23,8 +23,7 @@ from harness.suite import CAPTURES_ROOT, RESULTS_ROOT
 
 __all__ = ["console", "fail", "command_line", "SOURCES", "SHAPE", "CAPTURE", "PROTOCOL", "RECORD", "RUN", "ISOLATE", "EXPORT",
            "with_options", "split_list", "split_ints", "export", "export_console", "need_polars", "reading_runs",
-           "shape_args", "capture_args", "protocol_of", "suite_inputs", "stopped", "nothing_timed", "split_kernels",
-           "guard_streams"]
+           "shape_args", "capture_args", "protocol_of", "suite_inputs", "stopped", "nothing_timed", "split_kernels"]
 
 # Off a terminal rich would fold every table to 80 columns (COLUMNS unset), cutting numbers and names; a log
 # has no width, so tables are drawn at their natural width and lines are never wrapped (README: output).
@@ -131,6 +130,11 @@ PROTOCOL = dict(
     launch_timeout_s=(Optional[float], typer.Option(None, help="a kernel's first call or one chunk may take this "
                                                                "long, then it is stopped and recorded as timeout "
                                                                "(default 60)")),
+    until_ci=(Optional[str], typer.Option(None, "--until-ci", help="adaptive repeats: add repeats (Stein's two-stage "
+                                                                   "rule; --repeats is the pilot, default 5) until each "
+                                                                   "kernel x input's interval is at most this wide, "
+                                                                   "e.g. 0.25% (default: off)")),
+    max_repeats=(Optional[int], typer.Option(None, help="cap on repeats under --until-ci (default 10)")),
 )
 # Where a run is recorded, and what it checks first.
 RECORD = dict(
@@ -183,60 +187,6 @@ def with_options(**groups: dict):
         return command
 
     return decorate
-
-
-class _ReaderSafe:
-    """A text stream that stops writing when its reader has gone (`bench sustained | head -1`): a broken pipe
-    ends the printing, never the run, which goes on measuring and writes its results and its status. The
-    stream's file descriptor is pointed at /dev/null then, so Python's flush at exit cannot fail either."""
-
-    def __init__(self, stream) -> None:
-        self._stream = stream
-        self.gone = False
-
-    def write(self, text: str) -> int:
-        if not self.gone:
-            try:
-                return self._stream.write(text)
-            except BrokenPipeError:
-                self._went_away()
-        return len(text)
-
-    def flush(self) -> None:
-        if not self.gone:
-            try:
-                self._stream.flush()
-            except BrokenPipeError:
-                self._went_away()
-
-    def _went_away(self) -> None:
-        import os
-
-        self.gone = True
-        try:
-            null = os.open(os.devnull, os.O_WRONLY)
-            os.dup2(null, self._stream.fileno())
-            os.close(null)
-        except (OSError, ValueError):
-            pass
-
-    def __getattr__(self, name):
-        return getattr(self._stream, name)
-
-
-def guard_streams() -> None:
-    """stdout and stderr for a `bench` process: a character the stream's encoding lacks (PYTHONIOENCODING=ascii,
-    a C locale) is written as a backslash escape instead of ending the command with an internal error, and a
-    reader that went away stops the printing only (`_ReaderSafe`)."""
-    for name in ("stdout", "stderr"):
-        stream = getattr(sys, name)
-        if stream is None or isinstance(stream, _ReaderSafe):
-            continue
-        try:
-            stream.reconfigure(errors="backslashreplace")
-        except (AttributeError, ValueError):
-            pass
-        setattr(sys, name, _ReaderSafe(stream))
 
 
 def console(*, stderr: bool = False):
@@ -353,9 +303,11 @@ def capture_args(capture: dict, *, files=()):
 
 
 def protocol_of(protocol: dict):
-    """The SustainedProtocol of a PROTOCOL group (or part of one)."""
-    from harness.suite import sustained_protocol
+    """The SustainedProtocol of a PROTOCOL group (or part of one); `--until-ci` as typed is parsed here."""
+    from harness.suite import sustained_protocol, until_ci
 
+    if isinstance(protocol.get("until_ci"), str):
+        protocol = {**protocol, "until_ci": until_ci(protocol["until_ci"], default=None)}
     return sustained_protocol(**protocol)
 
 

@@ -105,15 +105,21 @@ def _run_and_render(config, out, figures: dict) -> None:
         result = run_sustained(config, observer=view, command=command_line())
     except KeyboardInterrupt as exc:
         raise typer.Exit(stopped(out, exc)) from None
-    from harness.analysis import input_sentences
+    from harness.analysis import Comparison, VerdictRule, input_row_sentence, input_rows, run_caveats
+    from harness.report import comparison_figures
 
     aggregates = aggregate_repeats(result.measurements)
     for table in sustained_tables(aggregates, title=f"{result.run_id} ({result.status})"):
         out.print(table)
-    for sentence in input_sentences(result.measurements, max_clock_mhz=result.info.get("max_sm_clock_mhz")):
-        out.print(sentence, highlight=False, soft_wrap=True)
+    rows = input_rows(result.measurements, max_clock_mhz=result.info.get("max_sm_clock_mhz"),
+                      caveats=run_caveats(result.info))
+    for row in rows:
+        out.print(input_row_sentence(row), highlight=False, soft_wrap=True)
+    tables = {"sustained": sustained_figures(aggregates)}
+    if rows:  # the sentences' rows, verdicts included, for --json / --csv
+        tables["inputs"] = comparison_figures(Comparison(name_a="A", name_b="B", rule=VerdictRule(), rows=tuple(rows)))
     out.print(f"results: {result.path}", highlight=False)
     export(out, figures, figures_document(command="sustained", runs=[provenance(
         {**result.info, "run_id": result.run_id, "status": result.status}, path=result.path)],
-                                          tables={"sustained": sustained_figures(aggregates)}))
+                                          tables=tables))
     nothing_timed(out, result)

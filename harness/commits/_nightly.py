@@ -6,8 +6,9 @@
 `summary.md` (for $GITHUB_STEP_SUMMARY), `report.html` + `report.md`, and `verdict.json`, and stores
 the run as the new baseline only when asked (`update_baseline`).
 
-Verdicts: `pass`, `fail` (a kernel x input is `slower` by the noise rule and by more than the
-threshold), `no baseline` (nothing stored yet), `across machines` (the baseline is from another GPU
+Verdicts: `pass`, `fail` (a kernel x input is `slower`: its t interval excludes 1 and it moved by more
+than the threshold, which is the verdict rule's own threshold here),
+`no baseline` (nothing stored yet), `across machines` (the baseline is from another GPU
 model: compared and shown, with a warning, but not judged: a hardware change is not a code change),
 `not comparable` (the suite changed: no input or shape in common; store a new baseline).
 
@@ -173,10 +174,10 @@ def gpu_change(baseline_info: dict, run_info: dict) -> str | None:
             f"{GPU_SPREAD_ALLOWANCE:.1%} for this comparison; store a baseline on this GPU to judge smaller changes.")
 
 
-def _slowdown_rows(comparison, threshold: float) -> list[dict]:
+def _slowdown_rows(comparison) -> list[dict]:
     return [{"kernel": r.kernel, "input": r.input_b, "time_ratio": r.time.value, "low": r.time.low,
              "high": r.time.high, "cycles_ratio": r.cycles.value if r.cycles else None,
-             "clock_ratio": r.clock.value if r.clock else None} for r in comparison.slowdowns(threshold)]
+             "clock_ratio": r.clock.value if r.clock else None} for r in comparison.slowdowns()]
 
 
 def _summary(*, verdict, sentence, warnings, comparison, summary, run, baseline, report_name) -> str:
@@ -219,7 +220,7 @@ def judge_nightly(run_dir: Path, *, out_dir: Path, baseline_dir: Path, threshold
     from harness.report import build_report, write_report
     from harness.results import read_run
 
-    rule = rule or VerdictRule()
+    rule = rule or VerdictRule().with_threshold(threshold, source=f"gate {threshold:.2%}")
     out_dir = Path(out_dir)
     out_dir.mkdir(parents=True, exist_ok=True)
     run = read_run(run_dir)
@@ -237,16 +238,19 @@ def judge_nightly(run_dir: Path, *, out_dir: Path, baseline_dir: Path, threshold
         sentence = (f"No baseline is stored in {baseline_dir} yet, so nothing was judged. Request a baseline update "
                     f"to store this run as the one later nights are compared with.")
     else:
+        other_gpu = gpu_change(baseline.info, run.info)
+        gate = threshold + GPU_SPREAD_ALLOWANCE if other_gpu else threshold
+        if other_gpu:  # the verdicts judge at the widened gate, and say so
+            rule = rule.with_threshold(gate, source=f"{rule.threshold_source} + {GPU_SPREAD_ALLOWANCE:.1%} for another "
+                                                    f"GPU of the model")
         try:
             comparison = compare_runs(baseline, run, rule=rule, allow_incomplete=False)
         except ResultsError as exc:  # the suite changed under the baseline: say so in the summary, fail the job
             comparison, error = None, str(exc)
         else:
             error = None
-        other_gpu = gpu_change(baseline.info, run.info)
-        gate = threshold + GPU_SPREAD_ALLOWANCE if other_gpu else threshold
         if comparison is not None:
-            slow = _slowdown_rows(comparison, gate)
+            slow = _slowdown_rows(comparison)
         warnings += [other_gpu] if other_gpu else []
         warning = machine_warning(baseline.info, run.info)
         change = _suite_change(baseline, run) if comparison is not None else None
@@ -269,13 +273,14 @@ def judge_nightly(run_dir: Path, *, out_dir: Path, baseline_dir: Path, threshold
         elif slow:
             warnings += [f"Tonight's suite no longer matches the baseline: {change}."] if change else []
             verdict = "fail"
-            sentence = (f"{len(slow)} kernel x input ran slower than the baseline beyond the noise rule and by more than "
-                        f"{gate:.1%}: " + ", ".join(f"{s['kernel']} @ {s['input']} x{s['time_ratio']:.3f}" for s in slow)
+            sentence = (f"{len(slow)} kernel x input ran slower than the baseline beyond the "
+                        f"{rule.threshold_text} threshold (t interval excluding 1): " + ", ".join(f"{s['kernel']} @ {s['input']} x{s['time_ratio']:.3f}" for s in slow)
                         + ". The decomposition below says whether cycles (the code) or the clock carried it.")
         else:
             verdict = "pass"
-            sentence = (f"No kernel x input ran slower than the baseline beyond the noise rule by more than {gate:.1%} "
-                        f"({len(comparison.rows)} compared). Rule: {rule.describe()}.")
+            from harness.report import gate_line
+
+            sentence = f"{gate_line(comparison, threshold=gate)}. Rule: {rule.describe()}."
     report = build_report(run, rule=rule, figures=figures)
     html, md = out_dir / "report.html", out_dir / "report.md"
     write_report(report, html=html, md=md)
@@ -294,6 +299,8 @@ def judge_nightly(run_dir: Path, *, out_dir: Path, baseline_dir: Path, threshold
     verdict_json = out_dir / "verdict.json"
     verdict_json.write_text(json.dumps({
         "verdict": verdict, "exit_code": exit_code, "threshold": threshold, "rule": rule.describe(),
+        "threshold_applied": rule.threshold_text,
+        "unresolved": [f"{r.kernel} @ {r.input_b}" for r in comparison.unresolved()] if comparison else [],
         "slowdowns": slow, "run_dir": str(run_dir), "run_id": run.info.get("run_id"),
         "device_name": run.info.get("device_name"), "baseline_run_id": baseline.info.get("run_id") if baseline else None,
         "baseline_device_name": baseline.info.get("device_name") if baseline else None, "warnings": warnings,

@@ -1,7 +1,8 @@
 """What `bench commits` returns: one results run per revision and each later revision against the first.
 
-The decomposition is the analysis package's (`compare_runs`): time B/A = cycles B/A x clock A/B with
-bootstrap intervals over repeats and its verdict rule. Where no clock was recorded (a CPU without
+The decomposition is the analysis package's (`compare_runs`, design `interleaved`): time B/A = cycles B/A x
+clock A/B with paired t intervals over the interleaved repeats (two-stage under `--until-ci`) and its verdict
+rule at the gate's threshold. Where no clock was recorded (a CPU without
 cpufreq, `--telemetry none`) the clock factor is unknown; `factors` then reports it as unknown, takes
 it as 1, and attributes the whole time ratio to cycles, saying so in `basis`. That is the only reading
 that keeps time = cycles x clock, and it is stated rather than hidden.
@@ -19,10 +20,11 @@ from __future__ import annotations
 from dataclasses import dataclass
 from pathlib import Path
 
+from harness.analysis import percent
 from harness.commits._git import Revision
 
 __all__ = ["RevisionRun", "CommitComparison", "CommitsResult", "Factors", "factors", "commits_table",
-           "commits_markdown", "CLOCK_UNKNOWN_BASIS"]
+           "commits_markdown", "commits_lines", "commits_gate_line", "CLOCK_UNKNOWN_BASIS"]
 
 CLOCK_UNKNOWN_BASIS = ("no clock telemetry on this device: the clock factor is unknown and taken as 1, so the whole "
                        "time ratio is attributed to cycles")
@@ -89,10 +91,11 @@ class CommitsResult:
     comparisons: tuple[CommitComparison, ...]
     rule: object  # harness.analysis.VerdictRule
     dirty_files: tuple[str, ...] = ()
+    adaptive_note: str = ""  # what --until-ci did: the target met, or the cap reached and the width it left
 
-    def slowdowns(self, threshold: float) -> tuple[CommitComparison, ...]:
-        """Comparisons whose verdict is `slower` by more than `threshold` (0.02 = 2 %)."""
-        return tuple(c for c in self.comparisons if c.comparison.slowdowns(threshold))
+    def slowdowns(self) -> tuple[CommitComparison, ...]:
+        """Comparisons whose verdict is `slower` under the rule (its threshold is the gate's)."""
+        return tuple(c for c in self.comparisons if c.comparison.slowdowns())
 
 
 def _ratio(r) -> str:
@@ -114,23 +117,56 @@ def commits_table(result: CommitsResult):
             _ratio(f.cycles) + ("" if f.clock_known else " (assumes equal clocks)"),
             _ratio(f.clock) if f.clock_known else "1 (unknown)",
             f"{fmt(r.clock_a_mhz, '.0f')} / {fmt(r.clock_b_mhz, '.0f')}", r.limiter_a, r.limiter_b,
-            r.verdict + (f" ({r.note})" if r.note else ""),
+            str(r.repeats_a), (f"{percent(r.time.resolution)} %" if r.time.resolution is not None else "-"),
+            r.verdict + (f" ({r.note})" if r.note else "") + (" (same commit)" if c.comparison.same_code else ""),
         ))
     level = f"{result.rule.level:.0%}"
     basis = {c.factors.basis for c in result.comparisons}
+    methods = sorted({c.row.time.method for c in result.comparisons if c.row.time.method}) or ["no"]
     return ReportTable(
         title=f"{result.kernel} on {result.input_label}, {result.device_name}: each revision (B) against {result.runs[0].revision.describe()} (A)",
-        columns=("A", "B", "A ms", "B ms", "time B/A", "= cycles B/A", "x clock A/B", "MHz A / B", "limiter A",
-                 "limiter B", "verdict"),
+        columns=("A", "B", "A ms (geomean)", "B ms (geomean)", f"time B/A [{level}]", "= cycles B/A", "x clock A/B",
+                 "MHz A / B", "limiter A", "limiter B", "pairs", "resolves",
+                 f"verdict (threshold {result.rule.threshold_text})"),
         rows=tuple(rows), left=2,
-        caption=(f"geometric means over interleaved repeats, [{level} bootstrap interval]; " + "; ".join(sorted(basis))
+        caption=(f"geometric means over interleaved repeats (their order alternating), ratios with the [{level} "
+                 f"{' / '.join(methods)} interval] on the per-repeat differences of log time; resolves: the smallest "
+                 f"change the interval could call. " + "; ".join(sorted(basis))
                  + f". Verdict: {result.rule.describe()}."),
     )
 
 
+def commits_lines(result: CommitsResult) -> list[str]:
+    """Each revision against the first in words (the analysis package's sentences), warnings first."""
+    from harness.analysis import explain_comparison
+
+    out = []
+    for c in result.comparisons:
+        ex = explain_comparison(c.comparison)
+        f = c.factors
+        clock = f"clock A/B x{f.clock.value:.4f}" if f.clock_known else "clock A/B unknown (taken as 1)"
+        out += [f"WARNING: {w}" for w in ex.warnings]
+        out.append(f"{c.head.revision.describe()} vs {c.base.revision.describe()}: time x{f.time.value:.4f} = "
+                   f"cycles x{f.cycles.value:.4f} x {clock}: {c.verdict}")
+        out += [f"  {s}" for s in ex.sentences]
+    if result.adaptive_note:
+        out.append(result.adaptive_note)
+    return out
+
+
+def commits_gate_line(result: CommitsResult, *, threshold: float | None) -> str:
+    """The gate's line over every revision (`harness.report.gate_line`), naming the threshold applied."""
+    from harness.report import gate_line
+
+    names = {id(c.comparison): c.head.revision.describe() for c in result.comparisons}
+    return gate_line([c.comparison for c in result.comparisons], threshold=threshold,
+                     label=lambda cmp, row: names[id(cmp)])
+
+
 def commits_markdown(result: CommitsResult, *, threshold: float | None = None) -> str:
-    """A Markdown summary: the table, the dirty-tree record, and the slowdown verdict."""
+    """A Markdown summary: the table, the sentences, the dirty-tree record, and the gate's line."""
     lines = [f"# bench commits: {result.kernel}", "", commits_table(result).to_markdown(), ""]
+    lines += [f"- {x}" for x in commits_lines(result)] + [""]
     for run in result.runs:
         lines.append(f"- {run.revision.describe()} `{run.revision.commit}` {run.revision.subject}: results "
                      f"`{run.run_dir}` ({run.status})")
@@ -138,8 +174,6 @@ def commits_markdown(result: CommitsResult, *, threshold: float | None = None) -
         lines += ["", f"Measured with --allow-dirty: uncommitted changes to {', '.join(result.dirty_files)} were "
                       f"not part of any revision measured."]
     if threshold is not None:
-        slow = result.slowdowns(threshold)
-        verdict = (f"FAIL: slower by more than {threshold:.1%}: " + ", ".join(c.head.revision.describe() for c in slow)
-                   if slow else f"PASS: no revision slower by more than {threshold:.1%}")
-        lines += ["", f"**{verdict}**"]
+        head, _, rest = commits_gate_line(result, threshold=threshold).partition(":")
+        lines += ["", f"**{head}**:{rest}"]
     return "\n".join(lines).rstrip() + "\n"

@@ -13,6 +13,7 @@ seed) and runs this same harness, whose synthetic inputs are drawn from a seeded
 from __future__ import annotations
 
 import json
+import math
 import os
 import queue
 import signal
@@ -200,6 +201,44 @@ def _measure_timeout(p: SustainedProtocol) -> float:
     return p.idle_before_config_s + p.warmin_cap_s + p.window_s + 300.0
 
 
+def _order(n: int, rep: int) -> list[int]:
+    return [(i + rep) % n for i in range(n)]
+
+
+def _plan(p: SustainedProtocol) -> str:
+    if p.until_ci is None:
+        return f"{p.repeats} interleaved repeat(s)"
+    return (f"a pilot of {p.repeats} interleaved repeat(s), then as many as a +-{p.until_ci:.2%} interval needs "
+            f"(at most {p.max_repeats})")
+
+
+def _two_stage_total(times: dict[int, list[float]], config: CommitsConfig) -> tuple[int, int]:
+    """Stein's second stage: (the repeats to take, at most the cap; the repeats every later revision's paired
+    interval against the first needs for the target width)."""
+    import math
+
+    from harness.analysis import stein_total
+
+    p = config.protocol
+    base = times[0]
+    need = p.repeats
+    for i in range(1, len(times)):
+        k = min(len(base), len(times[i]), p.repeats)
+        if k < 2:
+            return p.repeats, p.repeats  # a revision lost its pilot repeats: nothing to plan from (rows say why)
+        diffs = [math.log(b) - math.log(a) for a, b in zip(base[:k], times[i][:k])]
+        level = (config.rule.level if config.rule else 0.95)
+        need = max(need, stein_total(diffs, target=p.until_ci, level=level, cap=10 ** 6))
+    return min(need, p.max_repeats), need
+
+
+def _same_commit(a: Revision, b: Revision) -> str:
+    if a.commit != b.commit:
+        return ""
+    return (f"{a.describe()} and {b.describe()} are the same commit ({a.commit[:12]}): this is an A/A check of the "
+            f"noise, and no gate fails on it")
+
+
 def compare_commits(config: CommitsConfig, *, on_message: Callable[[str], None] = lambda text: None,
                     command: str = "") -> CommitsResult:
     """Measure `config.kernel` at every revision, interleaved, and compare each with the first.
@@ -209,7 +248,7 @@ def compare_commits(config: CommitsConfig, *, on_message: Callable[[str], None] 
     """
     from harness.analysis import VerdictRule, compare_runs
     from harness.commits._worker import spec_to_json
-    from harness.results import read_run
+    from harness.results import read_run_rows
 
     rule = config.rule or VerdictRule()
     root = repo_root(config.repo)
@@ -245,16 +284,41 @@ def compare_commits(config: CommitsConfig, *, on_message: Callable[[str], None] 
                 if msg["event"] == "done":
                     why = "; ".join(msg.get("messages") or []) or "no repeat was timed"
                     raise WorkerError(f"Kernel {config.kernel!r} at revision {w.revision.describe()} was not timed: {why}")
-            on_message(f"all {len(workers)} revisions ready; timing {config.protocol.repeats} interleaved repeat(s)")
+            on_message(f"all {len(workers)} revisions ready; timing {_plan(config.protocol)}")
             timeout = _measure_timeout(config.protocol)
-            for rep in range(config.protocol.repeats):
-                for w in workers:
+            times: dict[int, list[float]] = {i: [] for i in range(len(workers))}
+
+            def one_repeat(rep: int, *, asked: bool) -> None:
+                # The revisions' order alternates from repeat to repeat (A B, B A, ...), so a drift within a
+                # repeat adds noise to the paired differences instead of a bias.
+                for i in _order(len(workers), rep):
+                    w = workers[i]
+                    if asked:
+                        w.expect(("more",), timeout=timeout, on_message=on_message)
+                        w.send("more")
                     if rep:
                         w.expect(("waiting",), timeout=timeout, on_message=on_message)
                     w.send("go")
                     row = w.expect(("measured",), timeout=timeout, on_message=on_message)["row"]
+                    if row.get("time_ns"):
+                        times[i].append(row["time_ns"])
                     on_message(f"repeat {rep} {w.revision.describe()}: {row['time_ns'] / 1e6:.4f} ms/launch "
                                f"({row['status']})")
+
+            for rep in range(config.protocol.repeats):
+                one_repeat(rep, asked=False)
+            total = need = config.protocol.repeats
+            if config.protocol.until_ci is not None:
+                total, need = _two_stage_total(times, config)
+                on_message(f"pilot of {config.protocol.repeats}: {need} interleaved repeat(s) needed for a "
+                           f"+-{config.protocol.until_ci:.2%} interval"
+                           + (f"; taking {total}, the cap (--max-repeats {config.protocol.max_repeats})" if need > total
+                              else f"; taking {total} (cap {config.protocol.max_repeats})"))
+                for rep in range(config.protocol.repeats, total):
+                    one_repeat(rep, asked=True)
+                for w in workers:
+                    w.expect(("more",), timeout=timeout, on_message=on_message)
+                    w.send("finish")
             done = [w.expect(("done",), timeout=300, on_message=on_message) for w in workers]
         except WorkerError as exc:  # one revision cannot go on: the others stop, saying why (not "the user")
             for w in workers:
@@ -270,18 +334,12 @@ def compare_commits(config: CommitsConfig, *, on_message: Callable[[str], None] 
             for w in workers:
                 w.stop()
     runs = tuple(RevisionRun(revision=rev, run_dir=Path(d["run_dir"]), status=d["status"]) for rev, d in zip(revisions, done))
-    try:
-        import polars  # noqa: F401  (the comparison reads the runs as polars frames)
-    except ImportError:
-        raise HarnessError(
-            "Every revision was timed and its run kept (" + ", ".join(str(r.run_dir) for r in runs) + "), but "
-            "the comparison needs polars, which this Python lacks. Install it (pip install polars), or copy the "
-            f"runs to a machine that has it and run `bench compare {runs[0].run_dir} {runs[-1].run_dir}`."
-        ) from None
-    read = [read_run(r.run_dir) for r in runs]
+    # Plain rows (pyarrow), not polars frames: the GPU images that measure have no polars, and this is
+    # all a comparison of interleaved repeats needs.
+    read = [read_run_rows(r.run_dir) for r in runs]
     comparisons = tuple(
-        CommitComparison(base=runs[0], head=runs[i],
-                         comparison=compare_runs(read[0], read[i], rule=rule))
+        CommitComparison(base=runs[0], head=runs[i], comparison=compare_runs(
+            read[0], read[i], rule=rule, design="interleaved", same_code=_same_commit(revisions[0], revisions[i])))
         for i in range(1, len(runs))
     )
     for c in comparisons:
@@ -289,8 +347,16 @@ def compare_commits(config: CommitsConfig, *, on_message: Callable[[str], None] 
             raise HarnessError(f"Revision {c.head.revision.describe()} produced no timed measurement to compare "
                                f"({', '.join(c.comparison.unmatched) or 'nothing matched'}).")
     info = read[0].info
+    adaptive = ""
+    if config.protocol.until_ci is not None:
+        widest = max(c.comparison.rows[0].time.resolution or math.inf for c in comparisons)
+        met = widest <= config.protocol.until_ci * (1 + 1e-9)
+        adaptive = (f"--until-ci {config.protocol.until_ci:.2%}: " + (
+            f"target met with {total} interleaved pairs (widest half-width {widest:.2%})" if met else
+            f"stopped at the cap of {total} pairs (--max-repeats) with a half-width of {widest:.2%}, wider than "
+            f"the target; {need} pairs were needed"))
     return CommitsResult(
         kernel=done[0]["kernel"], input_label=config.input.label, device=config.device,
         device_name=info.get("device_name") or config.device, repo=root, runs=runs, comparisons=comparisons,
-        rule=rule, dirty_files=tuple(dirty),
+        rule=rule, dirty_files=tuple(dirty), adaptive_note=adaptive,
     )

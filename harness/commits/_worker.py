@@ -10,6 +10,9 @@ to stderr, so they cannot corrupt it): `{"event": "waiting", "repeat": r}` befor
 `{"event": "measured", "row": {...}}` after it, `{"event": "message", "text": ...}` for the runner's
 notes, then `{"event": "done", "run_dir": ..., "status": ...}` or `{"event": "error", "kind": ...,
 "message": ...}`. Orchestrator -> worker on stdin: `{"op": "go"}` or `{"op": "stop"}` (EOF = stop).
+With adaptive repeats (`until_ci` in the protocol) the worker asks before every repeat past the pilot:
+`{"event": "more", "repeat": r}`, answered `{"op": "more"}` (take it) or `{"op": "finish"}` (the run ends
+complete).
 """
 
 from __future__ import annotations
@@ -59,6 +62,15 @@ class _Relay(NullObserver):
     def on_message(self, text: str) -> None:
         self.messages.append(text)
         self.channel.send(event="message", text=text)
+
+    def more_repeats(self, repeat: int, rows: list) -> bool:
+        """Past the pilot: the orchestrator decides from every revision's repeats so far."""
+        self.channel.send(event="more", repeat=repeat)
+        order = self.channel.receive()
+        op = order.get("op")
+        if op not in ("more", "finish"):
+            raise _Stopped(f"{order.get('reason') or 'stopped by the orchestrator'} (after repeat {repeat - 1})")
+        return op == "more"
 
 
 def _parent_of(pid: int) -> int | None:
@@ -114,7 +126,9 @@ def _run(spec: dict, channel: JsonLinesChannel) -> int:
         )
         device = _SiblingsTolerated(open_device(config.device), orchestrator_pid=os.getppid())
         relay = _Relay(channel)
-        result = run_sustained(config, observer=relay, registry=registry, device=device, command=spec["command"])
+        more = relay.more_repeats if config.protocol.until_ci is not None else None
+        result = run_sustained(config, observer=relay, registry=registry, device=device, command=spec["command"],
+                               more_repeats=more)
     except _Stopped as exc:
         channel.send(event="error", kind="stopped", message=str(exc))
         return 4

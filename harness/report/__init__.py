@@ -14,6 +14,7 @@ from harness.report._export import (
     comparison_figures,
     csv_text,
     figures_document,
+    gate_figures,
     nightly_figures,
     provenance,
     run_figures,
@@ -28,11 +29,13 @@ from harness.report._markdown import (
     burst_tables,
     comparison_markdown,
     comparison_tables,
+    gate_line,
     render_markdown,
     run_sections,
     run_tables,
 )
 from harness.report._gpu_section import gpu_spread_tables
+from harness.report._saved import saved_comparison
 from harness.report._tables import HEADERS, fmt, sustained_tables
 from harness.report._trace_section import peaks_table, pipe_tables
 
@@ -58,6 +61,8 @@ __all__ = [
     "csv_text",
     "figures_document",
     "fmt",
+    "gate_figures",
+    "gate_line",
     "measurement_line",
     "nightly_figures",
     "provenance",
@@ -68,6 +73,7 @@ __all__ = [
     "run_figures",
     "run_observer",
     "run_tables",
+    "saved_comparison",
     "sustained_figures",
     "sustained_tables",
     "write_figures",

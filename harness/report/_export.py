@@ -3,7 +3,7 @@
 One document layout for every command (`sustained`, `report`, `compare`, `commits`, `nightly`), declared in
 `figures.schema.json` beside this module and versioned by `FIGURES_SCHEMA_VERSION`:
 
-    {"schema": "harness.figures", "schema_version": 1, "harness_version": "0.1.0", "command": "sustained",
+    {"schema": "harness.figures", "schema_version": 2, "harness_version": "0.1.0", "command": "sustained",
      "runs": [{"run_id": ..., "status": ..., "git_commit": ..., "device_name": ..., ...}],
      "tables": {"sustained": [{"input": ..., "kernel": ..., "time_ms": 3.92, "nvml_clock_mhz": 1665.0, ...}]},
      "verdict": null}
@@ -16,7 +16,7 @@ Needs only the standard library: `bench sustained` writes these on GPU machines 
 
 >>> doc = figures_document(command="sustained", runs=[], tables={"sustained": [{"kernel": "k", "time_ms": 1.5}]})
 >>> doc["schema"], doc["schema_version"], csv_text(doc).splitlines()
-('harness.figures', 1, ['table,kernel,time_ms', 'sustained,k,1.5'])
+('harness.figures', 2, ['table,kernel,time_ms', 'sustained,k,1.5'])
 """
 
 from __future__ import annotations
@@ -28,10 +28,11 @@ import math
 import sys
 from pathlib import Path
 
-__all__ = ["FIGURES_SCHEMA", "FIGURES_SCHEMA_VERSION", "commits_figures", "comparison_figures", "csv_text", "figures_document", "nightly_figures",
-           "provenance", "run_figures", "sustained_figures", "write_figures"]
+__all__ = ["FIGURES_SCHEMA", "FIGURES_SCHEMA_VERSION", "commits_figures", "comparison_figures", "csv_text",
+           "figures_document", "gate_figures", "nightly_figures", "provenance", "run_figures", "sustained_figures",
+           "write_figures"]
 
-FIGURES_SCHEMA_VERSION = 1
+FIGURES_SCHEMA_VERSION = 2  # 2: t intervals (were bootstrap); verdict "unresolved"
 FIGURES_SCHEMA = Path(__file__).with_name("figures.schema.json")
 
 _PROVENANCE = ("run_id", "status", "status_detail", "started_at", "finished_at", "command", "harness_version",
@@ -84,16 +85,38 @@ def _ratio(prefix: str, r) -> dict:
 
 
 def comparison_figures(cmp) -> list[dict]:
-    """One row per kernel x input pair of a `Comparison`: time B/A = cycles B/A x clock A/B, with intervals."""
+    """One row per kernel x input pair of a `Comparison`: time B/A = cycles B/A x clock A/B, with intervals,
+    the interval's method, the threshold the verdict applied and the row's caveats (the verdict is the row's,
+    the one the table and the sentence show)."""
     return [{
-        "kernel": r.kernel, "input_a": r.input_a, "input_b": r.input_b, "shape": r.shape,
-        "repeats_a": r.repeats_a, "repeats_b": r.repeats_b,
+        "kernel": r.kernel, "kernel_b": r.kernel_b or None, "input_a": r.input_a, "input_b": r.input_b,
+        "shape": r.shape, "repeats_a": r.repeats_a, "repeats_b": r.repeats_b, "design": r.design,
+        "estimator": "ratio of geometric means over repeats", "interval_method": r.time.method or None,
+        "interval_level": r.time.level, "interval_df": r.time.df, "resolution_frac": r.time.resolution,
+        "threshold_frac": r.threshold, "caveats": list(r.caveats),
         "time_a_ms": _scaled(r.time_a_ns, 1e-6), "time_b_ms": _scaled(r.time_b_ns, 1e-6),
         **_ratio("time_b_over_a", r.time), **_ratio("cycles_b_over_a", r.cycles), **_ratio("clock_a_over_b", r.clock),
         "clock_source": r.clock_source, "clock_a_mhz": r.clock_a_mhz, "clock_b_mhz": r.clock_b_mhz,
         "board_power_a_w": r.power_a_w, "board_power_b_w": r.power_b_w,
         "limiter_a": r.limiter_a, "limiter_b": r.limiter_b, "verdict": r.verdict, "note": r.note or None,
     } for r in cmp.rows]
+
+
+def gate_figures(comparisons, *, threshold: float | None, exit_code_slower: int = 1) -> dict | None:
+    """The `verdict` object of a gated command (compare, commits, nightly) from its comparisons: `fail` when a row
+    is `slower` under the rule (whose threshold is the gate's), `pass` otherwise; rows the interval could not
+    resolve at the threshold, and comparisons of the same code, are listed. None without a threshold."""
+    if threshold is None:
+        return None
+    slow = [(c, r) for c in comparisons for r in c.slowdowns()]
+    rule = comparisons[0].rule if comparisons else None
+    return {
+        "verdict": "fail" if slow else "pass", "exit_code": exit_code_slower if slow else 0,
+        "threshold_frac": threshold, "threshold_source": rule.threshold_source if rule else None,
+        "slower": [f"{r.subject} @ {r.input_b}" for _, r in slow],
+        "unresolved": [f"{r.subject} @ {r.input_b}" for c in comparisons for r in c.unresolved()],
+        "same_code": [c.same_code for c in comparisons if c.same_code],
+    }
 
 
 def commits_figures(result) -> tuple[list[dict], list[dict]]:
@@ -126,6 +149,8 @@ def run_figures(summary, *, path=None, command: str = "report") -> dict:
     tables = {"sustained": sustained_figures(summary.sustained)}
     if summary.inputs.rows:
         tables["inputs"] = comparison_figures(summary.inputs)
+    if summary.kernels is not None and summary.kernels.rows:
+        tables["kernels"] = comparison_figures(summary.kernels)
     if summary.burst:
         tables["burst"] = sustained_figures(summary.burst)
     return figures_document(command=command, runs=[provenance(summary.info, path=path)], tables=tables)
@@ -140,8 +165,11 @@ def nightly_figures(result, *, threshold: float | None = None) -> dict:
     doc = run_figures(summarize_run(read_run(result.run_dir)), path=result.run_dir, command="nightly")
     if result.comparison is not None:
         doc["tables"]["comparison"] = comparison_figures(result.comparison)
+    cmp = result.comparison
     doc["verdict"] = {"verdict": result.verdict, "exit_code": result.exit_code, "threshold_frac": threshold,
-                      "slower": [f"{s.get('kernel')} @ {s.get('input')}" for s in result.slowdowns]}
+                      "threshold_source": cmp.rule.threshold_text if cmp is not None else None,
+                      "slower": [f"{s.get('kernel')} @ {s.get('input')}" for s in result.slowdowns],
+                      "unresolved": [f"{r.subject} @ {r.input_b}" for r in cmp.unresolved()] if cmp is not None else []}
     return doc
 
 

@@ -100,13 +100,14 @@ def per_gpu_view(run):
     return dataclasses.replace(run, measurements=m.with_columns(kernel.alias("kernel")).drop("gpu"))
 
 
-def build_report(run, *, rule=None, figures: bool = True) -> Report:
-    """Summary, figures and sections of a run (pure: nothing is written)."""
+def build_report(run, *, rule=None, figures: bool = True, kernel_pairs=()) -> Report:
+    """Summary, figures and sections of a run (pure: nothing is written); `kernel_pairs` adds kernel B against
+    kernel A (paired by repeat) as its own section."""
     from harness.analysis import VerdictRule, summarize_run
     from harness.report._plots import report_figures
 
     view = per_gpu_view(run)  # a replicate run: one row (and colour) per kernel x input x GPU
-    summary = summarize_run(view, rule=rule or VerdictRule())
+    summary = summarize_run(view, rule=rule or VerdictRule(), kernel_pairs=kernel_pairs)
     from harness.report._trace_section import trace_sections
 
     figs = report_figures(view, summary) if figures else {}

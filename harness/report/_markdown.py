@@ -10,6 +10,7 @@ import html as _html
 import json
 from dataclasses import dataclass, field
 
+from harness.analysis import percent
 from harness.report._tables import HEADERS as H, fmt
 
 __all__ = [
@@ -19,6 +20,7 @@ __all__ = [
     "burst_tables",
     "comparison_markdown",
     "comparison_tables",
+    "gate_line",
     "render_markdown",
     "run_sections",
     "run_tables",
@@ -94,11 +96,17 @@ def _ratio(r) -> str:
     return f"{r.value:.4f} [{r.low:.4f}, {r.high:.4f}]"
 
 
+def _methods(cmp) -> str:
+    methods = sorted({r.time.method for r in cmp.rows if r.time.method})
+    return " / ".join(methods) or "no"
+
+
 def comparison_tables(cmp, *, title: str = "B vs A", input_columns: tuple[str, str] = ("A", "B")) -> list[ReportTable]:
-    """The decomposition table of a `Comparison` (two runs, two inputs, or burst vs sustained).
+    """The decomposition table of a `Comparison` (two runs, two inputs, two kernels, or burst vs sustained).
 
     `input_columns` names the sides in the headers; when every row pairs an input with itself (burst vs
-    sustained of one input) a single input column is shown.
+    sustained of one input) a single input column is shown. The verdict column is the row's verdict: the same
+    one the sentences, the JSON and the gate read.
     """
     if not cmp.rows:
         return []
@@ -106,26 +114,34 @@ def comparison_tables(cmp, *, title: str = "B vs A", input_columns: tuple[str, s
     a, b = input_columns
     one_input = all(r.input_a == r.input_b for r in cmp.rows)
     inputs = (lambda r: (r.input_a,)) if one_input else (lambda r: (r.input_a, r.input_b))
+    kernels = any(r.kernel_b for r in cmp.rows)
     rows = tuple((
-        r.kernel, *inputs(r), fmt(r.time_a_ns, ".4f", scale=1e-6), fmt(r.time_b_ns, ".4f", scale=1e-6),
+        r.subject, *inputs(r), fmt(r.time_a_ns, ".4f", scale=1e-6), fmt(r.time_b_ns, ".4f", scale=1e-6),
         _ratio(r.time), _ratio(r.cycles), _ratio(r.clock),
         f"{fmt(r.clock_a_mhz, '.0f')} / {fmt(r.clock_b_mhz, '.0f')}" + (" (NVML)" if r.clock_source == "nvml" else ""),
         r.limiter_a if r.limiter_a == r.limiter_b else f"{r.limiter_a} / {r.limiter_b}",
+        (f"{percent(r.time.resolution)} %" if r.time.resolution is not None else "-"),
         r.verdict + (f" ({r.note})" if r.note else ""),
     ) for r in cmp.rows)
     sources = {r.clock_source for r in cmp.rows}
     clock = ("in-band (SM cycles counted per ns)" if sources == {"inband"} else
              "NVML" if sources == {"nvml"} else "in-band where both sides have it, else NVML (marked)")
+    designs = {r.design for r in cmp.rows}
+    paired = ("paired by repeat (A and B interleaved)" if designs == {"interleaved"} else
+              "independent sides" if designs == {"independent"} else "paired where interleaved")
+    same = f" {cmp.same_code}." if cmp.same_code else ""
     return [ReportTable(
         title=title, left=2 if one_input else 3, text_tail=2,
-        columns=("kernel", *(("input",) if one_input else (f"input {a}", f"input {b}")), f"{a} ms", f"{b} ms",
-                 f"time {b}/{a}", f"= cycles {b}/{a}", f"x clock {a}/{b}", f"clock MHz {a} / {b}",
-                 f"limiter ({a} / {b})", f"verdict: {b} vs {a}"),
+        columns=("kernel" + (" (B vs A)" if kernels else ""), *(("input",) if one_input else (f"input {a}", f"input {b}")),
+                 f"{a} ms (geomean)", f"{b} ms (geomean)", f"time {b}/{a} [{level}]", f"= cycles {b}/{a}",
+                 f"x clock {a}/{b}", f"clock MHz {a} / {b}", f"limiter ({a} / {b})", "resolves",
+                 f"verdict: {b} vs {a} (threshold {cmp.rule.threshold_text})"),
         rows=rows,
-        caption=(f"ms: geometric means over repeats; ratios with their [{level} bootstrap interval]. time = cycles / "
-                 f"clock, so time {b}/{a} = cycles {b}/{a} x clock {a}/{b} exactly; clock {a}/{b} > 1 means {b} ran "
-                 f"at a lower clock. Clock: {clock}. Verdict{'' if (a, b) == ('A', 'B') else f' ({a} = A, {b} = B)'}: "
-                 f"{cmp.rule.describe()}."),
+        caption=(f"ms: geometric means over repeats; ratios: ratio of geometric means with the [{level} {_methods(cmp)} "
+                 f"interval] on log time per repeat, {paired}; resolves: the smallest change the interval could call "
+                 f"(its half-width). time = cycles / clock, so time {b}/{a} = cycles {b}/{a} x clock {a}/{b} exactly; "
+                 f"clock {a}/{b} > 1 means {b} ran at a lower clock. Clock: {clock}. "
+                 f"Verdict{'' if (a, b) == ('A', 'B') else f' ({a} = A, {b} = B)'}: {cmp.rule.describe()}.{same}"),
     )]
 
 
@@ -265,17 +281,41 @@ def burst_tables(burst, *, bvs=None) -> list[ReportTable]:
     return tables
 
 
+def gate_line(comparisons, *, threshold: float | None, label=None) -> str:
+    """The gate's one line (`PASS` / `FAIL`, and what it could not resolve), naming the threshold it applied;
+    every command that gates prints it, and its exit status follows the same rows (`gate_figures`).
+
+    `comparisons`: a `Comparison` or several (commits: one per later revision); `label(cmp, row)` names a row."""
+    cmps = list(comparisons) if isinstance(comparisons, (list, tuple)) else [comparisons]
+    label = label or (lambda cmp, r: f"{r.subject} on {r.input_b}")
+    rule_text = cmps[0].rule.threshold_text if cmps else "?"
+    if threshold is None:
+        return f"no gate (verdicts at the {rule_text} threshold; --fail-on-slowdown sets one)"
+    slow = [(c, r) for c in cmps for r in c.slowdowns()]
+    if slow:
+        return (f"FAIL: {len(slow)} slower beyond the {rule_text} threshold: " + "; ".join(
+            f"{label(c, r)} {r.time.change:+.2%} [{r.time.low - 1:+.2%}, {r.time.high - 1:+.2%}]" for c, r in slow))
+    line = f"PASS: nothing slower beyond the {rule_text} threshold ({sum(len(c.rows) for c in cmps)} compared)"
+    same = [c.same_code for c in cmps if c.same_code]
+    if same:
+        line += " (" + "; ".join(same) + ")"
+    open_ = [(c, r) for c in cmps for r in c.unresolved()]
+    if open_:
+        line += ("; NOT RESOLVED at that threshold (interval wider than it, includes 1): " + "; ".join(
+            f"{label(c, r)} {r.time.change:+.2%} +-{r.time.resolution:.2%}" for c, r in open_)
+            + "; more repeats would resolve them")
+    return line
+
+
 def comparison_markdown(cmp, *, threshold: float | None = None) -> str:
-    """`bench compare` as Markdown (for a CI summary): the table, what was left out, the slowdown check."""
+    """`bench compare` as Markdown (for a CI summary): the table, what was left out, the gate's line."""
     out = [f"# {cmp.name_b} vs {cmp.name_a}", ""]
     out += [t.to_markdown() + "\n" for t in comparison_tables(cmp, title="time = cycles / clock")]
     if cmp.unmatched:
         out += ["Not compared (on one side only): " + "; ".join(cmp.unmatched), ""]
     if threshold is not None:
-        slow = cmp.slowdowns(threshold)
-        out.append(f"**FAIL**: {len(slow)} slowdown(s) beyond {threshold:.1%}: " + "; ".join(
-            f"{r.kernel} on {r.input_b} ({r.time.change:+.2%})" for r in slow) if slow else
-            f"**PASS**: no slowdown beyond {threshold:.1%}.")
+        head, _, rest = gate_line(cmp, threshold=threshold).partition(":")
+        out.append(f"**{head}**:{rest}")
     return "\n".join(out).rstrip() + "\n"
 
 
@@ -306,6 +346,16 @@ def run_sections(summary, *, figures: dict | None = None) -> list[Section]:
             title="Inputs compared: B relative to A", text=_inputs_text(cmp),
             tables=tuple(comparison_tables(cmp, title="Decomposition: time = cycles / clock")),
             figures=pick("inputs"),
+        ))
+    if summary.kernels is not None and summary.kernels.rows:
+        from harness.analysis import explain_comparison
+
+        words = " ".join(explain_comparison(summary.kernels).sentences)
+        sections.append(Section(
+            title="Kernels compared: B relative to A",
+            text=("Each pair ran in turn in every repeat of one configuration, its order rotated, so the "
+                  f"comparison pairs them by repeat. In words: {words}"),
+            tables=tuple(comparison_tables(summary.kernels, title="Decomposition: time = cycles / clock")),
         ))
     sections.append(Section(
         title="Clock, power and time through idle, warm-in and window",

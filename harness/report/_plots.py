@@ -311,7 +311,7 @@ def inputs_figure(summary) -> Figure | None:
                   caption=(f"hatched: input A (control / reference); filled: input B; the % under a value is B vs A. "
                            f"Right: the change of time (t) split into the change of cycles (cyc) and of the "
                            f"{'in-band' if inband else 'NVML'} clock (clk; time change ~ cycles change - clock change), "
-                           f"with bootstrap intervals over repeats."),
+                           f"with 95 % t intervals on log time per repeat (the comparison table's)."),
                   png=_png(fig))
 
 

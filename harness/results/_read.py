@@ -8,7 +8,7 @@ from pathlib import Path
 from harness.errors import ResultsError
 from harness.results._schema import MIGRATIONS, SCHEMA_VERSION, TABLES, table_schema
 
-__all__ = ["Run", "part_files", "read_run", "read_rows", "read_table"]
+__all__ = ["Run", "part_files", "read_run", "read_run_rows", "read_rows", "read_table", "resolve_run"]
 
 
 @dataclass(frozen=True, eq=False)
@@ -25,6 +25,45 @@ class Run:
     @property
     def complete(self) -> bool:
         return self.info.get("status") == "complete"
+
+
+def _run_name(dirname: str) -> str | None:
+    """The --name part of `<YYYYMMDD>-<HHMMSS>-<name>-<6 hex>` (None for a run without a name)."""
+    parts = dirname.split("-")
+    if len(parts) < 4 or not (parts[0].isdigit() and parts[1].isdigit() and len(parts[-1]) == 6):
+        return None
+    return "-".join(parts[2:-1])
+
+
+def resolve_run(text: str | Path, *, results: Path) -> Path:
+    """The run directory `text` names: a directory holding `runs.parquet`, else a run id or a run's --name under
+    `results` (a name given to several runs means the newest of them; run ids begin with their start time).
+
+    >>> import tempfile; root = Path(tempfile.mkdtemp())
+    >>> for d in ("20261201-100000-base-aaaaaa", "20261202-100000-base-bbbbbb"):
+    ...     (root / d).mkdir(); _ = (root / d / "runs.parquet").write_bytes(b"")
+    >>> resolve_run("base", results=root).name
+    '20261202-100000-base-bbbbbb'
+    """
+    path = Path(text)
+    if (path / "runs.parquet").is_file():
+        return path
+    results = Path(results)
+    if (results / str(text) / "runs.parquet").is_file():
+        return results / str(text)
+    runs = sorted(d for d in results.iterdir() if (d / "runs.parquet").is_file()) if results.is_dir() else []
+    named = [d for d in runs if _run_name(d.name) == str(text)]
+    if named:
+        return named[-1]
+    if path.exists():
+        raise ResultsError(f"{path} holds no run (no runs.parquet in it). Name a run directory, or a run's --name "
+                           f"under --results.")
+    known = sorted({_run_name(d.name) for d in runs} - {None})
+    raise ResultsError(
+        f"No run {str(text)!r}: it is neither a run directory nor a run id or run name under --results {results} "
+        + (f"(its runs are named {', '.join(known)})." if known else
+           f"({'it holds no runs' if results.is_dir() else 'which does not exist'}).")
+        + " Give the run's directory, or --results where it is stored.")
 
 
 def _read_arrow(path: Path, table: str):
@@ -147,6 +186,17 @@ def read_run(run_dir: Path | str) -> Run:
         samples=read_table(run_dir, "samples"),
         probes=read_table(run_dir, "probes"),
     )
+
+
+def read_run_rows(run_dir: Path) -> Run:
+    """A run whose `measurements` are plain dicts (pyarrow only; chunks, samples and probes left unread): what
+    a comparison needs, on a machine without polars."""
+    run_dir = Path(run_dir)
+    runs = read_rows(run_dir, "runs")
+    if not runs:
+        raise ResultsError(f"{run_dir / 'runs.parquet'} holds no run row; the run directory is damaged.")
+    return Run(path=run_dir, info=runs[0], measurements=read_rows(run_dir, "measurements"), chunks=None,
+               samples=None, probes=None)
 
 
 def read_rows(run_dir: Path, table: str) -> list[dict]:

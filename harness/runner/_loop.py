@@ -19,6 +19,7 @@ from pathlib import Path
 from typing import Any, Callable, Protocol, TypedDict
 
 from harness.errors import GateFailure, HarnessError, InputError, KernelError, KernelTimeout, RunStopped, StopRequested
+from harness.runner._adaptive import own_precision
 from harness.runner._endings import StopSignals, Watchdog, stop_signals
 from harness.runner._observer import NullObserver, RunObserver
 from harness.runner._ready import InProcess, InputsGuard, KernelSide, ReportedFailure
@@ -74,6 +75,7 @@ class Session:
     watchdog: Watchdog
     side: KernelSide  # this process's own side, for the kernels that run in it
     hosts: dict  # kernel name -> the host of a kernel that runs in a process of its own
+    more_repeats: Callable[[int, list], bool] | None = None
 
 
 class Measurer(Protocol):
@@ -119,6 +121,10 @@ class RunHooks(TypedDict, total=False):
     sampler: Any  # a telemetry Sampler, not yet opened
     clock: Callable[[], int]
     sleep: Callable[[float], None]
+    # Adaptive repeats: after the protocol's repeats, asked before each further repeat (its index, and the timed
+    # rows of this configuration so far); True takes it. Left out with `until_ci` in the protocol, each kernel's
+    # own Stein rule decides (`runner._adaptive`); `bench commits` answers from the revisions' paired spread.
+    more_repeats: Callable[[int, list], bool] | None
 
 
 def _rotate(items: list, k: int) -> list:
@@ -129,7 +135,7 @@ def _rotate(items: list, k: int) -> list:
 
 
 def run_loop(config, *, protocol, measurer: Measurer, open_writer, info_row, observer=None, registry=None,
-             device=None, sampler=None, clock=time.monotonic_ns, sleep=time.sleep) -> RunResult:
+             device=None, sampler=None, clock=time.monotonic_ns, sleep=time.sleep, more_repeats=None) -> RunResult:
     """Run `measurer` on every kernel x input x repeat of `config` and write the results.
 
     `open_writer(setup)` returns the writer (a new run directory or one appended to); `info_row(setup)`
@@ -169,7 +175,8 @@ def run_loop(config, *, protocol, measurer: Measurer, open_writer, info_row, obs
                               on_phase=obs.on_phase, on_chunk=lambda c, chk: obs.on_chunk(c, chk, thread.last_poll()))
             s = Session(config=config, protocol=protocol, kernels=setup.kernels, device=setup.device,
                         ident=setup.ident, thread=thread, writer=writer, result=result, obs=obs, clock=clock,
-                        sleep=sleep, watchdog=watchdog, side=side, hosts=setup.hosts)
+                        sleep=sleep, watchdog=watchdog, side=side, hosts=setup.hosts,
+                        more_repeats=more_repeats or own_precision(protocol))
             for host in setup.hosts.values():
                 host.bind(obs, thread)
             measurer.start(s)
@@ -283,7 +290,12 @@ def _run_config(s: Session, m: Measurer, ci: int, spec) -> None:
             host.release()
             continue
         ready.append((kernel, host, extra))
-    for rep in range(proto.repeats):
+    rep = -1
+    while True:
+        rep += 1
+        if rep >= proto.repeats and not (ready and s.more_repeats is not None and s.more_repeats(
+                rep, [r for r in s.result.measurements if r.get("config_index") == ci and r.get("time_ns")])):
+            break
         order = list(_rotate(ready, rep) if getattr(proto, "rotate_order", True) else ready)
         for oi, entry in enumerate(order):
             kernel, host, extra = entry

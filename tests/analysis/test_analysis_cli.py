@@ -25,22 +25,27 @@ def test_exit_code_follows_the_threshold(threshold, code, tmp_path):
     text = md.read_text()
     assert "| sdpa-cudnn | gaussian:0.1 | gaussian:1 |" in text
     if code:
-        assert "slower beyond 0.5%: sdpa-cudnn on gaussian:1 +1.02%; sdpa-flash on gaussian:1 +0.93%" in r.output
-        assert "**FAIL**: 2 slowdown(s) beyond 0.5%" in text
+        assert ("FAIL: 2 slower beyond the 0.5 % (--fail-on-slowdown 0.5%) threshold: sdpa-cudnn on gaussian:1 "
+                "+1.02% [+0.53%, +1.51%]; sdpa-flash on gaussian:1 +0.93% [+0.74%, +1.12%]") in r.output
+        assert "**FAIL**: 2 slower beyond the 0.5 % (--fail-on-slowdown 0.5%) threshold" in text
     else:
-        assert "**PASS**: no slowdown beyond 2.0%." in text
+        assert "**PASS**: nothing slower beyond the 2 % (--fail-on-slowdown 2%) threshold (2 compared)" in text
 
 
 def test_without_threshold_a_slowdown_is_reported_not_failed():
     r = invoke(RUN_A, RUN_B, *PAIR)
-    assert r.exit_code == 0 and "slower" in r.output and "1.0102 [1.0075, 1.0129]" in r.output
+    assert r.exit_code == 0 and "B is 1.0 % slower" in r.output and "1.0102 [1.0053, 1.0151]" in r.output
+    assert "no gate (verdicts at the 0.5 % (default) threshold" in r.output
 
 
 @pytest.mark.parametrize("args, message", [
     ((RUN_A, SMOLLM2, "--pair-inputs", "gaussian:0.1=L15:gaussian:0.1"), "shapes differ"),
     ((RUN_A, RUN_B), "share no input label"),
     ((RUN_A, RUN_B, *PAIR, "--fail-on-slowdown", "two"), "is not a percentage"),
-    ((RUN_A, RUN_A.parent), "is not a run directory"),
+    ((RUN_A, RUN_A.parent), "holds no run (no runs.parquet in it)"),
+    ((RUN_A, "no-such-run"), "No run 'no-such-run': it is neither a run directory nor a run id or run name"),
+    ((RUN_A,), "takes two runs, A then B (got 1)"),
+    ((RUN_A, RUN_B, "--pair-kernels", "sdpa-cudnn=sdpa-flash"), "--pair-kernels compares two kernels of ONE run"),
 ])
 def test_bad_input_exits_2_with_one_paragraph(args, message):
     r = invoke(*args)
@@ -60,3 +65,34 @@ def test_burst_command_on_cpu(tmp_path):
     assert r.exit_code == 0, r.output
     assert "Burst: kernel-only time" in r.output and "aten::scaled_dot_product_attention" in r.output
     assert len(list(tmp_path.glob("*/measurements/part-*.parquet"))) == 1
+
+
+def test_runs_are_found_by_name_or_id_under_results(tmp_path):
+    import json
+    import shutil
+
+    shutil.copytree(RUN_A, tmp_path / "20261130-043508-base-aaaaaa")
+    shutil.copytree(RUN_B, tmp_path / "20261130-050000-candidate-bbbbbb")
+    r = invoke("base", "candidate", *PAIR, "--results", tmp_path, "--json", tmp_path / "cmp.json")
+    assert r.exit_code == 0, r.output
+    assert f"base: {tmp_path / '20261130-043508-base-aaaaaa'}" in r.output
+    doc = json.loads((tmp_path / "cmp.json").read_text())
+    assert [run["run_dir"] for run in doc["runs"]] == [str(tmp_path / "20261130-043508-base-aaaaaa"),
+                                                      str(tmp_path / "20261130-050000-candidate-bbbbbb")]
+    by_id = invoke(RUN_A.name, RUN_B.name, *PAIR, "--results", RUN_A.parent)
+    assert by_id.exit_code == 0 and "1.0102 [1.0053, 1.0151]" in by_id.output
+
+
+def test_two_kernels_of_one_run_are_paired_by_repeat(tmp_path):
+    import json
+
+    r = invoke(SMOLLM2, "--pair-kernels", "sdpa-cudnn=sdpa-flash", "--json", tmp_path / "k.json")
+    assert r.exit_code == 0, r.output
+    doc = json.loads((tmp_path / "k.json").read_text())
+    rows = doc["tables"]["kernels"]
+    assert {(x["kernel"], x["kernel_b"], x["design"], x["interval_method"]) for x in rows} == {
+        ("sdpa-cudnn", "sdpa-flash", "interleaved", "paired t")}
+    assert all(x["verdict"] == "slower" and x["time_b_over_a"] > 1.5 for x in rows)  # flash is ~1.7x cuDNN's time
+    assert "sdpa-flash vs sdpa-cudnn on L15:captured: B is " in r.output
+    bad = invoke(SMOLLM2, "--pair-kernels", "sdpa-cudnn=nope")
+    assert bad.exit_code == 2 and "timed no kernel 'nope'" in bad.output

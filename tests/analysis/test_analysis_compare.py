@@ -57,17 +57,16 @@ def test_std_1_inputs_are_slower_on_the_h200_and_the_clock_says_why(cmp):
         assert r.clock.value > r.cycles.value > 1.0
 
 
-def test_slowdown_threshold(cmp):
-    assert [r.kernel for r in cmp.slowdowns(0.005)] == ["sdpa-cudnn", "sdpa-flash"]
-    assert cmp.slowdowns(0.02) == ()
+def test_slowdown_threshold(cmp, runs):
+    assert [r.kernel for r in cmp.slowdowns()] == ["sdpa-cudnn", "sdpa-flash"]
+    at_2 = compare_runs(*runs, pairs=[PAIR], rule=VerdictRule(threshold=0.02))
+    assert at_2.slowdowns() == () and {r.verdict for r in at_2.rows} == {"same"}
 
 
-def test_bootstrap_seed_changes_intervals_not_estimates(runs):
-    one = compare_runs(*runs, pairs=[PAIR], rule=VerdictRule(seed=1)).rows[0]
-    two = compare_runs(*runs, pairs=[PAIR], rule=VerdictRule(seed=1)).rows[0]
-    other = compare_runs(*runs, pairs=[PAIR], rule=VerdictRule(seed=2)).rows[0]
-    assert one == two
-    assert other.time.value == one.time.value
+def test_the_comparison_is_a_pure_function_of_the_rows(runs):
+    one = compare_runs(*runs, pairs=[PAIR]).rows[0]
+    two = compare_runs(*runs, pairs=[PAIR]).rows[0]
+    assert one == two and one.time.method == "Welch t" and one.design == "independent"
 
 
 def test_a_run_against_itself_is_the_same(runs):
@@ -133,7 +132,8 @@ def test_captured_vs_control_within_one_run():
     for r in cmp.rows:
         assert r.time.value == pytest.approx(r.cycles.value * r.clock.value, rel=1e-12)
         assert r.limiter_a == "none (NVML at max clock)"  # SmolLM2 at S=8192 never reached the power cap
-        assert r.verdict == "same"
+    # No difference is claimed: flash resolves 0.5 % and shows none; cuDNN's 3+3 repeats reach +-0.58 %.
+    assert [r.verdict for r in cmp.rows] == ["unresolved", "same"]
 
 
 def test_inputs_of_a_run_without_captures_pair_with_the_first_input():

@@ -1,4 +1,4 @@
-"""time = cycles / clock over repeats: the identity, the bootstrap and the verdict rule, on synthetic repeats."""
+"""time = cycles / clock over repeats: the identity, the t interval and the verdict rule, on synthetic repeats."""
 
 import math
 import random
@@ -13,12 +13,12 @@ def repeats(center: float, spread: float, n: int = 3, seed: int = 1) -> list[flo
     return [center * (1 + rng.uniform(-spread, spread)) for _ in range(n)]
 
 
-def test_factors_multiply_back_to_the_time_ratio_for_every_resample_seed():
+def test_factors_multiply_back_to_the_time_ratio_for_any_repeats():
     for seed in range(20):
         rng = random.Random(seed)
         ta, tb = repeats(3.9, 0.01, seed=seed), repeats(4.0, 0.01, n=rng.randint(1, 5), seed=seed + 100)
         ca, cb = repeats(1500, 0.01, seed=seed + 1), repeats(1480, 0.01, n=len(tb), seed=seed + 2)
-        d = decompose(time_a=ta, time_b=tb, clock_a=ca, clock_b=cb, rule=VerdictRule(seed=seed))
+        d = decompose(time_a=ta, time_b=tb, clock_a=ca, clock_b=cb)
         assert d.time.value == pytest.approx(d.cycles.value * d.clock.value, rel=1e-12)
         # Each factor is the ratio of geometric means of its own quantity.
         assert d.time.value == pytest.approx(geomean(tb) / geomean(ta), rel=1e-12)
@@ -28,22 +28,33 @@ def test_factors_multiply_back_to_the_time_ratio_for_every_resample_seed():
         assert d.cycles.value == pytest.approx(geomean(cyc_b) / geomean(cyc_a), rel=1e-12)
 
 
-def test_bootstrap_is_deterministic_for_a_seed_and_brackets_the_estimate():
+def test_the_interval_is_a_pure_function_and_brackets_the_estimate():
+    import math
+
     ta, tb = repeats(3.9, 0.004, n=5), repeats(3.95, 0.004, n=5, seed=7)
-    one = decompose(time_a=ta, time_b=tb, rule=VerdictRule(seed=3))
-    two = decompose(time_a=ta, time_b=tb, rule=VerdictRule(seed=3))
-    other = decompose(time_a=ta, time_b=tb, rule=VerdictRule(seed=4))
+    one, two = decompose(time_a=ta, time_b=tb), decompose(time_a=ta, time_b=tb)
     assert (one.time.low, one.time.high) == (two.time.low, two.time.high)
-    assert (one.time.low, one.time.high) != (other.time.low, other.time.high)
     assert one.time.low <= one.time.value <= one.time.high
     assert one.cycles is None and one.clock is None  # no clocks given: time only
+    # Welch by hand: se^2 = s_a^2/n_a + s_b^2/n_b on the logs, t at the Welch-Satterthwaite df.
+    from statistics import variance
+
+    from harness.analysis import t_quantile
+
+    la, lb = [math.log(x) for x in ta], [math.log(x) for x in tb]
+    va, vb = variance(la) / 5, variance(lb) / 5
+    df = (va + vb) ** 2 / (va ** 2 / 4 + vb ** 2 / 4)
+    half = t_quantile(0.975, df) * math.sqrt(va + vb)
+    assert one.time.df == pytest.approx(df) and one.time.method == "Welch t"
+    assert math.log(one.time.high / one.time.value) == pytest.approx(half, rel=1e-9)
 
 
 @pytest.mark.parametrize("b_over_a, spread, verdict", [
     (1.02, 0.001, "slower"),   # interval excludes 1, change 2 % > 0.5 %
     (0.98, 0.001, "faster"),
     (1.003, 0.0002, "same"),   # interval excludes 1 but |change| 0.3 % is under the 0.5 % threshold
-    (1.01, 0.05, "same"),      # 1 % slower on average but repeats scatter by 5 %: interval holds 1
+    (1.0, 0.0002, "same"),     # the interval holds 1 and is narrower than the threshold: resolved, no change
+    (1.01, 0.05, "unresolved"),  # 1 % slower on average but repeats scatter by 5 %: wider than the threshold
 ])
 def test_verdict_rule(b_over_a, spread, verdict):
     ta = repeats(4.0, spread, n=4, seed=1)
@@ -58,7 +69,8 @@ def test_no_verdict_from_a_single_repeat():
 
 
 def test_rule_describes_itself_and_rejects_nonsense():
-    assert "excludes 1" in VerdictRule().describe() and "0.5%" in VerdictRule().describe()
+    text = VerdictRule().describe()
+    assert "excludes 1" in text and "0.5 % (default)" in text and "unresolved" in text
     with pytest.raises(ValueError):
         VerdictRule(level=1.5)
     with pytest.raises(ValueError):
@@ -79,17 +91,19 @@ def test_limiter_label():
 # Edges of the rule, the interval and the limiter label: each at the boundary and one step past it.
 
 def test_rule_bounds_each_refused_alone():
-    assert VerdictRule(min_repeats=1, resamples=1, min_change=0.0).min_repeats == 1  # the smallest valid rule
-    for bad in (dict(min_change=-1e-9), dict(resamples=0), dict(min_repeats=0)):
-        with pytest.raises(ValueError, match=r"^min_change >= 0, resamples >= 1 and min_repeats >= 1 are required$"):
+    assert VerdictRule(min_repeats=2, threshold=0.0).min_repeats == 2  # the smallest valid rule
+    for bad in (dict(threshold=-1e-9), dict(min_repeats=1)):
+        with pytest.raises(ValueError, match=r"^threshold >= 0 and min_repeats >= 2 are required$"):
             VerdictRule(**bad)
 
 
 def test_rule_description_gives_every_parameter():
-    text = VerdictRule(level=0.9, resamples=500, seed=7, min_change=0.01, min_repeats=3).describe()
-    assert text.startswith("slower / faster: the 90% bootstrap interval of time B/A (over repeats, 500 resamples, ")
-    assert "seed 7) excludes 1 and |B/A - 1| > 1.0%; same otherwise; " in text
+    rule = VerdictRule(level=0.9, min_repeats=3).with_threshold(0.01, source="--fail-on-slowdown 1%")
+    text = rule.describe()
+    assert text.startswith("slower / faster: the 90% t interval of time B/A on log time per repeat (paired by ")
+    assert "excludes 1 and |B/A - 1| > 1 % (--fail-on-slowdown 1%); unresolved: " in text
     assert text.endswith("no verdict with fewer than 3 repeats a side")
+    assert VerdictRule().with_threshold(None, source="x") == VerdictRule()
 
 
 def test_an_interval_excludes_one_only_with_both_ends_strictly_on_one_side():
@@ -124,19 +138,20 @@ def test_a_missing_or_zero_clock_gives_no_cycles_or_clock_factor():
         assert d.cycles is None and d.clock is None and d.time.value == pytest.approx(geomean([1.2, 1.3]) / geomean([1.0, 1.1]))
 
 
-def test_resamples_draw_the_first_repeat_of_each_side_too():
-    # Only the first repeat differs: a resample that never drew index 0 would give a point at 1.
-    d = decompose(time_a=[1.0] * 4, time_b=[2.0, 1.0, 1.0, 1.0])
-    assert d.time.low == pytest.approx(1.0) and d.time.high > 1.2
-    e = decompose(time_a=[2.0, 1.0, 1.0, 1.0], time_b=[1.0] * 4)
-    assert e.time.high == pytest.approx(1.0) and e.time.low < 0.85
-
-
-def test_a_change_exactly_at_the_minimum_is_not_a_verdict():
+def test_a_change_exactly_at_the_threshold_is_not_a_verdict():
     ta, tb = [1.0, 1.0001, 0.9999], [1.01, 1.0101, 1.0099]
     change = decompose(time_a=ta, time_b=tb).time.change
-    assert decompose(time_a=ta, time_b=tb, rule=VerdictRule(min_change=change)).verdict == "same"
-    assert decompose(time_a=ta, time_b=tb, rule=VerdictRule(min_change=math.nextafter(change, 0))).verdict == "slower"
+    assert decompose(time_a=ta, time_b=tb, rule=VerdictRule(threshold=change)).verdict == "same"
+    assert decompose(time_a=ta, time_b=tb, rule=VerdictRule(threshold=math.nextafter(change, 0))).verdict == "slower"
+
+
+def test_unresolved_turns_same_exactly_at_the_resolution():
+    ta, tb = [1.0, 1.01, 0.99], [1.0, 1.012, 0.992]
+    r = decompose(time_a=ta, time_b=tb).time
+    assert not r.excludes_one()
+    assert decompose(time_a=ta, time_b=tb, rule=VerdictRule(threshold=r.resolution)).verdict == "same"
+    assert decompose(time_a=ta, time_b=tb,
+                     rule=VerdictRule(threshold=math.nextafter(r.resolution, 0))).verdict == "unresolved"
 
 
 def test_limiter_label_at_its_thresholds():
@@ -164,14 +179,7 @@ def test_at_max_clock_within_one_mhz():
     assert limiter_label([row]) == "none"  # no maximum known: nothing said about it
 
 
-def test_the_interval_has_equal_tails():
-    # B's logs are symmetric about 0 (pairs +-d) and A is constant, so the bootstrap distribution of B/A is
-    # symmetric in log: an equal-tailed interval sits as far below the estimate as above it (a 50 % one
-    # shows a misplaced tail most: its quantiles are where the distribution is dense).
-    import numpy as np
-
-    d = np.random.default_rng(2).uniform(0.005, 0.03, 15)
-    tb = list(np.exp(np.concatenate([d, -d])))
-    r = decompose(time_a=[1.0] * 4, time_b=tb, rule=VerdictRule(level=0.5, resamples=4000)).time
-    below, above = math.log(r.value / r.low), math.log(r.high / r.value)
-    assert r.value == pytest.approx(1.0) and 0.85 < below / above < 1.15
+def test_the_interval_has_equal_tails_in_log_time():
+    r = decompose(time_a=[1.0, 1.01, 0.99, 1.0], time_b=[1.1, 1.12, 1.09, 1.1]).time
+    assert math.log(r.value / r.low) == pytest.approx(math.log(r.high / r.value), rel=1e-12)
+    assert r.resolution == pytest.approx(r.high / r.value - 1, rel=1e-12)

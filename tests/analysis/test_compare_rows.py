@@ -22,7 +22,7 @@ from harness.analysis import (
     parse_threshold,
     summarize_run,
 )
-from harness.analysis._compare import aggregate_measurements
+from harness.analysis import aggregate_measurements
 from harness.errors import ConfigError, ResultsError
 
 TIMES = (1000.0, 1010.0, 990.0)
@@ -84,7 +84,7 @@ def test_only_timed_rows_of_the_given_statuses_count_and_unsettled_ones_are_note
     b[1] = {**b[1], "status": "unsettled"}
     (row,) = compare_measurements(_frame(a), _frame(b)).rows
     assert (row.repeats_a, row.repeats_b) == (3, 3) and row.time.value == pytest.approx(1.0)
-    assert row.note == "1 unsettled repeat(s)"
+    assert row.note == "1 of 6 repeats unsettled" and row.caveats == ("1 of 6 repeats unsettled",)
     assert set(SUSTAINED_STATUSES) == {"ok", "unsettled"}
     (burst,) = compare_measurements(_frame(a), _frame(b), statuses=(BURST_STATUS,) + SUSTAINED_STATUSES).rows
     assert burst.repeats_a == 4
@@ -141,9 +141,9 @@ def test_frame_has_one_column_per_field_and_flattened_ratios():
     cmp = compare_measurements(_frame(_side()), _frame(_side(clock=None)))
     f = cmp.to_frame()
     (row,) = cmp.rows
-    plain = [n for n in row.__dataclass_fields__ if n not in ("time", "cycles", "clock")]
+    plain = [n for n in row.__dataclass_fields__ if n not in ("time", "cycles", "clock", "caveats")]
     flat = [f"{n}_{part}" for n in ("time", "cycles", "clock") for part in ("ratio", "low", "high")]
-    assert f.columns == plain + flat
+    assert f.columns == plain + ["note"] + flat
     assert f["time_ratio"][0] == row.time.value and f["time_low"][0] == row.time.low
     assert f["time_high"][0] == row.time.high
     assert f["cycles_ratio"][0] is None and f["clock_high"][0] is None  # B had no clock: no factors
@@ -160,7 +160,7 @@ def test_runs_on_different_devices_are_compared_with_a_note():
     b = _side()
     b[0] = {**b[0], "status": "unsettled"}
     (row,) = compare_runs(_run(_side()), _run(b, run_id="r2", device="AMD MI300X")).rows
-    assert row.note == "1 unsettled repeat(s); different devices: NVIDIA H200 vs AMD MI300X"
+    assert row.note == "different devices: NVIDIA H200 vs AMD MI300X; 1 of 6 repeats unsettled"
     (same,) = compare_runs(_run(_side()), _run(_side(), run_id="r2")).rows
     assert same.note == ""
     cmp = compare_runs(_run(_side() + [_m("only-a")]), _run(b, run_id="r2", device="AMD MI300X"))
@@ -168,7 +168,7 @@ def test_runs_on_different_devices_are_compared_with_a_note():
 
 
 def test_compare_runs_passes_the_rule_and_the_max_clock():
-    rule = VerdictRule(resamples=10, seed=3)
+    rule = VerdictRule(level=0.9, threshold=0.01)
     a = _side(clock=1979.5, power_limited_frac=0.0)
     cmp = compare_runs(_run(a, max_sm_clock_mhz=1980.0), _run(a, run_id="r2"), rule=rule)
     assert cmp.rule is rule and cmp.rows[0].limiter_a == "none (NVML at max clock)"
@@ -259,9 +259,11 @@ def test_a_slowdown_is_a_growth_strictly_beyond_the_threshold():
 
     cmp = compare_measurements(_frame(_side()), _frame(_side(scale=1.1)))
     (row,) = cmp.rows
-    assert row.verdict == "slower"
-    assert cmp.slowdowns(row.time.change) == ()
-    assert [r.kernel for r in cmp.slowdowns(math.nextafter(row.time.change, 0))] == ["k"]
+    assert row.verdict == "slower" and [r.kernel for r in cmp.slowdowns()] == ["k"]
+    at = compare_measurements(_frame(_side()), _frame(_side(scale=1.1)), rule=VerdictRule(threshold=row.time.change))
+    assert at.slowdowns() == () and at.rows[0].verdict == "same"
+    past = VerdictRule(threshold=math.nextafter(row.time.change, 0))
+    assert [r.kernel for r in compare_measurements(_frame(_side()), _frame(_side(scale=1.1)), rule=past).slowdowns()] == ["k"]
 
 
 def test_comparison_rows_are_keyword_only():

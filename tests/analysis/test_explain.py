@@ -1,4 +1,4 @@
-"""`bench compare` in words: the sentence of each row, every warning, and the interval rule for few repeats."""
+"""`bench compare` in words: the sentence of each row, every warning, and what each sentence must name."""
 
 from __future__ import annotations
 
@@ -13,10 +13,10 @@ from h200_runs import COMMITS_BASE, COMMITS_HEAD, FIXTURES
 from typer.testing import CliRunner
 
 from harness.analysis import (
+    VerdictRule,
     compare_runs,
     comparison_warnings,
     explain_comparison,
-    honest_interval,
     is_full_protocol,
     row_sentence,
     t_quantile,
@@ -56,11 +56,11 @@ def test_sentence_directions_follow_the_factors(commits):
     a, b = commits
     row = compare_runs(a, b).rows[0]
     swapped = compare_runs(b, a).rows[0]  # B/A flipped: slower, more cycles, partly offset by a higher clock
-    s = row_sentence(swapped, verdict="slower")
+    s = row_sentence(swapped)
     assert "B is 42.2 % slower" in s and "53.2 % more cycles, partly offset by a 7.7 % higher clock" in s
     assert "(A was at the power cap)" in s
     same_clock = dataclasses.replace(row, clock=dataclasses.replace(row.clock, value=1.0))
-    assert "34.7 % fewer cycles (B" in row_sentence(same_clock, verdict="faster")
+    assert "34.7 % fewer cycles (B" in row_sentence(same_clock)
 
 
 def test_same_run_warns(commits):
@@ -117,27 +117,41 @@ def test_t_quantile_matches_tables():
     assert t_quantile(0.95, 5) == pytest.approx(2.015, abs=2e-3)
 
 
-def test_honest_interval_is_wider_than_the_bootstrap_with_two_repeats(commits):
+def test_the_sentence_names_estimator_interval_threshold_and_resolution(commits):
     a, b = commits
     row = compare_runs(a, b).rows[0]
-    lo, hi = honest_interval(a.measurements["time_ns"].to_list(), b.measurements["time_ns"].to_list())
-    assert lo < row.time.low and hi > row.time.high and lo < row.time.value < hi
-    assert honest_interval([1.0], [1.0, 1.1]) is None
+    (s,) = explain_comparison(compare_runs(a, b), a, b).sentences
+    assert (f"Time B/A {row.time.value:.4f} [{row.time.low:.4f}, {row.time.high:.4f}]: ratio of geometric means "
+            f"over 2+2 repeats, 95 % Welch t interval, smallest change it could call "
+            f"{row.time.resolution * 100:.2g} %, threshold 0.5 % (default)") in s
+    gated = compare_runs(a, b, rule=VerdictRule().with_threshold(0.4, source="--fail-on-slowdown 40%"))
+    (g,) = explain_comparison(gated, a, b).sentences
+    assert "B is the same within the 40 % threshold" in g and "threshold 40 % (--fail-on-slowdown 40%)" in g
 
 
-def test_bootstrap_verdict_overstating_confidence_is_flagged(commits):
+def test_an_unresolved_row_is_said_so_and_warned(commits):
     a, _ = commits
-    # Two repeats a side, 1.5 % apart on average with 0.4 % spread: the bootstrap calls it, Welch t (df ~2) does not.
     t = a.measurements["time_ns"].to_list()
     base = a.measurements.with_columns(pl.Series("time_ns", [t[0], t[0] * 1.008]))
     slow = a.measurements.with_columns(pl.Series("time_ns", [t[0] * 1.011, t[0] * 1.019]))
     ra = _with(a, measurements=base, run_id="ra")
     rb = _with(a, measurements=slow, run_id="rb", path=COMMITS_HEAD)
     cmp = compare_runs(ra, rb)
-    assert cmp.rows[0].verdict == "slower"
+    # Two repeats a side, 1.5 % apart with 0.4 % spread: Welch (df ~2) cannot resolve 0.5 %.
+    assert cmp.rows[0].verdict == "unresolved"
     ex = explain_comparison(cmp, ra, rb)
-    assert "B is the same within noise" in ex.sentences[0]
-    assert any("overstates confidence" in w and "verdict 'same'" in w for w in ex.warnings)
+    assert "not resolved (+1.10 %): the interval is wider than the 0.5 % threshold" in ex.sentences[0]
+    assert any(w.startswith("1 of 1 row(s) not resolved at the 0.5 % (default) threshold") for w in ex.warnings)
+
+
+def test_caveats_are_named_in_the_sentence(commits):
+    a, b = commits
+    cpu = _with(b, device_kind="cpu", device_name=a.info["device_name"])
+    (s,) = explain_comparison(compare_runs(a, cpu), a, cpu).sentences
+    assert "B is 29.7 % faster [CPU timings (not sustained-clock figures)]" in s
+    quick = _with(b, protocol_json=json.dumps({**json.loads(b.info["protocol_json"]), "settle_chunk_tol": 0.05}))
+    (q,) = explain_comparison(compare_runs(a, quick), a, quick).sentences
+    assert "[quick protocol (looser settle rule)]" in q
 
 
 def test_one_repeat_gives_no_verdict(commits):
@@ -146,6 +160,7 @@ def test_one_repeat_gives_no_verdict(commits):
     ra, rb = one(a, "x"), one(b, "y")
     ex = explain_comparison(compare_runs(ra, rb), ra, rb)
     assert "no verdict" in ex.sentences[0] and "fewer than 2 repeats" in ex.sentences[0]
+    assert "no interval" in ex.sentences[0]
 
 
 def test_cli_prints_sentence_and_warning(commits):
@@ -157,5 +172,8 @@ def test_cli_prints_sentence_and_warning(commits):
     assert res.exit_code == 0, res.output
     assert "29.7 % faster: 34.7 % fewer cycles, part given back by a 7.2 % lower clock (B reached the power cap)" \
         in res.output
-    res = CliRunner().invoke(app, [str(COMMITS_BASE), str(COMMITS_BASE)], env={"COLUMNS": "300"})
-    assert "WARNING: A and B are the same run" in res.output
+    res = CliRunner().invoke(app, [str(COMMITS_BASE), str(COMMITS_BASE), "--fail-on-slowdown", "0.1%"],
+                             env={"COLUMNS": "300"})
+    assert res.exit_code == 0 and "WARNING: A and B are the same run" in res.output
+    assert "PASS: nothing slower beyond the 0.1 % (--fail-on-slowdown 0.1%) threshold (1 compared) (A and B are the " \
+           "same run" in res.output

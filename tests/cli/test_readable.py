@@ -72,7 +72,8 @@ def test_compare_piped_keeps_every_figure_whole_and_exports_json_and_csv(tmp_pat
     doc = json.loads(js.read_text())
     validate(doc)
     assert doc["command"] == "compare" and [r["run_id"] for r in doc["runs"]] == [RUN_A.name, RUN_B.name]
-    assert doc["verdict"] == {"verdict": "pass", "exit_code": 0, "threshold_frac": 0.5, "slower": []}
+    assert doc["verdict"] == {"verdict": "pass", "exit_code": 0, "threshold_frac": 0.5, "slower": [],
+                              "threshold_source": "--fail-on-slowdown 50%", "unresolved": [], "same_code": []}
     rows = doc["tables"]["comparison"]
     assert {r["kernel"] for r in rows} == {"sdpa-cudnn", "sdpa-flash"}
     for r in rows:  # each row's figures, as the table formats them, on one line with its kernel and inputs

@@ -63,6 +63,8 @@ def test_readme_commands_run_as_written(tmp_path):
     pytest_out, compared_out, compare_out, sustained_out, commits_out = outputs
     assert "= sustained =" in pytest_out and "test_plain_function: " in pytest_out
     assert "Comparing against benchmarks from" in compared_out  # --benchmark-compare works unchanged
+    # ... and the harness judges each test's repeats against the saved ones (A/A here: nothing slower)
+    assert "PASS: nothing slower beyond the 100 % (--sustained-compare-fail 100%) threshold (2 compared)" in compared_out
     assert "test_example_attention" in compare_out and "test_plain_function" in compare_out
     for kernel in ("example_kernels/plain.py:attention", "example_kernels.plain:attention_bshd@bshd", "example-attention"):
         assert f"│ {kernel} " in sustained_out, sustained_out
@@ -90,9 +92,15 @@ def test_readme_commands_run_as_written(tmp_path):
     for bench in data["benchmarks"]:
         for key in ("min", "max", "mean", "median", "q1", "q3", "ld15iqr", "hd15iqr", "stddev", "iqr"):
             bench["stats"][key] *= 0.01
+        for row in bench["extra_info"]["repeats_rows"]:  # what --sustained-compare-fail judges: the repeats
+            row["time_ns"] *= 0.01
     (saved.parent / "0002_fast.json").write_text(json.dumps(data))
     first = shlex.split(readme_commands()[0])
     strict = subprocess.run([sys.executable, *first[1:first.index("--benchmark-autosave")], "--benchmark-compare=0002",
-                             "--benchmark-compare-fail=median:50%"], cwd=here, env=env, capture_output=True, text=True,
-                            timeout=300)
-    assert strict.returncode != 0 and "Performance has regressed" in strict.stdout + strict.stderr
+                             "--benchmark-compare-fail=median:50%", "--sustained-compare-fail=50%"], cwd=here, env=env,
+                            capture_output=True, text=True, timeout=300)
+    out = strict.stdout + strict.stderr
+    assert strict.returncode != 0 and "Performance has regressed" in out
+    # The harness's own verdict on the repeats, beside pytest-benchmark's: the same interval as `bench compare`.
+    assert "FAIL: 2 slower beyond the 50 % (--sustained-compare-fail 50%) threshold" in out, out[-3000:]
+    assert "ratio of geometric means over" in out and "Welch t interval" in out

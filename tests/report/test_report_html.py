@@ -40,7 +40,7 @@ def test_html_embeds_every_figure_and_needs_nothing_else(issue2):
 
 def test_html_has_the_numbers_and_the_provenance(issue2):
     html = (issue2[1] / "r.html").read_text()
-    for text in ("3.9223", "1.0102 [1.0075, 1.0129]", "power cap 99%", "slower",  # figures and decomposition
+    for text in ("3.9223", "1.0102 [1.0053, 1.0151]", "power cap 99%", "slower",  # figures and decomposition
                  "NVIDIA H200", "580.159.04", "<td>torch</td><td>2.11.0</td>",
                  "<td>window_s</td><td>4.0</td>", "PCI 00000000:00:06.0",
                  "git not recorded", "bench sustained --kernel sdpa-cudnn"):
@@ -111,4 +111,4 @@ def test_report_command(tmp_path):
     assert "Decomposition: time = cycles / clock" in r.output and "L15:captured" in r.output
     assert (tmp_path / "s.html").stat().st_size > 100_000 and (tmp_path / "s-timeline.png").exists()
     bad = CliRunner().invoke(app, ["report", str(tmp_path)], env={"COLUMNS": "220"})
-    assert bad.exit_code == 2 and "is not a run directory" in bad.output
+    assert bad.exit_code == 2 and "holds no run (no runs.parquet in it)" in bad.output

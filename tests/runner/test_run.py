@@ -205,3 +205,22 @@ def test_samples_are_labelled_window_by_the_row_window_not_by_the_loop_phases(tm
     gap = [s for s in run.samples.to_dicts() if s["t_ns"] < m["window_start_ns"] and s["phase"] not in ("idle",)]
     assert gap, "the half-busy device should leave samples before the window's first chunk"
     assert m["samples_in_window"] == len([t for t in window])
+
+
+def test_adaptive_repeats_follow_the_pilots_spread(tmp_path):
+    """--until-ci: the pilot's spread decides how many repeats each configuration takes (Stein's rule), between
+    the pilot and the cap; a target the pilot already meets takes none beyond it."""
+    wide = run_sustained(config(tmp_path / "wide", kernels=("a", "b"), protocol=PROTO.replace(
+        repeats=2, until_ci=1e6, max_repeats=4)), registry=registry(), sampler=FlakySampler())
+    assert sorted({r["repeat"] for r in wide.measurements}) == [0, 1]  # a target any pilot meets: no more
+    obs = Order()
+    narrow = run_sustained(config(tmp_path / "narrow", kernels=("a", "b"), protocol=PROTO.replace(
+        repeats=2, until_ci=1e-9, max_repeats=4)), observer=obs, registry=registry(), sampler=FlakySampler())
+    assert sorted({r["repeat"] for r in narrow.measurements}) == [0, 1, 2, 3]  # cut at the cap
+    assert obs.started[4:] == [(2, "a"), (2, "b"), (3, "b"), (3, "a")]  # still rotated
+    import json
+
+    stored = json.loads(read_run(narrow.path).info["protocol_json"])
+    assert (stored["repeats"], stored["until_ci"], stored["max_repeats"]) == (2, 1e-9, 4)
+    with pytest.raises(Exception, match="--max-repeats >= --repeats"):
+        PROTO.replace(repeats=3, until_ci=0.01, max_repeats=2)

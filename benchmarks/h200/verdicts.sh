@@ -1,0 +1,77 @@
+#!/usr/bin/env bash
+# Issues 30 and 35 on the H200: `bench commits` with the calibrated verdict procedure (paired t over interleaved
+# repeats, Stein's two-stage --until-ci) at a 0.3 % gate. A plain cuDNN SDPA function at three revisions of a
+# small git repository this script makes:
+#   base     cuDNN SDPA, causal, S=16384, H=32, d=128
+#   quarter  + one elementwise pass over a quarter of the output (out[:, :, :S/4].mul_(1.0): ~0.4 % of a call)
+#   comment  base with a comment added: the same code, so any difference is noise
+# Two runs of `bench commits --fail-on-slowdown 0.3%`: base vs quarter (expected: slower, exit 1) and base vs
+# comment (expected: same, exit 0). Each is capped at --max-repeats 5 interleaved pairs and 180 s.
+#
+#   OUT=out/h200 bash benchmarks/h200/verdicts.sh                       # about 6 minutes on one H200
+#   OUT=/tmp/v DEVICE=cpu QUICK=1 bash benchmarks/h200/verdicts.sh       # a CPU dry run, small shapes
+#   OUT=out/h200 TOGETHER=1 EXTRA="--idle-s 0 --window-s 3" MAXREP=12 BUDGET=300 bash benchmarks/h200/verdicts.sh
+#       # all three revisions in one interleaved run (both comparisons share the base's repeats), warm card
+#
+# Logs: $OUT/verdicts-{quarter,comment}.log (table, sentences, gate line, exit status), the Markdown and JSON
+# of each, and the results runs packed into $OUT/results-verdicts.tgz. Never changes clocks, power limits or
+# GPU modes; nvidia-smi is only queried.
+set -u -o pipefail
+OUT=${OUT:-out/h200}
+DEVICE=${DEVICE:-cuda:0}
+mkdir -p "$OUT"
+OUT=$(cd "$OUT" && pwd)
+export COLUMNS=${COLUMNS:-250} PYTHONUNBUFFERED=1 PYTHONPATH="$PWD${PYTHONPATH:+:$PYTHONPATH}"
+BENCH="python3 -m harness"
+step() { echo "== $(date -u +%T) $*" | tee -a "$OUT/steps.log"; }
+# shellcheck source=benchmarks/h200/sdpa_repo.sh
+. "$(dirname "$0")/sdpa_repo.sh"
+WORK=$(mktemp -d "${TMPDIR:-/tmp}/verdicts-XXXXXX")
+RESULTS="$WORK/results"
+trap 'tar czf "$OUT/results-verdicts.tgz" -C "$WORK" results 2>/dev/null; rm -rf "$WORK"' EXIT
+if [ "${QUICK:-0}" = 1 ]; then
+    SHAPE="--seq-len 256 --heads 4 --head-dim 32 --dtype fp32 --quick --repeats 3 --until-ci 30% --max-repeats 4"
+    BUDGET=240
+else
+    SHAPE="--seq-len 16384 --heads 32 --head-dim 128 --dtype bf16 --repeats 3 --max-repeats ${MAXREP:-5}"
+    BUDGET=${BUDGET:-180}
+fi
+SHAPE="$SHAPE ${EXTRA:-}"
+
+step "a three-revision repository in $WORK/repo"
+(
+    set -e
+    sdpa_repo "$WORK/repo"
+    git checkout -q -b quarter
+    sed -i 's/^    return out$/    out[:, :, : out.shape[2] \/\/ 4].mul_(1.0)  # one more pass over a quarter of the output\n    return out/' attn.py
+    grep -q "mul_(1.0)" attn.py
+    git commit -q -am "one extra elementwise pass over a quarter of the output"
+    git checkout -q base -b comment
+    sed -i 's/^    return out$/    # a comment, and nothing else\n    return out/' attn.py
+    git commit -q -am "a comment only"
+    git log --oneline --all
+) 2>&1 | tee "$OUT/verdicts-repo.log"
+
+step "nvidia-smi before"
+command -v nvidia-smi >/dev/null && nvidia-smi --query-gpu=name,pci.bus_id,clocks.sm,power.draw,temperature.gpu,utilization.gpu \
+    --format=csv 2>&1 | tee -a "$OUT/verdicts-quarter.log"
+
+if [ "${TOGETHER:-0}" = 1 ]; then RUNS=("quarter comment"); else RUNS=(quarter comment); fi
+for REVS in "${RUNS[@]}"; do
+    NAME=${REVS// /-}
+    LOG="$OUT/verdicts-$NAME.log"
+    step "bench commits -k attn.py:attn base $REVS --fail-on-slowdown 0.3% ($DEVICE, gaussian:0.1, $SHAPE)"
+    start=$(date +%s)
+    # shellcheck disable=SC2086  # $SHAPE and $REVS are word lists
+    timeout "$BUDGET" $BENCH commits --repo "$WORK/repo" --kernel attn.py:attn --device "$DEVICE" -i gaussian:0.1 \
+        $SHAPE --results "$RESULTS" --fail-on-slowdown 0.3% --md "$OUT/verdicts-$NAME.md" \
+        --json "$OUT/verdicts-$NAME.json" base $REVS 2>&1 | tee -a "$LOG"
+    status=${PIPESTATUS[0]}
+    echo "exit status of bench commits base $REVS: $status after $(( $(date +%s) - start )) s (quarter: 1 expected; comment: 0)" \
+        | tee -a "$LOG"
+done
+
+step "nvidia-smi after"
+command -v nvidia-smi >/dev/null && nvidia-smi --query-gpu=name,clocks.sm,power.draw,temperature.gpu,utilization.gpu \
+    --format=csv 2>&1 | tee -a "$OUT/steps.log"
+step done
