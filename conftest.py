@@ -17,6 +17,11 @@ if "torch" in sys.modules:  # imported before this file (a plugin): its pool is 
     sys.modules["torch"].set_num_threads(int(os.environ["OMP_NUM_THREADS"]))
 
 
+# A kernel module that calls sys.exit when imported (tests/runner/test_isolation.py): --doctest-modules must
+# not import it into a test process.
+collect_ignore = ["tests/runner/exits_at_import.py"]
+
+
 def pytest_configure(config):
     # pytest-xdist's loadfile hands out files by their number of tests, most first, so the files of one or two
     # slow tests (whole commands run in subprocesses) went last and one worker ran them alone at the end.

@@ -1,18 +1,23 @@
-"""Every way a `bench sustained` run ends, on the CPU, and what it leaves on disk (issue 14).
+"""Every way a `bench sustained` run ends, on the CPU, and what it leaves on disk (issues 14 and 31).
 
-    PYTHONPATH=$PWD python benchmarks/endings.py [--keep DIR]
+    PYTHONPATH=$PWD python benchmarks/endings.py [--keep DIR] [--only ENDING ...]
 
 Each ending runs `python -m harness sustained --device cpu` in a process of its own: SIGINT, two SIGINTs
 ~1 ms apart, SIGTERM, SIGHUP (each sent once the first measurement is on disk), a full disk (a 300 KiB
 tmpfs as --results; needs root and a kernel that allows the mount, else skipped with the reason), a hung
-kernel, a raising kernel, and a run where every kernel fails. The table gives the exit code, the status
-row on disk, and whether the measurements are readable. About 2-3 minutes on an idle 2-core machine.
+kernel, a raising kernel, and a run where every kernel fails. Issue 31's: a kernel (beside sdpa-cpu) that
+calls sys.exit(0) or sys.exit(3), raises its own BaseException, calls os._exit(0), crashes (SIGSEGV), hangs
+where SIGALRM cannot reach it, writes into its inputs, or changes directory under a relative --results; a
+kernel module that calls sys.exit(0) when imported; and a reader that goes away (`| head -1`). The table
+gives the exit code, the status row on disk, whether the measurements are readable, and the cause recorded
+for each kernel that was not timed. About 4-5 minutes on an idle 2-core machine.
 """
 
 from __future__ import annotations
 
 import argparse
 import os
+import re
 import signal
 import subprocess
 import sys
@@ -26,10 +31,22 @@ BASE = ["--device", "cpu", "--quick", "--heads", "2", "--seq-len", "256", "--hea
         "-i", "gaussian:0.1", "-i", "gaussian:1", "--idle-s", "0.2", "--window-s", "0.6", "--telemetry", "host"]
 
 
-def bench(args: list[str], results: Path) -> subprocess.Popen:
-    env = {**os.environ, "PYTHONPATH": f"{ROOT}{os.pathsep}{os.environ.get('PYTHONPATH', '')}", "COLUMNS": "200"}
-    return subprocess.Popen([sys.executable, "-m", "harness", "sustained", *BASE, *args, "--results", str(results)],
-                            cwd=ROOT, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+HOSTILE = "tests.runner.hostile_kernels"
+# Issue 31: each kernel beside sdpa-cpu; the ending is what its own process does to the run.
+HOSTILE_ENDINGS = {"sys.exit(0) kernel": "exits_0", "sys.exit(3) kernel": "exits_3",
+                   "BaseException kernel": "raises_base_exception", "os._exit kernel": "os_exits",
+                   "SIGSEGV kernel": "segfaults", "hang in C kernel": "hangs_in_c", "writes its inputs": "writes_inputs"}
+
+
+def bench(args: list[str], results: Path, *, cwd: Path = ROOT, results_arg: str | None = None,
+          stderr=subprocess.STDOUT) -> subprocess.Popen:
+    # One OpenMP thread, as the test suite runs: on a shared 2-CPU machine two threads' spinning barriers stall a
+    # 0.1 s CPU chunk past the launch timeout (conftest.py).
+    env = {**os.environ, "PYTHONPATH": f"{ROOT}{os.pathsep}{os.environ.get('PYTHONPATH', '')}", "COLUMNS": "200",
+           "OMP_NUM_THREADS": os.environ.get("OMP_NUM_THREADS", "1")}
+    return subprocess.Popen([sys.executable, "-m", "harness", "sustained", *BASE, *args, "--results",
+                             results_arg or str(results)], cwd=cwd, env=env, stdout=subprocess.PIPE, stderr=stderr,
+                            text=True)
 
 
 def wait_for_first_part(results: Path, proc: subprocess.Popen, timeout_s: float = 120) -> bool:
@@ -61,8 +78,17 @@ def on_disk(results: Path) -> dict:
     st = run.measurements["status"].to_list()
     timed = sum(s in ("ok", "unsettled") for s in st)
     other = sorted({s for s in st if s not in ("ok", "unsettled")})
+    causes = [e for s, e in zip(st, run.measurements["error"].to_list()) if s not in ("ok", "unsettled") and e]
     return {"status": run.info["status"], "detail": run.info.get("status_detail") or "",
-            "readable": f"yes: {len(st)} rows, {timed} timed" + (f", {'/'.join(other)}" if other else ""), "tmp": tmp}
+            "readable": f"yes: {len(st)} rows, {timed} timed" + (f", {'/'.join(other)}" if other else ""), "tmp": tmp,
+            "cause": _cause(causes[0]) if causes else ""}
+
+
+def _cause(error: str) -> str:
+    """The recorded cause without the 'Kernel X on input (shape), stage S:' preamble."""
+    text = re.sub(r"^Kernel '[^']*' on \S+ \([^)]*\)(, stage [^:]+:| raised in stage [^:]+:|:) ", "", error)
+    text = text.split(". It is not timed")[0].split("; it was stopped")[0]
+    return text[:170]
 
 
 def mount_tmpfs(where: Path) -> str | None:
@@ -75,7 +101,7 @@ def mount_tmpfs(where: Path) -> str | None:
 
 
 def run_ending(name: str, tmp: Path) -> dict:
-    results = tmp / name.replace(" ", "-")
+    results = tmp / re.sub(r"[^A-Za-z0-9._-]+", "-", name).strip("-")
     results.mkdir(parents=True, exist_ok=True)
     kernels = ["-k", "sdpa-cpu"]
     signals: tuple = ()
@@ -96,8 +122,25 @@ def run_ending(name: str, tmp: Path) -> dict:
         kernels += ["-k", f"{KERNELS}:raises"]
     elif name == "all kernels fail":
         kernels = ["-k", f"{KERNELS}:raises", "-k", f"{KERNELS}:nan_output"]
+    elif name in HOSTILE_ENDINGS:
+        kernels += ["-k", f"{HOSTILE}:{HOSTILE_ENDINGS[name]}", "--launch-timeout-s", "5"]
+    elif name == "sys.exit at import":
+        kernels += ["-k", "tests.runner.exits_at_import:attention"]
+    elif name == "chdir, relative --results":
+        kernels += ["-k", f"{HOSTILE}:changes_directory", "--isolation", "none"]  # in the run's own process
     t0 = time.monotonic()
-    proc = bench(kernels, results)
+    if name == "chdir, relative --results":
+        proc = bench(kernels, results, cwd=results, results_arg="r")
+        results = results / "r"
+    elif name == "| head -1":
+        proc = bench(kernels + ["--repeats", "3"], results, stderr=subprocess.DEVNULL)
+        first = proc.stdout.readline()  # what head -1 reads before it exits and closes the pipe
+        proc.stdout.close()
+        rc = proc.wait(timeout=300)
+        return {"ending": name, "exit": str(rc), "seconds": f"{time.monotonic() - t0:.1f}", **on_disk(results),
+                "last line": first.strip()[:160]}
+    else:
+        proc = bench(kernels, results)
     if signals and wait_for_first_part(results, proc):
         for i, s in enumerate(signals):
             if i:
@@ -115,7 +158,8 @@ def run_ending(name: str, tmp: Path) -> dict:
     return row
 
 
-ENDINGS = ("SIGINT", "SIGINT x2", "SIGTERM", "SIGHUP", "disk full", "hung kernel", "raising kernel", "all kernels fail")
+ENDINGS = ("SIGINT", "SIGINT x2", "SIGTERM", "SIGHUP", "disk full", "hung kernel", "raising kernel", "all kernels fail",
+           *HOSTILE_ENDINGS, "sys.exit at import", "chdir, relative --results", "| head -1")
 
 
 def main() -> int:
@@ -130,6 +174,10 @@ def main() -> int:
     print("  ".join(c.ljust(widths[c]) for c in cols) + "  status_detail")
     for r in rows:
         print("  ".join(str(r.get(c, "")).ljust(widths[c]) for c in cols) + "  " + r.get("detail", ""))
+    print("\nthe cause recorded for the first kernel not timed:")
+    for r in rows:
+        if r.get("cause"):
+            print(f"  {r['ending']}: {r['cause']}")
     print("\nlast line printed by each run:")
     for r in rows:
         print(f"  {r['ending']}: {r.get('last line', '')}")

@@ -21,7 +21,8 @@ from pathlib import Path
 from harness.errors import ConfigError
 from harness.inputs import InputSpec
 
-__all__ = ["SustainedProtocol", "BurstProtocol", "RunConfig", "LAUNCH_STRATEGIES", "RESULTS_ROOT"]
+__all__ = ["SustainedProtocol", "BurstProtocol", "RunConfig", "LAUNCH_STRATEGIES", "RESULTS_ROOT", "ISOLATION_MODES",
+           "check_isolation"]
 
 LAUNCH_STRATEGIES = ("auto", "graph", "loop")
 
@@ -136,6 +137,16 @@ class BurstProtocol(_Protocol):
         return {"kind": "burst", **super().as_dict()}
 
 
+ISOLATION_MODES = ("auto", "process", "none")
+
+
+def check_isolation(mode: str) -> None:
+    if mode not in ISOLATION_MODES:
+        raise ConfigError(f"--isolation {mode!r}: one of {', '.join(ISOLATION_MODES)} (auto: a user's kernel in a "
+                          f"process of its own, the bundled ones in the run's; process: every kernel in its own; "
+                          f"none: every kernel in the run's process).")
+
+
 # Where runs are recorded unless told otherwise: `results/` of the working directory.
 RESULTS_ROOT = Path("results")
 
@@ -155,8 +166,14 @@ class RunConfig:
     allow_busy: bool = False
     gate: bool = True
     notes: str = ""
+    # Where kernels run: "auto" (a user's kernel in a process of its own, the bundled ones in the run's),
+    # "process" (every kernel in its own), "none" (all in the run's process). README: isolation.
+    isolation: str = "auto"
 
     def __post_init__(self) -> None:
+        check_isolation(self.isolation)
+        # Resolved once, at the start: a kernel that changes the working directory cannot move the results.
+        object.__setattr__(self, "results_dir", Path(self.results_dir).absolute())
         if not self.kernels:
             raise ConfigError("No kernels given: name at least one with --kernel (see `bench list kernels`).")
         if not self.inputs:

@@ -25,6 +25,7 @@ __all__ = [
     "InputError",
     "KernelTimeout",
     "RunStopped",
+    "StopRequested",
     "ResultsWarning",
 ]
 
@@ -96,6 +97,16 @@ class RunStopped(KeyboardInterrupt):
         super().__init__(f"stopped by {self.signal_name}")
 
 
+class StopRequested(KeyboardInterrupt):
+    """The run was stopped from outside for a named reason (the orchestrator of `bench commits` after another
+    revision's worker died): finished measurements are kept and the run is marked incomplete with `reason`.
+    A KeyboardInterrupt for the same reason as RunStopped."""
+
+    def __init__(self, reason: str) -> None:
+        self.reason = reason
+        super().__init__(reason)
+
+
 class ResultsWarning(UserWarning):
     """A file in a run directory that the store did not write (a copy, a stray file): it is ignored."""
 
@@ -110,5 +121,6 @@ class ExitCode(IntEnum):
     INTERNAL = 3  # a bug: one line names the file holding the traceback
     RUN_FAILED = 4  # the run ended `failed`: nothing was timed
     RUN_INCOMPLETE = 5  # the run ended `incomplete`: it stopped early (what finished is kept)
+    SIGHUP = 129  # hung up (the terminal closed, `kill -HUP`): 128 + SIGHUP
     SIGINT = 130  # interrupted (Ctrl-C): 128 + SIGINT
     SIGTERM = 143  # terminated: 128 + SIGTERM

@@ -216,7 +216,7 @@ class _Sustained:
                  gqa: str | None = None) -> SustainedResult:
         from harness.config import RunConfig
         from harness.errors import HarnessError
-        from harness.runner import run_sustained
+        from harness.runner import check_kernel, run_sustained
 
         bench, config = self._benchmark, self._request.config
         if bench._mode:
@@ -227,16 +227,15 @@ class _Sustained:
             _check_benchmark_version()
             k, registry = _kernel_and_registry(kernel, layout=layout, gqa=gqa)
         except HarnessError as exc:  # an unknown name lists the known ones; a misfit names the signature
-            bench.has_error = True
-            pytest.fail(f"sustained: {exc}", pytrace=False)
+            _fail(bench, f"sustained: {exc}")
         spec = _input_spec(inputs)
         device = _device(config)
-        if bench.disabled:  # --benchmark-disable: run once, untimed, as pytest-benchmark does
-            from harness.devices import open_device
-            from harness.inputs import make_inputs
-
-            k.prepare(make_inputs(spec, device=open_device(device).torch_device))()
+        if bench.disabled:  # --benchmark-disable, or xdist: once, untimed, as pytest-benchmark does, but gated
             bench._mode = "sustained(...)"
+            try:
+                check_kernel(k, spec, device=device, gate=not config.getoption("sustained_no_gate"))
+            except HarnessError as exc:
+                _fail(bench, f"sustained (benchmarks disabled, the gate still runs): {exc}")
             return SustainedResult(run_dir=None)
         proto = protocol or _protocol(config)
         name = re.sub(r"[^A-Za-z0-9._-]+", "-", self._request.node.name).strip("-")[:60] or "test"
@@ -248,13 +247,11 @@ class _Sustained:
         try:
             result = run_sustained(run, registry=registry, command=f"pytest {self._request.node.nodeid}")
         except HarnessError as exc:  # a message the user can act on; a traceback into the runner would hide it
-            bench.has_error = True
-            pytest.fail(f"sustained: {exc}", pytrace=False)
+            _fail(bench, f"sustained: {exc}")
         rows = [r for r in result.measurements if r.get("status") in ("ok", "unsettled") and r.get("time_ns")]
         if not rows:
             why = "; ".join(r.get("error") or r.get("status", "?") for r in result.measurements) or "no measurement"
-            bench.has_error = True
-            pytest.fail(f"sustained: kernel {k.name!r} on {spec.label} was not timed: {why}", pytrace=False)
+            _fail(bench, f"sustained: kernel {k.name!r} on {spec.label} was not timed: {why}")
         times = _window_chunk_times(result.path, {r["measurement_id"] for r in rows})
         stats = bench._make_stats(1)  # one launch per value: the chunk times are already per launch
         # The fixture's host timer timed nothing here; say what did, in the saved JSON's options.
@@ -266,6 +263,11 @@ class _Sustained:
         config.stash.setdefault(_DEVICES, set()).add(str(result.info.get("device_name")))
         config.stash.setdefault(_LINES, []).append((self._request.node.nodeid, extra))
         return SustainedResult(run_dir=result.path, rows=tuple(rows), chunk_times_s=tuple(times), extra_info=extra)
+
+
+def _fail(bench, text: str):
+    bench.has_error = True
+    pytest.fail(text, pytrace=False)
 
 
 @pytest.fixture

@@ -15,6 +15,7 @@ Values are checked with the name of the option a user typed, before anything is 
 from __future__ import annotations
 
 import dataclasses
+import math
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Sequence
@@ -125,6 +126,9 @@ def nightly_shape(device: str, *, seq_len: int | None = None) -> AttentionShape:
 def _positive(value, flag: str, *, allow_zero: bool = False):
     if value is None:
         return None
+    if isinstance(value, float) and not math.isfinite(value):
+        raise ConfigError(f"{flag} {value!r}: must be a finite number of seconds, milliseconds or items, as the "
+                          f"option says. Leave the option out for its default.")
     if value < 0 or (value == 0 and not allow_zero):
         need = ">= 0" if allow_zero else "> 0"
         raise ConfigError(f"{flag} {value!r}: must be {need}. Leave the option out for its default.")
@@ -241,6 +245,9 @@ def captured_specs(args: CaptureArgs, *, device: str, seq_len: int | None, dtype
             out.extend(_labelled(capture_spec(path, dtype=dtype, seed=seed,
                                               allow_random_weights=args.allow_random_weights), tag, controls))
         return tuple(out)
+    if Path(args.captures).exists() and not Path(args.captures).is_dir():
+        raise ConfigError(f"--captures {args.captures} is a file; --captures names the folder captures are read from "
+                          f"and written to (default captures/). Pass a folder.")
     job = main_job_defaults(args.model, device)
     return model_input_specs(
         args.model, layers=tuple(args.layers) or job.layers, seq_len=job.seq_len if seq_len is None else seq_len,
@@ -291,6 +298,17 @@ def sustained_protocol(*, quick: bool = False, repeats: int | None = None, windo
         launch_timeout_s=launch_timeout_s, until_ci=until_ci,
         max_repeats=(max_repeats or MAX_REPEATS) if until_ci is not None else max_repeats,
     ).items() if v is not None}
+    # The protocol's own checks name its fields; what the user typed were flags, so these two say so first.
+    base = SustainedProtocol.quick() if quick else SustainedProtocol()
+    which = " (with --quick)" if quick else ""
+    if warmin_cap_s is not None and warmin_cap_s < base.warmin_min_s:
+        raise ConfigError(f"--warmin-cap-s {warmin_cap_s:g} is below the warm-in's minimum of {base.warmin_min_s:g} s"
+                          f"{which}: the cap would end the warm-in before it may settle. Give --warmin-cap-s "
+                          f"{base.warmin_min_s:g} or more.")
+    if chunk_s is not None and base.settle_trend_window_s < 2 * chunk_s:
+        raise ConfigError(f"--chunk-s {chunk_s:g}: the settle rule fits a trend over the trailing "
+                          f"{base.settle_trend_window_s:g} s{which}, which must span two chunks at least. Give --chunk-s "
+                          f"{base.settle_trend_window_s / 2:g} or less.")
     return SustainedProtocol.quick(**overrides) if quick else SustainedProtocol(**overrides)
 
 

@@ -84,10 +84,13 @@ class CaptureConfig:
             object.__setattr__(self, "dtype", default_capture_dtype(self.device))
         if self.random_weights and self.weights is not None:
             raise ConfigError("--random-weights builds the model without weights; drop --weights (or --random-weights).")
-        for name in ("seq_len", "batch"):
+        for flag, name in (("--seq-len", "seq_len"), ("--windows", "batch")):
             value = getattr(self, name)
             if not isinstance(value, int) or value <= 0:
-                raise ConfigError(f"{name} must be a positive integer, got {value!r}.")
+                raise ConfigError(f"{flag} {value!r}: must be a positive integer.")
+        if self.root.exists() and not self.root.is_dir():
+            raise ConfigError(f"--captures {self.root} is a file; --captures names the folder captures are read from "
+                              f"and written to (default captures/). Pass a folder.")
         if self.dtype not in TOLERANCE:
             raise ConfigError(f"Capture dtype {self.dtype!r} is not one of {', '.join(TOLERANCE)}.")
 

@@ -159,6 +159,11 @@ def list_captures(root: str | Path = "captures", *, verify: bool = False) -> lis
     does not match; a directory whose manifest cannot be read is listed as one row with layer -1.
     """
     root = Path(root)
+    if root.exists() and not root.is_dir():
+        from harness.errors import ConfigError
+
+        raise ConfigError(f"--captures {root} is a file; --captures names the folder captures are read from and "
+                          f"written to (default captures/). Pass a folder.")
     found = []
     for manifest_path in sorted(root.glob(f"*/*/{MANIFEST}")):
         try:

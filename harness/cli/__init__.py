@@ -105,6 +105,9 @@ def main(argv: list[str] | None = None) -> None:
     # amdsmi caches GPU metrics for a while unless told not to, and PyTorch's ROCm build loads amdsmi
     # when torch is imported: set it before anything imports torch. No effect on other machines.
     os.environ.setdefault("AMDSMI_GPU_METRICS_CACHE_MS", "0")
+    from harness.cli.streams import guard_streams
+
+    guard_streams()
     args = list(sys.argv[1:] if argv is None else argv)
     try:
         app(args=args, prog_name="bench")

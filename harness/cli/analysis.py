@@ -10,7 +10,7 @@ from typing import List, Optional
 
 import typer
 
-from harness.cli.common_args import EXPORT, RECORD, SHAPE, SOURCES, export, reading_runs, split_list
+from harness.cli.common_args import EXPORT, ISOLATE, RECORD, SHAPE, SOURCES, export, reading_runs, split_list
 from harness.cli.common_args import command_line as _command, console as _console, fail as _fail, with_options
 from harness.cli.common_args import nothing_timed, stopped
 from harness.config import RESULTS_ROOT
@@ -130,11 +130,12 @@ def report(
         export(console, figures, run_figures(rep.summary, path=run))
 
 
-@with_options(sources=SOURCES, shape=SHAPE, record=RECORD)
+@with_options(sources=SOURCES, shape=SHAPE, record=RECORD, isolate=ISOLATE)
 def burst(
     sources: dict,
     shape: dict,
     record: dict,
+    isolate: dict,
     into: Optional[Path] = typer.Option(None, help="append to this run directory (burst next to its sustained rows)"),
     warmup: int = typer.Option(500, help="warm-up launches"),
     timed: int = typer.Option(100, help="timed launches"),
@@ -158,7 +159,7 @@ def burst(
             inputs=synthetic_specs(sources["input_"] or BURST_INPUTS, shape=dims, dtype=shape["dtype"],
                                    seed=shape["seed"]),
             device=device, telemetry=record["telemetry"], results_dir=record["results"], run_name=record["name"],
-            into=into, allow_busy=record["allow_busy"], gate=record["gate"],
+            into=into, allow_busy=record["allow_busy"], gate=record["gate"], isolation=isolate["isolation"],
             protocol=BurstProtocol(warmup_launches=warmup, timed_launches=timed, repeats=repeats, idle_s=idle_s),
         )
         command = _command()

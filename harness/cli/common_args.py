@@ -21,7 +21,7 @@ import typer
 
 from harness.suite import CAPTURES_ROOT, RESULTS_ROOT
 
-__all__ = ["console", "fail", "command_line", "SOURCES", "SHAPE", "CAPTURE", "PROTOCOL", "RECORD", "RUN", "EXPORT",
+__all__ = ["console", "fail", "command_line", "SOURCES", "SHAPE", "CAPTURE", "PROTOCOL", "RECORD", "RUN", "ISOLATE", "EXPORT",
            "with_options", "split_list", "split_ints", "export", "export_console", "need_polars", "reading_runs",
            "shape_args", "capture_args", "protocol_of", "suite_inputs", "stopped", "nothing_timed", "split_kernels"]
 
@@ -31,9 +31,14 @@ _LOG_WIDTH = 10_000
 
 
 def split_list(values):
-    """`--x a,b --x c` -> [a, b, c]: every list option takes both spellings."""
+    """`--x a,b --x c` -> [a, b, c]: every list option takes both spellings. A value that names nothing
+    (`-k ''`) is refused: leaving it out gives the defaults, and an empty value must not do so unasked."""
     if values is None:
         return None
+    for v in values:
+        if not any(part.strip() for part in str(v).split(",")):
+            raise typer.BadParameter(f"{str(v)!r} names nothing. Leave the option out for its default, or name "
+                                     f"at least one value.")
     return [part.strip() for v in values for part in str(v).split(",") if part.strip()]
 
 
@@ -141,6 +146,11 @@ RECORD = dict(
 )
 RUN = {**RECORD, "launch": (str, typer.Option("auto", help="auto (a CUDA graph where it captures, else a loop), "
                                                              "graph or loop"))}
+# Where kernels run (`bench sustained`, `bench burst`): README, "Your own kernel".
+ISOLATE = dict(isolation=(str, typer.Option("auto", help="auto (a kernel named module:function or file.py:function, "
+                                                         "or from a plugin, runs in a process of its own; the bundled "
+                                                         "kernels in the run's), process (every kernel in its own), "
+                                                         "none (every kernel in the run's process)")))
 # The figures of the tables as data (harness/report/figures.schema.json).
 EXPORT = dict(
     json_out=(Optional[str], typer.Option(None, "--json", metavar="PATH",
@@ -191,13 +201,29 @@ def console(*, stderr: bool = False):
 
 
 def export_console(export_group: dict):
-    """stdout's console, or stderr's when --json - / --csv - take stdout (refusing both on stdout)."""
+    """stdout's console, or stderr's when --json - / --csv - take stdout (refusing both on stdout, and one
+    file for both). With the figures on stdout, everything else printed in this process (a kernel's own
+    prints included) goes to stderr until the figures are written (`export`)."""
     from harness.errors import ConfigError
 
-    to_stdout = [flag for flag, key in (("--json", "json_out"), ("--csv", "csv_out")) if export_group.get(key) == "-"]
+    json_out, csv_out = export_group.get("json_out"), export_group.get("csv_out")
+    to_stdout = [flag for flag, value in (("--json", json_out), ("--csv", csv_out)) if value == "-"]
     if len(to_stdout) > 1:
         raise ConfigError("--json - and --csv - both ask for stdout; write one of them to a file.")
-    return console(stderr=bool(to_stdout))
+    if json_out and csv_out and json_out != "-" and Path(json_out).absolute() == Path(csv_out).absolute():
+        raise ConfigError(f"--json and --csv both name {json_out}: the second would overwrite the first. Give each "
+                          f"its own file.")
+    out = console(stderr=bool(to_stdout))
+    if to_stdout:
+        # The stream stays referenced here while it is not sys.stdout: a text stream dropped by its last
+        # reference closes the file under it (under typer's CliRunner, its captured stdout).
+        _RESERVED_STDOUT.append(sys.stdout)
+        out._figures_stdout = sys.stdout
+        sys.stdout = sys.stderr
+    return out
+
+
+_RESERVED_STDOUT: list = []
 
 
 def export(out, export_group: dict, doc: dict) -> None:
@@ -205,11 +231,16 @@ def export(out, export_group: dict, doc: dict) -> None:
     from harness.errors import ResultsError
     from harness.report import write_figures
 
+    figures_stdout = getattr(out, "_figures_stdout", None)
     try:
-        written = write_figures(doc, json_path=export_group.get("json_out"), csv_path=export_group.get("csv_out"))
+        written = write_figures(doc, json_path=export_group.get("json_out"), csv_path=export_group.get("csv_out"),
+                                stdout=figures_stdout)
     except OSError as exc:
         raise ResultsError(f"Cannot write the figures: {exc}. Give --json/--csv a path in a writable folder, "
                            f"or - for stdout.") from None
+    finally:
+        if figures_stdout is not None and sys.stdout is sys.stderr:
+            sys.stdout = figures_stdout  # the figures are out: stdout is stdout again
     for path in written:
         out.print(f"figures: {path}", highlight=False)
 

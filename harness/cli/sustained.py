@@ -10,7 +10,7 @@ from typing import Optional
 
 import typer
 
-from harness.cli.common_args import CAPTURE, EXPORT, PROTOCOL, RUN, SHAPE, SOURCES, command_line, console, fail
+from harness.cli.common_args import CAPTURE, EXPORT, ISOLATE, PROTOCOL, RUN, SHAPE, SOURCES, command_line, console, fail
 from harness.cli.common_args import export, export_console, nothing_timed, protocol_of, stopped, suite_inputs
 from harness.cli.common_args import with_options
 
@@ -19,13 +19,14 @@ __all__ = ["sustained", "sustained_config_from_args", "MULTI_GPU_OPTIONS"]
 MULTI_GPU_OPTIONS = ("--gpus", "--replicate")
 
 
-@with_options(sources=SOURCES, shape=SHAPE, capture=CAPTURE, protocol=PROTOCOL, run=RUN, figures=EXPORT)
+@with_options(sources=SOURCES, shape=SHAPE, capture=CAPTURE, protocol=PROTOCOL, run=RUN, isolate=ISOLATE, figures=EXPORT)
 def sustained(
     sources: dict,
     shape: dict,
     capture: dict,
     protocol: dict,
     run: dict,
+    isolate: dict,
     figures: dict,
     gpus: Optional[str] = typer.Option(None, help="all, indices (0,2) or PCI bus ids: one worker process per GPU "
                                                   "(instead of --device)"),
@@ -37,7 +38,8 @@ def sustained(
 
     try:
         out = export_console(figures)
-        config = _config(out, sources=sources, shape=shape, capture=capture, protocol=protocol, run=run)
+        config = _config(out, sources=sources, shape=shape, capture=capture, protocol=protocol, run=run,
+                         isolate=isolate)
         if gpus:
             from harness.cli.multigpu import run_multi_and_render
 
@@ -50,7 +52,7 @@ def sustained(
         fail(exc)
 
 
-def _config(out, *, sources, shape, capture, protocol, run):
+def _config(out, *, sources, shape, capture, protocol, run, isolate):
     from harness.suite import device_kind, sustained_config
 
     device = sources["device"]
@@ -62,7 +64,8 @@ def _config(out, *, sources, shape, capture, protocol, run):
     kernels = kernel_specs(sources["kernel"], device=device, layout=sources["layout"], gqa=sources["gqa"])
     return sustained_config(kernels=kernels, inputs=inputs, device=device, protocol=proto,
                             telemetry=run["telemetry"], results_dir=run["results"], run_name=run["name"],
-                            launch=run["launch"], allow_busy=run["allow_busy"], gate=run["gate"])
+                            launch=run["launch"], allow_busy=run["allow_busy"], gate=run["gate"],
+                            isolation=isolate["isolation"])
 
 
 def sustained_config_from_args(args: list[str]):
@@ -86,9 +89,10 @@ def sustained_config_from_args(args: list[str]):
     return ctx.invoke(ctx.command.callback, **ctx.params)
 
 
-@with_options(sources=SOURCES, shape=SHAPE, capture=CAPTURE, protocol=PROTOCOL, run=RUN)
-def _parse_only(sources: dict, shape: dict, capture: dict, protocol: dict, run: dict):
-    return _config(console(), sources=sources, shape=shape, capture=capture, protocol=protocol, run=run)
+@with_options(sources=SOURCES, shape=SHAPE, capture=CAPTURE, protocol=PROTOCOL, run=RUN, isolate=ISOLATE)
+def _parse_only(sources: dict, shape: dict, capture: dict, protocol: dict, run: dict, isolate: dict):
+    return _config(console(), sources=sources, shape=shape, capture=capture, protocol=protocol, run=run,
+                   isolate=isolate)
 
 
 def _run_and_render(config, out, figures: dict) -> None:

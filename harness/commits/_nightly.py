@@ -55,12 +55,59 @@ class NightlyResult:
     slowdowns: tuple = field(default=())
 
 
-def read_baseline(baseline_dir: Path):
-    """The stored baseline run, or None when there is none yet."""
+def _check_baseline_dir(baseline_dir: Path) -> Path:
+    base = Path(baseline_dir)
+    if base.exists() and not base.is_dir():
+        raise ResultsError(f"--baseline {base} is a file, not a folder: the baseline is a folder holding {_RUN}/ and "
+                           f"{_META}. Pass the folder the baseline was stored in (or a new one, to store a first "
+                           f"baseline there).")
+    return base
+
+
+def read_baseline(baseline_dir: Path, *, notes: list[str] | None = None):
+    """The stored baseline run, or None when there is none yet.
+
+    A folder that says a baseline was stored (its BASELINE.json, or the temporaries of an update) but holds
+    no run is refused: read as "no baseline yet", it would pass every night. An update stopped between its
+    two renames (`run` moved aside, the new copy not yet in place) is rolled back to the stored run, which
+    BASELINE.json still describes; `notes` hears that it was."""
     from harness.results import read_run
 
-    run_dir = Path(baseline_dir) / _RUN
-    return read_run(run_dir) if (run_dir / "runs.parquet").is_file() else None
+    base = _check_baseline_dir(baseline_dir)
+    run_dir = base / _RUN
+    if (run_dir / "runs.parquet").is_file():
+        return read_run(run_dir)
+    old, new = base / f".{_RUN}.old", base / f".{_RUN}.new"
+    if (old / "runs.parquet").is_file():
+        if run_dir.exists():
+            shutil.rmtree(run_dir)
+        old.rename(run_dir)
+        if notes is not None:
+            notes.append(f"A baseline update in {base} had stopped between its two renames; the stored baseline was "
+                         f"restored from {old.name} (the update did not happen).")
+        return read_run(run_dir)
+    if (base / _META).is_file() or new.exists() or run_dir.exists():
+        raise ResultsError(f"{base} says a baseline was stored ({_META} or an update's temporaries are there) but holds "
+                           f"no readable {_RUN}/ run, so there is nothing to compare tonight's run with. Restore "
+                           f"{run_dir} from a copy, or request a baseline update to store tonight's run as the baseline.")
+    return None
+
+
+def _timed_keys(run) -> set[tuple[str, str]]:
+    m = run.measurements
+    return {(k, i) for k, i, st in zip(m["kernel"].to_list(), m["input_label"].to_list(), m["status"].to_list())
+            if st in ("ok", "unsettled")}
+
+
+def _suite_change(baseline, run) -> str | None:
+    """Why tonight's timed kernel x inputs are not the baseline's (None: the same set): a pass over fewer or
+    other kernels than the baseline timed would judge less than it claims."""
+    a, b = _timed_keys(baseline), _timed_keys(run)
+    gone = ", ".join(f"{k} @ {i}" for k, i in sorted(a - b))
+    new = ", ".join(f"{k} @ {i}" for k, i in sorted(b - a))
+    parts = ([f"timed in the baseline but not tonight: {gone}"] if gone else []) + (
+        [f"timed tonight but not in the baseline: {new}"] if new else [])
+    return "; ".join(parts) or None
 
 
 def store_baseline(run_dir: Path, baseline_dir: Path, *, reason: str) -> Path:
@@ -70,7 +117,7 @@ def store_baseline(run_dir: Path, baseline_dir: Path, *, reason: str) -> Path:
     run = read_run(run_dir)
     if not run.complete:
         raise ResultsError(f"Run {run_dir} is {run.info.get('status')!r}, not complete: it is not stored as the baseline.")
-    baseline_dir = Path(baseline_dir)
+    baseline_dir = _check_baseline_dir(baseline_dir)
     baseline_dir.mkdir(parents=True, exist_ok=True)
     tmp, old, target = baseline_dir / f".{_RUN}.new", baseline_dir / f".{_RUN}.old", baseline_dir / _RUN
     for p in (tmp, old):
@@ -177,10 +224,16 @@ def judge_nightly(run_dir: Path, *, out_dir: Path, baseline_dir: Path, threshold
     out_dir = Path(out_dir)
     out_dir.mkdir(parents=True, exist_ok=True)
     run = read_run(run_dir)
-    baseline = read_baseline(baseline_dir)
     warnings: list[str] = []
+    try:
+        baseline, unreadable = read_baseline(baseline_dir, notes=warnings), None
+    except ResultsError as exc:
+        baseline, unreadable = None, str(exc)
     comparison, slow, gate = None, [], threshold
-    if baseline is None:
+    if unreadable:
+        verdict = "not comparable"
+        sentence = f"Tonight's run cannot be judged: {unreadable}"
+    elif baseline is None:
         verdict = "no baseline"
         sentence = (f"No baseline is stored in {baseline_dir} yet, so nothing was judged. Request a baseline update "
                     f"to store this run as the one later nights are compared with.")
@@ -200,15 +253,25 @@ def judge_nightly(run_dir: Path, *, out_dir: Path, baseline_dir: Path, threshold
             slow = _slowdown_rows(comparison)
         warnings += [other_gpu] if other_gpu else []
         warning = machine_warning(baseline.info, run.info)
+        change = _suite_change(baseline, run) if comparison is not None else None
         if error:
             verdict = "not comparable"
             sentence = f"Tonight's run cannot be compared with the baseline: {error}"
+            warnings += [warning] if warning else []
+        elif not comparison.rows or (change and not slow and not warning):
+            # A pass on nothing, or on less than the baseline timed, is no pass (a slowdown among what was
+            # compared still fails, below, with the change as a warning: a regression is not hidden by exit 2).
+            verdict = "not comparable"
+            sentence = (f"Tonight's suite no longer matches the baseline ({len(comparison.rows)} kernel x input "
+                        f"compared): {change or 'nothing in common'}. Nothing is judged; if the change is meant, "
+                        f"request a baseline update to store tonight's run as the baseline.")
             warnings += [warning] if warning else []
         elif warning:
             warnings.append(warning)
             verdict = "across machines"
             sentence = f"Compared across machines (see the warning): {len(slow)} kernel x input would count as slower."
         elif slow:
+            warnings += [f"Tonight's suite no longer matches the baseline: {change}."] if change else []
             verdict = "fail"
             sentence = (f"{len(slow)} kernel x input ran slower than the baseline beyond the "
                         f"{rule.threshold_text} threshold (t interval excluding 1): " + ", ".join(f"{s['kernel']} @ {s['input']} x{s['time_ratio']:.3f}" for s in slow)
@@ -254,6 +317,7 @@ def run_nightly(config, *, out_dir: Path, baseline_dir: Path, threshold: float =
     """Run the suite described by `config` (a RunConfig) and judge it (see `judge_nightly`)."""
     from harness.runner import run_sustained
 
+    _check_baseline_dir(baseline_dir)  # before the suite runs, not after an hour of it
     result = run_sustained(config, observer=observer, command=command)
     return judge_nightly(result.path, out_dir=out_dir, baseline_dir=baseline_dir, threshold=threshold,
                          update_baseline=update_baseline, rule=rule, figures=figures)

@@ -39,7 +39,12 @@ __all__ = ["CommitsConfig", "compare_commits", "WorkerError", "Terminated"]
 
 
 class WorkerError(KernelError):
-    """A revision's worker failed: its kernel is missing, failed the gate, or crashed."""
+    """A revision's worker failed: its kernel is missing, failed the gate, or crashed. `cause` says what
+    became of the worker, in words the other revisions' runs are stopped with."""
+
+    def __init__(self, message: str, *, cause: str = "") -> None:
+        super().__init__(message)
+        self.cause = cause or message.split(". ")[0]
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -112,10 +117,18 @@ class _Worker:
                                   f"(waiting for {'/'.join(events)}); it was stopped. Last lines of its log:\n"
                                   f"{self._stderr_tail()}") from None
             if line is None:
-                self.proc.wait(timeout=30)
+                rc = self.proc.wait(timeout=30)
+                ended = (f"was killed by {signal.Signals(-rc).name}" if rc < 0 and -rc in signal.valid_signals()
+                         else f"exited with status {rc}")
+                cause = f"the worker of revision {self.revision.describe()} {ended}"
+                if self.run_dir:  # it could not write its own ending: its run would stay `running`
+                    from harness.results import end_abandoned_run
+
+                    end_abandoned_run(Path(self.run_dir), "failed", f"{cause} while {'/'.join(events)} was expected; "
+                                                                   f"the measurements it finished are kept")
                 raise WorkerError(
-                    f"The worker of revision {self.revision.describe()} exited (status {self.proc.returncode}) while "
-                    f"{'/'.join(events)} was expected. Last lines of its log:\n{self._stderr_tail()}")
+                    f"The worker of revision {self.revision.describe()} {ended} while {'/'.join(events)} was expected. "
+                    f"Last lines of its log:\n{self._stderr_tail()}", cause=cause)
             try:
                 msg = json.loads(line)
             except json.JSONDecodeError:
@@ -125,17 +138,23 @@ class _Worker:
             elif msg.get("event") == "message":
                 on_message(f"{self.revision.describe()}: {msg['text']}")
             elif msg.get("event") == "error":
-                raise WorkerError(msg["message"])
+                raise WorkerError(msg["message"], cause=f"the worker of revision {self.revision.describe()} failed: "
+                                                        f"{msg['message'].split('. ')[0]}")
             elif msg.get("event") in events:
                 return msg
 
-    def stop(self, *, interrupt: bool = False) -> None:
+    def stop(self, *, interrupt: bool = False, reason: str = "") -> None:
         """End the worker. `interrupt`: SIGINT first, so a measurement under way ends and its run is marked
-        incomplete by the runner; otherwise `stop` on its pipe, read before its next repeat."""
+        incomplete by the runner; otherwise `stop` on its pipe, read before its next repeat, with the
+        `reason` its run is then marked incomplete with."""
         if self.proc.poll() is None:
             if interrupt:
                 self.proc.send_signal(signal.SIGINT)
-            self.send("stop")
+            try:
+                self.proc.stdin.write(json.dumps({"op": "stop", "reason": reason}) + "\n")
+                self.proc.stdin.flush()
+            except (BrokenPipeError, OSError, ValueError):
+                pass
             try:
                 self.proc.stdin.close()
                 self.proc.wait(timeout=60)
@@ -301,6 +320,10 @@ def compare_commits(config: CommitsConfig, *, on_message: Callable[[str], None] 
                     w.expect(("more",), timeout=timeout, on_message=on_message)
                     w.send("finish")
             done = [w.expect(("done",), timeout=300, on_message=on_message) for w in workers]
+        except WorkerError as exc:  # one revision cannot go on: the others stop, saying why (not "the user")
+            for w in workers:
+                w.stop(reason=f"stopped by bench commits because {exc.cause}")
+            raise
         except KeyboardInterrupt as exc:
             for w in workers:  # each run is marked incomplete by its own worker's runner
                 w.stop(interrupt=True)

@@ -24,6 +24,7 @@ import os
 import signal
 import sys
 from pathlib import Path
+from harness.errors import RunStopped, StopRequested
 from harness.runner import JsonLinesChannel, NullObserver
 
 __all__ = ["main", "spec_to_json", "MEASURED_FIELDS"]
@@ -33,10 +34,10 @@ MEASURED_FIELDS = ("measurement_id", "repeat", "status", "time_ns", "sm_clock_mh
                    "cycles_per_launch", "settled_after_s", "power_w")
 
 
-class _Stopped(KeyboardInterrupt):
+class _Stopped(StopRequested):
     """The orchestrator asked this worker to stop before its next repeat (interrupted, or another revision
-    failed). A KeyboardInterrupt, so the runner marks the run `incomplete`, as for a Ctrl-C: the run was
-    stopped from outside, it did not fail."""
+    failed). A KeyboardInterrupt, so the runner marks the run `incomplete` with the orchestrator's reason:
+    the run was stopped from outside, it did not fail."""
 
 
 class _Relay(NullObserver):
@@ -51,8 +52,9 @@ class _Relay(NullObserver):
 
     def on_measurement_start(self, *, kernel: str, input_label: str, repeat: int) -> None:
         self.channel.send(event="waiting", repeat=repeat)
-        if self.channel.receive().get("op") != "go":
-            raise _Stopped(f"stopped by the orchestrator before repeat {repeat}")
+        order = self.channel.receive()
+        if order.get("op") != "go":
+            raise _Stopped(f"{order.get('reason') or 'stopped by the orchestrator'} (before repeat {repeat})")
 
     def on_measurement_end(self, row: dict) -> None:
         self.channel.send(event="measured", row={k: row.get(k) for k in MEASURED_FIELDS})
@@ -64,9 +66,10 @@ class _Relay(NullObserver):
     def more_repeats(self, repeat: int, rows: list) -> bool:
         """Past the pilot: the orchestrator decides from every revision's repeats so far."""
         self.channel.send(event="more", repeat=repeat)
-        op = self.channel.receive().get("op")
+        order = self.channel.receive()
+        op = order.get("op")
         if op not in ("more", "finish"):
-            raise _Stopped(f"stopped by the orchestrator after repeat {repeat - 1}")
+            raise _Stopped(f"{order.get('reason') or 'stopped by the orchestrator'} (after repeat {repeat - 1})")
         return op == "more"
 
 
@@ -129,9 +132,10 @@ def _run(spec: dict, channel: JsonLinesChannel) -> int:
     except _Stopped as exc:
         channel.send(event="error", kind="stopped", message=str(exc))
         return 4
-    except KeyboardInterrupt:  # SIGINT (or SIGTERM, below) from the orchestrator; the run is marked incomplete
-        channel.send(event="error", kind="interrupted", message="interrupted; the run is marked incomplete")
-        return 130
+    except KeyboardInterrupt as exc:  # SIGINT from the orchestrator, or SIGTERM (below); the run is marked incomplete
+        name = exc.signal_name if isinstance(exc, RunStopped) else "SIGINT"
+        channel.send(event="error", kind="interrupted", message=f"stopped by {name}; its run is marked incomplete")
+        return 128 + (exc.signum if isinstance(exc, RunStopped) else signal.SIGINT)
     except HarnessError as exc:
         kind = "missing_kernel" if isinstance(exc, MissingKernelError) else type(exc).__name__
         channel.send(event="error", kind=kind, message=str(exc))
@@ -147,11 +151,15 @@ def _run(spec: dict, channel: JsonLinesChannel) -> int:
     return 0
 
 
+def _terminated(signum, frame):
+    raise RunStopped(signum)
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m harness.commits._worker", description=__doc__.split("\n")[0])
     parser.add_argument("--spec", required=True, help="JSON from spec_to_json")
     args = parser.parse_args(argv)
-    signal.signal(signal.SIGTERM, signal.default_int_handler)  # a kill ends the run as `incomplete`, not `running`
+    signal.signal(signal.SIGTERM, _terminated)  # a kill ends the run as `incomplete` (SIGTERM named), not `running`
     # Keep the real stdout for the protocol and point fd 1 at stderr, so a kernel that prints (or a
     # library that logs to stdout) cannot write into the JSON stream.
     protocol_out = os.fdopen(os.dup(1), "w", buffering=1)

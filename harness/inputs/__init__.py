@@ -13,6 +13,7 @@ came from.
 ((1, 4, 16, 8), (1, 2, 16, 8))
 """
 
+from harness.inputs._fingerprint import changed, fingerprint, restore
 from harness.inputs._shape import AttentionShape, DTYPES, torch_dtype
 from harness.inputs._spec import AttentionInputs, InputSpec, check_finite, check_source, make_inputs, register_source
 from harness.inputs._synthetic import SYNTHETIC_SOURCES, synthesize
@@ -23,10 +24,13 @@ __all__ = [
     "InputSpec",
     "DTYPES",
     "SYNTHETIC_SOURCES",
+    "changed",
     "check_finite",
+    "fingerprint",
     "check_source",
     "make_inputs",
     "register_source",
+    "restore",
     "synthesize",
     "torch_dtype",
 ]

@@ -169,11 +169,14 @@ def kernel_provenance(kernels) -> dict:
 
     out = {}
     for k in kernels:
+        if "provenance" in k.extra:  # read in its own process, where it was imported
+            out[k.name] = k.extra["provenance"]
+            continue
         try:
             file = Path(importlib.import_module(k.source.split(":")[0]).__file__).resolve()
             commit, dirty = git_state(file)
             out[k.name] = {"source": k.source, "file": str(file), "file_sha256": file_digest(file),
-                           "git_commit": commit, "git_dirty": dirty}
+                           "git_commit": commit, "git_dirty": dirty, "process": "in-process"}
         except Exception as exc:  # provenance is best effort; its absence is recorded, not fatal
             out[k.name] = {"source": k.source, "error": str(exc)}
     return out

@@ -318,9 +318,15 @@ def merge_runs(run_dirs: Sequence[Path | str], *, out: Path | str, command: str 
         if key in seen:
             raise ResultsError(f"{p.path} is named twice; each run is merged once.")
         seen.add(key)
-    out = Path(out)
+    out = Path(out).absolute()
     if out.exists():
         raise ResultsError(f"{out} exists; `bench merge` writes a new run directory. Choose another --out.")
+    for key in seen:  # a copy into its own source would copy itself again, level after level (an --out
+        # around an input exists already, refused above)
+        if key in out.resolve().parents:
+            raise ResultsError(f"--out {out} is inside the run directory {key} it would merge: the merged run copies "
+                               f"each input, so outputs never go inside inputs. Choose an --out outside every run "
+                               f"directory named.")
     writer = RunWriter(out.parent, out.name)
     gpus = out / "gpus"
     gpus.mkdir()

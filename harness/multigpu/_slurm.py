@@ -189,6 +189,9 @@ def write_slurm_job(config: RunConfig, *, options: SlurmOptions, out_dir: Path |
     `device_factory` is for tests only (see GpuSlot).
     """
     out_dir = Path(out_dir).resolve()
+    if out_dir.exists() and not out_dir.is_dir():
+        raise ConfigError(f"--out {out_dir} is a file; --out names the job folder (bench.sbatch, job.json, tasks/ and "
+                          f"logs/ go there). Pass a folder, new or one a job was written to.")
     workdir = Path(workdir or Path.cwd()).resolve()
     if any(c.isspace() for c in str(out_dir)):
         raise ConfigError(f"--out {out_dir}: the job folder's path holds a space, which #SBATCH lines (--output) "

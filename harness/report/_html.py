@@ -201,6 +201,12 @@ def render_html(title: str, header: str, sections: list[Section]) -> str:
 
 def write_report(report: Report, *, html: Path | None = None, md: Path | None = None) -> list[Path]:
     """Write the HTML page and/or the Markdown twin; the twin's figures go beside it as PNG files."""
+    from harness.errors import ResultsError
+
+    for flag, path in (("--html", html), ("--md", md)):
+        if path is not None and Path(path).is_dir():
+            raise ResultsError(f"{flag} {path} is a folder; {flag} names the file to write, e.g. "
+                               f"{Path(path) / ('report.html' if flag == '--html' else 'report.md')}.")
     written = []
     if html is not None:
         html = Path(html)

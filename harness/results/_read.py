@@ -126,6 +126,29 @@ def part_files(folder: Path) -> list[Path]:
     return keep
 
 
+def _once(files: list[Path], arrows: list) -> list:
+    """The parts, without one that only repeats measurements of an earlier part (a part copied under a name
+    the store could have written, `part-00007.parquet`): counted again it would add a repeat that was never
+    measured. Skipped with a ResultsWarning naming both files."""
+    import warnings
+
+    from harness.errors import ResultsWarning
+
+    seen: dict[str, Path] = {}
+    keep = []
+    for f, arrow in zip(files, arrows):
+        ids = set(arrow.column("measurement_id").to_pylist()) if "measurement_id" in arrow.schema.names else set()
+        if ids and ids <= seen.keys():
+            first = sorted({seen[i].name for i in ids})
+            warnings.warn(f"{f}: its measurement(s) {', '.join(sorted(ids))} are already in {', '.join(first)}; the "
+                          f"copy is counted once, not as another repeat. Remove it to silence this.",
+                          ResultsWarning, stacklevel=3)
+            continue
+        seen.update({i: f for i in ids if i not in seen})
+        keep.append(arrow)
+    return keep
+
+
 def read_table(run_dir: Path, table: str):
     """All parts of one table as a polars DataFrame (an empty frame with the schema when there are none)."""
     import polars as pl
@@ -145,6 +168,8 @@ def read_table(run_dir: Path, table: str):
             )
         files = part_files(folder)
     parts = [_read_arrow(f, table) for f in files]
+    if table != "runs":
+        parts = _once(files, parts)
     arrow = pa.concat_tables(parts) if parts else table_schema(table).empty_table()
     return pl.from_arrow(arrow)
 
@@ -193,4 +218,5 @@ def read_rows(run_dir: Path, table: str) -> list[dict]:
         if not (run_dir / table).is_dir():
             raise ResultsError(f"Run directory {run_dir} has no {table}/ folder: it is not a complete run directory.")
         files = part_files(run_dir / table)
-    return [row for f in files for row in _read_arrow(f, table).to_pylist()]
+    parts = [_read_arrow(f, table) for f in files]
+    return [row for arrow in (_once(files, parts) if table != "runs" else parts) for row in arrow.to_pylist()]

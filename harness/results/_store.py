@@ -21,7 +21,7 @@ from harness.errors import ConfigError, ResultsError
 from harness.results._atomic import atomic_path
 from harness.results._schema import OPTIONAL_TABLES, SCHEMA_VERSION, TABLES, columns, table_schema
 
-__all__ = ["PART_PATTERN", "RUN_NAME_MAX", "RunWriter", "new_run_id", "write_table_atomic"]
+__all__ = ["PART_PATTERN", "RUN_NAME_MAX", "RunWriter", "end_abandoned_run", "new_run_id", "write_table_atomic"]
 
 # The part names the store writes: RunWriter's part-NNNNN and `bench burst --into`'s part-burst-<stamp>-NNN.
 PART_PATTERN = re.compile(r"part-(\d{5}|burst-\d{14}[0-9a-f]{4}-\d{3})\.parquet")
@@ -77,7 +77,7 @@ class RunWriter:
     """Writes one run. Create it before measuring: an unwritable directory fails before any GPU time."""
 
     def __init__(self, root: Path, run_id: str) -> None:
-        self.root = Path(root)
+        self.root = Path(root).absolute()  # resolved now: a kernel that changes directory cannot move it
         if not run_id or run_id in (".", "..") or Path(run_id).name != run_id or "\\" in run_id:
             raise ResultsError(f"Run id {run_id!r} is not a single directory name; results never leave {self.root}.")
         self.run_id = run_id
@@ -164,3 +164,27 @@ class RunWriter:
             self._write(self.path / table / part, table, [{**r, "run_id": self.run_id} for r in rows])
         self._write(self.path / "measurements" / part, "measurements", [{**measurement, "run_id": self.run_id}])
         self._written += 1
+
+
+def end_abandoned_run(run_dir: Path, status: str, detail: str) -> bool:
+    """Write the final status of a run whose own process died before it could (a worker killed by SIGKILL):
+    only a run still marked `running` is changed; its space reserve and temp files are removed as `finish`
+    would. Returns whether the row was written. pyarrow only (the GPU images may lack polars)."""
+    from datetime import datetime, timezone
+
+    import pyarrow.parquet as pq
+
+    run_dir = Path(run_dir)
+    path = run_dir / "runs.parquet"
+    try:
+        (row,) = pq.read_table(path).to_pylist()
+    except (OSError, ValueError):
+        return False
+    if row.get("status") != "running":
+        return False
+    (run_dir / _RESERVE).unlink(missing_ok=True)
+    for tmp in run_dir.glob("**/.*.tmp"):
+        tmp.unlink(missing_ok=True)
+    row.update(status=status, status_detail=detail, finished_at=datetime.now(timezone.utc).isoformat())
+    write_table_atomic(path, "runs", [row])
+    return True

@@ -15,6 +15,7 @@ from harness.runner._loop import TIMED_STATUSES, RunHooks, RunResult
 from harness.runner._measure import MeasureOutcome, PhaseTimes, run_protocol
 from harness.runner._channel import JsonLinesChannel
 from harness.runner._observer import NullObserver, RunObserver
+from harness.runner._ready import check_kernel
 from harness.runner._probe import InbandProbe, ProbeReading, probe_unavailable_reason, summarize_probe_blocks
 from harness.runner._run import run_sustained
 from harness.runner._settle import SettleCheck, check_settled, trend_change
@@ -43,6 +44,7 @@ __all__ = [
     "TIMED_STATUSES",
     "Watchdog",
     "build_launcher",
+    "check_kernel",
     "check_settled",
     "device_time_from_events",
     "estimate_bytes",

@@ -14,6 +14,7 @@ puts burst next to sustained for each kernel.
 
 from __future__ import annotations
 
+import dataclasses
 import uuid
 from dataclasses import dataclass, field
 from datetime import datetime, timezone
@@ -45,8 +46,15 @@ class BurstConfig:
     into: Path | None = None  # append to this run directory instead of writing a new run
     allow_busy: bool = False
     gate: bool = True
+    isolation: str = "auto"  # as RunConfig's
 
     def __post_init__(self) -> None:
+        from harness.config import check_isolation
+
+        check_isolation(self.isolation)
+        object.__setattr__(self, "results_dir", Path(self.results_dir).absolute())
+        if self.into is not None:
+            object.__setattr__(self, "into", Path(self.into).absolute())
         if not self.kernels or not self.inputs:
             raise ConfigError("bench burst needs at least one --kernel and one --input.")
 
@@ -239,6 +247,7 @@ class _Burst:
     """The burst protocol's part of the run loop: profile the warm-up and timed launches."""
 
     mid_prefix = "b"
+    kind = "burst"
 
     def __init__(self, proto: BurstProtocol) -> None:
         self.proto = proto
@@ -246,33 +255,43 @@ class _Burst:
     def start(self, s) -> None:
         pass
 
-    def arm(self, s, kernel, launch):
+    def open(self, side) -> None:
+        pass
+
+    def arm(self, side, kernel, launch):
         return None
 
     def idle_s(self, rep: int, order_index: int) -> float:
         return self.proto.idle_s
 
-    def measure(self, s, kernel, launch, armed, *, idle_s: float, inputs, mid: str):
+    def time(self, side, kernel, launch, armed, *, idle_s: float, inputs) -> dict:
+        with side.watchdog.limit(what="its warm-up and timed launches"):
+            times, phases = _profile_one(side.device, launch, self.proto, clock=side.clock, sleep=side.sleep,
+                                         on_phase=side.on_phase)
+        return {"times": {**dataclasses.asdict(times), "by_name": {k: list(v) for k, v in times.by_name.items()}},
+                "phases": {k: list(v) for k, v in phases.items()}}
+
+    def rows(self, s, timing: dict, *, inputs, mid: str):
         from harness.runner._run import _sample_row
 
-        with s.watchdog.limit(what="its warm-up and timed launches"):
-            row, chunks, samples = _measure(launch, s.device, s.ident, s.thread, self.proto, s.clock, s.sleep, s.obs,
-                                            inputs, mid=mid, sample_row=_sample_row)
+        times = KernelTimes(**{**timing["times"], "by_name": {k: tuple(v) for k, v in timing["times"]["by_name"].items()}})
+        phases = {k: tuple(v) for k, v in timing["phases"].items()}
+        row, chunks, samples = _rows(times, phases, s.ident, s.thread, self.proto, inputs, mid=mid,
+                                     sample_row=_sample_row)
         return row, chunks, samples, []
 
-    def row_extra(self, s, armed) -> dict:
+    def row_extra(self, armed) -> dict:
         return {}
 
     def stop(self) -> None:
         pass
 
 
-def _measure(launch, device, ident, thread, proto, clock, sleep, obs, inputs, *, mid, sample_row):
+def _rows(times: KernelTimes, phases: dict, ident, thread, proto, inputs, *, mid, sample_row):
     from types import SimpleNamespace
 
     from harness.analysis import summarize_window
 
-    times, phases = _profile_one(device, launch, proto, clock=clock, sleep=sleep, on_phase=obs.on_phase)
     t0, t1 = phases["timed"]
     # One chunk spanning the timed launches lets summarize_window give the clock, power and limiters of
     # the burst exactly as it does for a sustained window.

@@ -13,9 +13,9 @@ nothing is installed: Python delivers signals to the main thread only.
 can stop: Python-level work that returns to the interpreter (a `time.sleep`, a Python loop, a kernel
 launch that returns while the GPU is still busy). What it cannot stop: one C call that never returns (a
 GPU kernel that spins forever inside a synchronize, a deadlocked driver call); the alarm's exception is
-raised when that call returns, so the run hangs there as before. A process boundary (asv's) would stop
-those too, at the cost of a second process holding the GPU context; not chosen, so the measured process
-stays the only one on the device.
+raised when that call returns, so the process hangs there. That is why a user's kernel runs in a process
+of its own (`runner._isolation`): its watchdog reports each bounded stretch to the parent (`on_limit`),
+and the parent kills a child that outlasts one by more than a grace period.
 """
 
 from __future__ import annotations
@@ -104,8 +104,12 @@ class Watchdog:
     theirs); `available` says which, and `note` says why not.
     """
 
-    def __init__(self, timeout_s: float | None) -> None:
+    def __init__(self, timeout_s: float | None, *, on_limit=None) -> None:
         self.timeout_s = timeout_s
+        # on_limit(what, timeout_s) when an outermost limit starts, on_limit(None, None) when it ends: how a
+        # kernel's own process tells its parent which stretch of kernel code is running, and for how long at most.
+        self._on_limit = on_limit
+        self._depth = 0
         main = threading.current_thread() is threading.main_thread()
         has_alarm = hasattr(signal, "setitimer") and hasattr(signal, "SIGALRM")
         free = has_alarm and main and signal.getsignal(signal.SIGALRM) in (signal.SIG_DFL, None)
@@ -122,6 +126,21 @@ class Watchdog:
     @contextlib.contextmanager
     def limit(self, *, what: str):
         """Bound the body; `what` names the stretch in the error ("its first call", "a chunk")."""
+        if self._on_limit is None or self._depth:
+            with self._limit(what=what):
+                yield
+            return
+        self._depth += 1
+        self._on_limit(what, self.timeout_s)
+        try:
+            with self._limit(what=what):
+                yield
+        finally:
+            self._depth -= 1
+            self._on_limit(None, None)
+
+    @contextlib.contextmanager
+    def _limit(self, *, what: str):
         if not self.available or self._armed:  # nested: the outer limit already bounds it
             yield
             return

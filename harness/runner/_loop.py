@@ -2,7 +2,9 @@
 
 Set-up, the run row, per-configuration inputs, the gate, per-kernel x input failure isolation, rotated
 repeats and every ending live here; a protocol supplies only its `Measurer` (how to get one kernel ready
-for timing and how to measure it once). Every way a run ends goes through `_end`: the row becomes
+for timing, how to time it once, and how that timing becomes rows). A kernel runs on a host: in this
+process (`_ready.InProcess`, the bundled kernels) or in a process of its own (`_isolation.ChildKernel`),
+whose death by any cause becomes that kernel's row. Every way a run ends goes through `_end`: the row becomes
 `complete`, `incomplete` (stopped: Ctrl-C or a signal, named in status_detail) or `failed` (the reason),
 written with stop signals deferred so a second Ctrl-C cannot leave it `running`.
 """
@@ -16,10 +18,11 @@ from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any, Callable, Protocol, TypedDict
 
-from harness.errors import GateFailure, HarnessError, InputError, KernelError, KernelTimeout, RunStopped
+from harness.errors import GateFailure, HarnessError, InputError, KernelError, KernelTimeout, RunStopped, StopRequested
 from harness.runner._adaptive import own_precision
 from harness.runner._endings import StopSignals, Watchdog, stop_signals
 from harness.runner._observer import NullObserver, RunObserver
+from harness.runner._ready import InProcess, InputsGuard, KernelSide, ReportedFailure
 
 __all__ = ["Measurer", "RunHooks", "RunResult", "Session", "TIMED_STATUSES", "run_loop"]
 
@@ -70,27 +73,38 @@ class Session:
     clock: Callable[[], int]
     sleep: Callable[[float], None]
     watchdog: Watchdog
+    side: KernelSide  # this process's own side, for the kernels that run in it
+    hosts: dict  # kernel name -> the host of a kernel that runs in a process of its own
     more_repeats: Callable[[int, list], bool] | None = None
 
 
 class Measurer(Protocol):
-    """What a protocol supplies to `run_loop`."""
+    """What a protocol supplies to `run_loop`. `open`, `arm`, `row_extra` and `time` run where the kernel
+    runs (this process, or the kernel's own: `runner._child` builds the measurer of `kind` there); `time`
+    returns plain data, which `rows` turns into rows here, with this process's telemetry."""
 
     mid_prefix: str  # measurement ids are f"{prefix}{config}-{kernel}-..."
+    kind: str  # "sustained" or "burst"
 
     def start(self, s: Session) -> None:
-        """After telemetry started (the sustained protocol sets up its in-band probe here)."""
+        """After telemetry started."""
 
-    def arm(self, s: Session, kernel, launch):
+    def open(self, side: KernelSide) -> None:
+        """Once per process that runs kernels, before the first (the sustained protocol's in-band probe)."""
+
+    def arm(self, side: KernelSide, kernel, launch):
         """Get a kernel that passed the gate ready for timing (runs under the watchdog); returns what
-        `measure` needs."""
+        `time` needs."""
 
-    def measure(self, s: Session, kernel, launch, armed, *, idle_s: float, inputs, mid: str):
-        """One measurement: (row, chunk rows, sample rows, probe rows)."""
+    def row_extra(self, armed) -> dict: ...
+
+    def time(self, side: KernelSide, kernel, launch, armed, *, idle_s: float, inputs) -> dict:
+        """One measurement's timing as JSON-ready data (chunks, phases, probe readings)."""
+
+    def rows(self, s: Session, timing: dict, *, inputs, mid: str):
+        """(row, chunk rows, sample rows, probe rows) of one timing."""
 
     def idle_s(self, rep: int, order_index: int) -> float: ...
-
-    def row_extra(self, s: Session, armed) -> dict: ...
 
     def stop(self) -> None: ...
 
@@ -132,10 +146,15 @@ def run_loop(config, *, protocol, measurer: Measurer, open_writer, info_row, obs
 
     obs = observer or NullObserver()
     with stop_signals() as stops:
-        setup = set_up_run(config, registry=registry, device=device, sampler=sampler)
-        with stops.deferred():
-            writer = open_writer(setup)
-            info = info_row(setup)
+        setup = set_up_run(config, registry=registry, device=device, sampler=sampler, measurer=measurer,
+                           protocol=protocol)
+        try:
+            with stops.deferred():
+                writer = open_writer(setup)
+                info = info_row(setup)
+        except BaseException:
+            setup.close_hosts()
+            raise
         result = RunResult(run_id=writer.run_id, path=writer.path, status="running", info=info or {})
         watchdog = Watchdog(getattr(protocol, "launch_timeout_s", None))
         thread = SamplerThread(setup.sampler, period_s=protocol.sample_period_s, clock=clock)
@@ -151,10 +170,18 @@ def run_loop(config, *, protocol, measurer: Measurer, open_writer, info_row, obs
                     writer.write_run(info)
             obs.on_run_start(result, total=len(config.inputs) * len(setup.kernels) * protocol.repeats)
             thread.start()
+            side = KernelSide(device=setup.device, protocol=protocol, gate=config.gate,
+                              launch=getattr(config, "launch", "auto"), watchdog=watchdog, clock=clock, sleep=sleep,
+                              on_phase=obs.on_phase, on_chunk=lambda c, chk: obs.on_chunk(c, chk, thread.last_poll()))
             s = Session(config=config, protocol=protocol, kernels=setup.kernels, device=setup.device,
                         ident=setup.ident, thread=thread, writer=writer, result=result, obs=obs, clock=clock,
-                        sleep=sleep, watchdog=watchdog, more_repeats=more_repeats or own_precision(protocol))
+                        sleep=sleep, watchdog=watchdog, side=side, hosts=setup.hosts,
+                        more_repeats=more_repeats or own_precision(protocol))
+            for host in setup.hosts.values():
+                host.bind(obs, thread)
             measurer.start(s)
+            if len(setup.hosts) < len(setup.kernels):
+                measurer.open(side)
             for ci, spec in enumerate(config.inputs):
                 _run_config(s, measurer, ci, spec)
             _end(stops, writer, result, thread, setup, measurer, "complete", "", sampler_open)
@@ -177,6 +204,8 @@ def _ending_of(exc: BaseException, result: RunResult) -> tuple[str, str]:
     n = len(result.timed)
     if isinstance(exc, RunStopped):
         return "incomplete", f"interrupted by {exc.signal_name} after {n} timed measurements; they are kept"
+    if isinstance(exc, StopRequested):
+        return "incomplete", f"{exc.reason} after {n} timed measurements; they are kept"
     if isinstance(exc, KeyboardInterrupt):
         return "incomplete", f"interrupted by the user (KeyboardInterrupt) after {n} timed measurements; they are kept"
     if isinstance(exc, HarnessError):
@@ -187,7 +216,7 @@ def _ending_of(exc: BaseException, result: RunResult) -> tuple[str, str]:
 def _end(stops: StopSignals, writer, result, thread, setup, measurer, status, detail, sampler_open) -> None:
     """The one ending: stop telemetry, write the status row. Signals are only recorded from here on."""
     stops.ending()
-    for stop in (measurer.stop, thread.stop, setup.sampler.close if sampler_open else (lambda: None)):
+    for stop in (setup.close_hosts, measurer.stop, thread.stop, setup.sampler.close if sampler_open else (lambda: None)):
         try:
             stop()
         except Exception:  # the status below is what matters now; a failing clean-up must not hide it
@@ -217,9 +246,11 @@ def _record_untimed(s: Session, base: dict, kernel, *, mid: str, status: str, er
     s.obs.on_message(error)
 
 
-def _failure(kernel, spec, inputs, stage: str, exc: BaseException, timeout_s) -> tuple[str, str]:
+def _failure(kernel, spec, inputs, stage: str, exc: BaseException) -> tuple[str, str]:
     """(status, error text naming the kernel, the input and the stage) for a kernel that failed."""
-    who = f"Kernel {kernel.name!r} on {spec.label} ({inputs.shape.label()}, {inputs.dtype})"
+    who = f"Kernel {kernel.name!r} on {spec.label} ({spec.shape.label()}, {spec.dtype})"
+    if isinstance(exc, ReportedFailure):  # its own process wrote the text, with this same function
+        return exc.status, str(exc)
     if isinstance(exc, KernelTimeout):
         return "timeout", (f"{who}: {exc} in stage {stage}; it was stopped and is not timed on this input. The "
                            f"other kernels still run. The limit is the protocol's launch_timeout_s "
@@ -232,46 +263,11 @@ def _failure(kernel, spec, inputs, stage: str, exc: BaseException, timeout_s) ->
                      f"this input; the run went on with the others.")
 
 
-def _checked(launch, inputs, kernel, watchdog: Watchdog, *, check_output: bool = True):
-    """The launch closure as the gate calls it: each call bounded by the watchdog (the gate's fp64
-    reference is not: on the CPU it can take minutes), and what it returns checked to be a tensor shaped
-    like the attention output. Without the gate (`--no-gate`, the peak microbenchmarks, which return a GEMM
-    or copy result) only the watchdog applies: the output is not judged at all then."""
-    import torch
-
-    want = (inputs.shape.batch, inputs.shape.heads_q, inputs.shape.seq_len, inputs.shape.head_dim_v)
-
-    def call():
-        with watchdog.limit(what="its first call (the gate)"):
-            out = launch()
-        if not check_output:
-            return out
-        if not isinstance(out, torch.Tensor):
-            raise KernelError(f"its launch returned {type(out).__name__}, not a tensor: the launch closure must "
-                              f"return the attention output [B, Hq, S, dv] = {list(want)}")
-        if tuple(out.shape) != want:
-            raise KernelError(f"its launch returned a tensor of shape {list(out.shape)}; the attention output is "
-                              f"[B, Hq, S, dv] = {list(want)}")
-        return out
-
-    return call
-
-
-def _settle_device(device) -> None:
-    """After a kernel was stopped or raised: wait for what it queued so the next one starts from an idle
-    device (this blocks if a GPU kernel never finishes; see _endings for what the watchdog cannot stop)."""
-    try:
-        device.synchronize()
-    except Exception:
-        pass
-
-
 def _run_config(s: Session, m: Measurer, ci: int, spec) -> None:
     from harness.inputs import check_finite, make_inputs
-    from harness.kernels import gate, gate_columns
     from harness.runner._setup import config_row
 
-    proto, wd, p = s.protocol, s.watchdog, m.mid_prefix
+    proto, p = s.protocol, m.mid_prefix
     inputs = make_inputs(spec, device=s.device.torch_device)
     base = config_row(ci, spec, inputs)
     try:
@@ -281,28 +277,19 @@ def _run_config(s: Session, m: Measurer, ci: int, spec) -> None:
         for kernel in s.kernels:
             _record_untimed(s, base, kernel, mid=f"{p}{ci}-{kernel.name}-input", status="input_error", error=str(exc))
         return
+    guard = InputsGuard(spec, inputs)
     ready = []
     for kernel in s.kernels:
-        stage = "prepare"
+        host = s.hosts.get(kernel.name) or InProcess(s.side, m, kernel)
         try:
-            with wd.limit(what="prepare()"):
-                launch = kernel.prepare(inputs)
-            stage = "gate (first call)"
-            checked = _checked(launch, inputs, kernel, wd, check_output=s.config.gate)
-            if s.config.gate:
-                g = gate(kernel, inputs, checked)
-            else:
-                g = None
-                checked()
-            stage = "set-up for timing"
-            with wd.limit(what="its set-up for timing"):
-                armed = m.arm(s, kernel, launch)
+            extra = host.ready(ci, spec, inputs, guard)
         except Exception as exc:
-            _settle_device(s.device)
-            status, error = _failure(kernel, spec, inputs, stage, exc, wd.timeout_s)
+            host.settle()
+            status, error = _failure(kernel, spec, inputs, host.stage, exc)
             _record_untimed(s, base, kernel, mid=f"{p}{ci}-{kernel.name}-gate", status=status, error=error)
+            host.release()
             continue
-        ready.append((kernel, launch, armed, g))
+        ready.append((kernel, host, extra))
     rep = -1
     while True:
         rep += 1
@@ -311,28 +298,29 @@ def _run_config(s: Session, m: Measurer, ci: int, spec) -> None:
             break
         order = list(_rotate(ready, rep) if getattr(proto, "rotate_order", True) else ready)
         for oi, entry in enumerate(order):
-            kernel, launch, armed, g = entry
+            kernel, host, extra = entry
             mid = f"{p}{ci}-{kernel.name}-r{rep}"
             s.obs.on_measurement_start(kernel=kernel.name, input_label=spec.label, repeat=rep)
             try:
-                row, chunks, samples, probes = m.measure(s, kernel, launch, armed, idle_s=m.idle_s(rep, oi),
-                                                         inputs=inputs, mid=mid)
+                timing = host.time(repeat=rep, idle_s=m.idle_s(rep, oi))
+                row, chunks, samples, probes = m.rows(s, timing, inputs=inputs, mid=mid)
             except Exception as exc:
                 # This kernel x input stops here (its later repeats too); the others go on.
-                _settle_device(s.device)
-                status, error = _failure(kernel, spec, inputs, f"measure (repeat {rep})", exc, wd.timeout_s)
+                host.settle()
+                status, error = _failure(kernel, spec, inputs, f"measure (repeat {rep})", exc)
                 _record_untimed(s, base, kernel, mid=mid, status=status, error=error, repeat=rep)
+                host.release()
                 ready.remove(entry)
                 continue
             row.update(base)
-            row.update({
-                "measurement_id": mid, "kernel": kernel.name, "kernel_source": kernel.source, "repeat": rep,
-                "order_index": oi, **gate_columns(g), **m.row_extra(s, armed),
-            })
+            row.update({"measurement_id": mid, "kernel": kernel.name, "kernel_source": kernel.source, "repeat": rep,
+                        "order_index": oi, **extra})
             s.writer.append_measurement(measurement=row, chunks=chunks, samples=samples, probes=probes)
             s.result.measurements.append(row)
             s.obs.on_measurement_end(row)
-    del ready, inputs
+    for _, host, _ in ready:
+        host.release()
+    del ready, inputs, guard
     if s.device.kind in ("cuda", "rocm"):
         import torch
 

@@ -88,6 +88,7 @@ class _Sustained:
     """The sustained protocol's part of the run loop: launcher, idle, warm-in, window."""
 
     mid_prefix = "c"
+    kind = "sustained"
 
     def __init__(self, proto) -> None:
         self.proto = proto
@@ -95,23 +96,29 @@ class _Sustained:
         self.probe_reason: str | None = None
 
     def start(self, s: Session) -> None:
-        self.probe_reason = probe_unavailable_reason(s.device) if self.proto.probe else "probe disabled"
-        if self.probe_reason is None:
-            self.probe = InbandProbe(s.device, period_s=self.proto.probe_period_s, spin_us=self.proto.probe_spin_us)
+        pass
 
-    def arm(self, s: Session, kernel, launch):
-        _check_stream(s.device, kernel, launch)
-        return build_launcher(s.device, kernel, launch, strategy=s.config.launch, target_s=self.proto.graph_replay_s,
+    def open(self, side) -> None:
+        self.probe_reason = probe_unavailable_reason(side.device) if self.proto.probe else "probe disabled"
+        if self.probe_reason is None:
+            self.probe = InbandProbe(side.device, period_s=self.proto.probe_period_s, spin_us=self.proto.probe_spin_us)
+
+    def arm(self, side, kernel, launch):
+        _check_stream(side.device, kernel, launch)
+        return build_launcher(side.device, kernel, launch, strategy=side.launch, target_s=self.proto.graph_replay_s,
                               max_launches=self.proto.max_graph_launches)
 
     def idle_s(self, rep: int, order_index: int) -> float:
         p = self.proto
         return p.idle_before_config_s if rep == 0 and order_index == 0 else p.idle_before_kernel_s
 
-    def measure(self, s: Session, kernel, launch, launcher, *, idle_s: float, inputs, mid: str):
-        return _measure_one(s, self.probe, launch, launcher, idle=idle_s, inputs=inputs, mid=mid)
+    def time(self, side, kernel, launch, launcher, *, idle_s: float, inputs) -> dict:
+        return _time_one(side, self.probe, launch, launcher, idle=idle_s)
 
-    def row_extra(self, s: Session, launcher) -> dict:
+    def rows(self, s: Session, timing: dict, *, inputs, mid: str):
+        return _rows_of(s, timing, inputs=inputs, mid=mid)
+
+    def row_extra(self, launcher) -> dict:
         return {"launch_strategy": launcher.strategy,
                 "launch_note": launcher.note or probe_reason_note(self.probe_reason),
                 "launches_per_call": launcher.launches_per_call}
@@ -140,35 +147,52 @@ class _Watched:
             self._source.finish()
 
 
-def _measure_one(s: Session, probe, launch, launcher, *, idle: float, inputs, mid: str):
-    """One idle / warm-in / window; returns the measurement row and its chunk, sample and probe rows."""
+def _time_one(side, probe, launch, launcher, *, idle: float) -> dict:
+    """One idle / warm-in / window where the kernel runs; its chunks, phases, settle check and probe
+    readings as plain data (the same in this process and in a kernel's own: `_rows_of` reads them)."""
     from harness.runner._launch import estimate_launch_ns
 
-    proto, device, thread = s.config.protocol, s.device, s.thread
+    proto, device = side.protocol, side.device
 
     def source_factory():
         # Sized after the idle, from the kernel as it runs now: chunks of about chunk_s of device time.
-        with s.watchdog.limit(what="sizing its chunks"):
+        with side.watchdog.limit(what="sizing its chunks"):
             per_call_ns = estimate_launch_ns(device, launch, repeats=2) * launcher.launches_per_call
         calls = max(1, round(proto.chunk_s * 1e9 / per_call_ns))
-        return _Watched(PipelinedChunks(device, launcher, calls_per_chunk=calls, clock=s.clock), s.watchdog)
+        return _Watched(PipelinedChunks(device, launcher, calls_per_chunk=calls, clock=side.clock), side.watchdog)
 
     if probe is not None:
         probe.calibrate()
     try:
         outcome = run_protocol(
-            source_factory, protocol=proto, idle_s=idle, clock=s.clock, sleep=s.sleep, on_phase=s.obs.on_phase,
-            on_chunk=lambda c, chk: s.obs.on_chunk(c, chk, thread.last_poll()),
-            on_window_start=(probe.start if probe is not None else (lambda: None)),
+            source_factory, protocol=proto, idle_s=idle, clock=side.clock, sleep=side.sleep, on_phase=side.on_phase,
+            on_chunk=side.on_chunk, on_window_start=(probe.start if probe is not None else (lambda: None)),
         )
     finally:
         readings = probe.stop() if probe is not None else []
-    ph = outcome.phases
+    return {"chunks": [dataclasses.asdict(c) for c in outcome.chunks], "settled": outcome.settled,
+            "settled_after_s": outcome.settled_after_s,
+            "settle": dataclasses.asdict(outcome.settle) if outcome.settle else None,
+            "phases": dataclasses.asdict(outcome.phases), "probes": [dataclasses.asdict(p) for p in readings]}
+
+
+def _rows_of(s: Session, timing: dict, *, inputs, mid: str):
+    """The measurement row and its chunk, sample and probe rows, from one timing and this process's telemetry."""
+    from harness.runner._chunks import Chunk
+    from harness.runner._measure import PhaseTimes
+    from harness.runner._probe import ProbeReading
+    from harness.runner._settle import SettleCheck
+
+    proto, thread = s.config.protocol, s.thread
+    chunks = [Chunk(**c) for c in timing["chunks"]]
+    readings = [ProbeReading(**p) for p in timing["probes"]]
+    ph = PhaseTimes(**{k: tuple(v) for k, v in timing["phases"].items()})
+    settle = SettleCheck(**timing["settle"]) if timing["settle"] else None
     samples = thread.samples_between(ph.idle[0], ph.window[1])
-    summary = summarize_window(window_chunks=outcome.window_chunks, samples=samples, probes=readings,
-                               flops_per_launch=float(inputs.shape.flops), sm_count=s.ident.sm_count)
+    summary = summarize_window(window_chunks=[c for c in chunks if c.phase == "window"], samples=samples,
+                               probes=readings, flops_per_launch=float(inputs.shape.flops), sm_count=s.ident.sm_count)
     chunk_rows = []
-    for c in outcome.chunks:
+    for c in chunks:
         inb = median([p.clock_mhz for p in readings if c.t_start_ns <= p.t_ns <= c.t_end_ns])
         powers = [x.power_w for x in samples if c.t_start_ns <= x.t_ns <= c.t_end_ns and x.power_w is not None]
         chunk_rows.append({
@@ -177,15 +201,15 @@ def _measure_one(s: Session, probe, launch, launcher, *, idle: float, inputs, mi
             "sm_clock_mhz": chunk_clock(samples, c.t_start_ns, c.t_end_ns), "inband_clock_mhz": inb,
             "power_w": sum(powers) / len(powers) if powers else None,
         })
-    settle = outcome.settle
+    settled = timing["settled"]
     row = {
         **summary,
-        "status": "ok" if outcome.settled else "unsettled",
-        "error": None if outcome.settled else (
-            f"warm-in reached the {proto.warmin_cap_s:g} s cap without settling ({settle.reason if settle else '?'}); "
-            f"the window was timed anyway and is marked unsettled"),
-        "settled": outcome.settled,
-        "settled_after_s": outcome.settled_after_s,
+        "status": "ok" if settled else "unsettled",
+        "error": None if settled else (
+            f"warm-in reached the {proto.warmin_cap_s:g} s cap (--warmin-cap-s) without settling "
+            f"({settle.reason if settle else '?'}); the window was timed anyway and is marked unsettled"),
+        "settled": settled,
+        "settled_after_s": timing["settled_after_s"],
         "settle_reason": settle.reason if settle else None,
         "warmin_s": (ph.warmin[1] - ph.warmin[0]) * 1e-9,
     }

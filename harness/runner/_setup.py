@@ -27,6 +27,30 @@ class RunSetup:
     telemetry_name: str
     sampler: object
     contention: dict | None = None  # the host's load before the run (CPU runs); None where not checked
+    hosts: dict = dataclasses.field(default_factory=dict)  # kernel name -> its own process (runner._isolation)
+
+    def close_hosts(self) -> None:
+        """End every kernel's own process (each is killed if it does not stop within seconds)."""
+        for host in self.hosts.values():
+            try:
+                host.close()
+            except Exception:  # the run's ending must not stop at one child
+                pass
+
+
+class _OwnChildrenTolerated:
+    """The device, except that this run's own kernel processes do not count as busy: a kernel module that
+    touches CUDA when imported leaves its child a context there, and that child runs nothing while the
+    run checks."""
+
+    def __init__(self, device, pids: set[int]) -> None:
+        self._device, self._pids = device, pids
+
+    def __getattr__(self, name):
+        return getattr(self._device, name)
+
+    def other_processes(self):
+        return [p for p in self._device.other_processes() if p.pid not in self._pids]
 
 
 def estimate_bytes(spec, *, gate: bool) -> dict[str, int]:
@@ -95,32 +119,47 @@ def check_memory(config, device) -> None:
             )
 
 
-def set_up_run(config, *, registry=None, device=None, sampler=None) -> RunSetup:
+def set_up_run(config, *, registry=None, device=None, sampler=None, measurer=None, protocol=None) -> RunSetup:
     """Everything that can refuse the run does so here, before any GPU time is spent.
 
     Order matters: unknown kernels and unsupported inputs are found before the device is opened, and a
-    busy GPU before telemetry starts.
+    busy GPU before telemetry starts. A kernel that runs in its own process (`runner._isolation`) is
+    imported and described there; its child then waits for the run's first configuration.
     """
     from harness.devices import check_idle, open_device
-    from harness.kernels import default_registry
     from harness.telemetry import create_sampler
 
-    registry = registry or default_registry()
-    kernels = [registry.get(name) for name in config.kernels]
-    device = device or open_device(config.device)
-    for spec in config.inputs:
-        for k in kernels:
-            k.check_supports(dtype=spec.dtype, head_dim_qk=spec.shape.head_dim_qk, head_dim_v=spec.shape.head_dim_v,
-                             causal=spec.shape.causal, device_kind=device.kind)
-    check_memory(config, device)
-    busy = check_idle(device, allow_busy=config.allow_busy)
-    ident = device.identity()
-    telemetry_name = config.telemetry if config.telemetry != "auto" else device.default_telemetry()
-    if sampler is None:
-        sampler = create_sampler(telemetry_name, pci_bus_id=ident.pci_bus_id)
-    contention = measure_contention(device)
-    return RunSetup(kernels=kernels, device=device, ident=ident, busy=busy, telemetry_name=telemetry_name,
-                    sampler=sampler, contention=contention)
+    kind = device.kind if device is not None else str(config.device).partition(":")[0]
+    if measurer is not None:
+        from harness.runner._isolation import start_children
+
+        kernels, hosts = start_children(config, registry=registry, measurer=measurer,
+                                        protocol=protocol or config.protocol, device_kind=kind)
+    else:
+        from harness.kernels import default_registry
+
+        kernels, hosts = [(registry or default_registry()).get(name) for name in config.kernels], {}
+    setup = RunSetup(kernels=kernels, device=None, ident=None, busy=[], telemetry_name="", sampler=None, hosts=hosts)
+    try:
+        device = device or open_device(config.device)
+        for spec in config.inputs:
+            for k in kernels:
+                k.check_supports(dtype=spec.dtype, head_dim_qk=spec.shape.head_dim_qk,
+                                 head_dim_v=spec.shape.head_dim_v, causal=spec.shape.causal, device_kind=device.kind)
+        check_memory(config, device)
+        checked = _OwnChildrenTolerated(device, {h._proc.pid for h in hosts.values()}) if hosts else device
+        busy = check_idle(checked, allow_busy=config.allow_busy)
+        ident = device.identity()
+        telemetry_name = config.telemetry if config.telemetry != "auto" else device.default_telemetry()
+        if sampler is None:
+            sampler = create_sampler(telemetry_name, pci_bus_id=ident.pci_bus_id)
+        contention = measure_contention(device)
+    except BaseException:
+        setup.close_hosts()
+        raise
+    setup.device, setup.ident, setup.busy, setup.telemetry_name = device, ident, busy, telemetry_name
+    setup.sampler, setup.contention = sampler, contention
+    return setup
 
 
 def measure_contention(device) -> dict | None:

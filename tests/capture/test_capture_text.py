@@ -102,5 +102,5 @@ def test_layers_are_parsed_and_checked():
     assert CaptureConfig(layers="20, 3,3").layers == (3, 20)
     with pytest.raises(ConfigError, match="integers"):
         CaptureConfig(layers="3,x")
-    with pytest.raises(ConfigError, match="seq_len"):
+    with pytest.raises(ConfigError, match="--seq-len 0: must be a positive integer"):
         CaptureConfig(seq_len=0)

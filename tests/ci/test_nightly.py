@@ -93,8 +93,10 @@ def test_dry_run_log_and_figures_read_anywhere(dry_run):
 FASTER = 100.0
 
 
-def _copy_run(run_dir: Path, dest: Path, *, info=None, scale_time: float | None = None, seq_len: int | None = None) -> Path:
-    """A copy of a run with its device renamed, its times scaled or its shape changed (a synthetic baseline)."""
+def _copy_run(run_dir: Path, dest: Path, *, info=None, scale_time: float | None = None, seq_len: int | None = None,
+              kernel: str | None = None) -> Path:
+    """A copy of a run with its device renamed, its times scaled, its shape changed or its kernel renamed (a
+    synthetic baseline)."""
     shutil.copytree(run_dir, dest)
     run = read_run(dest)
     if info:
@@ -106,6 +108,8 @@ def _copy_run(run_dir: Path, dest: Path, *, info=None, scale_time: float | None 
                 r["time_ns"] *= scale_time
             if seq_len:
                 r["seq_len"] = seq_len
+            if kernel:
+                r["kernel"] = kernel
         write_table_atomic(part, "measurements", rows)
     return dest
 
@@ -170,6 +174,64 @@ def test_baseline_of_another_shape_is_not_comparable(tonight, tmp_path):
     result = judge_nightly(tonight, out_dir=tmp_path / "out", baseline_dir=base, figures=False)
     assert result.verdict == "not comparable" and result.exit_code == 2
     assert "their shapes differ" in result.summary_md.read_text()
+
+
+@pytest.mark.slow
+def test_a_baseline_of_other_kernels_is_not_a_pass_on_nothing(tonight, tmp_path):
+    """Issue 31: the kernel set changed, so nothing is compared: exit 2 with the reason, not "PASS (0 compared)"."""
+    base = tmp_path / "baseline"
+    _copy_run(tonight, base / "run", kernel="yesterdays-kernel")
+    result = judge_nightly(tonight, out_dir=tmp_path / "out", baseline_dir=base, figures=False)
+    assert result.verdict == "not comparable" and result.exit_code == 2
+    text = result.summary_md.read_text()
+    assert "Tonight's suite no longer matches the baseline (0 kernel x input compared)" in text
+    assert "timed in the baseline but not tonight: yesterdays-kernel @ L03:captured" in text
+    assert json.loads(result.verdict_json.read_text())["exit_code"] == 2
+
+
+@pytest.mark.slow
+def test_a_slowdown_still_fails_when_the_suite_also_changed(tonight, tmp_path):
+    """A regression among what was compared is exit 1 (fail), not hidden behind the suite change's exit 2."""
+    base = tmp_path / "baseline"
+    _copy_run(tonight, base / "run", scale_time=1 / FASTER)
+    for part in (base / "run" / "measurements").glob("part-*.parquet"):
+        if pq.read_table(part).to_pylist()[0]["input_label"] == "L03:gaussian:0.1":
+            part.unlink()  # the baseline never timed the control
+    result = judge_nightly(tonight, out_dir=tmp_path / "out", baseline_dir=base, figures=False)
+    assert result.verdict == "fail" and result.exit_code == 1
+    assert any("timed tonight but not in the baseline: sdpa-cpu @ L03:gaussian:0.1" in w for w in result.warnings)
+
+
+@pytest.mark.slow
+def test_a_baseline_path_that_is_a_file_is_refused(tonight, tmp_path):
+    """Issue 31: --baseline naming a file read as "no baseline yet" and passed."""
+    from harness.commits import store_baseline
+    from harness.errors import ResultsError
+
+    file = tmp_path / "baseline.json"
+    file.write_text("{}")
+    result = judge_nightly(tonight, out_dir=tmp_path / "out", baseline_dir=file, figures=False)
+    assert result.verdict == "not comparable" and result.exit_code == 2
+    assert f"--baseline {file} is a file, not a folder" in result.summary_md.read_text()
+    with pytest.raises(ResultsError, match="is a file, not a folder"):
+        store_baseline(tonight, file, reason="test")
+
+
+@pytest.mark.slow
+def test_a_baseline_folder_that_lost_its_run_is_not_no_baseline(tonight, tmp_path):
+    """Issue 31: a kill between store_baseline's two renames left BASELINE.json and the temporaries but no run/;
+    read as "no baseline" it passed. With the old run aside, the update is rolled back; without it, exit 2."""
+    base = tmp_path / "baseline"
+    _copy_run(tonight, base / ".run.old")
+    _copy_run(tonight, base / ".run.new")
+    (base / "BASELINE.json").write_text("{}")
+    result = judge_nightly(tonight, out_dir=tmp_path / "out", baseline_dir=base, figures=False)
+    assert result.verdict == "pass" and (base / "run" / "runs.parquet").is_file()
+    assert any("restored from .run.old" in w for w in result.warnings)
+    shutil.rmtree(base / "run")
+    result = judge_nightly(tonight, out_dir=tmp_path / "out2", baseline_dir=base, figures=False)
+    assert result.verdict == "not comparable" and result.exit_code == 2
+    assert "says a baseline was stored" in result.summary_md.read_text()
 
 
 def test_script_rejects_unknown_arguments(tmp_path):

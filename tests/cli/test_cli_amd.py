@@ -22,7 +22,8 @@ from harness.telemetry._amdsmi_device import CACHE_VAR
 
 SMALL = ["--quick", "--seq-len", "32", "--heads", "2", "--head-dim", "8", "--dtype", "fp32", "--input", "gaussian:1",
          "--repeats", "1", "--window-s", "0.3", "--warmin-cap-s", "0.6", "--idle-s", "0", "--launch", "loop"]
-KERNEL = ["--kernel", "test_cli_amd:SDPA_ROCM"]
+# In the run's own process: the fake HIP build exists only in this test process, not in a kernel's own one.
+KERNEL = ["--kernel", "test_cli_amd:SDPA_ROCM", "--isolation", "none"]
 
 
 def _fakes():

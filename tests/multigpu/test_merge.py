@@ -193,3 +193,19 @@ def test_bench_merge_exits_by_the_merged_status(tmp_path):
     assert merge(ok, stopped, out="m1") == 5
     assert merge(nothing, out="m2") == 4
     assert merge(tmp_path / "t" / "absent", out="m3") == 2  # bad input, as everywhere
+
+
+def test_bench_merge_never_writes_into_a_run_it_merges(tmp_path):
+    """Issue 31: `bench merge R --out R/sub` copied R into itself 33 levels deep, then exited 3."""
+    from typer.testing import CliRunner
+
+    from harness.cli import app
+
+    run = write_run(tmp_path / "t", gpu=A, times={(0, "k"): [10]}, suite_size=1)
+    before = sorted(p.relative_to(run) for p in run.rglob("*"))
+    res = CliRunner().invoke(app, ["merge", str(run), "--out", str(run / "sub")], env={"COLUMNS": "200"})
+    assert res.exit_code == 2, res.output
+    assert "outputs never go inside inputs" in " ".join(res.output.split())
+    assert sorted(p.relative_to(run) for p in run.rglob("*")) == before  # nothing written into it
+    with pytest.raises(ResultsError, match="is inside the run directory"):
+        merge_runs([run], out=run / "gpus" / "deeper")

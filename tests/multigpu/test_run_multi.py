@@ -74,8 +74,10 @@ def test_every_gpu_busy_is_an_error_and_the_run_is_marked_failed(tmp_path, worke
 
 
 def test_a_worker_that_dies_keeps_its_finished_configurations(tmp_path, worker_env_for_tests):
-    # cpu0 runs configurations 0 and 2 and dies preparing 2 (seed 13); cpu1 runs 1 and 3 to the end
-    config = suite(tmp_path, seeds=(0, 1, 13, 2), kernels=("multigpu_fakes:dies_on_seed_13",))
+    # cpu0 runs configurations 0 and 2 and dies preparing 2 (seed 13); cpu1 runs 1 and 3 to the end. The kernel
+    # runs in the worker's own process (--isolation none), so its os._exit is the worker's death, as the OOM
+    # killer or a node failure would bring; in a process of its own it would be only its row (test_isolation).
+    config = suite(tmp_path, seeds=(0, 1, 13, 2), kernels=("multigpu_fakes:dies_on_seed_13",), isolation="none")
     res = run_multi(config, gpus="all", present=cpu_stand_ins(2))
     assert res.status == "incomplete"
     assert sorted({(r["gpu"], r["config_index"]) for r in res.measurements}) == [("cpu0", 0), ("cpu1", 1), ("cpu1", 3)]

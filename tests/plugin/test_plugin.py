@@ -58,11 +58,36 @@ def test_kernel_by_name_and_attention_inputs(example_repo):
     result.stdout.fnmatch_lines(["*already used in sustained(...) mode*"])
 
 
+NAN_KERNEL = """
+    from harness.inputs import AttentionShape, InputSpec
+
+    def nan_attention(q, k, v, is_causal=True, scale=None):
+        return q * float("nan")
+
+    def test_nan_kernel(sustained):
+        sustained(nan_attention, InputSpec(shape=AttentionShape(batch=1, heads_q=2, heads_kv=2, seq_len=32,
+                                                                head_dim_qk=16), dtype="float32"))
+"""
+
+
 @pytest.mark.slow
-def test_disabled_benchmarks_run_once_untimed(example_repo):
-    result = run(example_repo, "tests", "--benchmark-disable")
-    result.assert_outcomes(passed=2)
+def test_disabled_benchmarks_run_once_untimed_and_still_gate(example_repo):
+    """--benchmark-disable runs each test once, untimed; issue 31: it skipped the gate, so a NaN kernel passed."""
+    example_repo.makepyfile(test_nan=NAN_KERNEL)
+    result = run(example_repo, "tests", "test_nan.py", "--benchmark-disable")
+    result.assert_outcomes(passed=2, failed=1)
     assert "benchmark: 2 tests" not in result.stdout.str()  # no timing table: nothing was timed
+    result.stdout.fnmatch_lines(["*sustained (benchmarks disabled, the gate still runs): Kernel*failed the "
+                                 "correctness gate*NaN/Inf values*"])
+
+
+@pytest.mark.slow
+def test_under_xdist_the_fixture_still_gates(example_repo):
+    """pytest-benchmark disables itself, unasked, under xdist (-n); issue 31: the fixture then skipped the gate."""
+    example_repo.makepyfile(test_nan=NAN_KERNEL)
+    result = run(example_repo, "test_nan.py", "-n", "1")
+    result.assert_outcomes(failed=1)
+    result.stdout.fnmatch_lines(["*failed the correctness gate*"])
 
 
 def test_bad_arguments_say_what_is_expected(example_repo):

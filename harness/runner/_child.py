@@ -1,0 +1,218 @@
+"""One kernel's own process: `python -m harness.runner._child`, started by the run (`_isolation`), never by hand.
+
+Protocol: JSON lines. The run -> child on stdin: `start` (the kernel spec, the run's working directory and
+sys.path, device, protocol), then per configuration `config` (an InputSpec), `measure` per repeat,
+`release`, and finally `stop` (EOF = stop, so a run that died stops its children). Child -> run on the
+original stdout: `described`, `ready`, `timed`, `released` answer them; `stage`, `limit`/`unlimit` (a
+bounded stretch of kernel code starts / ends: the run kills a child that outlasts one), `phase` and
+`chunk` (live progress) come in between; `failed` carries a finished row's status and text, with
+`exiting` when the child ends after it. fd 1 points at stderr, so the kernel's prints cannot corrupt it.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import os
+import sys
+import time
+
+__all__ = ["main"]
+
+
+def _exit_text(exc: BaseException) -> str:
+    if isinstance(exc, SystemExit):
+        return "called sys.exit()" if exc.code is None else f"called sys.exit({exc.code!r})"
+    if isinstance(exc, KeyboardInterrupt):
+        return "raised KeyboardInterrupt"
+    return f"raised {type(exc).__name__} (a BaseException, not an Exception): {exc}"
+
+
+def _where(exc: BaseException) -> str:
+    import traceback
+    from pathlib import Path
+
+    tb = traceback.extract_tb(exc.__traceback__)
+    return f" (at {Path(tb[-1].filename).name}:{tb[-1].lineno})" if tb else ""
+
+
+IMPORT_TIMEOUT_S = 300.0  # a kernel module's own import (a Triton compile at import time is not a launch)
+
+
+def _load(start: dict, on_limit):
+    """The kernel, imported here under a watchdog of its own; failures are the run's set-up paragraph."""
+    from pathlib import Path
+
+    import torch  # noqa: F401  (the harness's own import is not the kernel's: paid before the limit starts)
+
+    from harness.kernels import default_registry
+    from harness.runner._endings import Watchdog
+
+    watchdog = Watchdog(max(IMPORT_TIMEOUT_S, start["timeout_s"]), on_limit=on_limit)
+    registry = default_registry()
+    with watchdog.limit(what="importing it"):
+        return registry.get(start["ref"], base_dir=Path(start["cwd"]))
+
+
+def _describe(kernel, device_kind: str) -> dict:
+    return {"name": kernel.name, "dtypes": sorted(kernel.dtypes), "devices": sorted(kernel.devices),
+            "head_dims": None if kernel.head_dims is None else sorted(list(h) for h in kernel.head_dims),
+            "description": kernel.description, "graph_safe": kernel.graph_safe, "causal_only": kernel.causal_only,
+            "noncausal_only": kernel.noncausal_only, "output_dtype": kernel.output_dtype,
+            "tolerance": kernel.tolerance, "source": kernel.source,
+            "extra": json.loads(json.dumps(kernel.extra, default=str)),
+            "unavailable": kernel.unavailable_reason(device_kind)}
+
+
+class _Served:
+    """The kernel as this process serves it: its device, its inputs of the current configuration, its state."""
+
+    def __init__(self, channel, start: dict, kernel, watchdog) -> None:
+        from harness.config import BurstProtocol, SustainedProtocol
+
+        self.ch, self.start, self.kernel, self.watchdog = channel, start, kernel, watchdog
+        if start["measurer"] == "burst":
+            from harness.runner._burst import _Burst
+
+            self.measurer = _Burst(BurstProtocol(**start["protocol"]))
+        else:
+            from harness.runner._run import _Sustained
+
+            self.measurer = _Sustained(SustainedProtocol(**start["protocol"]))
+        self.side = None
+        self.stage = "prepare"
+        self.spec = self.inputs = self.state = None
+
+    def _stage(self, stage: str) -> None:
+        self.stage = stage
+        self.ch.send(event="stage", stage=stage)
+
+    def _open(self) -> None:
+        from harness.devices import open_device
+        from harness.runner._ready import KernelSide
+
+        ch = self.ch
+        device = open_device(self.start["device"])
+        self.side = KernelSide(
+            device=device, protocol=self.measurer.proto, gate=self.start["gate"], launch=self.start["launch"],
+            watchdog=self.watchdog, clock=time.monotonic_ns, sleep=time.sleep,
+            on_phase=lambda phase: ch.send(event="phase", phase=phase),
+            on_chunk=lambda c, chk: ch.send(event="chunk", chunk=dataclasses.asdict(c),
+                                            check=dataclasses.asdict(chk) if chk is not None else None))
+        self.measurer.open(self.side)
+
+    def _failed(self, exc: BaseException, *, exiting: bool = False) -> None:
+        from harness.errors import KernelError
+        from harness.runner._loop import _failure
+        from harness.runner._ready import settle_device
+
+        if not isinstance(exc, Exception):  # the kernel's own sys.exit or BaseException: named, then this ends
+            exc = KernelError(f"it {_exit_text(exc)}{_where(exc)}, which would have ended the run; its own process "
+                              f"ended instead. It is not timed on this input; the run went on with the others")
+        if self.side is not None:
+            settle_device(self.side)
+        status, error = _failure(self.kernel, self.spec, self.inputs, self.stage, exc)
+        self.state = None
+        self.ch.send(event="failed", status=status, error=error, exiting=exiting)
+
+    def config(self, op: dict) -> None:
+        from harness.inputs import InputSpec, make_inputs
+        from harness.runner._ready import InputsGuard, ready_kernel
+
+        self.release()
+        self.spec = InputSpec.from_dict(op["input"])
+        self.stage = "its inputs"
+        if self.side is None:
+            self._open()
+        self.inputs = make_inputs(self.spec, device=self.side.device.torch_device)
+        guard = InputsGuard(self.spec, self.inputs)
+        launch, armed, g = ready_kernel(self.side, self.measurer, self.kernel, self.inputs, guard, on_stage=self._stage)
+        self.state = (launch, armed, guard)
+        from harness.kernels import gate_columns
+
+        self.ch.send(event="ready", extra={**gate_columns(g), **self.measurer.row_extra(armed)})
+
+    def measure(self, op: dict) -> None:
+        from harness.runner._ready import time_kernel
+
+        self.stage = f"measure (repeat {op['repeat']})"
+        launch, armed, guard = self.state
+        timing = time_kernel(self.side, self.measurer, self.kernel, launch, armed, self.inputs, guard,
+                             idle_s=op["idle_s"], repeat=op["repeat"])
+        self.ch.send(event="timed", timing=timing)
+
+    def release(self, op: dict | None = None) -> None:
+        self.state = self.inputs = None
+        if self.side is not None and self.side.device.kind in ("cuda", "rocm"):
+            import torch
+
+            torch.cuda.empty_cache()
+        if op is not None:
+            self.ch.send(event="released")
+
+
+def _serve(channel, start: dict) -> int:
+    from harness.errors import KernelError, KernelTimeout
+    from harness.runner._endings import Watchdog
+
+    def on_limit(what, timeout_s):
+        if what is None:
+            channel.send(event="unlimit")
+        else:
+            channel.send(event="limit", what=what, s=timeout_s)
+
+    watchdog = Watchdog(start["timeout_s"], on_limit=on_limit)
+    try:
+        kernel = _load(start, on_limit)
+    except KernelError as exc:  # load_target's paragraph (the module or file, and what failed), or a misfit
+        text = str(exc) if not isinstance(exc, KernelTimeout) else f"Kernel spec {start['ref']!r}: {exc}."
+        channel.send(event="failed", status="error", error=text, exiting=True)
+        return 0
+    except BaseException as exc:  # noqa: BLE001 - the module's own sys.exit, or anything else it raised
+        what = _exit_text(exc) if not isinstance(exc, Exception) else f"raised {type(exc).__name__}: {exc}"
+        channel.send(event="failed", status="error", exiting=True, error=(
+            f"Kernel spec {start['ref']!r}: importing it {what}{_where(exc)}. Check that it imports on its own "
+            f"(python -c 'import ...'); nothing was run."))
+        return 0
+    from harness.kernels import kernel_provenance
+
+    channel.send(event="described", kernel=_describe(kernel, start["device_kind"]),
+                 provenance=kernel_provenance([kernel])[kernel.name])
+    served = _Served(channel, start, kernel, watchdog)
+    while True:
+        op = channel.receive()
+        name = op.get("op")
+        if name == "stop":
+            return 0
+        try:
+            getattr(served, name)(op)
+        except Exception as exc:
+            served._failed(exc)
+        except BaseException as exc:  # noqa: BLE001
+            served._failed(exc, exiting=True)
+            return 0
+
+
+def main() -> int:
+    from harness.runner._channel import JsonLinesChannel
+
+    # Keep the real stdout for the protocol and point fd 1 at stderr, so a kernel that prints (or a library
+    # that writes to fd 1) cannot write into the JSON stream.
+    protocol_out = os.fdopen(os.dup(1), "w", buffering=1)
+    sys.stdout.flush()
+    os.dup2(2, 1)
+    channel = JsonLinesChannel(protocol_out, sys.stdin)
+    start = channel.receive()
+    if start.get("op") != "start":
+        return 2
+    # The run's own imports resolve here as there: its sys.path first, its working directory.
+    sys.path[:] = list(start["sys_path"]) + [p for p in sys.path if p not in start["sys_path"]]
+    os.chdir(start["cwd"])
+    try:
+        return _serve(channel, start)
+    except (BrokenPipeError, OSError):
+        return 0  # the run is gone
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,352 @@
+"""A user's kernel in a process of its own: whatever it does, the run goes on and says what happened.
+
+asv's rule, applied per kernel: the code under test runs in a process that does nothing else, and the
+process that records the run never runs it. A kernel named as `module:function` or `file.py:function`,
+or registered by an installed plugin, is imported only in its child (`python -m harness.runner._child`);
+the bundled kernels run in the run's own process unless `--isolation process` (README: isolation).
+
+One child per kernel serves every configuration of the run (its imports, Triton compiles and CUDA context
+are paid once), blocked on its pipe while other kernels measure, so only one process launches work on
+the device at a time. Per configuration it makes its own inputs from the spec, prepares, gates and arms
+the kernel with the same code as the in-process path (`_ready`), and for each repeat runs one timing and
+sends it back as data; the run's own process turns it into rows with its telemetry (monotonic clocks are
+system-wide, so the child's chunk times and the parent's samples share one time axis).
+
+How a child's end becomes the kernel's row (`status` / `error`, never a new schema field):
+- an Exception in the kernel: the child formats the row as in-process and goes on;
+- `sys.exit`, KeyboardInterrupt or another BaseException raised by the kernel: the child reports it by
+  name ("called sys.exit(3)") and ends; the next configuration starts a new child;
+- a death without a word (os._exit, a signal such as SIGSEGV or SIGKILL): the exit status or the signal,
+  with the last lines the child wrote to stderr;
+- a hang: the child's watchdog (SIGALRM) stops Python-level hangs itself and reports `timeout`; each
+  bounded stretch is announced to the parent, which kills the child (SIGKILL, its whole process group)
+  when one outlasts the launch timeout by `grace_s` more: a C call or a GPU kernel that never returns.
+"""
+
+from __future__ import annotations
+
+import collections
+import json
+import os
+import queue
+import signal
+import subprocess
+import sys
+import threading
+import time
+from pathlib import Path
+
+from harness.errors import KernelError, KernelTimeout, UnknownKernelError
+from harness.runner._ready import ReportedFailure
+
+__all__ = ["ChildKernel", "ChildDied", "ChildHung", "isolated", "grace_s", "start_children"]
+
+_BUNDLED = "kernels_under_test"
+_SIGNAL_CAUSE = {
+    "SIGSEGV": "a crash in native code (segmentation fault)", "SIGBUS": "a crash in native code (bus error)",
+    "SIGABRT": "an abort (a failed assertion in native code, or abort())", "SIGFPE": "a floating-point trap",
+    "SIGILL": "an illegal instruction",
+    "SIGKILL": "killed from outside (its own os.kill, another process, or the out-of-memory killer)",
+    "SIGTERM": "terminated from outside", "SIGINT": "interrupted",
+}
+
+
+class ChildDied(KernelError):
+    """A kernel's own process ended without reporting a failure (os._exit, a signal); `cause` says how."""
+
+    def __init__(self, cause: str) -> None:
+        super().__init__(f"{cause}. It is not timed on this input; the run went on with the others")
+        self.cause = cause
+
+
+class ChildHung(KernelTimeout):
+    """A kernel's own process outlasted a bounded stretch by the grace period and was killed."""
+
+
+def grace_s(timeout_s: float) -> float:
+    """How long past the launch timeout the parent waits before it calls a child hung: enough for the
+    child's own watchdog to fire and report (milliseconds), bounded so that a C hang is not waited on long."""
+    return min(10.0, max(2.0, timeout_s / 2))
+
+
+def _bundled(kernel) -> bool:
+    return kernel.source.partition(":")[0].split(".")[0] == _BUNDLED
+
+
+def isolated(name: str, registry, mode: str) -> bool:
+    """Whether kernel `name` of `registry` (the default registry) runs in a process of its own."""
+    if mode == "none":
+        return False
+    if name in registry:
+        return mode == "process" or not _bundled(registry.get(name))
+    return ":" in name  # a module:function or file.py:function spec: imported only in its child
+
+
+def _harness_root() -> str:
+    import harness
+
+    return str(Path(harness.__file__).resolve().parent.parent)
+
+
+def _signal_name(num: int) -> str:
+    try:
+        return signal.Signals(num).name
+    except ValueError:
+        return f"signal {num}"
+
+
+class ChildKernel:
+    """One kernel's own process, seen from the run: `describe`, then per configuration `ready`, `time` per
+    repeat and `release`; `close` at the run's end. Every failure is raised as a KernelError the run loop
+    records as that kernel's row (ReportedFailure: the child's own text; ChildDied; ChildHung)."""
+
+    where = "own process"
+
+    def __init__(self, ref: str, *, device: str, device_kind: str, measurer: str, protocol, gate: bool, launch: str,
+                 cwd: str | None = None, python: str = sys.executable) -> None:
+        proto = {k: v for k, v in protocol.as_dict().items() if k != "kind"}
+        self.ref = ref
+        self.timeout_s = float(protocol.launch_timeout_s)
+        self._cwd = cwd or os.getcwd()
+        self._python = python
+        self._start = {"op": "start", "ref": ref, "cwd": self._cwd, "sys_path": [p or self._cwd for p in sys.path],
+                       "device": device, "device_kind": device_kind, "measurer": measurer, "protocol": proto,
+                       "gate": gate, "launch": launch, "timeout_s": self.timeout_s}
+        self.kernel = None
+        self.stage = "importing it"
+        self._proc = None
+        self._spawn()
+
+    # -- the process -------------------------------------------------------------------------------
+    def _spawn(self) -> None:
+        env = {**os.environ, "PYTHONPATH": os.pathsep.join(
+            [_harness_root()] + ([os.environ["PYTHONPATH"]] if os.environ.get("PYTHONPATH") else []))}
+        # A session of its own: a Ctrl-C in the terminal reaches the run alone, which then ends its children,
+        # and a kill of the group also ends whatever the kernel itself started.
+        self._proc = subprocess.Popen([self._python, "-m", "harness.runner._child"], stdin=subprocess.PIPE,
+                                      stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, bufsize=1,
+                                      cwd=self._cwd, env=env, start_new_session=True)
+        self._events: queue.Queue = queue.Queue()
+        self._tail: collections.deque = collections.deque(maxlen=8)
+        self._alive, self._busy = True, False
+        self._err_thread = threading.Thread(target=self._read_stderr, args=(self._proc,), daemon=True)
+        self._err_thread.start()
+        threading.Thread(target=self._read_events, args=(self._proc, self._events), daemon=True).start()
+        self._send(self._start)
+
+    @staticmethod
+    def _read_events(proc, events: queue.Queue) -> None:
+        for line in proc.stdout:
+            try:
+                events.put(json.loads(line))
+            except json.JSONDecodeError:
+                pass  # not protocol: the child sends everything else to stderr
+        events.put(None)
+
+    def _read_stderr(self, proc) -> None:
+        """The kernel's own prints and tracebacks reach the run's stderr (never its stdout, which may carry
+        --json -), and the last lines are kept for the row of a child that dies."""
+        for line in proc.stderr:
+            self._tail.append(line.rstrip("\n")[:300])
+            label = self.kernel.name if self.kernel is not None else self.ref
+            try:
+                sys.stderr.write(f"[{label}] {line}")
+                sys.stderr.flush()
+            except (OSError, ValueError):
+                pass  # a closed stderr must not stop the run
+
+    def _send(self, message: dict) -> None:
+        try:
+            self._proc.stdin.write(json.dumps(message) + "\n")
+            self._proc.stdin.flush()
+        except (BrokenPipeError, OSError, ValueError):
+            pass  # it is gone; the next _await says why
+
+    def _kill(self) -> None:
+        try:
+            os.killpg(self._proc.pid, signal.SIGKILL)
+        except (ProcessLookupError, PermissionError):
+            self._proc.kill()
+
+    def _reap(self, timeout: float = 30.0) -> int:
+        try:
+            rc = self._proc.wait(timeout=timeout)
+        except subprocess.TimeoutExpired:
+            self._kill()
+            rc = self._proc.wait()
+        self._alive = False
+        self._err_thread.join(timeout=2.0)
+        return rc
+
+    def _death(self, rc: int) -> str:
+        if rc < 0:
+            name = _signal_name(-rc)
+            cause = f"was killed by {name}" + (f": {_SIGNAL_CAUSE[name]}" if name in _SIGNAL_CAUSE else "")
+        else:
+            cause = (f"ended with exit status {rc} without reporting why (os._exit({rc}), or an exit from native "
+                     f"code: nothing the harness could catch)")
+        tail = f"; the last lines it wrote to stderr: {' | '.join(self._tail)}" if self._tail else ""
+        return f"its own process {cause}{tail}"
+
+    def _await(self, want: str) -> dict:
+        """The child's next `want` event, forwarding progress; a failure, a death or a hang is raised."""
+        deadline = what = limit = None
+        self._busy = True
+        try:
+            while True:
+                try:
+                    ev = self._events.get(timeout=0.25)
+                except queue.Empty:
+                    if deadline is not None and time.monotonic() > deadline:
+                        self._kill()
+                        self._reap()
+                        raise ChildHung(
+                            f"{what} did not return within the {limit:g} s launch timeout, nor did its own process "
+                            f"answer within {grace_s(limit):g} s more: it is stuck where the watchdog cannot reach "
+                            f"it (a C call, or a GPU kernel that never finishes), so its process was killed "
+                            f"(SIGKILL)") from None
+                    continue
+                if ev is None:
+                    raise ChildDied(self._death(self._reap()))
+                kind = ev.get("event")
+                if kind == "limit":
+                    what, limit = ev["what"], float(ev["s"] or self.timeout_s)
+                    deadline = time.monotonic() + limit + grace_s(limit)
+                elif kind == "unlimit":
+                    deadline = None
+                elif kind == "stage":
+                    self.stage = ev["stage"]
+                elif kind in ("phase", "chunk"):
+                    self._progress(ev)
+                elif kind == "failed":
+                    if ev.get("exiting"):
+                        self._reap()
+                    raise ReportedFailure(ev["status"], ev["error"])
+                elif kind == want:
+                    return ev
+        finally:
+            self._busy = False
+
+    # -- what the run loop calls ---------------------------------------------------------------------
+    def describe(self):
+        """The kernel's declaration, read in the child: a Kernel the run checks and records but never calls."""
+        from harness.kernels import Kernel
+
+        ev = self._await("described")
+        d = ev["kernel"]
+        unavailable = d["unavailable"]
+
+        def runs_elsewhere(inputs):
+            raise KernelError(f"Kernel {d['name']!r} runs in its own process; it is never prepared in the run's.")
+
+        self.kernel = Kernel(
+            name=d["name"], prepare=runs_elsewhere, dtypes=frozenset(d["dtypes"]), devices=frozenset(d["devices"]),
+            head_dims=None if d["head_dims"] is None else frozenset(tuple(h) for h in d["head_dims"]),
+            availability=lambda kind: unavailable, description=d["description"], graph_safe=d["graph_safe"],
+            causal_only=d["causal_only"], noncausal_only=d["noncausal_only"], output_dtype=d["output_dtype"],
+            tolerance=d["tolerance"], source=d["source"],
+            extra={**d["extra"], "provenance": {**ev["provenance"], "process": "own process"}})
+        return self.kernel
+
+    def bind(self, obs, thread) -> None:
+        """Where the child's live progress goes (the run's observer, with its latest telemetry sample)."""
+        self._obs, self._thread = obs, thread
+
+    def _progress(self, ev: dict) -> None:
+        from harness.runner._chunks import Chunk
+        from harness.runner._settle import SettleCheck
+
+        obs = getattr(self, "_obs", None)
+        if obs is None:
+            return
+        if ev["event"] == "phase":
+            obs.on_phase(ev["phase"])
+        else:
+            obs.on_chunk(Chunk(**ev["chunk"]), SettleCheck(**ev["check"]) if ev["check"] else None,
+                         self._thread.last_poll())
+
+    def ready(self, ci: int, spec, inputs, guard) -> dict:
+        """Prepare, gate and arm in the child on its own inputs made from `spec` (the run's `inputs` and
+        `guard` are not touched); the row columns it adds to each measurement."""
+        if not self._alive:  # the last configuration's kernel ended its process: a new one for this one
+            self.stage = "importing it"
+            self._spawn()
+            self._await("described")
+        self.stage = "prepare"
+        self._send({"op": "config", "index": ci, "input": spec.to_dict()})
+        return self._await("ready")["extra"]
+
+    def time(self, *, repeat: int, idle_s: float) -> dict:
+        self.stage = f"measure (repeat {repeat})"
+        self._send({"op": "measure", "repeat": repeat, "idle_s": idle_s})
+        return self._await("timed")["timing"]
+
+    def settle(self) -> None:
+        pass  # the child waits for its own queued work, or is gone
+
+    def release(self) -> None:
+        """The child drops this configuration's inputs and prepared kernel before another kernel measures."""
+        if self._alive:
+            self._send({"op": "release"})
+            try:
+                self._await("released")
+            except KernelError:
+                pass  # it ended on the way out; the next configuration starts a new one
+
+    def close(self) -> None:
+        if self._proc is None or self._proc.poll() is not None:
+            if self._proc is not None:
+                self._reap()
+            return
+        if self._busy:  # stopped mid-measurement (Ctrl-C, a signal): what it was timing is discarded
+            self._kill()
+        else:
+            self._send({"op": "stop"})
+        try:
+            self._proc.stdin.close()
+        except OSError:
+            pass
+        self._reap(timeout=10.0)
+
+
+def start_children(config, *, registry, measurer, protocol, device_kind: str) -> tuple[list, dict]:
+    """The run's kernels (a Kernel each, in order) and the children of those that run in their own process
+    (name -> ChildKernel). Children are started together, then described one by one; a kernel that cannot
+    be imported or described refuses the run (as an unknown kernel does), naming why."""
+    from harness.kernels import default_registry
+
+    by_default = registry is None
+    registry = registry or default_registry()
+    mode = getattr(config, "isolation", "none")
+    kernels: list = []
+    children: list[tuple[int, ChildKernel]] = []
+    try:
+        for i, name in enumerate(config.kernels):
+            if by_default and isolated(name, registry, mode):
+                children.append((i, ChildKernel(name, device=config.device, device_kind=device_kind,
+                                                measurer=measurer.kind, protocol=protocol, gate=config.gate,
+                                                launch=getattr(config, "launch", "auto"))))
+                kernels.append(None)
+            else:
+                kernels.append(registry.get(name))
+        for i, child in children:
+            try:
+                kernels[i] = child.describe()
+            except ReportedFailure as exc:  # the import's own paragraph, written by the child
+                raise UnknownKernelError(str(exc)) from None
+            except ChildDied as exc:
+                raise UnknownKernelError(f"Kernel spec {child.ref!r}: while it was imported, {exc.cause}. Check that "
+                                         f"it imports on its own.") from None
+            except ChildHung as exc:
+                raise UnknownKernelError(f"Kernel spec {child.ref!r}: {exc}.") from None
+    except BaseException:
+        for _, child in children:
+            child.close()
+        raise
+    names = [k.name for k in kernels]
+    twice = sorted({n for n in names if names.count(n) > 1})
+    if twice:
+        for _, child in children:
+            child.close()
+        raise KernelError(f"Two of the kernels named are the same kernel {', '.join(map(repr, twice))}; name each once.")
+    return kernels, {child.kernel.name: child for _, child in children}

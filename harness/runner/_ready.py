@@ -1,0 +1,243 @@
+"""Getting one kernel ready on one input and timing it, in whichever process the kernel runs in.
+
+The run loop (`_loop`) hands each kernel to a host: `InProcess` (the bundled kernels, in the run's own
+process) or `runner._isolation.ChildKernel` (every other kernel, in a process of its own, which calls the
+same functions below). Both answer the same three calls: `ready` (prepare, the gate's first calls, set-up
+for timing), `time` (one measurement's idle, warm-in and window, as plain data) and `release`. So a kernel
+is prepared, gated and timed by one piece of code wherever it runs; only the process boundary differs.
+
+Every kernel's launches are bracketed by a checksum of q, k, v (`InputsGuard`): a kernel that writes into
+its inputs is refused, and the inputs are restored before the next kernel sees them.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Callable
+
+from harness.errors import KernelError
+from harness.runner._endings import Watchdog
+
+__all__ = ["KernelSide", "InputsGuard", "InputsWritten", "ReportedFailure", "InProcess", "check_kernel",
+           "ready_kernel", "time_kernel", "settle_device"]
+
+
+@dataclass(frozen=True, kw_only=True)
+class KernelSide:
+    """What getting a kernel ready and timing it needs, in the process it runs in: the device, the
+    protocol, the watchdog, the clock, and where its live progress goes."""
+
+    device: object
+    protocol: object
+    gate: bool
+    launch: str  # the launch strategy: auto, graph, loop
+    watchdog: Watchdog
+    clock: Callable[[], int]
+    sleep: Callable[[float], None]
+    on_phase: Callable[[str], None]
+    on_chunk: Callable[[object, object], None]  # (chunk, settle check or None)
+
+
+class ReportedFailure(KernelError):
+    """A kernel's failure as its own process reported it: the row's status and text, complete."""
+
+    def __init__(self, status: str, error: str) -> None:
+        super().__init__(error)
+        self.status = status
+
+
+class InputsWritten(KernelError):
+    """A kernel changed q, k or v: refused, and the inputs were restored for the others."""
+
+
+class InputsGuard:
+    """The checksum of one configuration's q, k, v, verified after each kernel's calls (`verify`)."""
+
+    def __init__(self, spec, inputs) -> None:
+        from harness.inputs import fingerprint
+
+        self.spec, self.inputs = spec, inputs
+        self.before = fingerprint(inputs)
+
+    def verify(self, *, during: str, after: BaseException | None = None) -> None:
+        """Raise InputsWritten (after restoring the inputs) when they changed `during` the kernel's calls."""
+        from harness.inputs import changed, fingerprint, restore
+
+        now = fingerprint(self.inputs)
+        bad = changed(self.before, now)
+        if not bad:
+            return
+        restore(self.inputs, self.spec)
+        self.before = fingerprint(self.inputs)
+        sums = ", ".join(f"{n} {self.before[n][:12]}... -> {now[n][:12]}..." for n in bad)
+        also = f" It also failed there: {type(after).__name__}: {after}" if after is not None else ""
+        raise InputsWritten(
+            f"it wrote into its inputs: {', '.join(bad)} changed during {during} (checksums {sums}). A kernel must not "
+            f"modify q, k, v in place: every kernel after it would be gated and timed on what it left there. It is "
+            f"refused and not timed on this input; q, k, v were made afresh for the others.{also}") from after
+
+
+def _checked(launch, inputs, kernel, watchdog: Watchdog, device, *, check_output: bool = True):
+    """The launch closure as the gate calls it: each call, and the device work it queued, bounded by the
+    watchdog (the gate's fp64 reference is not: on the CPU it can take minutes; a GPU kernel that never
+    ends hangs in the synchronize, inside the limit, where a kernel's own process is killed for it), and
+    what it returns checked to be a tensor shaped like the attention output, in the output's dtype.
+    Without the gate (`--no-gate`, the peak microbenchmarks, which return a GEMM or copy result) only the
+    watchdog applies: the output is not judged at all then."""
+    import torch
+
+    from harness.inputs import torch_dtype
+
+    want = (inputs.shape.batch, inputs.shape.heads_q, inputs.shape.seq_len, inputs.shape.head_dim_v)
+    want_dtype = torch_dtype(kernel.output_dtype or inputs.dtype)
+    asynchronous = getattr(device, "kind", "cpu") in ("cuda", "rocm")
+
+    def call():
+        with watchdog.limit(what="its first call (the gate)"):
+            out = launch()
+            if asynchronous:
+                device.synchronize()
+        if not check_output:
+            return out
+        if not isinstance(out, torch.Tensor):
+            raise KernelError(f"its launch returned {type(out).__name__}, not a tensor: the launch closure must "
+                              f"return the attention output [B, Hq, S, dv] = {list(want)}")
+        if tuple(out.shape) != want:
+            raise KernelError(f"its launch returned a tensor of shape {list(out.shape)}; the attention output is "
+                              f"[B, Hq, S, dv] = {list(want)}")
+        if out.dtype != want_dtype:
+            # A float64 (or float32) output of bf16 inputs is more accurate and slower than the kernel asked
+            # for: it would pass a gate meant for bf16 rounding and time another kernel.
+            raise KernelError(f"its launch returned {str(out.dtype).replace('torch.', '')} values; the attention "
+                              f"output of these inputs is {str(want_dtype).replace('torch.', '')}. Return the output "
+                              f"in that dtype (a registered kernel that writes another one declares output_dtype)")
+        return out
+
+    return call
+
+
+def check_kernel(kernel, spec, *, device: str, gate: bool = True, timeout_s: float | None = 60.0):
+    """What a run does to a kernel before timing it, once and alone: prepare() and the correctness gate (or,
+    without the gate, one call whose output is not judged), each call bounded by the watchdog. Returns the
+    GateResult (None without the gate); raises GateFailure or the kernel's own error. The pytest fixture runs
+    this where benchmarks are disabled (--benchmark-disable, xdist), so a wrong kernel still fails its test."""
+    from harness.devices import open_device
+    from harness.inputs import check_finite, make_inputs
+    from harness.kernels import gate as run_gate
+
+    dev = open_device(device)
+    inputs = make_inputs(spec, device=dev.torch_device)
+    check_finite(inputs)
+    watchdog = Watchdog(timeout_s)
+    with watchdog.limit(what="prepare()"):
+        launch = kernel.prepare(inputs)
+        _sync(dev)
+    checked = _checked(launch, inputs, kernel, watchdog, dev, check_output=gate)
+    if not gate:
+        checked()
+        return None
+    return run_gate(kernel, inputs, checked)
+
+
+def ready_kernel(side: KernelSide, measurer, kernel, inputs, guard: InputsGuard, *,
+                 on_stage: Callable[[str], None] = lambda stage: None):
+    """prepare(), the gate (its first calls) and the set-up for timing, each bounded by the watchdog; then
+    the inputs' checksum. Returns (launch, armed, gate result or None); raises what the kernel raised (or
+    InputsWritten), after `on_stage` named the stage it was in."""
+    from harness.kernels import gate
+
+    wd, during = side.watchdog, "prepare()"
+    on_stage("prepare")
+    try:
+        # Each bounded stretch ends with the device work it queued: a GPU kernel that never ends must hang
+        # inside a limit (where a kernel's own process is killed for it), not in the harness's next
+        # synchronize (the gate's first reduction), where nothing would bound it.
+        with wd.limit(what="prepare()"):
+            launch = kernel.prepare(inputs)
+            _sync(side.device)
+        on_stage("gate (first call)")
+        during = "its gate calls"
+        checked = _checked(launch, inputs, kernel, wd, side.device, check_output=side.gate)
+        if side.gate:
+            g = gate(kernel, inputs, checked)
+        else:
+            g = None
+            checked()
+        on_stage("set-up for timing")
+        during = "its set-up for timing"
+        with wd.limit(what="its set-up for timing"):
+            armed = measurer.arm(side, kernel, launch)
+            _sync(side.device)
+    except Exception as exc:
+        settle_device(side)  # bounded: the checksum below synchronizes too
+        guard.verify(during=during, after=exc)
+        raise
+    guard.verify(during=during)
+    return launch, armed, g
+
+
+def time_kernel(side: KernelSide, measurer, kernel, launch, armed, inputs, guard: InputsGuard, *, idle_s: float,
+                repeat: int) -> dict:
+    """One measurement (`measurer.time`: plain data), then the inputs' checksum."""
+    during = f"its timed launches (repeat {repeat})"
+    try:
+        timing = measurer.time(side, kernel, launch, armed, idle_s=idle_s, inputs=inputs)
+    except Exception as exc:
+        settle_device(side)
+        guard.verify(during=during, after=exc)
+        raise
+    guard.verify(during=during)
+    return timing
+
+
+def _sync(device) -> None:
+    if getattr(device, "kind", "cpu") in ("cuda", "rocm"):
+        device.synchronize()
+
+
+def settle_device(side: KernelSide) -> None:
+    """After a kernel was stopped or raised: wait for what it queued so the next one starts from an idle
+    device. Bounded, so that in a kernel's own process a GPU kernel that never finishes is a stretch the
+    parent can time out (in-process the synchronize blocks, see _endings)."""
+    try:
+        with side.watchdog.limit(what="the end of its queued work"):
+            side.device.synchronize()
+    except Exception:
+        pass
+
+
+class InProcess:
+    """A kernel run in the run's own process: the bundled kernels (README: isolation)."""
+
+    where = "in-process"
+
+    def __init__(self, side: KernelSide, measurer, kernel) -> None:
+        self.side, self.measurer, self.kernel = side, measurer, kernel
+        self.stage = ""
+        self._state = None
+
+    def _at(self, stage: str) -> None:
+        self.stage = stage
+
+    def ready(self, ci: int, spec, inputs, guard: InputsGuard) -> dict:
+        """The row columns this kernel adds to each of its measurements (gate figures, launch strategy)."""
+        from harness.kernels import gate_columns
+
+        launch, armed, g = ready_kernel(self.side, self.measurer, self.kernel, inputs, guard, on_stage=self._at)
+        self._state = (launch, armed, inputs, guard)
+        return {**gate_columns(g), **self.measurer.row_extra(armed)}
+
+    def time(self, *, repeat: int, idle_s: float) -> dict:
+        self.stage = f"measure (repeat {repeat})"
+        launch, armed, inputs, guard = self._state
+        return time_kernel(self.side, self.measurer, self.kernel, launch, armed, inputs, guard, idle_s=idle_s,
+                           repeat=repeat)
+
+    def settle(self) -> None:
+        settle_device(self.side)
+
+    def release(self) -> None:
+        self._state = None
+
+    def close(self) -> None:
+        self._state = None
