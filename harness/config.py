@@ -62,6 +62,9 @@ class SustainedProtocol(_Protocol):
     warmin_cap_s: float = 30.0
     window_s: float = 4.0
     rotate_order: bool = True
+    # The inputs a run compares with each other (a capture and its controls: same layer tag, shape and dtype)
+    # are timed in turn within every repeat, so their comparison pairs by repeat (runner._loop.comparison_groups).
+    interleave_inputs: bool = True
     graph_replay_s: float = 0.025  # launches per CUDA graph chosen so one replay lasts about this long
     max_graph_launches: int = 2000
     probe: bool = True  # in-band clock probe on a side stream during the window (CUDA only)

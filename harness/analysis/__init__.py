@@ -6,7 +6,7 @@
 """
 
 from harness.analysis._aggregate import MEDIAN_FIELDS, aggregate_repeats
-from harness.analysis._caveats import CPU_CAVEAT, QUICK_CAVEAT, is_full_protocol, run_caveats
+from harness.analysis._caveats import CPU_CAVEAT, QUICK_CAVEAT, inputs_design, is_full_protocol, run_caveats
 from harness.analysis._compare import (
     BURST_STATUS,
     SHAPE_COLUMNS,
@@ -65,6 +65,7 @@ __all__ = [
     "Explanation",
     "comparison_warnings",
     "explain_comparison",
+    "inputs_design",
     "interval_text",
     "is_full_protocol",
     "row_sentence",

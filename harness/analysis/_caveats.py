@@ -15,7 +15,8 @@ from __future__ import annotations
 
 import json
 
-__all__ = ["CPU_CAVEAT", "QUICK_CAVEAT", "is_full_protocol", "protocol_of_run", "run_caveats", "unsettled_caveat"]
+__all__ = ["CPU_CAVEAT", "QUICK_CAVEAT", "inputs_design", "is_full_protocol", "protocol_of_run", "run_caveats",
+           "unsettled_caveat"]
 
 CPU_CAVEAT = "CPU timings (not sustained-clock figures)"
 QUICK_CAVEAT = "quick protocol (looser settle rule)"
@@ -57,3 +58,9 @@ def unsettled_caveat(statuses) -> str | None:
     statuses = list(statuses)
     n = sum(s == "unsettled" for s in statuses)
     return f"{n} of {len(statuses)} repeats unsettled" if n else None
+
+
+def inputs_design(info: dict) -> str:
+    """How a run's inputs of one comparison group were timed: `interleaved` (in turn within every repeat, the
+    protocol's `interleave_inputs`) or `independent` (one configuration after the other, as runs before it)."""
+    return "interleaved" if protocol_of_run(info).get("interleave_inputs") else "independent"

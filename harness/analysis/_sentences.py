@@ -88,10 +88,12 @@ def input_row_sentence(row: ComparisonRow, *, threshold_source: str = "default")
 
 
 def input_rows(measurements: Sequence[dict], *, rule: VerdictRule = VerdictRule(),
-               max_clock_mhz: float | None = None, caveats: Sequence[str] = ()) -> list[ComparisonRow]:
+               max_clock_mhz: float | None = None, caveats: Sequence[str] = (),
+               design: str = "independent", pilot: int | None = None) -> list[ComparisonRow]:
     """Each kernel on each `L<n>:captured` input against every other input of its layer tag (its controls), as
     comparison rows, from a run's measurement rows (plain dicts, as `run_sustained` returns them; no polars
-    needed, so it runs on the GPU machine too). `caveats` are the run's (`run_caveats(info)`)."""
+    needed, so it runs on the GPU machine too). `caveats` are the run's (`run_caveats(info)`), `design` how it
+    timed its inputs (`inputs_design(info)`), `pilot` its adaptive pilot (`two_stage_pilot(info)`)."""
     timed = [r for r in measurements if r.get("status") in SUSTAINED_STATUSES and r.get("time_ns")]
     labels = list(dict.fromkeys(r["input_label"] for r in timed))
     out = []
@@ -101,12 +103,12 @@ def input_rows(measurements: Sequence[dict], *, rule: VerdictRule = VerdictRule(
             rb = [r for r in timed if r["input_label"] == label_b and r["kernel"] == kernel]
             if ra:
                 out.append(comparison_row(kernel=kernel, input_a=label_a, input_b=label_b, rows_a=ra, rows_b=rb,
-                                          rule=rule, caveats=caveats, max_clock_mhz=max_clock_mhz))
+                                          rule=rule, caveats=caveats, max_clock_mhz=max_clock_mhz, design=design,
+                                          pilot=pilot))
     return out
 
 
-def input_sentences(measurements: Sequence[dict], *, rule: VerdictRule = VerdictRule(),
-                    max_clock_mhz: float | None = None, caveats: Sequence[str] = ()) -> list[str]:
+def input_sentences(measurements: Sequence[dict], *, rule: VerdictRule = VerdictRule(), **kw) -> list[str]:
     """One sentence per row of `input_rows` (the same arguments)."""
     return [input_row_sentence(row, threshold_source=rule.threshold_source) for row in
-            input_rows(measurements, rule=rule, max_clock_mhz=max_clock_mhz, caveats=caveats)]
+            input_rows(measurements, rule=rule, **kw)]

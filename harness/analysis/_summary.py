@@ -1,7 +1,8 @@
 """Comparisons within one run (two kernels, two inputs) and the reduction of a run to its report figures.
 
 Two kernels of one configuration ran in turn in every repeat, their order rotated, so they are compared
-`interleaved` (paired by repeat); two inputs are measured one configuration after the other, so independently.
+`interleaved` (paired by repeat); so are a capture and its controls in runs that interleave their inputs (the
+default since protocol field `interleave_inputs`; older runs timed them one after the other: independent).
 """
 
 from __future__ import annotations
@@ -9,7 +10,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Sequence
 
-from harness.analysis._caveats import run_caveats
+from harness.analysis._caveats import inputs_design, run_caveats
 from harness.analysis._compare import (
     BURST_STATUS,
     SUSTAINED_STATUSES,
@@ -67,8 +68,9 @@ def compare_inputs(run, *, pairs: Sequence[tuple[str, str]] = (), rule: VerdictR
     """Inputs of one run against each other for every kernel: captured vs control by default.
 
     Without `pairs`, every `L<n>:captured` input is paired with the other inputs of its layer tag; a run
-    without captures compares each input with the run's first input (its reference). The inputs of a run are
-    measured one configuration after the other, so the sides are independent.
+    without captures compares each input with the run's first input (its reference). Where the run timed a
+    comparison group's inputs in turn within every repeat (`inputs_design`), the sides pair by repeat; runs
+    that timed them one configuration after the other are compared as independent.
     """
     m = run.measurements
     timed = _timed(m, SUSTAINED_STATUSES)
@@ -85,7 +87,8 @@ def compare_inputs(run, *, pairs: Sequence[tuple[str, str]] = (), rule: VerdictR
     if not pairs:
         return Comparison(name_a="A", name_b="B", rule=rule, rows=())
     return compare_measurements(m, m, pairs=pairs, rule=rule, name_a="A", name_b="B",
-                                max_clock_mhz=run.info.get("max_sm_clock_mhz"), caveats=run_caveats(run.info))
+                                max_clock_mhz=run.info.get("max_sm_clock_mhz"), caveats=run_caveats(run.info),
+                                design=inputs_design(run.info), pilot=two_stage_pilot(run.info))
 
 
 @dataclass(frozen=True, kw_only=True)

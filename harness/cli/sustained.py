@@ -105,14 +105,16 @@ def _run_and_render(config, out, figures: dict) -> None:
         result = run_sustained(config, observer=view, command=command_line())
     except KeyboardInterrupt as exc:
         raise typer.Exit(stopped(out, exc)) from None
-    from harness.analysis import Comparison, VerdictRule, input_row_sentence, input_rows, run_caveats
+    from harness.analysis import Comparison, VerdictRule, input_row_sentence, input_rows, inputs_design, run_caveats
+    from harness.analysis import two_stage_pilot
     from harness.report import comparison_figures
 
     aggregates = aggregate_repeats(result.measurements)
     for table in sustained_tables(aggregates, title=f"{result.run_id} ({result.status})"):
         out.print(table)
     rows = input_rows(result.measurements, max_clock_mhz=result.info.get("max_sm_clock_mhz"),
-                      caveats=run_caveats(result.info))
+                      caveats=run_caveats(result.info), design=inputs_design(result.info),
+                      pilot=two_stage_pilot(result.info))
     for row in rows:
         out.print(input_row_sentence(row), highlight=False, soft_wrap=True)
     tables = {"sustained": sustained_figures(aggregates)}

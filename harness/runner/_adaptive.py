@@ -30,10 +30,10 @@ def own_precision(protocol) -> Callable[[int, list], bool] | None:
         from harness.analysis import stein_total
 
         need = protocol.repeats
-        kernels: dict[str, list] = {}
+        kernels: dict[tuple, list] = {}  # per configuration and kernel: a group interleaves several inputs
         for r in rows:
             if r.get("status") in ("ok", "unsettled") and r.get("time_ns"):
-                kernels.setdefault(r["kernel"], []).append(r)
+                kernels.setdefault((r.get("config_index"), r["kernel"]), []).append(r)
         for timed in kernels.values():
             pilot = [math.log(r["time_ns"]) for r in sorted(timed, key=lambda r: r["repeat"])[:protocol.repeats]]
             if len(pilot) >= 2:

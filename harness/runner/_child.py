@@ -65,7 +65,8 @@ def _describe(kernel, device_kind: str) -> dict:
 
 
 class _Served:
-    """The kernel as this process serves it: its device, its inputs of the current configuration, its state."""
+    """The kernel as this process serves it: its device, and per configuration (the run's index) its inputs and
+    prepared state: the configurations of one comparison group are timed in turn, repeat by repeat."""
 
     def __init__(self, channel, start: dict, kernel, watchdog) -> None:
         from harness.config import BurstProtocol, SustainedProtocol
@@ -82,6 +83,7 @@ class _Served:
         self.side = None
         self.stage = "prepare"
         self.spec = self.inputs = self.state = None
+        self.configs: dict = {}  # index -> (spec, inputs, (launch, armed, guard))
 
     def _stage(self, stage: str) -> None:
         self.stage = stage
@@ -112,6 +114,7 @@ class _Served:
         if self.side is not None:
             settle_device(self.side)
         status, error = _failure(self.kernel, self.spec, self.inputs, self.stage, exc)
+        self.configs.pop(getattr(self, "index", None), None)
         self.state = None
         self.ch.send(event="failed", status=status, error=error, exiting=exiting)
 
@@ -119,7 +122,10 @@ class _Served:
         from harness.inputs import InputSpec, make_inputs
         from harness.runner._ready import InputsGuard, ready_kernel
 
-        self.release()
+        from harness.kernels import gate_columns
+
+        self.index = op.get("index")
+        self.configs.pop(self.index, None)
         self.spec = InputSpec.from_dict(op["input"])
         self.stage = "its inputs"
         if self.side is None:
@@ -128,13 +134,14 @@ class _Served:
         guard = InputsGuard(self.spec, self.inputs)
         launch, armed, g = ready_kernel(self.side, self.measurer, self.kernel, self.inputs, guard, on_stage=self._stage)
         self.state = (launch, armed, guard)
-        from harness.kernels import gate_columns
-
+        self.configs[self.index] = (self.spec, self.inputs, self.state)
         self.ch.send(event="ready", extra={**gate_columns(g), **self.measurer.row_extra(armed)})
 
     def measure(self, op: dict) -> None:
         from harness.runner._ready import time_kernel
 
+        self.index = op.get("index")
+        self.spec, self.inputs, self.state = self.configs[self.index]
         self.stage = f"measure (repeat {op['repeat']})"
         launch, armed, guard = self.state
         timing = time_kernel(self.side, self.measurer, self.kernel, launch, armed, self.inputs, guard,
@@ -142,6 +149,11 @@ class _Served:
         self.ch.send(event="timed", timing=timing)
 
     def release(self, op: dict | None = None) -> None:
+        index = (op or {}).get("index")
+        if index is None:
+            self.configs.clear()
+        else:
+            self.configs.pop(index, None)
         self.state = self.inputs = None
         if self.side is not None and self.side.device.kind in ("cuda", "rocm"):
             import torch

@@ -276,18 +276,18 @@ class ChildKernel:
         self._send({"op": "config", "index": ci, "input": spec.to_dict()})
         return self._await("ready")["extra"]
 
-    def time(self, *, repeat: int, idle_s: float) -> dict:
+    def time(self, *, repeat: int, idle_s: float, ci: int | None = None) -> dict:
         self.stage = f"measure (repeat {repeat})"
-        self._send({"op": "measure", "repeat": repeat, "idle_s": idle_s})
+        self._send({"op": "measure", "index": ci, "repeat": repeat, "idle_s": idle_s})
         return self._await("timed")["timing"]
 
     def settle(self) -> None:
         pass  # the child waits for its own queued work, or is gone
 
-    def release(self) -> None:
-        """The child drops this configuration's inputs and prepared kernel before another kernel measures."""
+    def release(self, ci: int | None = None) -> None:
+        """The child drops a configuration's inputs and prepared kernel (every one's without `ci`)."""
         if self._alive:
-            self._send({"op": "release"})
+            self._send({"op": "release", "index": ci})
             try:
                 self._await("released")
             except KernelError:

@@ -182,8 +182,8 @@ def run_loop(config, *, protocol, measurer: Measurer, open_writer, info_row, obs
             measurer.start(s)
             if len(setup.hosts) < len(setup.kernels):
                 measurer.open(side)
-            for ci, spec in enumerate(config.inputs):
-                _run_config(s, measurer, ci, spec)
+            for group in comparison_groups(config.inputs, interleave=getattr(protocol, "interleave_inputs", False)):
+                _run_group(s, measurer, group)
             _end(stops, writer, result, thread, setup, measurer, "complete", "", sampler_open)
         except BaseException as exc:
             status, detail = _ending_of(exc, result)
@@ -263,11 +263,41 @@ def _failure(kernel, spec, inputs, stage: str, exc: BaseException) -> tuple[str,
                      f"this input; the run went on with the others.")
 
 
-def _run_config(s: Session, m: Measurer, ci: int, spec) -> None:
+def _group_key(spec) -> tuple:
+    tag, sep, _ = spec.label.partition(":")
+    layer = tag if sep and tag[:1] == "L" and tag[1:].isdigit() else ""
+    return layer, spec.shape, str(spec.dtype)
+
+
+def comparison_groups(inputs, *, interleave: bool) -> list[list[tuple[int, object]]]:
+    """The configurations as (index, spec) groups, in first-seen order. With `interleave` the configurations a
+    run compares with each other (same layer tag, shape and dtype: a capture and its controls) form one group,
+    timed in turn within every repeat, so their comparison pairs by repeat and a drift of the machine between
+    them (the host's load, the card's temperature) cannot pass for a difference of the data; otherwise one
+    configuration a group, one after the other."""
+    groups: dict = {}
+    for ci, spec in enumerate(inputs):
+        groups.setdefault(_group_key(spec) if interleave else ci, []).append((ci, spec))
+    return list(groups.values())
+
+
+@dataclass
+class _Config:
+    ci: int
+    spec: object
+    inputs: object
+    base: dict
+    guard: object
+    ready: list  # (kernel, host, row columns) of the kernels that passed the gate
+
+
+def _open_config(s: Session, m: Measurer, ci: int, spec) -> _Config | None:
+    """Inputs made and checked, every kernel prepared and gated on them (failures recorded); None when the
+    inputs themselves are unusable."""
     from harness.inputs import check_finite, make_inputs
     from harness.runner._setup import config_row
 
-    proto, p = s.protocol, m.mid_prefix
+    p = m.mid_prefix
     inputs = make_inputs(spec, device=s.device.torch_device)
     base = config_row(ci, spec, inputs)
     try:
@@ -276,7 +306,7 @@ def _run_config(s: Session, m: Measurer, ci: int, spec) -> None:
         # Reported per kernel and never timed; the run goes on with its other configurations.
         for kernel in s.kernels:
             _record_untimed(s, base, kernel, mid=f"{p}{ci}-{kernel.name}-input", status="input_error", error=str(exc))
-        return
+        return None
     guard = InputsGuard(spec, inputs)
     ready = []
     for kernel in s.kernels:
@@ -287,40 +317,55 @@ def _run_config(s: Session, m: Measurer, ci: int, spec) -> None:
             host.settle()
             status, error = _failure(kernel, spec, inputs, host.stage, exc)
             _record_untimed(s, base, kernel, mid=f"{p}{ci}-{kernel.name}-gate", status=status, error=error)
-            host.release()
+            host.release(ci)
             continue
         ready.append((kernel, host, extra))
+    return _Config(ci=ci, spec=spec, inputs=inputs, base=base, guard=guard, ready=ready)
+
+
+def _run_group(s: Session, m: Measurer, group) -> None:
+    """Every repeat of a group's configurations: within a repeat each configuration in turn, and each kernel in
+    turn within it, both orders rotated from repeat to repeat."""
+    proto, p = s.protocol, m.mid_prefix
+    configs = [c for c in (_open_config(s, m, ci, spec) for ci, spec in group) if c is not None]
+    indices = {c.ci for c in configs}
+    rotate = getattr(proto, "rotate_order", True)
     rep = -1
     while True:
         rep += 1
-        if rep >= proto.repeats and not (ready and s.more_repeats is not None and s.more_repeats(
-                rep, [r for r in s.result.measurements if r.get("config_index") == ci and r.get("time_ns")])):
+        live = [c for c in configs if c.ready]
+        if rep >= proto.repeats and not (live and s.more_repeats is not None and s.more_repeats(
+                rep, [r for r in s.result.measurements if r.get("config_index") in indices and r.get("time_ns")])):
             break
-        order = list(_rotate(ready, rep) if getattr(proto, "rotate_order", True) else ready)
-        for oi, entry in enumerate(order):
-            kernel, host, extra = entry
-            mid = f"{p}{ci}-{kernel.name}-r{rep}"
-            s.obs.on_measurement_start(kernel=kernel.name, input_label=spec.label, repeat=rep)
-            try:
-                timing = host.time(repeat=rep, idle_s=m.idle_s(rep, oi))
-                row, chunks, samples, probes = m.rows(s, timing, inputs=inputs, mid=mid)
-            except Exception as exc:
-                # This kernel x input stops here (its later repeats too); the others go on.
-                host.settle()
-                status, error = _failure(kernel, spec, inputs, f"measure (repeat {rep})", exc)
-                _record_untimed(s, base, kernel, mid=mid, status=status, error=error, repeat=rep)
-                host.release()
-                ready.remove(entry)
-                continue
-            row.update(base)
-            row.update({"measurement_id": mid, "kernel": kernel.name, "kernel_source": kernel.source, "repeat": rep,
-                        "order_index": oi, **extra})
-            s.writer.append_measurement(measurement=row, chunks=chunks, samples=samples, probes=probes)
-            s.result.measurements.append(row)
-            s.obs.on_measurement_end(row)
-    for _, host, _ in ready:
-        host.release()
-    del ready, inputs, guard
+        oi = 0  # the measurement's place in this repeat: the first of the group's first repeat idles longest
+        for c in (_rotate(live, rep) if rotate else live):
+            for entry in list(_rotate(c.ready, rep) if rotate else c.ready):
+                kernel, host, extra = entry
+                mid = f"{p}{c.ci}-{kernel.name}-r{rep}"
+                s.obs.on_measurement_start(kernel=kernel.name, input_label=c.spec.label, repeat=rep)
+                try:
+                    timing = host.time(repeat=rep, idle_s=m.idle_s(rep, oi), ci=c.ci)
+                    row, chunks, samples, probes = m.rows(s, timing, inputs=c.inputs, mid=mid)
+                except Exception as exc:
+                    # This kernel x input stops here (its later repeats too); the others go on.
+                    host.settle()
+                    status, error = _failure(kernel, c.spec, c.inputs, f"measure (repeat {rep})", exc)
+                    _record_untimed(s, c.base, kernel, mid=mid, status=status, error=error, repeat=rep)
+                    host.release(c.ci)
+                    c.ready.remove(entry)
+                    continue
+                finally:
+                    oi += 1
+                row.update(c.base)
+                row.update({"measurement_id": mid, "kernel": kernel.name, "kernel_source": kernel.source,
+                            "repeat": rep, "order_index": oi - 1, **extra})
+                s.writer.append_measurement(measurement=row, chunks=chunks, samples=samples, probes=probes)
+                s.result.measurements.append(row)
+                s.obs.on_measurement_end(row)
+    for c in configs:
+        for _, host, _ in c.ready:
+            host.release(c.ci)
+    del configs
     if s.device.kind in ("cuda", "rocm"):
         import torch
 

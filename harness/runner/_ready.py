@@ -227,7 +227,7 @@ class InProcess:
         self._state = (launch, armed, inputs, guard)
         return {**gate_columns(g), **self.measurer.row_extra(armed)}
 
-    def time(self, *, repeat: int, idle_s: float) -> dict:
+    def time(self, *, repeat: int, idle_s: float, ci: int | None = None) -> dict:
         self.stage = f"measure (repeat {repeat})"
         launch, armed, inputs, guard = self._state
         return time_kernel(self.side, self.measurer, self.kernel, launch, armed, inputs, guard, idle_s=idle_s,
@@ -236,7 +236,7 @@ class InProcess:
     def settle(self) -> None:
         settle_device(self.side)
 
-    def release(self) -> None:
+    def release(self, ci: int | None = None) -> None:
         self._state = None
 
     def close(self) -> None:

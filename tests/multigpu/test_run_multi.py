@@ -6,7 +6,7 @@ import json
 
 import polars as pl
 import pytest
-from multigpu_helpers import suite
+from multigpu_helpers import PROTO, suite
 
 from harness.errors import DeviceBusyError
 from harness.multigpu import cpu_stand_ins, run_multi
@@ -77,7 +77,10 @@ def test_a_worker_that_dies_keeps_its_finished_configurations(tmp_path, worker_e
     # cpu0 runs configurations 0 and 2 and dies preparing 2 (seed 13); cpu1 runs 1 and 3 to the end. The kernel
     # runs in the worker's own process (--isolation none), so its os._exit is the worker's death, as the OOM
     # killer or a node failure would bring; in a process of its own it would be only its row (test_isolation).
-    config = suite(tmp_path, seeds=(0, 1, 13, 2), kernels=("multigpu_fakes:dies_on_seed_13",), isolation="none")
+    # One configuration after the other (these four share a shape, so a run would otherwise time each worker's
+    # two in turn, preparing both first): the death while preparing 2 comes after 0 was timed.
+    config = suite(tmp_path, seeds=(0, 1, 13, 2), kernels=("multigpu_fakes:dies_on_seed_13",), isolation="none",
+                   protocol=PROTO.replace(interleave_inputs=False))
     res = run_multi(config, gpus="all", present=cpu_stand_ins(2))
     assert res.status == "incomplete"
     assert sorted({(r["gpu"], r["config_index"]) for r in res.measurements}) == [("cpu0", 0), ("cpu1", 1), ("cpu1", 3)]

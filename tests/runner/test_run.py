@@ -224,3 +224,37 @@ def test_adaptive_repeats_follow_the_pilots_spread(tmp_path):
     assert (stored["repeats"], stored["until_ci"], stored["max_repeats"]) == (2, 1e-9, 4)
     with pytest.raises(Exception, match="--max-repeats >= --repeats"):
         PROTO.replace(repeats=3, until_ci=0.01, max_repeats=2)
+
+
+def test_a_comparison_groups_inputs_are_timed_in_turn_within_each_repeat(tmp_path):
+    """A capture and its controls (here two Gaussian inputs of one shape, no layer tag) are one group: every
+    repeat times each input in turn, the inputs' and the kernels' orders rotating, so their comparison pairs by
+    repeat. An input of another shape is a group of its own, timed after."""
+
+    class Where(NullObserver):
+        def __init__(self):
+            self.started = []
+
+        def on_measurement_start(self, *, kernel, input_label, repeat):
+            self.started.append((repeat, input_label, kernel))
+
+    other = AttentionShape(batch=1, heads_q=2, heads_kv=1, seq_len=32, head_dim_qk=16)
+    inputs = (InputSpec(shape=SHAPE, dtype="float32", source="gaussian:1"),
+              InputSpec(shape=SHAPE, dtype="float32", source="gaussian:0.1"),
+              InputSpec(shape=other, dtype="float32", source="gaussian:1", name="small"))
+    obs = Where()
+    res = run_sustained(config(tmp_path, kernels=("a", "b"), inputs=inputs, protocol=PROTO.replace(repeats=2)),
+                        observer=obs, registry=registry(), sampler=FlakySampler())
+    assert obs.started == [
+        (0, "gaussian:1", "a"), (0, "gaussian:1", "b"), (0, "gaussian:0.1", "a"), (0, "gaussian:0.1", "b"),
+        (1, "gaussian:0.1", "b"), (1, "gaussian:0.1", "a"), (1, "gaussian:1", "b"), (1, "gaussian:1", "a"),
+        (0, "small", "a"), (0, "small", "b"), (1, "small", "b"), (1, "small", "a")]
+    from harness.analysis import compare_inputs
+
+    (ra, rb) = compare_inputs(read_run(res.path)).rows
+    assert {ra.design, rb.design} == {"interleaved"} and ra.time.method == "paired t"
+    sequential = run_sustained(config(tmp_path / "seq", kernels=("a",), inputs=inputs[:2], protocol=PROTO.replace(
+        repeats=2, interleave_inputs=False)), observer=(seq := Where()), registry=registry(), sampler=FlakySampler())
+    assert [x[1] for x in seq.started] == ["gaussian:1", "gaussian:1", "gaussian:0.1", "gaussian:0.1"]
+    (row,) = compare_inputs(read_run(sequential.path)).rows
+    assert row.design == "independent" and row.time.method == "Welch t"
