@@ -6,7 +6,15 @@
 """
 
 from harness.analysis._aggregate import MEDIAN_FIELDS, aggregate_repeats
-from harness.analysis._caveats import CPU_CAVEAT, QUICK_CAVEAT, inputs_design, is_full_protocol, run_caveats
+from harness.analysis._caveats import (
+    CPU_CAVEAT,
+    CPU_DEFAULT_THRESHOLD,
+    QUICK_CAVEAT,
+    inputs_design,
+    is_full_protocol,
+    rule_for,
+    run_caveats,
+)
 from harness.analysis._compare import (
     BURST_STATUS,
     SHAPE_COLUMNS,
@@ -59,6 +67,7 @@ __all__ = [
     "clock_crosscheck",
     "crosscheck_verdict",
     "CPU_CAVEAT",
+    "CPU_DEFAULT_THRESHOLD",
     "QUICK_CAVEAT",
     "DEFAULT_THRESHOLD",
     "INTERVAL_METHODS",
@@ -69,6 +78,7 @@ __all__ = [
     "interval_text",
     "is_full_protocol",
     "row_sentence",
+    "rule_for",
     "run_caveats",
     "t_quantile",
     "BURST_STATUS",

@@ -19,7 +19,7 @@ from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
 from typing import Sequence
 
-from harness.analysis._caveats import protocol_of_run, run_caveats, unsettled_caveat
+from harness.analysis._caveats import protocol_of_run, rule_for, run_caveats, unsettled_caveat
 from harness.analysis._decompose import Ratio, VerdictRule, decompose, geomean, limiter_label
 from harness.analysis._interval import DEFAULT_THRESHOLD
 from harness.errors import ResultsError
@@ -361,6 +361,7 @@ def compare_runs(
     if not same_code and same_run(run_a, run_b):
         same_code = (f"A and B are the same run ({run_a.info.get('run_id')}): every ratio is 1 by construction, so "
                      f"this says nothing about noise and no gate fails on it")
+    rule = rule_for(rule, caveats)
     cmp = compare_measurements(
         run_a.measurements, run_b.measurements, pairs=pairs, rule=rule, name_a=f"A ({run_a.info['run_id']})",
         name_b=f"B ({run_b.info['run_id']})", max_clock_mhz=run_a.info.get("max_sm_clock_mhz"), design=design,

@@ -22,6 +22,7 @@ from __future__ import annotations
 from typing import Sequence
 
 from harness.analysis._compare import SUSTAINED_STATUSES, ComparisonRow, captured_control_pairs, comparison_row
+from harness.analysis._caveats import rule_for
 from harness.analysis._interval import VerdictRule, percent
 
 __all__ = ["input_row_sentence", "input_rows", "input_sentences"]
@@ -96,6 +97,7 @@ def input_rows(measurements: Sequence[dict], *, rule: VerdictRule = VerdictRule(
     timed its inputs (`inputs_design(info)`), `pilot` its adaptive pilot (`two_stage_pilot(info)`)."""
     timed = [r for r in measurements if r.get("status") in SUSTAINED_STATUSES and r.get("time_ns")]
     labels = list(dict.fromkeys(r["input_label"] for r in timed))
+    rule = rule_for(rule, caveats)
     out = []
     for label_a, label_b in captured_control_pairs(labels):
         for kernel in dict.fromkeys(r["kernel"] for r in timed if r["input_label"] == label_b):
@@ -110,5 +112,5 @@ def input_rows(measurements: Sequence[dict], *, rule: VerdictRule = VerdictRule(
 
 def input_sentences(measurements: Sequence[dict], *, rule: VerdictRule = VerdictRule(), **kw) -> list[str]:
     """One sentence per row of `input_rows` (the same arguments)."""
-    return [input_row_sentence(row, threshold_source=rule.threshold_source) for row in
-            input_rows(measurements, rule=rule, **kw)]
+    source = rule_for(rule, kw.get("caveats", ())).threshold_source
+    return [input_row_sentence(row, threshold_source=source) for row in input_rows(measurements, rule=rule, **kw)]

@@ -10,7 +10,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Sequence
 
-from harness.analysis._caveats import inputs_design, run_caveats
+from harness.analysis._caveats import inputs_design, rule_for, run_caveats
 from harness.analysis._compare import (
     BURST_STATUS,
     SUSTAINED_STATUSES,
@@ -51,6 +51,7 @@ def compare_kernels(run, kernel_pairs: Sequence[tuple[str, str]], *, rule: Verdi
             raise ResultsError(f"The run {run.info.get('run_id')} has no timed input {x!r}; its inputs are "
                                f"{', '.join(labels)}.")
     caveats = run_caveats(run.info)
+    rule = rule_for(rule, caveats)
     out, unmatched = [], []
     for label in inputs or labels:
         groups = _by_kernel(timed, label)
@@ -84,6 +85,7 @@ def compare_inputs(run, *, pairs: Sequence[tuple[str, str]] = (), rule: VerdictR
         for x in labels:
             first.setdefault(shape_of[x], x)
         pairs = tuple((first[shape_of[x]], x) for x in labels if first[shape_of[x]] != x)
+    rule = rule_for(rule, run_caveats(run.info))
     if not pairs:
         return Comparison(name_a="A", name_b="B", rule=rule, rows=())
     return compare_measurements(m, m, pairs=pairs, rule=rule, name_a="A", name_b="B",

@@ -106,7 +106,7 @@ def _run_and_render(config, out, figures: dict) -> None:
     except KeyboardInterrupt as exc:
         raise typer.Exit(stopped(out, exc)) from None
     from harness.analysis import Comparison, VerdictRule, input_row_sentence, input_rows, inputs_design, run_caveats
-    from harness.analysis import two_stage_pilot
+    from harness.analysis import rule_for, two_stage_pilot
     from harness.report import comparison_figures
 
     aggregates = aggregate_repeats(result.measurements)
@@ -115,11 +115,12 @@ def _run_and_render(config, out, figures: dict) -> None:
     rows = input_rows(result.measurements, max_clock_mhz=result.info.get("max_sm_clock_mhz"),
                       caveats=run_caveats(result.info), design=inputs_design(result.info),
                       pilot=two_stage_pilot(result.info))
+    rule = rule_for(VerdictRule(), run_caveats(result.info))
     for row in rows:
-        out.print(input_row_sentence(row), highlight=False, soft_wrap=True)
+        out.print(input_row_sentence(row, threshold_source=rule.threshold_source), highlight=False, soft_wrap=True)
     tables = {"sustained": sustained_figures(aggregates)}
     if rows:  # the sentences' rows, verdicts included, for --json / --csv
-        tables["inputs"] = comparison_figures(Comparison(name_a="A", name_b="B", rule=VerdictRule(), rows=tuple(rows)))
+        tables["inputs"] = comparison_figures(Comparison(name_a="A", name_b="B", rule=rule, rows=tuple(rows)))
     out.print(f"results: {result.path}", highlight=False)
     export(out, figures, figures_document(command="sustained", runs=[provenance(
         {**result.info, "run_id": result.run_id, "status": result.status}, path=result.path)],

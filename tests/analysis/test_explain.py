@@ -149,6 +149,7 @@ def test_caveats_are_named_in_the_sentence(commits):
     cpu = _with(b, device_kind="cpu", device_name=a.info["device_name"])
     (s,) = explain_comparison(compare_runs(a, cpu), a, cpu).sentences
     assert "B is 29.7 % faster [CPU timings (not sustained-clock figures)]" in s
+    assert "threshold 10 % (default on a CPU)" in s  # a CPU's host timings move by more than 0.5 %
     quick = _with(b, protocol_json=json.dumps({**json.loads(b.info["protocol_json"]), "settle_chunk_tol": 0.05}))
     (q,) = explain_comparison(compare_runs(a, quick), a, quick).sentences
     assert "[quick protocol (looser settle rule)]" in q
