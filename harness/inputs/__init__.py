@@ -1,6 +1,7 @@
 """Attention inputs: their shape, where they come from, and the tensors themselves.
 
-An `InputSpec` is data (shape, dtype, source, seed); `make_inputs` turns it into `AttentionInputs`
+An `InputSpec` is data (shape, dtype, source, seed; the shape may be a serving workload: decode against a KV
+cache, a sliding window, a paged cache, sequences of different lengths, see `AttentionShape`); `make_inputs` turns it into `AttentionInputs`
 on a device. Synthetic sources live here; a spec of captured activations names its own loader
 (`harness.capture:source_loader`), so neither this package nor the runner needs to know where q, k, v
 came from.
@@ -14,15 +15,23 @@ came from.
 """
 
 from harness.inputs._fingerprint import changed, fingerprint, restore
-from harness.inputs._shape import AttentionShape, DTYPES, torch_dtype
+from harness.inputs._shape import FEATURES, AttentionShape, DTYPES, torch_dtype
 from harness.inputs._spec import AttentionInputs, InputSpec, check_finite, check_source, make_inputs, register_source
 from harness.inputs._synthetic import SYNTHETIC_SOURCES, synthesize
+from harness.inputs._workload import INDEX_TENSORS, VARLEN_FORMS, Sequence, sequences, valid_rms, varlen_lengths
 
 __all__ = [
     "AttentionShape",
     "AttentionInputs",
     "InputSpec",
     "DTYPES",
+    "FEATURES",
+    "INDEX_TENSORS",
+    "Sequence",
+    "sequences",
+    "valid_rms",
+    "VARLEN_FORMS",
+    "varlen_lengths",
     "SYNTHETIC_SOURCES",
     "changed",
     "check_finite",

@@ -50,14 +50,21 @@ def _checksum(t) -> str:
     return f"{plain & 0xFFFFFFFFFFFFFFFF:016x}{weighted & 0xFFFFFFFFFFFFFFFF:016x}"
 
 
+def _tensors(inputs) -> dict:
+    index = inputs.index_tensors() if hasattr(inputs, "index_tensors") else {}
+    return {**{name: getattr(inputs, name) for name in _NAMES}, **index}
+
+
 def fingerprint(inputs) -> dict[str, str]:
-    """{"q": hex, "k": hex, "v": hex}: a checksum of each tensor's bits (see the module docstring)."""
-    return {name: _checksum(getattr(inputs, name)) for name in _NAMES}
+    """{"q": hex, "k": hex, "v": hex}: a checksum of each tensor's bits (see the module docstring); a paged or
+    varlen workload's page table and lengths too, by their names (a kernel that rewrote them would send the
+    next kernel to other pages)."""
+    return {name: _checksum(t) for name, t in _tensors(inputs).items()}
 
 
 def changed(before: dict[str, str], after: dict[str, str]) -> list[str]:
     """The names of the tensors whose checksum differs."""
-    return [name for name in _NAMES if before.get(name) != after.get(name)]
+    return [name for name in dict.fromkeys([*before, *after]) if before.get(name) != after.get(name)]
 
 
 def restore(inputs, spec) -> None:
@@ -66,5 +73,5 @@ def restore(inputs, spec) -> None:
     from harness.inputs._spec import make_inputs
 
     fresh = make_inputs(spec, device=inputs.q.device)
-    for name in _NAMES:
-        getattr(inputs, name).copy_(getattr(fresh, name))
+    for name, t in _tensors(inputs).items():
+        t.copy_(getattr(fresh, name))

@@ -44,7 +44,10 @@ class InputSpec:
 
 @dataclass(frozen=True, kw_only=True, eq=False)
 class AttentionInputs:
-    """q, k, v on a device, with what they are. Tensors are [B, H, S, d], contiguous."""
+    """q, k, v on a device, with what they are. Tensors are [B, H, S, d], contiguous; a paged or varlen
+    workload lays them out as `AttentionShape` says and adds its int32 index tensors: `page_table`
+    [B, max_pages] and `kv_lens` [B] (paged or varlen), `cu_seqlens_q` and `cu_seqlens_kv` [B + 1] (varlen),
+    None where the workload has none."""
 
     q: Any
     k: Any
@@ -55,6 +58,16 @@ class AttentionInputs:
     scale: float
     seed: int | None = None
     provenance: dict[str, Any] = field(default_factory=dict)
+    page_table: Any = None
+    kv_lens: Any = None
+    cu_seqlens_q: Any = None
+    cu_seqlens_kv: Any = None
+
+    def index_tensors(self) -> dict[str, Any]:
+        """The workload's index tensors that exist, by name (what a kernel is handed besides q, k, v)."""
+        from harness.inputs._workload import INDEX_TENSORS
+
+        return {n: getattr(self, n) for n in INDEX_TENSORS if getattr(self, n) is not None}
 
     @property
     def device(self):
@@ -66,7 +79,11 @@ class AttentionInputs:
 
         g = torch.Generator().manual_seed(seed)
         for t in (self.q, self.k, self.v):
-            noise = torch.randn(t.shape, generator=g, dtype=torch.float32).to(t.device)
+            if t.is_cuda:  # drawn where it lives: a paged pool of a large decode batch is gigabytes
+                gd = torch.Generator(device=t.device).manual_seed(seed)
+                noise = torch.randn(t.shape, generator=gd, dtype=torch.float32, device=t.device)
+            else:
+                noise = torch.randn(t.shape, generator=g, dtype=torch.float32)
             std = float(t.float().std()) if t.numel() > 1 else 1.0
             t.copy_((noise * (std if std > 0 else 0.1)).to(t.dtype))
 
@@ -119,10 +136,15 @@ def make_inputs(spec: InputSpec, *, device) -> AttentionInputs:
     dtype = torch_dtype(spec.dtype)
     g = torch.Generator().manual_seed(spec.seed)
     s = spec.shape
+    scale = spec.scale if spec.scale is not None else s.head_dim_qk**-0.5
+    if s.paged or s.packed:
+        from harness.inputs._workload import lay_out
+
+        t = lay_out(s, source=spec.source, dtype=dtype, device=device, generator=g)
+        return AttentionInputs(shape=s, dtype=spec.dtype, source=spec.source, scale=scale, seed=spec.seed, **t)
     q = synthesize(spec.source, s.q_shape(), dtype=dtype, device=device, generator=g)
     k = synthesize(spec.source, s.k_shape(), dtype=dtype, device=device, generator=g)
     v = synthesize(spec.source, s.v_shape(), dtype=dtype, device=device, generator=g)
-    scale = spec.scale if spec.scale is not None else s.head_dim_qk**-0.5
     return AttentionInputs(q=q, k=k, v=v, shape=s, dtype=spec.dtype, source=spec.source, scale=scale, seed=spec.seed)
 
 

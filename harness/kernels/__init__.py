@@ -37,7 +37,7 @@ from harness.kernels._gate import (GateResult, GateTolerance, compare_declared, 
                                    gate_tolerance)
 from harness.kernels._kernel import Kernel, Launch
 from harness.kernels._reference import (MMA_REL_ERROR, Emulation, Numerics, declared_numerics, emulate_declared,
-                                        reference_attention)
+                                        reference_attention, workload_reference)
 from harness.kernels._quant import E4M3_MAX, dequantize, pow2_scale, quantize_e4m3_pow2
 from harness.kernels._registry import KernelRegistry, default_registry, kernel_provenance
 from harness.kernels._repro import INTERFERERS, ReproReport, reproducibility
@@ -89,6 +89,7 @@ __all__ = [
     "gate",
     "gate_tolerance",
     "reference_attention",
+    "workload_reference",
     "MMA_REL_ERROR",
     "Emulation",
     "Numerics",

@@ -114,6 +114,16 @@ def attention_error(kernel, inputs, *, launch=None) -> ErrorReport:
     launch = launch or kernel.prepare(inputs)
     out = launch()
     s = inputs.shape
+    if s.features():  # a serving workload: against its fp64 reference, one sequence at a time; no P stages
+        from harness.errors import UnsupportedInputError
+        from harness.kernels._reference import workload_reference
+
+        if kernel.extra.get("quant") is not None:
+            raise UnsupportedInputError(f"Kernel {kernel.name!r}: the error by stage of FP8 inputs is computed for "
+                                        f"dense self-attention only, not for {', '.join(sorted(s.features()))}.")
+        return ErrorReport(kernel=kernel.name, shape=s.label(), source=inputs.source,
+                           reference=f"the {inputs.dtype} inputs", total=error_between(out, workload_reference(inputs)),
+                           p_mode=kernel.extra.get("p_mode"))
     qd, kd, vd = kernel_reference_inputs(kernel, inputs)
     ref = reference_attention(qd, kd, vd, scale=inputs.scale, causal=s.causal)
     common = dict(kernel=kernel.name, shape=s.label(), source=inputs.source)

@@ -19,7 +19,7 @@ import math
 from dataclasses import dataclass, replace
 from typing import Any, Callable
 
-from harness.errors import GateFailure
+from harness.errors import GateFailure, UnsupportedInputError
 
 __all__ = ["GateTolerance", "GateResult", "gate_tolerance", "declared_tolerance", "compare_outputs",
            "compare_declared", "declared_allowance", "declared_rms", "gate", "gate_columns", "hoeffding_z"]
@@ -297,7 +297,9 @@ def gate(kernel, inputs, launch, *, reference=None, check_fresh: bool = True,
         # A P formula coarser than rounding (lean P: within 7.5 %) declares its bound; the gate allows that
         # (a bound tighter than the format's rounding does not tighten the gate).
         tol = replace(tol, p_rounding=max(tol.p_rounding, float(kernel.extra.get("p_rel_error") or 0.0)))
-        v_rms = float(inputs.v.double().pow(2).mean().sqrt())
+        from harness.inputs import valid_rms
+
+        v_rms = valid_rms(inputs, "v")
 
         def compare(out, ref):
             return compare_outputs(out, ref, kernel=kernel.name, tolerance=tol, v_rms=v_rms)
@@ -309,9 +311,13 @@ def gate(kernel, inputs, launch, *, reference=None, check_fresh: bool = True,
 
     out, result = launch_and_compare(reference)
     if not result.passed:
+        s = inputs.shape
+        hint = (" With S_q < S_kv the causal mask is aligned to the end of the KV cache (query i at position "
+                "S_kv - S_q + i: FlashAttention's bottom-right convention); torch SDPA's is_causal aligns it to the "
+                "start (top-left) instead." if s.causal and "decode" in s.features() else "")
         raise GateFailure(
             f"Kernel {kernel.name!r} failed the correctness gate on {inputs.source} ({inputs.shape.label()}, "
-            f"{inputs.dtype}): {result.reason}. Measured: {result.summary()}. It is not timed."
+            f"{inputs.dtype}): {result.reason}. Measured: {result.summary()}.{hint} It is not timed."
         )
     if not check_fresh:
         return result
@@ -347,8 +353,17 @@ def _reference_for(kernel, inputs, numerics):
     attention on exactly what it multiplies (for FP8 kernels the quantized inputs, so the gate judges the
     kernel, not the declared and separately reported input quantization)."""
     from harness.kernels._error import kernel_reference_inputs
-    from harness.kernels._reference import emulate_declared, reference_attention
+    from harness.kernels._reference import emulate_declared, reference_attention, workload_reference
 
+    features = inputs.shape.features()
+    if features:
+        # A serving workload (decode, window, paged, varlen): one sequence at a time, upcast there (a paged pool
+        # of a large decode batch would be tens of GB in fp64). The FP8 emulations know dense self-attention only.
+        if numerics is not None or kernel.extra.get("quant") is not None:
+            raise UnsupportedInputError(
+                f"Kernel {kernel.name!r} is judged on its FP8 inputs' quantization, which the gate emulates for dense "
+                f"self-attention only, not for {', '.join(sorted(features))}.")
+        return workload_reference(inputs)
     q, k, v = kernel_reference_inputs(kernel, inputs)
     if numerics is not None:
         return emulate_declared(numerics, q, k, v, scale=inputs.scale, causal=inputs.shape.causal)

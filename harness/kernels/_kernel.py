@@ -22,7 +22,9 @@ class Kernel:
     `prepare(inputs)` returns the launch closure. `availability(device_kind)` returns None when the
     kernel can run on that kind of device, else a sentence saying what is missing ("needs CUDA sm_90",
     "triton not installed"). `head_dims` is None for any, else the allowed (dqk, dv) pairs.
-    `graph_safe` says whether launches may be captured into a CUDA graph.
+    `graph_safe` says whether launches may be captured into a CUDA graph. `workloads` names what it computes
+    beyond dense self-attention (`harness.inputs.FEATURES`: "decode", "window", "paged", "varlen"); a shape that
+    asks for another is refused with the flag that asked for it.
     """
 
     name: str
@@ -39,15 +41,18 @@ class Kernel:
     tolerance: str | None = None  # gate tolerance class: "bf16", "fp8", "fp32"; None picks from dtype
     source: str = ""  # module path, recorded with results
     extra: dict[str, Any] = field(default_factory=dict)
+    workloads: frozenset[str] = frozenset()
 
     def unavailable_reason(self, device_kind: str) -> str | None:
         if device_kind not in self.devices:
             return f"runs on {', '.join(sorted(self.devices))}, not {device_kind}"
         return self.availability(device_kind)
 
-    def check_supports(self, *, dtype: str, head_dim_qk: int, head_dim_v: int, causal: bool, device_kind: str) -> None:
-        """Raise `UnsupportedInputError` saying exactly what this kernel does not support."""
-        from harness.inputs import DTYPES
+    def check_supports(self, *, dtype: str, head_dim_qk: int, head_dim_v: int, causal: bool, device_kind: str,
+                       shape=None) -> None:
+        """Raise `UnsupportedInputError` saying exactly what this kernel does not support (`shape`: the
+        workload's features too)."""
+        from harness.inputs import DTYPES, FEATURES
 
         canonical = DTYPES.get(dtype, dtype)
         if canonical not in self.dtypes:
@@ -65,6 +70,13 @@ class Kernel:
             raise UnsupportedInputError(f"Kernel {self.name!r} supports causal attention only; drop --no-causal.")
         if self.noncausal_only and causal:
             raise UnsupportedInputError(f"Kernel {self.name!r} supports non-causal attention only; pass --no-causal.")
+        missing = sorted(shape.features() - self.workloads) if shape is not None else []
+        if missing:
+            raise UnsupportedInputError(
+                f"Kernel {self.name!r} does not compute {'; '.join(FEATURES[f] for f in missing)}"
+                + (f"; it takes {', '.join(sorted(self.workloads))}" if self.workloads else
+                   "; it computes dense self-attention only") +
+                ". The bundled sdpa-kvcache and triton-splitkv (and reference-fp64) take every workload.")
         reason = self.unavailable_reason(device_kind)
         if reason:
             raise UnsupportedInputError(f"Kernel {self.name!r} cannot run here: {reason}.")

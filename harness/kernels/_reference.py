@@ -1,6 +1,8 @@
 """The references a kernel is judged against, all in fp64.
 
-- `reference_attention`: exact attention on the given tensors (for an FP8 kernel, its quantized inputs).
+- `reference_attention`: exact attention on the given tensors (for an FP8 kernel, its quantized inputs), the
+  causal mask aligned to the end of the keys, with an optional sliding window;
+- `workload_reference`: the same for any workload, one sequence at a time (paged, varlen, decode).
 - `emulate_declared`: attention computed the way an FP8 kernel DECLARES it computes (`Numerics`): e4m3
   q, k, v, P rounded to e4m3 as declared (exactly or by the lean code, per key block or per row),
   normalized by the sum of the rounded P, plus the size of that emulation's own rounding per output
@@ -25,7 +27,7 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass
 
-__all__ = ["reference_attention", "Numerics", "Emulation", "declared_numerics", "emulate_declared", "score_blocks",
+__all__ = ["reference_attention", "workload_reference", "Numerics", "Emulation", "declared_numerics", "emulate_declared", "score_blocks",
            "P_FLOOR", "MMA_REL_ERROR"]
 
 # The largest error of one stored P below the normal range, in units of the scaled P (2^e p): exact
@@ -97,34 +99,65 @@ def declared_numerics(kernel) -> Numerics | None:
     )
 
 
-def reference_attention(q, k, v, *, scale: float, causal: bool, block_rows: int = 1024, out_dtype=None):
+def reference_attention(q, k, v, *, scale: float, causal: bool, block_rows: int = 1024, out_dtype=None,
+                        window: int | None = None):
     """Attention in fp64 on exactly the given tensors (any dtype, upcast), on their device.
 
-    GQA is handled by mapping each query head to its KV head. Rows are processed in blocks so the
-    score matrix of a 16K-token call never needs to exist whole. Returns fp64 unless `out_dtype`.
+    q [B, Hq, S_q, dqk], k [B, Hkv, S_kv, dqk], v [B, Hkv, S_kv, dv], S_q <= S_kv: query i sits at position
+    S_kv - S_q + i (the causal mask aligned to the end of the keys, FlashAttention's bottom-right convention;
+    for S_q = S_kv the usual lower triangle). `window` W: a query sees its own position and the W - 1 before it
+    (and, not causal, the W - 1 after it). GQA is handled by mapping each query head to its KV head. Rows are
+    processed in blocks so the score matrix of a 16K-token call never needs to exist whole, and only the keys a
+    block can see are read. Returns fp64 unless `out_dtype`.
     """
     import torch
 
     B, Hq, S, _ = q.shape
-    Hkv = k.shape[1]
+    Hkv, S_kv = k.shape[1], k.shape[2]
     group = Hq // Hkv
+    off = S_kv - S
     out = torch.empty((B, Hq, S, v.shape[-1]), dtype=torch.float64, device=q.device)
     kd = k.to(torch.float64)
     vd = v.to(torch.float64)
     for h in range(Hq):
-        kh = kd[:, h // group]  # [B, S, d]
+        kh = kd[:, h // group]  # [B, S_kv, d]
         vh = vd[:, h // group]
         for r0 in range(0, S, block_rows):
             r1 = min(S, r0 + block_rows)
             qh = q[:, h, r0:r1].to(torch.float64)
-            kv_end = r1 if causal else S
-            scores = torch.matmul(qh, kh[:, :kv_end].transpose(-1, -2)) * scale
-            if causal:
-                rows = torch.arange(r0, r1, device=q.device)[:, None]
-                cols = torch.arange(0, kv_end, device=q.device)[None, :]
-                scores = scores.masked_fill(cols > rows, float("-inf"))
+            lo = max(0, off + r0 - window + 1) if window else 0
+            hi = off + r1 if causal else (min(S_kv, off + r1 - 1 + window) if window else S_kv)
+            scores = torch.matmul(qh, kh[:, lo:hi].transpose(-1, -2)) * scale
+            if causal or window:
+                pos = torch.arange(off + r0, off + r1, device=q.device)[:, None]
+                cols = torch.arange(lo, hi, device=q.device)[None, :]
+                hidden = cols > pos if causal else torch.zeros_like(cols > pos)
+                if window:
+                    hidden = hidden | (cols <= pos - window)
+                    if not causal:
+                        hidden = hidden | (cols >= pos + window)
+                scores = scores.masked_fill(hidden, float("-inf"))
             p = torch.softmax(scores, dim=-1)
-            out[:, h, r0:r1] = torch.matmul(p, vh[:, :kv_end])
+            out[:, h, r0:r1] = torch.matmul(p, vh[:, lo:hi])
+    return out if out_dtype is None else out.to(out_dtype)
+
+
+def workload_reference(inputs, q=None, k=None, v=None, *, out_dtype=None):
+    """fp64 attention of any workload (`AttentionShape`: decode, window, paged, varlen) on `inputs` (or on
+    `q`, `k`, `v` laid out like them), one sequence at a time: each sequence's keys gathered from its pages or
+    its packed rows (`harness.inputs.sequences`), then `reference_attention` with the window. Only one
+    sequence is ever upcast to fp64. Dense self-attention without a window is `reference_attention` itself."""
+    import torch
+
+    from harness.inputs import sequences
+
+    s = inputs.shape
+    q, k, v = (inputs.q if q is None else q), (inputs.k if k is None else k), (inputs.v if v is None else v)
+    if not s.features():
+        return reference_attention(q, k, v, scale=inputs.scale, causal=s.causal, out_dtype=out_dtype)
+    out = torch.empty(s.out_shape(), dtype=torch.float64, device=q.device)
+    for seq in sequences(inputs, q, k, v):
+        out[seq.rows] = reference_attention(seq.q, seq.k, seq.v, scale=inputs.scale, causal=s.causal, window=s.window)
     return out if out_dtype is None else out.to(out_dtype)
 
 

@@ -46,7 +46,7 @@ def set_up_survey(kernels: Sequence, specs: Sequence, device: str) -> SurveySetu
     for spec in specs:
         for k in kernels:
             k.check_supports(dtype=spec.dtype, head_dim_qk=spec.shape.head_dim_qk, head_dim_v=spec.shape.head_dim_v,
-                             causal=spec.shape.causal, device_kind=dev.kind)
+                             causal=spec.shape.causal, device_kind=dev.kind, shape=spec.shape)
     return SurveySetup(kernels=kernels, device=dev, specs=tuple(specs))
 
 

@@ -13,7 +13,7 @@ from functools import lru_cache
 
 __all__ = ["SCHEMA_VERSION", "TABLES", "OPTIONAL_TABLES", "table_schema", "polars_schema", "MIGRATIONS"]
 
-SCHEMA_VERSION = 4
+SCHEMA_VERSION = 5
 
 _COLUMNS: dict[str, list[tuple[str, str]]] = {
     "runs": [
@@ -56,6 +56,13 @@ _COLUMNS: dict[str, list[tuple[str, str]]] = {
         # the emulation over its per-element allowance, the RMS diff over the RMS the emulation's rounding
         # gives, and what the output was compared with.
         ("gate_max_ratio", "float64"), ("gate_rms_ratio", "float64"), ("gate_reference", "string"),
+        # v5: serving workloads (harness.inputs.AttentionShape). seq_len is S_q, the queries per sequence; seq_len_kv
+        # the keys (the longest allowed under varlen); window (keys a query sees at most), page_size (tokens per page
+        # of a paged KV cache) and varlen (how the lengths were chosen) null where the workload has none; kv_lens each
+        # sequence's KV length under varlen; bytes_per_launch the least memory traffic of one call (q, the visible
+        # K/V once per KV head, the output, the page table), from which GB/s = bytes_per_launch / time.
+        ("seq_len_kv", "int32"), ("window", "int32"), ("page_size", "int32"), ("varlen", "string"),
+        ("kv_lens", "list<int32>"), ("bytes_per_launch", "float64"),
     ],
     "chunks": [
         ("run_id", "string"), ("measurement_id", "string"), ("chunk_index", "int32"), ("phase", "string"),
@@ -141,8 +148,29 @@ def _v3_to_v4(table: str, arrow):
     return arrow
 
 
+V5_WORKLOAD_COLUMNS = ("seq_len_kv", "window", "page_size", "varlen", "kv_lens", "bytes_per_launch")
+
+
+def _v4_to_v5(table: str, arrow):
+    """v4 knew self-attention only: seq_len_kv is its seq_len, no window, page or varlen (null); bytes_per_launch
+    was not recorded (null)."""
+    import pyarrow as pa
+
+    if table != "measurements":
+        return arrow
+    for name in V5_WORKLOAD_COLUMNS:
+        if name in arrow.schema.names:
+            continue
+        kind = table_schema(table).field(name).type
+        if name == "seq_len_kv" and "seq_len" in arrow.schema.names:
+            arrow = arrow.append_column(name, arrow.column("seq_len").cast(kind))
+        else:
+            arrow = arrow.append_column(name, pa.nulls(arrow.num_rows, type=kind))
+    return arrow
+
+
 # Migrations on read: from_version -> function(table_name, arrow_table) -> arrow_table of from_version+1.
-MIGRATIONS: dict[int, object] = {1: _v1_to_v2, 2: _v2_to_v3, 3: _v3_to_v4}
+MIGRATIONS: dict[int, object] = {1: _v1_to_v2, 2: _v2_to_v3, 3: _v3_to_v4, 4: _v4_to_v5}
 
 
 def _arrow_type(name: str):

@@ -88,7 +88,8 @@ def _checked(launch, inputs, kernel, watchdog: Watchdog, device, *, check_output
 
     from harness.inputs import torch_dtype
 
-    want = (inputs.shape.batch, inputs.shape.heads_q, inputs.shape.seq_len, inputs.shape.head_dim_v)
+    want = inputs.shape.out_shape()
+    what = "[1, Hq, total_q, dv] (varlen: sequences packed along S)" if inputs.shape.packed else "[B, Hq, S_q, dv]"
     want_dtype = torch_dtype(kernel.output_dtype or inputs.dtype)
     asynchronous = getattr(device, "kind", "cpu") in ("cuda", "rocm")
 
@@ -101,10 +102,10 @@ def _checked(launch, inputs, kernel, watchdog: Watchdog, device, *, check_output
             return out
         if not isinstance(out, torch.Tensor):
             raise KernelError(f"its launch returned {type(out).__name__}, not a tensor: the launch closure must "
-                              f"return the attention output [B, Hq, S, dv] = {list(want)}")
+                              f"return the attention output {what} = {list(want)}")
         if tuple(out.shape) != want:
             raise KernelError(f"its launch returned a tensor of shape {list(out.shape)}; the attention output is "
-                              f"[B, Hq, S, dv] = {list(want)}")
+                              f"{what} = {list(want)}")
         if out.dtype != want_dtype:
             # A float64 (or float32) output of bf16 inputs is more accurate and slower than the kernel asked
             # for: it would pass a gate meant for bf16 rounding and time another kernel.

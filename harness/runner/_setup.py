@@ -4,6 +4,7 @@ and describe itself in the runs row. Shared by the sustained runner and burst ti
 from __future__ import annotations
 
 import dataclasses
+import math
 from dataclasses import dataclass
 from datetime import datetime, timezone
 from pathlib import Path
@@ -56,19 +57,14 @@ class _OwnChildrenTolerated:
 def estimate_bytes(spec, *, gate: bool) -> dict[str, int]:
     """Bytes one input configuration needs on the device: q, k, v, the output, and the gate's fp64
     reference (output and upcast k, v). Kernels' own workspaces come on top."""
-    import torch
-
-    from harness.inputs import torch_dtype
-
     s = spec.shape
-    item = torch.empty((), dtype=torch_dtype(spec.dtype)).element_size()
-    out_item = max(item, 2)  # FP8 kernels write bf16
-    q, k, v = (s.batch * s.heads_q * s.seq_len * s.head_dim_qk, s.batch * s.heads_kv * s.seq_len * s.head_dim_qk,
-               s.batch * s.heads_kv * s.seq_len * s.head_dim_v)
-    o = s.batch * s.heads_q * s.seq_len * s.head_dim_v
+    item, out_item = _item_sizes(spec.dtype)
+    q, k, v, o = (math.prod(f()) for f in (s.q_shape, s.k_shape, s.v_shape, s.out_shape))
     sizes = {"q": q * item, "k": k * item, "v": v * item, "output": o * out_item}
     if gate:
-        sizes["gate reference (fp64 output, k, v)"] = 8 * (o + k + v)
+        # A serving workload's reference upcasts one sequence's keys and values at a time.
+        kv = (k + v) if not s.features() else max(s.kv_lengths()) * s.heads_kv * (s.head_dim_qk + s.head_dim_v)
+        sizes["gate reference (fp64 output, k, v)"] = 8 * (o + kv)
     return sizes
 
 
@@ -113,9 +109,9 @@ def check_memory(config, device) -> None:
             parts = ", ".join(f"{k} {_fmt_bytes(b)}" for k, b in sizes.items())
             raise ConfigError(
                 f"Input {spec.label} at B={s.batch} Hq={s.heads_q} Hkv={s.heads_kv} S={s.seq_len} dqk={s.head_dim_qk} "
-                f"dv={s.head_dim_v} {spec.dtype} needs about {_fmt_bytes(need)} ({parts}), more than the "
+                f"dv={s.head_dim_v}{' (' + s.label() + ')' if s.features() else ''} {spec.dtype} needs about {_fmt_bytes(need)} ({parts}), more than the "
                 f"{_fmt_bytes(free)} {what} (of {_fmt_bytes(total or 0)} total). Nothing was allocated. Lower "
-                f"--batch, --seq-len or --heads."
+                f"--batch, --seq-len (--seq-len-kv) or --heads."
             )
 
 
@@ -145,7 +141,8 @@ def set_up_run(config, *, registry=None, device=None, sampler=None, measurer=Non
         for spec in config.inputs:
             for k in kernels:
                 k.check_supports(dtype=spec.dtype, head_dim_qk=spec.shape.head_dim_qk,
-                                 head_dim_v=spec.shape.head_dim_v, causal=spec.shape.causal, device_kind=device.kind)
+                                 head_dim_v=spec.shape.head_dim_v, causal=spec.shape.causal, device_kind=device.kind,
+                                 shape=spec.shape)
         check_memory(config, device)
         checked = _OwnChildrenTolerated(device, {h._proc.pid for h in hosts.values()}) if hosts else device
         busy = check_idle(checked, allow_busy=config.allow_busy)
@@ -202,8 +199,22 @@ def run_info_row(config, setup: RunSetup, *, command: str, protocol) -> dict:
 def config_row(ci: int, spec, inputs) -> dict:
     """The columns every measurement row of one input configuration shares."""
     s = spec.shape
+    item, out_item = _item_sizes(inputs.dtype)
     return {
         "config_index": ci, "input_label": spec.label, "input_source": inputs.source, "input_seed": spec.seed,
         "dtype": inputs.dtype, "batch": s.batch, "heads_q": s.heads_q, "heads_kv": s.heads_kv, "seq_len": s.seq_len,
         "head_dim_qk": s.head_dim_qk, "head_dim_v": s.head_dim_v, "causal": s.causal, "flops_per_launch": float(s.flops),
+        "seq_len_kv": s.seq_len_kv, "window": s.window, "page_size": s.page_size, "varlen": s.varlen,
+        "kv_lens": list(s.kv_lens) if s.kv_lens is not None else None,
+        "bytes_per_launch": float(s.bytes_moved(item=item, out_item=out_item)),
     }
+
+
+def _item_sizes(dtype: str) -> tuple[int, int]:
+    """(bytes per q, k, v element, bytes per output element): FP8 kernels write bf16."""
+    import torch
+
+    from harness.inputs import torch_dtype
+
+    item = torch.empty((), dtype=torch_dtype(dtype)).element_size()
+    return item, max(item, 2)

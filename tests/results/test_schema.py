@@ -1,4 +1,4 @@
-"""The results schema: table names, column types, the version in the metadata and the v1 -> v2 -> v3 -> v4
+"""The results schema: table names, column types, the version in the metadata and the v1 -> v2 -> v3 -> v4 -> v5
 migrations."""
 
 from __future__ import annotations
@@ -14,6 +14,7 @@ from harness.results._schema import (
     V2_CHIPLET_COLUMNS,
     V3_RUNS_COLUMNS,
     V4_GATE_COLUMNS,
+    V5_WORKLOAD_COLUMNS,
     _arrow_type,
     columns,
     polars_schema,
@@ -24,13 +25,13 @@ from harness.results._schema import (
 def test_tables_and_version():
     assert TABLES == ("runs", "measurements", "chunks", "samples", "probes", "model_error")
     assert OPTIONAL_TABLES == ("model_error",)
-    assert SCHEMA_VERSION == 4 and set(MIGRATIONS) == {1, 2, 3}
+    assert SCHEMA_VERSION == 5 and set(MIGRATIONS) == {1, 2, 3, 4}
 
 
 @pytest.mark.parametrize("table", ["runs", "measurements", "chunks", "samples", "probes", "model_error"])
 def test_schema_metadata_names_the_version_and_table(table):
     s = table_schema(table)
-    assert s.metadata[b"harness_schema_version"] == b"4"
+    assert s.metadata[b"harness_schema_version"] == b"5"
     assert s.metadata[b"harness_table"] == table.encode()
     assert s.names == columns(table) and s.names[0] == "run_id"
     assert table_schema(table) is s  # built once
@@ -90,6 +91,19 @@ def test_v3_measurements_gain_null_declared_gate_columns_and_other_tables_pass_t
     assert MIGRATIONS[3]("runs", v3) is v3 and MIGRATIONS[3]("chunks", v3) is v3
 
 
+def test_v4_measurements_gain_the_workload_columns_seq_len_kv_from_seq_len_and_other_tables_pass_through():
+    v4 = pa.table({"run_id": ["r", "r"], "seq_len": pa.array([128, 4096], pa.int32())})
+    up = MIGRATIONS[4]("measurements", v4)
+    assert up.column_names == ["run_id", "seq_len", *V5_WORKLOAD_COLUMNS]
+    assert up.column("seq_len_kv").to_pylist() == [128, 4096]  # v4 knew self-attention only
+    for name in V5_WORKLOAD_COLUMNS:
+        assert up.schema.field(name).type == table_schema("measurements").field(name).type
+        if name != "seq_len_kv":
+            assert up.column(name).null_count == 2
+    assert table_schema("measurements").field("kv_lens").type == pa.list_(pa.int32())
+    assert MIGRATIONS[4]("runs", v4) is v4 and MIGRATIONS[4]("chunks", v4) is v4
+
+
 def test_model_error_columns_keep_every_token():
     m = table_schema("model_error")
     assert m.field("kl_nats").type == pa.list_(pa.float32()) and m.field("top1_match").type == pa.list_(pa.bool_())
@@ -108,12 +122,12 @@ def _v3_fixture_runs():
     return runs
 
 
-def test_the_schema_is_what_the_h200_runs_of_v3_hold_plus_the_v4_columns():
+def test_the_schema_is_what_the_h200_runs_of_v3_hold_plus_the_v4_and_v5_columns():
     # Runs written by the device machine at v3: every table's stored columns, in order and type, are the
     # declared ones less what v4 added (a misspelt or retyped column would not read back their data).
     import pyarrow.parquet as pq
 
-    added = {"measurements": V4_GATE_COLUMNS}
+    added = {"measurements": V4_GATE_COLUMNS + V5_WORKLOAD_COLUMNS}
     assert V3_RUNS_COLUMNS  # v3's own additions are stored in these runs
     checked = set()
     for run in _v3_fixture_runs():
@@ -132,12 +146,14 @@ def test_the_schema_is_what_the_h200_runs_of_v3_hold_plus_the_v4_columns():
     assert checked == set(TABLES) - set(OPTIONAL_TABLES)
 
 
-def test_a_v3_run_reads_back_with_the_v4_columns_and_no_model_error_rows():
+def test_a_v3_run_reads_back_with_the_v4_and_v5_columns_and_no_model_error_rows():
     from harness.results import read_rows
 
     run = _v3_fixture_runs()[0]
     rows = read_rows(run, "measurements")
     assert rows and all(r["gate_max_ratio"] is None and r["gate_reference"] is None for r in rows)
+    assert all(r["seq_len_kv"] == r["seq_len"] and r["page_size"] is None and r["bytes_per_launch"] is None
+               for r in rows)
     assert read_rows(run, "model_error") == []
 
 
