@@ -15,6 +15,7 @@ Values are checked with the name of the option a user typed, before anything is 
 from __future__ import annotations
 
 import dataclasses
+import itertools
 import math
 from dataclasses import dataclass
 from pathlib import Path
@@ -39,6 +40,7 @@ __all__ = [
     "machine_device",
     "default_seq_len",
     "attention_shape",
+    "attention_shapes",
     "synthetic_specs",
     "captured_specs",
     "input_specs",
@@ -135,48 +137,140 @@ def _positive(value, flag: str, *, allow_zero: bool = False):
     return value
 
 
+# The shape options in the order a sweep varies them (the last fastest), each with its flag and its short
+# name in the label of a sweep point.
+_SWEEP = (("batch", "--batch", "B"), ("heads", "--heads", "Hq"), ("heads_kv", "--heads-kv", "Hkv"),
+          ("seq_len", "--seq-len", "S"), ("seq_len_q", "--seq-len-q", "Sq"), ("seq_len_kv", "--seq-len-kv", "Skv"),
+          ("head_dim", "--head-dim", "d"), ("head_dim_v", "--head-dim-v", "dv"), ("window", "--window", "window"),
+          ("page_size", "--page-size", "page"), ("varlen", "--varlen", "varlen"))
+_FLAGS = {name: flag for name, flag, _ in _SWEEP}
+# Options that may say `none` in a list: the feature off at that point of the sweep.
+_OFF = ("window", "page_size", "varlen")
+
+
 @dataclass(frozen=True, kw_only=True)
 class ShapeArgs:
-    """The shape options as typed (None = the default: B=1, Hq=32, Hkv=Hq, S by device, d=128, causal)."""
+    """The shape options as typed (None = the default: B=1, Hq=32, Hkv=Hq, S by device, d=128, causal, no
+    window, no paging, no varlen). Each size may be a tuple of values: a sweep over their product
+    (`attention_shapes`). S_kv is --seq-len-kv, else --seq-len, else the device's default; S_q is --seq-len-q,
+    else --seq-len, else S_kv (so `--seq-len-q 1 --seq-len 4096` is one decode step against 4096 keys)."""
 
-    batch: int | None = None
-    heads: int | None = None
-    heads_kv: int | None = None
-    seq_len: int | None = None
-    head_dim: int | None = None
-    head_dim_v: int | None = None
+    batch: int | tuple[int, ...] | None = None
+    heads: int | tuple[int, ...] | None = None
+    heads_kv: int | tuple[int, ...] | None = None
+    seq_len: int | tuple[int, ...] | None = None
+    seq_len_q: int | tuple[int, ...] | None = None
+    seq_len_kv: int | tuple[int, ...] | None = None
+    head_dim: int | tuple[int, ...] | None = None
+    head_dim_v: int | tuple[int, ...] | None = None
     causal: bool | None = None
+    window: int | str | tuple | None = None  # a size, or "none" in a sweep
+    page_size: int | str | tuple | None = None
+    varlen: str | tuple[str, ...] | None = None  # harness.inputs.VARLEN_FORMS
+
+    def __post_init__(self) -> None:
+        for name, _, _ in _SWEEP:
+            value = getattr(self, name)
+            if isinstance(value, list):
+                value = tuple(value)
+            if isinstance(value, tuple):
+                value = None if not value else (value[0] if len(value) == 1 else value)
+            object.__setattr__(self, name, value)
 
     def given(self, *, but: tuple[str, ...] = ()) -> list[str]:
         """The flags given, as typed."""
         return [f"--{f.name.replace('_', '-')}" if f.name != "causal" else "--causal/--no-causal"
                 for f in dataclasses.fields(self) if getattr(self, f.name) is not None and f.name not in but]
 
+    def swept(self) -> list[str]:
+        """The flags given more than one value."""
+        return [flag for name, flag, _ in _SWEEP if isinstance(getattr(self, name), tuple)]
 
-def attention_shape(args: ShapeArgs, *, device: str, model: bool = False) -> AttentionShape:
-    """The AttentionShape the options describe; a 0 or negative size is refused with its flag's name."""
-    for flag, value in (("--batch", args.batch), ("--heads", args.heads), ("--heads-kv", args.heads_kv),
-                        ("--seq-len", args.seq_len), ("--head-dim", args.head_dim),
-                        ("--head-dim-v", args.head_dim_v)):
-        _positive(value, flag)
-    heads = 32 if args.heads is None else args.heads
-    return AttentionShape(
-        batch=1 if args.batch is None else args.batch, heads_q=heads,
-        heads_kv=heads if args.heads_kv is None else args.heads_kv,
-        seq_len=default_seq_len(device, model=model) if args.seq_len is None else args.seq_len,
-        head_dim_qk=128 if args.head_dim is None else args.head_dim, head_dim_v=args.head_dim_v,
-        causal=True if args.causal is None else args.causal,
-    )
+    def one(self, name: str):
+        """The single value of option `name` (None: not given); a list is refused, naming the flag."""
+        value = getattr(self, name)
+        if isinstance(value, tuple):
+            raise ConfigError(f"{_FLAGS[name]} {','.join(map(str, value))}: this command takes one value of "
+                              f"{_FLAGS[name]}. A list of values (a sweep) is taken by `bench sustained`, `bench error` "
+                              f"and `bench repro` on synthetic inputs.")
+        return value
 
 
-def synthetic_specs(sources: Sequence[str] | None, *, shape: AttentionShape, dtype: str = "bf16",
+def _values(value) -> tuple:
+    return value if isinstance(value, tuple) else (value,)
+
+
+def _off(name: str, value):
+    """'none' in a list of --window / --page-size / --varlen: the feature off there."""
+    if isinstance(value, str) and value.strip().lower() == "none":
+        if name not in _OFF:
+            raise ConfigError(f"{_FLAGS[name]} none: only --window, --page-size and --varlen can be switched off in a "
+                              f"list. Give {_FLAGS[name]} a size.")
+        return None
+    if name in ("window", "page_size") and isinstance(value, str):
+        try:
+            return int(value)
+        except ValueError:
+            raise ConfigError(f"{_FLAGS[name]} {value!r} is not a size: give an integer, or none.") from None
+    return value
+
+
+def attention_shapes(args: ShapeArgs, *, device: str, model: bool = False, seed: int = 0
+                     ) -> tuple[tuple[AttentionShape, str], ...]:
+    """Every (AttentionShape, label of its sweep point) the options describe: the product of the values of every
+    list-valued option (the label names those, e.g. "B8 Skv4096 page16"; "" without a sweep). Sizes of 0 or less
+    are refused with their flag's name; --varlen lengths are drawn with `seed` (--seed)."""
+    from harness.inputs import varlen_lengths
+
+    if args.seq_len is not None and args.seq_len_kv is not None:
+        raise ConfigError("--seq-len and --seq-len-kv both give the keys per sequence: give --seq-len-kv (with "
+                          "--seq-len-q for the queries), or --seq-len alone for self-attention.")
+    for name, flag, _ in _SWEEP:
+        if name != "varlen":
+            for value in _values(getattr(args, name)):
+                _positive(_off(name, value), flag)
+    swept = {name for name, _, _ in _SWEEP if isinstance(getattr(args, name), tuple)}
+    out = []
+    for point in itertools.product(*(_values(getattr(args, name)) for name, _, _ in _SWEEP)):
+        v = {name: _off(name, x) for (name, _, _), x in zip(_SWEEP, point)}
+        label = " ".join(f"{short}{v[name] if v[name] is not None else ' none'}" if name != "varlen"
+                         else f"varlen {v[name] or 'none'}" for name, _, short in _SWEEP if name in swept)
+        heads = 32 if v["heads"] is None else v["heads"]
+        s_kv = v["seq_len_kv"] or v["seq_len"] or default_seq_len(device, model=model)
+        s_q = v["seq_len_q"] or v["seq_len"] or s_kv
+        batch = 1 if v["batch"] is None else v["batch"]
+        try:
+            lengths, how = varlen_lengths(v["varlen"], batch=batch, seq_len_kv=s_kv, seed=seed) if v["varlen"] else (
+                None, None)
+            shape = AttentionShape(
+                batch=batch, heads_q=heads, heads_kv=heads if v["heads_kv"] is None else v["heads_kv"],
+                seq_len=s_q, seq_len_kv=s_kv, head_dim_qk=128 if v["head_dim"] is None else v["head_dim"],
+                head_dim_v=v["head_dim_v"], causal=True if args.causal is None else args.causal, window=v["window"],
+                page_size=v["page_size"], kv_lens=lengths, varlen=how)
+        except ConfigError as exc:
+            raise ConfigError(f"{exc} (sweep point {label})" if label else str(exc)) from None
+        out.append((shape, label))
+    return tuple(out)
+
+
+def attention_shape(args: ShapeArgs, *, device: str, model: bool = False, seed: int = 0) -> AttentionShape:
+    """The one AttentionShape the options describe (a sweep, a list of values, is refused by flag)."""
+    for name, _, _ in _SWEEP:
+        args.one(name)
+    return attention_shapes(args, device=device, model=model, seed=seed)[0][0]
+
+
+def synthetic_specs(sources: Sequence[str] | None, *, shape, dtype: str = "bf16",
                     seed: int = 0) -> tuple[InputSpec, ...]:
-    """One InputSpec per synthetic source (None: DEFAULT_INPUTS); every source is checked before any run
-    directory exists."""
+    """One InputSpec per synthetic source (None: DEFAULT_INPUTS) at `shape`, or at each (shape, sweep point
+    label) of a sweep (`attention_shapes`), sources varying fastest and each named `source point`; every source is
+    checked before any run directory exists."""
     sources = DEFAULT_INPUTS if sources is None else tuple(sources)
     for s in sources:
         check_source(s, flag="--input")
-    return tuple(InputSpec(shape=shape, dtype=dtype, source=s, seed=seed) for s in sources)
+    points = ((shape, ""),) if isinstance(shape, AttentionShape) else tuple(shape)
+    return tuple(InputSpec(shape=sh, dtype=dtype, source=s, seed=seed, name=f"{s} {label}" if label else None)
+                 for sh, label in points for s in sources)
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -269,9 +363,9 @@ def input_specs(*, sources: Sequence[str] | None, shape: ShapeArgs, capture: Cap
         if ignored:
             raise ConfigError(f"{', '.join(ignored)} set(s) the shape of synthetic inputs, but captured inputs take "
                               f"their shape from the model (only --seq-len applies). Drop {', '.join(ignored)}.")
-        return captured_specs(capture, device=device, seq_len=shape.seq_len, dtype=dtype, seed=seed,
+        return captured_specs(capture, device=device, seq_len=shape.one("seq_len"), dtype=dtype, seed=seed,
                               progress=progress, on_estimate=on_estimate)
-    return synthetic_specs(sources, shape=attention_shape(shape, device=device), dtype=dtype, seed=seed)
+    return synthetic_specs(sources, shape=attention_shapes(shape, device=device, seed=seed), dtype=dtype, seed=seed)
 
 
 def sustained_protocol(*, quick: bool = False, repeats: int | None = None, window_s: float | None = None,
@@ -356,11 +450,11 @@ def model_error_config(*, model: str, device: str, shape: ShapeArgs, capture: Ca
         raise ConfigError(f"{', '.join(bad)} do(es) not apply to `bench error --model`, which runs the model itself over "
                           f"whole documents (its own shapes, no controls, nothing captured). Drop {', '.join(bad)}, or "
                           f"add --per-call for the error of one attention call on the model's captured layers.")
-    _positive(shape.seq_len, "--seq-len")
+    _positive(shape.one("seq_len"), "--seq-len")
     _positive(documents, "--documents")
     spec = resolve_model(model)
     defaults = _MODEL_ERROR["cpu" if device_kind(device) == "cpu" else "gpu"]
-    seq_len = min(shape.seq_len or defaults["seq_len"], spec.max_positions)
+    seq_len = min(shape.one("seq_len") or defaults["seq_len"], spec.max_positions)
     if capture.layers:
         layers = tuple(capture.layers)
     else:

@@ -2,7 +2,8 @@
 
 from __future__ import annotations
 
-from harness.kernels import KernelRegistry, reference_attention
+from harness.inputs import FEATURES
+from harness.kernels import KernelRegistry, workload_reference
 
 __all__ = ["registry"]
 
@@ -15,10 +16,11 @@ registry = KernelRegistry()
     devices={"cpu", "cuda"},
     graph_safe=False,
     tolerance="fp64",
-    description="attention in fp64 (upcast inputs), row-blocked; the gate's reference",
+    description="attention in fp64 (upcast inputs), row-blocked, one sequence at a time; the gate's reference",
+    workloads=FEATURES,
 )
 def reference_fp64(inputs):
     def launch():
-        return reference_attention(inputs.q, inputs.k, inputs.v, scale=inputs.scale, causal=inputs.shape.causal)
+        return workload_reference(inputs)
 
     return launch

@@ -119,7 +119,7 @@ def nightly(
     input_: Optional[List[str]] = typer.Option(None, "--input", "-i", callback=split_list,
                                                help="synthetic inputs when no capture is given (repeatable or "
                                                     "comma-separated; default gaussian:0.1 and gaussian:1, 32/8 heads)"),
-    seq_len: Optional[int] = SHAPE["seq_len"][1],
+    seq_len: Optional[int] = typer.Option(None, help="S (default 16384 on a GPU; 1024 on the CPU)"),
     dtype: str = SHAPE["dtype"][1],
     quick: bool = typer.Option(False, help="short protocol (the CPU dry run)"),
     until_ci: Optional[str] = typer.Option(None, "--until-ci", help="adaptive repeats (pilot 5) until each kernel x "

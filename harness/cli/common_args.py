@@ -22,7 +22,7 @@ import typer
 from harness.suite import CAPTURES_ROOT, RESULTS_ROOT
 
 __all__ = ["console", "fail", "command_line", "SOURCES", "SHAPE", "CAPTURE", "PROTOCOL", "RECORD", "RUN", "ISOLATE", "EXPORT",
-           "with_options", "split_list", "split_ints", "export", "export_console", "need_polars", "reading_runs",
+           "with_options", "split_list", "split_ints", "split_sizes", "split_or_none", "export", "export_console", "need_polars", "reading_runs",
            "shape_args", "capture_args", "protocol_of", "suite_inputs", "stopped", "nothing_timed", "split_kernels"]
 
 # Off a terminal rich would fold every table to 80 columns (COLUMNS unset), cutting numbers and names; a log
@@ -80,14 +80,52 @@ SOURCES = dict(
     gqa=(Optional[str], typer.Option(None, help="plain callables and grouped-query inputs: native (K/V passed with "
                                                 "Hkv < Hq) or expand (the harness repeats K/V heads first)")),
 )
+def split_sizes(values):
+    """`--seq-len-kv 1024,4096 --seq-len-kv 16384` -> (1024, 4096, 16384): a shape option's values, a sweep when
+    there are several (their range is checked in harness.suite, by flag)."""
+    out = []
+    for part in split_list(values) or []:
+        try:
+            out.append(int(part))
+        except ValueError:
+            raise typer.BadParameter(f"{part!r} is not an integer size; write e.g. 1024 or a list 1024,4096 (a sweep).")
+    return tuple(out) or None
+
+
+def split_or_none(values):
+    """Sizes that may also say `none` (no window, no paging) at a point of a sweep: kept as typed, checked in the suite."""
+    return tuple(split_list(values) or ()) or None
+
+
+_LIST = "; a list (1,8 or the flag repeated) sweeps it"
 SHAPE = dict(
-    batch=(Optional[int], typer.Option(None, help="B (default 1)")),
-    heads=(Optional[int], typer.Option(None, help="Hq (default 32)")),
-    heads_kv=(Optional[int], typer.Option(None, help="Hkv (default: Hq)")),
-    seq_len=(Optional[int], typer.Option(None, help="S (default 16384 on a GPU, 8192 with --model; 1024 on the CPU)")),
-    head_dim=(Optional[int], typer.Option(None, help="dqk (default 128)")),
-    head_dim_v=(Optional[int], typer.Option(None, help="dv (default: dqk)")),
-    causal=(Optional[bool], typer.Option(None, "--causal/--no-causal", help="causal mask (default causal)")),
+    batch=(Optional[List[str]], typer.Option(None, callback=split_sizes, help=f"B (default 1){_LIST}")),
+    heads=(Optional[List[str]], typer.Option(None, callback=split_sizes, help=f"Hq (default 32){_LIST}")),
+    heads_kv=(Optional[List[str]], typer.Option(None, callback=split_sizes, help=f"Hkv (default: Hq){_LIST}")),
+    seq_len=(Optional[List[str]], typer.Option(None, callback=split_sizes,
+                                               help="S, queries and keys per sequence (default 16384 on a GPU, 8192 "
+                                                    f"with --model; 1024 on the CPU){_LIST}")),
+    seq_len_q=(Optional[List[str]], typer.Option(None, callback=split_sizes,
+                                                 help="S_q, queries per sequence, the last S_q tokens of it (decode: "
+                                                      f"1-8; default: --seq-len, else S_kv){_LIST}")),
+    seq_len_kv=(Optional[List[str]], typer.Option(None, callback=split_sizes,
+                                                  help="S_kv, keys per sequence in the KV cache (with --seq-len-q; "
+                                                       f"default as --seq-len){_LIST}")),
+    head_dim=(Optional[List[str]], typer.Option(None, callback=split_sizes, help=f"dqk (default 128){_LIST}")),
+    head_dim_v=(Optional[List[str]], typer.Option(None, callback=split_sizes, help=f"dv (default: dqk){_LIST}")),
+    causal=(Optional[bool], typer.Option(None, "--causal/--no-causal",
+                                         help="causal mask, aligned to the end of the KV cache (default causal)")),
+    window=(Optional[List[str]], typer.Option(None, callback=split_or_none,
+                                              help=f"sliding window: keys a query sees at most (default none){_LIST}, "
+                                                   f"none for no window")),
+    page_size=(Optional[List[str]], typer.Option(None, callback=split_or_none,
+                                                 help="paged KV cache with pages of this many tokens, shuffled as a "
+                                                      f"serving engine leaves them (default not paged){_LIST}, none "
+                                                      f"for not paged")),
+    varlen=(Optional[List[str]], typer.Option(None, callback=split_list,
+                                              help="sequences of different KV lengths: uniform (1..S_kv), uniform:F "
+                                                   "(F S_kv..S_kv), lengths:L1/L2/... (one per sequence), drawn with "
+                                                   f"--seed; none for equal lengths (default){_LIST}")),
     dtype=(str, typer.Option("bf16", help="bf16, fp16, fp32 or fp8 (e4m3 inputs for FP8 kernels)")),
     seed=(int, typer.Option(0, help="seed of the synthetic inputs")),
 )

@@ -13,6 +13,14 @@ The calling convention is declared, never guessed from the values:
   bundled FP8 kernels declare it), so the gate compares against attention on the quantized inputs with
   the fp8 tolerance. `quantized_by="harness"` hands the function e4m3 tensors and `q_descale`,
   `k_descale`, `v_descale` floats; `"callable"` hands it the bf16 tensors and times its own quantization.
+- serving workloads (README: "Workloads"): the function receives what it names of `page_table` [B, max_pages]
+  int32, `kv_lens` (or `cache_seqlens`, FlashAttention's name, or `seqused_k`) [B] int32, `cu_seqlens_q` and
+  `cu_seqlens_k` (or `cu_seqlens_kv`) [B + 1] int32, `max_seqlen_q` and `max_seqlen_k` (or `max_seqlen_kv`)
+  ints, `window` (keys a query sees, or None) or `window_size` (FlashAttention's (left, right), (-1, -1) for
+  none). Naming `page_table` declares it takes a paged cache, `cu_seqlens_q` packed sequences of different
+  lengths, `window`/`window_size` a sliding window; any callable may be given S_q < S_kv, its causal mask
+  expected aligned to the end of the cache (FlashAttention's convention: torch SDPA's is_causal is not, and
+  the gate says so). Pages are [num_pages, page_size, Hkv, d] in either layout.
 Decorators only record (an attribute on the function); nothing is imported or run.
 >>> @convention(layout="bshd", causal=True)
 ... def attn(q, k, v, softmax_scale=None):
@@ -43,6 +51,10 @@ _ATTR = "__harness_callable__"
 _CAUSAL_KW = ("is_causal", "causal")
 _SCALE_KW = ("scale", "softmax_scale")
 _DESCALE_KW = ("q_descale", "k_descale", "v_descale")
+# Workload keywords: what the function names of them it receives (module docstring), by the inputs' names.
+_WORKLOAD_KW = {"page_table": "page_table", "kv_lens": "kv_lens", "cache_seqlens": "kv_lens", "seqused_k": "kv_lens",
+                "cu_seqlens_q": "cu_seqlens_q", "cu_seqlens_k": "cu_seqlens_kv", "cu_seqlens_kv": "cu_seqlens_kv"}
+_WORKLOAD_INTS = ("max_seqlen_q", "max_seqlen_k", "max_seqlen_kv", "window", "window_size")
 _SPEC_OPTIONS = {"bhsd": ("layout", "bhsd"), "bshd": ("layout", "bshd"), "expand-gqa": ("gqa", "expand"),
                  "native-gqa": ("gqa", "native")}
 SPEC_OPTIONS = tuple(_SPEC_OPTIONS)  # what may follow `@` in a callable spec
@@ -125,6 +137,14 @@ class _Convention:
     gqa_kw: bool
     fp8: dict | None
     params: tuple[str, ...]
+    workload_kw: tuple[str, ...] = ()  # the workload keywords in its signature
+
+    @property
+    def workloads(self) -> frozenset[str]:
+        kws = set(self.workload_kw)
+        return frozenset({"decode"} | ({"paged"} if "page_table" in kws else set())
+                         | ({"varlen"} if "cu_seqlens_q" in kws else set())
+                         | ({"window"} if kws & {"window", "window_size"} else set()))
 
 
 def _parameters(fn) -> list[inspect.Parameter] | None:
@@ -155,7 +175,8 @@ def _convention(fn, what: str, options: dict) -> _Convention:
         names = ", ".join(p.name for p in positional) or "none"
         raise _misfit(what, f"it takes {len(positional)} positional parameter(s) ({names}), not q, k, v")
     fp8 = declared.get("fp8")
-    known = set(_CAUSAL_KW + _SCALE_KW + ("enable_gqa",)) | (set(_DESCALE_KW) if fp8 else set())
+    known = set(_CAUSAL_KW + _SCALE_KW + ("enable_gqa",) + tuple(_WORKLOAD_KW) + _WORKLOAD_INTS) | (
+        set(_DESCALE_KW) if fp8 else set())
     required = [p.name for p in params[3:] if p.default is P.empty and p.kind in (P.POSITIONAL_OR_KEYWORD, P.KEYWORD_ONLY)
                 and p.name not in known]
     required += [p.name for p in positional[3:] if p.default is P.empty and p.name in known]  # only as keywords
@@ -175,13 +196,14 @@ def _convention(fn, what: str, options: dict) -> _Convention:
         raise ConfigError(f"{what}: layout {layout!r} is not one of {', '.join(LAYOUTS)}.")
     return _Convention(layout=layout, gqa=declared.get("gqa", "native"), causal_kw=causal_kw,
                        fixed_causal=None if causal_kw else bool(fixed), scale_kw=next((n for n in _SCALE_KW if n in keywords), None),
-                       gqa_kw="enable_gqa" in keywords, fp8=fp8, params=tuple(p.name for p in params))
+                       gqa_kw="enable_gqa" in keywords, fp8=fp8, params=tuple(p.name for p in params),
+                       workload_kw=tuple(n for n in (*_WORKLOAD_KW, *_WORKLOAD_INTS) if n in keywords))
 
 
 def describe_convention(fn, **options) -> str:
     """One line: how the harness will call `fn` (for `bench list`, errors and docs)."""
     c = _convention(fn, getattr(fn, "__qualname__", repr(fn)), options)
-    kws = [k for k in (c.causal_kw, c.scale_kw) if k] + (["enable_gqa"] if c.gqa_kw else [])
+    kws = [k for k in (c.causal_kw, c.scale_kw) if k] + (["enable_gqa"] if c.gqa_kw else []) + list(c.workload_kw)
     call = f"{getattr(fn, '__name__', type(fn).__name__)}(q, k, v" + "".join(f", {k}=..." for k in kws) + ")"
     causal = "" if c.fixed_causal is None else (", causal only" if c.fixed_causal else ", non-causal only")
     gqa = "GQA passed as is" if c.gqa == "native" else "GQA expanded by the harness"
@@ -213,10 +235,11 @@ def adapt_callable(fn: Callable, *, name: str | None = None, options: dict | Non
 
         s = inputs.shape
         q, k, v = inputs.q, inputs.k, inputs.v
-        kwargs: dict[str, Any] = {}
+        kwargs: dict[str, Any] = _workload_kwargs(c, inputs)
         if c.gqa == "expand" and s.heads_q != s.heads_kv:
             group = s.heads_q // s.heads_kv
-            k, v = k.repeat_interleave(group, dim=1), v.repeat_interleave(group, dim=1)
+            heads = 2 if s.paged else 1  # pages are [num_pages, page_size, Hkv, d]
+            k, v = k.repeat_interleave(group, dim=heads), v.repeat_interleave(group, dim=heads)
         elif c.gqa_kw:
             kwargs["enable_gqa"] = s.heads_q != s.heads_kv
         if c.fp8 is not None and c.fp8["quantized_by"] == "harness":
@@ -225,7 +248,9 @@ def adapt_callable(fn: Callable, *, name: str | None = None, options: dict | Non
             (q, dq), (k, dk), (v, dv) = (quantize_e4m3_pow2(t) for t in (q, k, v))
             kwargs.update(q_descale=dq, k_descale=dk, v_descale=dv)
         if c.layout == "bshd":
-            q, k, v = (t.transpose(1, 2).contiguous() for t in (q, k, v))
+            q = q.transpose(1, 2).contiguous()
+            if not s.paged:
+                k, v = (t.transpose(1, 2).contiguous() for t in (k, v))
         if c.causal_kw:
             kwargs[c.causal_kw] = s.causal
         elif c.fixed_causal != s.causal:
@@ -253,6 +278,9 @@ def adapt_callable(fn: Callable, *, name: str | None = None, options: dict | Non
         return launch
 
     fp8 = c.fp8
+    if fp8 is not None and c.workloads - {"decode"}:
+        raise ConfigError(f"Kernel {label!r} declares FP8 inputs and takes {', '.join(sorted(c.workloads - {'decode'}))}: "
+                          f"the gate judges FP8 kernels on dense self-attention only.")
     extra: dict[str, Any] = {"callable": _source(fn), "layout": c.layout, "gqa": c.gqa,
                              "convention": describe_convention(fn, **options),
                              # copies made in prepare() do not follow in-place changes of inputs.q/k/v
@@ -268,8 +296,28 @@ def adapt_callable(fn: Callable, *, name: str | None = None, options: dict | Non
         graph_safe=declared.get("graph_safe", True), causal_only=c.fixed_causal is True,
         noncausal_only=c.fixed_causal is False, tolerance="fp8" if fp8 else None,
         output_dtype="bfloat16" if fp8 else None, source=_source(fn), description=doc or extra["convention"],
-        extra=extra,
+        extra=extra, workloads=frozenset() if fp8 else c.workloads,
     )
+
+
+def _workload_kwargs(c: _Convention, inputs) -> dict[str, Any]:
+    """The workload keywords the function names, from the inputs (None where the workload has none: a dense
+    cache has no page table; `window_size` is FlashAttention's (left, right))."""
+    s = inputs.shape
+    out: dict[str, Any] = {}
+    for kw in c.workload_kw:
+        if kw in _WORKLOAD_KW:
+            out[kw] = getattr(inputs, _WORKLOAD_KW[kw])
+        elif kw == "max_seqlen_q":
+            out[kw] = max(s.q_lengths())
+        elif kw in ("max_seqlen_k", "max_seqlen_kv"):
+            out[kw] = max(s.kv_lengths())
+        elif kw == "window":
+            out[kw] = s.window
+        elif kw == "window_size":
+            w = s.window
+            out[kw] = (-1, -1) if w is None else (w - 1, 0 if s.causal else w - 1)
+    return out
 
 
 @dataclass(frozen=True, kw_only=True)

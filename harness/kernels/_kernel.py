@@ -43,6 +43,14 @@ class Kernel:
     extra: dict[str, Any] = field(default_factory=dict)
     workloads: frozenset[str] = frozenset()
 
+    def __post_init__(self) -> None:
+        from harness.inputs import FEATURES
+
+        object.__setattr__(self, "workloads", frozenset(self.workloads))
+        unknown = sorted(self.workloads - set(FEATURES))
+        if unknown:
+            raise ValueError(f"kernel {self.name!r} declares unknown workloads {unknown}; known: {sorted(FEATURES)}")
+
     def unavailable_reason(self, device_kind: str) -> str | None:
         if device_kind not in self.devices:
             return f"runs on {', '.join(sorted(self.devices))}, not {device_kind}"

@@ -47,6 +47,7 @@ class KernelRegistry:
         causal_only: bool = False,
         tolerance: str | None = None,
         output_dtype: str | None = None,
+        workloads: Iterable[str] = (),
     ) -> Callable[[Callable[..., Launch]], Callable[..., Launch]]:
         """Decorator: record `prepare` as the factory of kernel `name` and return it unchanged."""
 
@@ -66,6 +67,7 @@ class KernelRegistry:
                     causal_only=causal_only,
                     tolerance=tolerance,
                     output_dtype=output_dtype,
+                    workloads=frozenset(workloads),
                     source=f"{prepare.__module__}:{prepare.__qualname__}",
                     **kwargs,
                 )

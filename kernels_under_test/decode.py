@@ -1,0 +1,150 @@
+"""Decode kernels: attention of a few queries per sequence against a KV cache, paged or not, of equal or
+different lengths (`harness.inputs.AttentionShape`'s workloads).
+
+- `sdpa-kvcache`: torch SDPA on the cache, the way a model runs decode without a paged kernel. A dense cache
+  is read in place; a paged or packed one is first gathered, inside the timed launch, into a padded batch
+  [B, Hkv, L_max, d] (one extra read and write of the keys and values that a paged kernel avoids: what the
+  comparison with `triton-splitkv` shows). A boolean mask carries the causal alignment to the end of the cache,
+  the window and the lengths where one is needed; without one (one query per sequence, equal lengths, no
+  window) the call takes none. On CUDA the backends are flash, then efficient, then math (PyTorch's order among
+  them; cuDNN is left out so that PyTorch's changing default cannot change what is measured): flash wherever no
+  mask is needed.
+- `triton-splitkv`: flash-decoding in Triton (`_triton_decode`): each program takes one KV head's group of
+  query heads (GQA shares every key load) and one split of the sequence, walks its keys through the page table
+  token by token, and a second kernel merges the splits' partial softmaxes. It runs in Triton's CPU
+  interpreter for tests (TRITON_INTERPRET=1).
+"""
+
+from __future__ import annotations
+
+import functools
+
+from harness.inputs import FEATURES
+from harness.kernels import Kernel, KernelRegistry
+from kernels_under_test.triton_bf16 import triton_availability
+
+__all__ = ["registry", "padded_indices", "decode_mask", "SPLITKV_MAX_QUERIES"]
+
+registry = KernelRegistry()
+
+# Queries of one sequence a split-KV program holds (times the GQA group, in one tile): decode and speculative
+# decode, not prefill.
+SPLITKV_MAX_QUERIES = 16
+
+
+def padded_indices(shape, *, page_table=None, device):
+    """(key index [B * L_max] into the flattened cache, query index [B * S_q_max] into the packed queries or
+    None, output index [total_q] into the padded output or None): how `sdpa-kvcache` gathers a paged or packed
+    workload into a padded batch and packs the output back. Padding entries repeat a sequence's first token."""
+    import torch
+
+    s = shape
+    lk, lq = s.kv_lengths(), s.q_lengths()
+    L, Q = max(lk), max(lq)
+    t = torch.arange(L)
+    keys = []
+    ck = 0
+    for b, n in enumerate(lk):
+        tt = torch.where(t < n, t, torch.zeros_like(t))
+        if s.paged:
+            row = page_table[b].to("cpu", torch.long)
+            keys.append(row[tt // s.page_size] * s.page_size + tt % s.page_size)
+        else:
+            keys.append(ck + tt)
+        ck += n
+    key_index = torch.cat(keys).to(device)
+    if not s.packed:
+        return key_index, None, None
+    i = torch.arange(Q)
+    cq, queries, back = 0, [], []
+    for b, n in enumerate(lq):
+        queries.append(cq + torch.where(i < n, i, torch.zeros_like(i)))
+        back.append(b * Q + torch.arange(n))
+        cq += n
+    return key_index, torch.cat(queries).to(device), torch.cat(back).to(device)
+
+
+def decode_mask(shape, *, device):
+    """The boolean mask [B, 1, S_q_max, L_max] (True: attend) of a workload laid out as a padded batch, or None
+    where every query sees every key of its cache. Query i of a sequence with lq queries and L keys sits at
+    position L - lq + i; a padding query sees key 0 (so no row is empty)."""
+    import torch
+
+    s = shape
+    lk, lq = s.kv_lengths(), s.q_lengths()
+    L, Q = max(lk), max(lq)
+    if (not s.causal or Q == 1) and s.window is None and len(set(lk)) == 1:
+        return None
+    j = torch.arange(L)[None, :]
+    rows = []
+    for n, m in zip(lk, lq):
+        pos = (n - m + torch.arange(Q))[:, None]
+        ok = j < n
+        if s.causal:
+            ok = ok & (j <= pos)
+        if s.window is not None:
+            ok = ok & (j > pos - s.window)
+            if not s.causal:
+                ok = ok & (j < pos + s.window)
+        ok = torch.where(torch.arange(Q)[:, None] < m, ok, j == 0)
+        rows.append(ok)
+    return torch.stack(rows)[:, None].to(device)
+
+
+def _sdpa_kvcache(inputs):
+    import torch
+    import torch.nn.functional as F
+    from torch.nn.attention import SDPBackend, sdpa_kernel
+
+    s = inputs.shape
+    q, k, v = inputs.q, inputs.k, inputs.v
+    gqa = s.heads_q != s.heads_kv
+    backends = [SDPBackend.FLASH_ATTENTION, SDPBackend.EFFICIENT_ATTENTION, SDPBackend.MATH]
+    square = not s.features()  # dense self-attention: SDPA's own causal flag
+    mask = None if square else decode_mask(s, device=q.device)
+    B, L, Q = s.batch, max(s.kv_lengths()), max(s.q_lengths())
+    key_index, query_index, back = (padded_indices(s, page_table=inputs.page_table, device=q.device)
+                                    if s.paged or s.packed else (None, None, None))
+
+    def cache(t):
+        if key_index is None:
+            return t
+        flat = t.view(-1, s.heads_kv, t.shape[-1]) if s.paged else t[0].transpose(0, 1)  # [slots, Hkv, d]
+        return flat.index_select(0, key_index).view(B, L, s.heads_kv, t.shape[-1]).transpose(1, 2)
+
+    def launch():
+        qq = q if query_index is None else q[0].index_select(1, query_index).view(s.heads_q, B, Q, -1).transpose(0, 1)
+        with sdpa_kernel(backends):
+            out = F.scaled_dot_product_attention(qq, cache(k), cache(v), attn_mask=mask, is_causal=square and s.causal,
+                                                 scale=inputs.scale, enable_gqa=gqa)
+        if back is None:
+            return out
+        return out.transpose(0, 1).reshape(s.heads_q, B * Q, -1).index_select(1, back).unsqueeze(0)
+
+    with torch.no_grad():  # fail here, in setup, when no backend takes the call
+        launch()
+    return launch
+
+
+registry.add(Kernel(
+    name="sdpa-kvcache", prepare=_sdpa_kvcache, dtypes=frozenset({"bfloat16", "float16", "float32"}),
+    devices=frozenset({"cpu", "cuda", "rocm"}), workloads=FEATURES, source=f"{__name__}:_sdpa_kvcache",
+    description="torch SDPA on a KV cache: paged or packed caches gathered into a padded batch inside the launch, "
+                "a boolean mask where the alignment, window or lengths need one",
+))
+
+
+def _splitkv(inputs, *, config: dict | None = None):
+    from kernels_under_test import _triton_decode
+
+    return _triton_decode.prepare(inputs, config=config)
+
+
+registry.add(Kernel(
+    name="triton-splitkv", prepare=_splitkv, dtypes=frozenset({"bfloat16", "float16"}),
+    devices=frozenset({"cuda", "cpu"}), workloads=FEATURES, source=f"{__name__}:_splitkv",
+    availability=functools.partial(triton_availability, min_capability=(8, 0)),
+    description=f"Triton split-KV (flash-decoding): GQA groups per program, page table read per token, splits "
+                f"merged by a second kernel; up to {SPLITKV_MAX_QUERIES} queries per sequence",
+    extra={"interpreted": "TRITON_INTERPRET=1 on the CPU (tests)"},
+))
