@@ -36,6 +36,15 @@ class _Protocol:
     # The watchdog: a step that takes longer is stopped and recorded as `timeout` for that kernel x input
     # (harness.runner._endings says what it cannot stop).
     launch_timeout_s: float = 60.0
+    # The cache state of the timed launches: "warm" (back to back on one copy of the inputs, so a small input is
+    # read from L2) or "cold" (launches rotate through copies of the inputs that together exceed twice the L2,
+    # nothing flushed inside the timed stream: harness.runner._l2).
+    l2: str = "warm"
+
+    def _check_l2(self) -> None:
+        if self.l2 not in ("warm", "cold"):
+            raise ConfigError(f"--l2 {self.l2!r}: warm (launches back to back on one copy of the inputs) or cold "
+                              f"(launches rotate through copies that exceed the cache).")
 
     def replace(self, **changes):
         return dataclasses.replace(self, **changes)
@@ -76,6 +85,7 @@ class SustainedProtocol(_Protocol):
     max_repeats: int | None = None
 
     def __post_init__(self) -> None:
+        self._check_l2()
         positive = ("chunk_s", "window_s", "sample_period_s", "graph_replay_s", "probe_period_s", "probe_spin_us",
                     "launch_timeout_s")
         for name in positive:
@@ -129,6 +139,7 @@ class BurstProtocol(_Protocol):
     launch_timeout_s: float = 600.0
 
     def __post_init__(self) -> None:
+        self._check_l2()
         if self.warmup_launches < 0 or self.timed_launches < 1 or self.repeats < 1:
             raise ConfigError("Burst protocol: warm-up launches >= 0, timed launches >= 1 and repeats >= 1.")
         if self.idle_s < 0 or not self.sample_period_s > 0:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 from dataclasses import dataclass
 from typing import Callable
 
@@ -69,6 +70,18 @@ def build_launcher(device, kernel, launch, *, strategy: str, target_s: float, ma
     """
     est = estimate_launch_ns(device, launch)
     n = max(1, min(max_launches, round(target_s * 1e9 / est)))
+    # A launch that rotates through input copies (`--l2 cold`, runner._l2): a whole number of rotations per call,
+    # so a replayed graph never reuses a copy sooner than the others.
+    rotation = getattr(launch, "rotation", 1)
+    rotation = rotation if isinstance(rotation, int) and rotation > 0 else 1
+    n = max(rotation, n - n % rotation)
+    launcher = _launcher(device, kernel, launch, n, strategy=strategy)
+    note = getattr(launch, "note", "")
+    note = note if isinstance(note, str) else ""
+    return dataclasses.replace(launcher, note="; ".join(x for x in (launcher.note, note) if x)) if note else launcher
+
+
+def _launcher(device, kernel, launch, n: int, *, strategy: str) -> Launcher:
     want_graph = strategy == "graph" or (strategy == "auto" and device.supports_graphs and kernel.graph_safe)
     if not want_graph:
         why = "" if strategy == "loop" else ("device has no graphs" if not device.supports_graphs else "kernel is not graph-safe")
