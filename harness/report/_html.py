@@ -116,7 +116,10 @@ def build_report(run, *, rule=None, figures: bool = True, kernel_pairs=()) -> Re
     from harness.report._model_error_section import model_error_sections
 
     model = model_error_sections(run, figures=figures)  # `bench error --model` runs
-    extra = model + extra
+    from harness.report._sweep_section import sweep_section
+
+    sweep = sweep_section(view, figures=figures)  # runs whose shapes differ: figures against the swept variable
+    extra = ([sweep] if sweep is not None else []) + model + extra
     figs.update({f.key: f for sec in extra for f in sec.figures})
     sections = run_sections(summary, figures=figs)
     if model and not summary.sustained and not summary.burst:  # a `bench error --model` run: no timing sections

@@ -113,6 +113,8 @@ def roofline_points(measurements: Sequence[dict], traces: Sequence[dict] = ()) -
         m = shapes[key]
         if key in dram:
             nbytes, note = dram[key], "ncu DRAM bytes"
+        elif m.get("bytes_per_launch"):  # schema v5: the workload's own least traffic (decode, paged, window)
+            nbytes, note = m["bytes_per_launch"], "compulsory bytes"
         else:
             b, s, dq, dv = m["batch"], m["seq_len"], m["head_dim_qk"], m["head_dim_v"]
             elems = b * s * (m["heads_q"] * dq + m["heads_kv"] * (dq + dv) + m["heads_q"] * dv)
