@@ -59,7 +59,7 @@ def _describe(kernel, device_kind: str) -> dict:
             "head_dims": None if kernel.head_dims is None else sorted(list(h) for h in kernel.head_dims),
             "description": kernel.description, "graph_safe": kernel.graph_safe, "causal_only": kernel.causal_only,
             "noncausal_only": kernel.noncausal_only, "output_dtype": kernel.output_dtype,
-            "tolerance": kernel.tolerance, "source": kernel.source,
+            "tolerance": kernel.tolerance, "source": kernel.source, "workloads": sorted(kernel.workloads),
             "extra": json.loads(json.dumps(kernel.extra, default=str)),
             "unavailable": kernel.unavailable_reason(device_kind)}
 

@@ -244,7 +244,7 @@ class ChildKernel:
             head_dims=None if d["head_dims"] is None else frozenset(tuple(h) for h in d["head_dims"]),
             availability=lambda kind: unavailable, description=d["description"], graph_safe=d["graph_safe"],
             causal_only=d["causal_only"], noncausal_only=d["noncausal_only"], output_dtype=d["output_dtype"],
-            tolerance=d["tolerance"], source=d["source"],
+            tolerance=d["tolerance"], source=d["source"], workloads=frozenset(d.get("workloads", ())),
             extra={**d["extra"], "provenance": {**ev["provenance"], "process": "own process"}})
         return self.kernel
 

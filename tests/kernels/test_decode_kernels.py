@@ -159,3 +159,34 @@ def test_mutant_decode_kernels_fail_the_gate(mistake, kind):
         gate(kernel, x, kernel.prepare(x))
     if mistake == "top-left":
         assert "bottom-right" in str(e.value)  # the gate names the convention
+
+
+def test_a_users_decode_function_in_its_own_process_keeps_the_workloads_it_takes(tmp_path):
+    """The kernel's description crosses from its process with the workloads its signature takes: a paged decode
+    function runs; the same function is refused varlen (it names no cu_seqlens_q), by flag, before any timing."""
+    from typer.testing import CliRunner
+
+    from harness.cli import app
+    from harness.results import read_rows
+
+    (tmp_path / "mydecode.py").write_text(
+        "import torch\nimport torch.nn.functional as F\n\n\n"
+        "def decode_attn(q, k, v, *, page_table=None, cache_seqlens=None, is_causal=True, scale=None):\n"
+        "    outs = []\n"
+        "    for b, n in enumerate(cache_seqlens.tolist()):\n"
+        "        kb, vb = (t[page_table[b].long()].reshape(-1, t.shape[2], t.shape[3])[:n].permute(1, 0, 2) for t in (k, v))\n"
+        "        g = q.shape[1] // kb.shape[0]\n"
+        "        outs.append(F.scaled_dot_product_attention(q[b:b + 1], kb.repeat_interleave(g, 0)[None],\n"
+        "                                                   vb.repeat_interleave(g, 0)[None], scale=scale)[0])\n"
+        "    return torch.stack(outs)\n")
+    spec = f"{tmp_path / 'mydecode.py'}:decode_attn"
+    args = ["sustained", "--device", "cpu", "--quick", "--repeats", "1", "--window-s", "0.1", "--warmin-cap-s", "0.3",
+            "-k", spec, "--seq-len-q", "1", "--seq-len-kv", "48", "--page-size", "16", "--batch", "2", "--heads", "4",
+            "--heads-kv", "2", "--head-dim", "16", "--dtype", "fp32", "-i", "gaussian:1", "--telemetry", "none",
+            "--results", str(tmp_path / "r")]
+    res = CliRunner().invoke(app, args)
+    assert res.exit_code == 0, res.output
+    (row,) = read_rows(next((tmp_path / "r").iterdir()), "measurements")
+    assert row["status"] in ("ok", "unsettled") and row["page_size"] == 16 and row["gate_max_abs_diff"] < 1e-4
+    res = CliRunner().invoke(app, [*args, "--varlen", "uniform"])
+    assert res.exit_code == 2 and "sequences of different lengths (--varlen)" in " ".join(res.output.split())
