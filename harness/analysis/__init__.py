@@ -8,7 +8,6 @@
 from harness.analysis._aggregate import MEDIAN_FIELDS, aggregate_repeats
 from harness.analysis._caveats import (
     CPU_CAVEAT,
-    CPU_DEFAULT_THRESHOLD,
     QUICK_CAVEAT,
     inputs_design,
     is_full_protocol,
@@ -67,7 +66,6 @@ __all__ = [
     "clock_crosscheck",
     "crosscheck_verdict",
     "CPU_CAVEAT",
-    "CPU_DEFAULT_THRESHOLD",
     "QUICK_CAVEAT",
     "DEFAULT_THRESHOLD",
     "INTERVAL_METHODS",
