@@ -28,7 +28,7 @@ from harness.analysis._compare import (
     shape_text,
     two_stage_pilot,
 )
-from harness.analysis._parse import parse_kernel_pairs, parse_pairs, parse_threshold
+from harness.analysis._parse import parse_kernel_pairs, parse_pairs, parse_threshold, parse_until_ci
 from harness.analysis._summary import RunSummary, aggregate_measurements, compare_inputs, compare_kernels, summarize_run
 from harness.analysis._decompose import Decomposition, decompose, geomean, limiter_label
 from harness.analysis._interval import (
@@ -116,6 +116,7 @@ __all__ = [
     "percent",
     "parse_pairs",
     "parse_threshold",
+    "parse_until_ci",
     "ratio_interval",
     "same_run",
     "samples_in",
