@@ -57,11 +57,8 @@ __all__ = [
     "ADAPTIVE_PILOT",
 ]
 
-# `bench commits`: the cap on interleaved repeats a revision gets while `--until-ci` narrows the interval, and
-# the pilot that sets how many it needs. Stein's rule takes its spread from the pilot with pilot - 1 degrees of
-# freedom, so a pilot of 3 (t = 4.30) asks for 2.4x the pairs a pilot of 5 (t = 2.78) does for one width: on the
-# H200, where cuDNN's time per window steps between two states 0.6 % apart, 3 pairs asked for 12 pairs at
-# +-0.3 % and still left the interval at +-0.8 % (fixture 20261203-131342-commits-*).
+# `--until-ci`: the cap on repeats, and the pilot whose spread (pilot - 1 df) sets how many: a pilot of 3
+# (t 4.30) asks 2.4x the pairs a pilot of 5 (t 2.78) does (H200 fixture 20261203-131342-commits-*).
 MAX_REPEATS = 10
 ADAPTIVE_PILOT = 5
 
@@ -483,26 +480,14 @@ def verdict_rule(fail_on_slowdown: str | None, *, flag: str = "--fail-on-slowdow
 
 
 def until_ci(text: str | None, *, default: float | None, flag: str = "--until-ci") -> float | None:
-    """The target half-width of adaptive repeats: `off`, a percentage, or (None) the command's default (commits:
-    the verdict's threshold, the width at which a change of the threshold's size is resolved; sustained: off)."""
-    from harness.analysis import parse_threshold
+    """The target half-width of adaptive repeats as typed, or (None) the command's default (commits: the
+    verdict's threshold; sustained: off)."""
+    from harness.analysis import parse_until_ci
 
-    if text is None:
-        return default
-    if text.strip().lower() == "off":
-        return None
-    try:
-        value = parse_threshold(text)
-    except ConfigError:
-        raise ConfigError(f"{flag} {text!r} is not a percentage; write it like 0.25% (or off for a fixed "
-                          f"number of repeats).") from None
-    if not value > 0:
-        raise ConfigError(f"{flag} {text!r}: the target half-width must be above 0 (or off).")
-    return value
+    return default if text is None else parse_until_ci(text, flag=flag)
 
 
 def nightly_until_ci(threshold: float) -> float:
-    """Nightly's default target for tonight's own intervals: the gate / sqrt(2). The baseline's side is fixed, so
-    with both sides that narrow the comparison's interval is about as wide as the gate: a change of the gate's
-    size is resolved."""
+    """Nightly's default target for tonight's own intervals: the gate / sqrt(2), so that with the baseline's side
+    as narrow the comparison's interval is about as wide as the gate."""
     return threshold / 2 ** 0.5

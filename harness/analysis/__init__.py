@@ -8,7 +8,6 @@
 from harness.analysis._aggregate import MEDIAN_FIELDS, aggregate_repeats
 from harness.analysis._caveats import (
     CPU_CAVEAT,
-    CPU_DEFAULT_THRESHOLD,
     QUICK_CAVEAT,
     inputs_design,
     is_full_protocol,
@@ -29,7 +28,7 @@ from harness.analysis._compare import (
     shape_text,
     two_stage_pilot,
 )
-from harness.analysis._parse import parse_kernel_pairs, parse_pairs, parse_threshold
+from harness.analysis._parse import parse_kernel_pairs, parse_pairs, parse_threshold, parse_until_ci
 from harness.analysis._summary import RunSummary, aggregate_measurements, compare_inputs, compare_kernels, summarize_run
 from harness.analysis._decompose import Decomposition, decompose, geomean, limiter_label
 from harness.analysis._interval import (
@@ -67,7 +66,6 @@ __all__ = [
     "clock_crosscheck",
     "crosscheck_verdict",
     "CPU_CAVEAT",
-    "CPU_DEFAULT_THRESHOLD",
     "QUICK_CAVEAT",
     "DEFAULT_THRESHOLD",
     "INTERVAL_METHODS",
@@ -118,6 +116,7 @@ __all__ = [
     "percent",
     "parse_pairs",
     "parse_threshold",
+    "parse_until_ci",
     "ratio_interval",
     "same_run",
     "samples_in",

@@ -81,7 +81,7 @@ class ComparisonRow:
     verdict: str
     kernel_b: str = ""  # B's kernel when two kernels are compared (`compare_kernels`)
     design: str = "independent"  # or "interleaved": A and B measured in turn within each repeat, paired by repeat
-    threshold: float = DEFAULT_THRESHOLD  # the threshold the verdict applied (the rule's)
+    threshold: float | None = DEFAULT_THRESHOLD  # the threshold the verdict applied (None: no verdict drawn)
     caveats: tuple[str, ...] = ()  # what the reader must know first (CPU, quick protocol, unsettled repeats)
 
     @property
@@ -226,7 +226,7 @@ def comparison_row(*, kernel: str, input_a: str, input_b: str, rows_a: list[dict
         clock_a_mhz=geomean(clocks_a) if clocks_a else None, clock_b_mhz=geomean(clocks_b) if clocks_b else None,
         power_a_w=geomean(powers_a) if powers_a else None, power_b_w=geomean(powers_b) if powers_b else None,
         limiter_a=limiter_label(ra, max_clock_mhz=max_clock_mhz), limiter_b=limiter_label(rb, max_clock_mhz=max_clock_mhz),
-        verdict=d.verdict, design=design, threshold=rule.threshold, caveats=tuple(notes),
+        verdict=d.verdict, design=design, threshold=rule.threshold if rule.judged else None, caveats=tuple(notes),
     )
 
 

@@ -96,9 +96,9 @@ def interval_text(row: ComparisonRow) -> str:
     if t.low is None:
         return f"{head}: ratio of geometric means over {n} repeats, no interval"
     level = f"{t.level * 100:.0f} %" if t.level else ""
+    judged = f"threshold {percent(row.threshold)} %" if row.threshold is not None else "no verdict drawn"
     return (f"{head} [{t.low:.4f}, {t.high:.4f}]: ratio of geometric means over {n} repeats, {level} {t.method} "
-            f"interval, smallest change it could call {percent(t.resolution)} %, threshold "
-            f"{percent(row.threshold)} %")
+            f"interval, smallest change it could call {percent(t.resolution)} %, {judged}")
 
 
 def _head(row: ComparisonRow, threshold_source: str) -> str:
@@ -110,6 +110,9 @@ def _head(row: ComparisonRow, threshold_source: str) -> str:
                 f"interval resolves, below the threshold)")
     if row.verdict == "same":
         return f"B is the same within the {percent(row.threshold)} % threshold ({t * 100:+.2f} %; the interval includes 1)"
+    if row.verdict == "not judged":
+        return (f"not judged ({t * 100:+.2f} %): CPU timings move with the host's load by more than a kernel change, "
+                f"so no verdict is drawn without a threshold asked for (--fail-on-slowdown)")
     if row.verdict == "unresolved":
         return (f"not resolved ({t * 100:+.2f} %): the interval is wider than the {percent(row.threshold)} % "
                 f"threshold, so a change of that size cannot be told from noise; more repeats (--until-ci) would")

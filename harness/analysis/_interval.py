@@ -32,7 +32,9 @@ given, the stated default otherwise):
   within the threshold (no change as large as the threshold went unseen);
 - `unresolved`: the interval includes 1 and is wider than the threshold: the measurement cannot tell a change of
   that size from noise (more repeats, `--until-ci`, would);
-- `too few repeats`: fewer than `min_repeats` a side, so no spread to judge by.
+- `too few repeats`: fewer than `min_repeats` a side, so no spread to judge by;
+- `not judged`: the rule draws no verdict (`judged=False`: CPU timings without a threshold asked for, see
+  `_caveats.rule_for`); the ratio and its interval are still given.
 A false `slower` or `faster` therefore needs the interval to exclude 1, which happens at most 1 - level of the
 time when nothing changed.
 
@@ -54,7 +56,7 @@ __all__ = ["DEFAULT_THRESHOLD", "INTERVAL_METHODS", "Ratio", "VERDICTS", "Verdic
            "ratio_interval", "stein_total", "t_quantile"]
 
 DEFAULT_THRESHOLD = 0.005  # 0.5 %: the default smallest change called slower or faster
-VERDICTS = ("faster", "slower", "same", "unresolved", "too few repeats")
+VERDICTS = ("faster", "slower", "same", "unresolved", "too few repeats", "not judged")
 INTERVAL_METHODS = ("Welch t", "paired t", "Welch t (two-stage)", "paired t (two-stage)")
 
 
@@ -75,6 +77,7 @@ class VerdictRule:
     threshold: float = DEFAULT_THRESHOLD
     threshold_source: str = "default"
     min_repeats: int = 2
+    judged: bool = True  # False: ratios and intervals only, no verdict (CPU dry runs without a threshold)
 
     def __post_init__(self) -> None:
         if not 0 < self.level < 1:
@@ -89,6 +92,8 @@ class VerdictRule:
     @property
     def threshold_text(self) -> str:
         """`0.3 % (--fail-on-slowdown 0.3%)` or `0.5 % (default)`: the threshold as every output names it."""
+        if not self.judged:
+            return f"none ({self.threshold_source}: not judged)"
         return f"{percent(self.threshold)} % ({self.threshold_source})"
 
     def describe(self) -> str:
@@ -262,6 +267,8 @@ def judge(time: Ratio, rule: VerdictRule, *, n_a: int, n_b: int) -> str:
     """The verdict of a time ratio B/A under `rule` (one of VERDICTS; see the module doc)."""
     if min(n_a, n_b) < rule.min_repeats or time.low is None:
         return "too few repeats"
+    if not rule.judged:
+        return "not judged"
     if time.excludes_one():
         if abs(time.change) > rule.threshold:
             return "slower" if time.value > 1 else "faster"

@@ -11,7 +11,7 @@ from typing import Sequence
 
 from harness.errors import ConfigError
 
-__all__ = ["parse_kernel_pairs", "parse_pairs", "parse_threshold"]
+__all__ = ["parse_kernel_pairs", "parse_pairs", "parse_threshold", "parse_until_ci"]
 
 
 def parse_threshold(text: str) -> float:
@@ -44,3 +44,17 @@ def parse_kernel_pairs(items: Sequence[str]) -> tuple[tuple[str, str], ...]:
         if a == b:
             raise ConfigError(f"--pair-kernels {a}={b} compares a kernel with itself; name two kernels of the run.")
     return pairs
+
+
+def parse_until_ci(text: str, *, flag: str = "--until-ci") -> float | None:
+    """`0.25%` -> 0.0025, `off` -> None: the target half-width of adaptive repeats."""
+    if text.strip().lower() == "off":
+        return None
+    try:
+        value = parse_threshold(text)
+    except ConfigError:
+        raise ConfigError(f"{flag} {text!r} is not a percentage; write it like 0.25% (or off for a fixed "
+                          f"number of repeats).") from None
+    if not value > 0:
+        raise ConfigError(f"{flag} {text!r}: the target half-width must be above 0 (or off).")
+    return value

@@ -64,14 +64,18 @@ def input_row_sentence(row: ComparisonRow, *, threshold_source: str = "default")
     if row.verdict == "too few repeats":
         return (f"{subject} {row.kernel} cannot be compared with {words_a}: too few repeats ({row.repeats_b} and "
                 f"{row.repeats_a} timed) for an interval (time {_pct(time.change)}){caveats}.")
+    judged = (f"threshold {percent(row.threshold)} % ({threshold_source})" if row.threshold is not None else
+              f"no verdict drawn ({threshold_source})")
     how = (f"{time.level * 100:.0f} % {time.method} interval {_pct(time.low - 1)} to {_pct(time.high - 1)}; "
-           f"ratio of geometric means over {row.repeats_a}+{row.repeats_b} repeats; threshold "
-           f"{percent(row.threshold)} % ({threshold_source})")
+           f"ratio of geometric means over {row.repeats_a}+{row.repeats_b} repeats; {judged}")
     if row.verdict == "same" and time.excludes_one():
         # An interval of +0.1 % to +0.1 % is not noise: the change is real but under the verdict's threshold.
         head = f"{subject} {row.kernel} differs from {words_a} by less than the threshold (time {_pct(time.change)}, {how})"
     elif row.verdict == "same":
         head = f"{subject} {row.kernel} shows no difference beyond noise from {words_a} (time {_pct(time.change)}, {how})"
+    elif row.verdict == "not judged":
+        head = (f"{subject} {row.kernel} is not judged against {words_a}: CPU timings move with the host's load by "
+                f"more than a kernel change (time {_pct(time.change)}, {how}; --fail-on-slowdown judges them)")
     elif row.verdict == "unresolved":
         head = (f"{subject} {row.kernel} cannot be told apart from {words_a} at the threshold: the interval is wider "
                 f"than it (time {_pct(time.change)}, {how}; smallest change it could call "

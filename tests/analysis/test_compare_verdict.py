@@ -110,10 +110,14 @@ def test_threshold_parser():
 def test_every_verdict_is_one_of_the_published_names():
     from harness.analysis import VERDICTS
 
+    import dataclasses
+
     seen = {decompose(time_a=a, time_b=b).verdict for a, b in (
         ([1.0, 1.0001], [1.1, 1.1001]), ([1.1, 1.1001], [1.0, 1.0001]), ([1.0, 1.2], [1.0, 1.2]), ([1.0], [2.0]),
         ([1.0, 1.0001], [1.0, 1.0001]))}
-    assert seen == set(VERDICTS) and len(VERDICTS) == 5
+    seen.add(decompose(time_a=[1.0, 1.01], time_b=[2.0, 2.01],
+                       rule=dataclasses.replace(VerdictRule(), judged=False)).verdict)
+    assert seen == set(VERDICTS) and len(VERDICTS) == 6
 
 
 def test_shape_text_names_what_a_ratio_is_meaningful_within():

@@ -148,8 +148,11 @@ def test_caveats_are_named_in_the_sentence(commits):
     a, b = commits
     cpu = _with(b, device_kind="cpu", device_name=a.info["device_name"])
     (s,) = explain_comparison(compare_runs(a, cpu), a, cpu).sentences
-    assert "B is 29.7 % faster [CPU timings (not sustained-clock figures)]" in s
-    assert "threshold 10 % (default on a CPU)" in s  # a CPU's host timings move by more than 0.5 %
+    # CPU timings without a threshold asked for: the ratio and interval, no verdict; with one, judged.
+    assert "not judged (-29.68 %): CPU timings move with the host's load" in s and "no verdict drawn" in s
+    gated = VerdictRule().with_threshold(0.05, source="--fail-on-slowdown 5%")
+    (g,) = explain_comparison(compare_runs(a, cpu, rule=gated), a, cpu).sentences
+    assert "B is 29.7 % faster [CPU timings (not sustained-clock figures)]" in g
     quick = _with(b, protocol_json=json.dumps({**json.loads(b.info["protocol_json"]), "settle_chunk_tol": 0.05}))
     (q,) = explain_comparison(compare_runs(a, quick), a, quick).sentences
     assert "[quick protocol (looser settle rule)]" in q

@@ -26,7 +26,7 @@ from harness.suite import verdict_rule
 
 H200 = FIXTURES / "h200"
 HEAD = {"slower": r"B is [0-9.]+ % slower", "faster": r"B is [0-9.]+ % faster", "same": r"B is the same within",
-        "unresolved": r"not resolved \(", "too few repeats": r"no verdict \("}
+        "unresolved": r"not resolved \(", "too few repeats": r"no verdict \(", "not judged": r"not judged \("}
 
 
 def _commit_pairs() -> list[tuple[Path, Path]]:

@@ -31,7 +31,7 @@ def test_more_work_is_slower_with_cycles_carrying_it(kernel_repo, quiet_cpu, tmp
     monkeypatch.setenv("HARNESS_GIT_COMMIT", "feedbee")
     summary = tmp_path / "commits.md"
     code, out = bench("commits", "--repo", str(kernel_repo), "--kernel", "example-attention", *SMALL,
-                      "--repeats", "3", "--results", str(tmp_path / "results"), "--fail-on-slowdown", "2%",
+                      "--repeats", "4", "--results", str(tmp_path / "results"), "--fail-on-slowdown", "2%",
                       "--allow-dirty", "--md", str(summary), "--json", str(tmp_path / "commits.json"), "one", "main")
     assert code == 1, out
     import jsonschema
