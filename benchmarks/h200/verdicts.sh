@@ -6,11 +6,16 @@
 #   quarter  + one elementwise pass over a quarter of the output (out[:, :, :S/4].mul_(1.0): ~0.4 % of a call)
 #   comment  base with a comment added: the same code, so any difference is noise
 # Two runs of `bench commits --fail-on-slowdown 0.3%`: base vs quarter (expected: slower, exit 1) and base vs
-# comment (expected: same, exit 0). Each is capped at --max-repeats 5 interleaved pairs and 180 s.
+# comment (expected: same, exit 0). Each takes a pilot of 5 pairs, then Stein's second stage for a +-0.3 %
+# interval, up to --max-repeats (default 40) pairs and --max-time-s (default 150) seconds of timing; with 1 s
+# windows and no idle between repeats (the card stays warm: the other revision just ran the same work), so a pair
+# costs ~2 x (warm-in ~4 s + window 1 s). The cuDNN base takes one of two states 0.6 % apart from repeat to
+# repeat (fixture 20261203-131342-commits-0-*; benchmarks/h200/cudnn_states.py looks for why): the per-repeat
+# noise is the state, not the window's length, so short windows lose nothing and buy pairs.
 #
 #   OUT=out/h200 bash benchmarks/h200/verdicts.sh                       # about 6 minutes on one H200
 #   OUT=/tmp/v DEVICE=cpu QUICK=1 bash benchmarks/h200/verdicts.sh       # a CPU dry run, small shapes
-#   OUT=out/h200 TOGETHER=1 EXTRA="--idle-s 0 --window-s 3" MAXREP=12 BUDGET=300 bash benchmarks/h200/verdicts.sh
+#   OUT=out/h200 TOGETHER=1 MAXTIME=300 BUDGET=420 bash benchmarks/h200/verdicts.sh
 #       # all three revisions in one interleaved run (both comparisons share the base's repeats), warm card
 #
 # Logs: $OUT/verdicts-{quarter,comment}.log (table, sentences, gate line, exit status), the Markdown and JSON
@@ -30,11 +35,12 @@ WORK=$(mktemp -d "${TMPDIR:-/tmp}/verdicts-XXXXXX")
 RESULTS="$WORK/results"
 trap 'tar czf "$OUT/results-verdicts.tgz" -C "$WORK" results 2>/dev/null; rm -rf "$WORK"' EXIT
 if [ "${QUICK:-0}" = 1 ]; then
-    SHAPE="--seq-len 256 --heads 4 --head-dim 32 --dtype fp32 --quick --repeats 3 --until-ci 30% --max-repeats 4"
+    SHAPE="--seq-len 256 --heads 4 --head-dim 32 --dtype fp32 --quick --repeats 3 --until-ci 30% --max-repeats 4 --max-time-s 60"
     BUDGET=240
 else
-    SHAPE="--seq-len 16384 --heads 32 --head-dim 128 --dtype bf16 --repeats 3 --max-repeats ${MAXREP:-5}"
-    BUDGET=${BUDGET:-180}
+    SHAPE="--seq-len 16384 --heads 32 --head-dim 128 --dtype bf16 --repeats 5 --max-repeats ${MAXREP:-40}"
+    SHAPE="$SHAPE --max-time-s ${MAXTIME:-150} --window-s ${WINDOW:-1} --idle-s 0"
+    BUDGET=${BUDGET:-240}  # a hard stop well past --max-time-s: startup, the pilot and the last pair
 fi
 SHAPE="$SHAPE ${EXTRA:-}"
 

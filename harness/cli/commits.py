@@ -45,6 +45,9 @@ def commits(
                                                                    "threshold; off with --quick)"),
     max_repeats: Optional[int] = typer.Option(None, help="cap on interleaved repeats per revision under --until-ci "
                                                          "(default 10)"),
+    max_time_s: Optional[float] = typer.Option(None, help="under --until-ci, begin no pair after the pilot that would "
+                                                           "end past this many seconds of timing (imports, compiles "
+                                                           "and gates not counted; default: no limit)"),
     md: Optional[Path] = typer.Option(None, "--md", help="also write the comparison as Markdown here (CI summaries)"),
     summary: Optional[Path] = typer.Option(None, "--summary", hidden=True, help="the old name of --md"),
 ) -> None:
@@ -72,7 +75,7 @@ def commits(
             telemetry=run["telemetry"], protocol=protocol_of({**protocol, "repeats": repeats, "until_ci": target,
                                                               "max_repeats": max_repeats}),
             results_dir=run["results"], launch=run["launch"], gate=run["gate"], allow_dirty=allow_dirty,
-            allow_busy=run["allow_busy"], rule=rule,
+            allow_busy=run["allow_busy"], rule=rule, max_time_s=max_time_s,
         )
         result = compare_commits(config, on_message=lambda text: console.print(f"[dim]{text}[/]", highlight=False),
                                  command=_command())

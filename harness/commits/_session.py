@@ -21,6 +21,7 @@ import subprocess
 import sys
 import tempfile
 import threading
+import time
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -35,7 +36,7 @@ from harness.inputs import InputSpec
 if TYPE_CHECKING:
     from harness.analysis import VerdictRule
 
-__all__ = ["CommitsConfig", "compare_commits", "WorkerError", "Terminated"]
+__all__ = ["CommitsConfig", "compare_commits", "next_pair_fits", "WorkerError", "Terminated"]
 
 
 class WorkerError(KernelError):
@@ -66,8 +67,17 @@ class CommitsConfig:
     rule: VerdictRule | None = None  # None: the analysis package's default noise rule
     python: str = sys.executable
     startup_timeout_s: float = 1800.0  # import + compile + gate, per worker (Triton autotuning can be slow)
+    # Under --until-ci: no pair is begun after the pilot that would end past this many seconds of timing
+    # (counted from the first timed repeat; imports, compiles and gates are not counted). None: no limit.
+    max_time_s: float | None = None
 
     def __post_init__(self) -> None:
+        if self.max_time_s is not None:
+            if self.protocol.until_ci is None:
+                raise ConfigError("--max-time-s limits the adaptive repeats of --until-ci, which is off here "
+                                  "(--until-ci off, or --quick); give --until-ci, or leave --max-time-s out.")
+            if not self.max_time_s > 0:
+                raise ConfigError(f"--max-time-s {self.max_time_s:g}: give a number of seconds above 0.")
         if len(self.revisions) < 2:
             raise ConfigError(f"`bench commits` needs at least two revisions to compare, got {list(self.revisions)}.")
         if not self.kernel:
@@ -232,6 +242,16 @@ def _two_stage_total(times: dict[int, list[float]], config: CommitsConfig) -> tu
     return min(need, p.max_repeats), need
 
 
+def next_pair_fits(elapsed_s: float, pairs_done: int, max_time_s: float | None) -> bool:
+    """Whether one more interleaved pair, as long as the mean of those done so far, ends within `max_time_s`.
+
+    Stein's interval stays exact under this stop: the pilot (always taken whole) alone sets its width's
+    variance, and a stop by the clock does not look at the second stage's times."""
+    if max_time_s is None or pairs_done == 0:
+        return True
+    return elapsed_s + elapsed_s / pairs_done <= max_time_s
+
+
 def _same_commit(a: Revision, b: Revision) -> str:
     if a.commit != b.commit:
         return ""
@@ -240,7 +260,7 @@ def _same_commit(a: Revision, b: Revision) -> str:
 
 
 def compare_commits(config: CommitsConfig, *, on_message: Callable[[str], None] = lambda text: None,
-                    command: str = "") -> CommitsResult:
+                    command: str = "", clock: Callable[[], float] = time.monotonic) -> CommitsResult:
     """Measure `config.kernel` at every revision, interleaved, and compare each with the first.
 
     Raises `RevisionError` for a revision git cannot resolve, `DirtyWorktreeError` for uncommitted
@@ -305,9 +325,11 @@ def compare_commits(config: CommitsConfig, *, on_message: Callable[[str], None] 
                     on_message(f"repeat {rep} {w.revision.describe()}: {row['time_ns'] / 1e6:.4f} ms/launch "
                                f"({row['status']})")
 
+            started = clock()
             for rep in range(config.protocol.repeats):
                 one_repeat(rep, asked=False)
             total = need = config.protocol.repeats
+            timed_out = False
             if config.protocol.until_ci is not None:
                 total, need = _two_stage_total(times, config)
                 on_message(f"pilot of {config.protocol.repeats}: {need} interleaved repeat(s) needed for a "
@@ -315,6 +337,11 @@ def compare_commits(config: CommitsConfig, *, on_message: Callable[[str], None] 
                            + (f"; taking {total}, the cap (--max-repeats {config.protocol.max_repeats})" if need > total
                               else f"; taking {total} (cap {config.protocol.max_repeats})"))
                 for rep in range(config.protocol.repeats, total):
+                    if not next_pair_fits(clock() - started, rep, config.max_time_s):
+                        total, timed_out = rep, True
+                        on_message(f"--max-time-s {config.max_time_s:g}: {rep} pairs in {clock() - started:.0f} s; "
+                                   f"one more would end past the limit")
+                        break
                     one_repeat(rep, asked=True)
                 for w in workers:
                     w.expect(("more",), timeout=timeout, on_message=on_message)
@@ -353,8 +380,10 @@ def compare_commits(config: CommitsConfig, *, on_message: Callable[[str], None] 
         met = widest <= config.protocol.until_ci * (1 + 1e-9)
         adaptive = (f"--until-ci {config.protocol.until_ci:.2%}: " + (
             f"target met with {total} interleaved pairs (widest half-width {widest:.2%})" if met else
-            f"stopped at the cap of {total} pairs (--max-repeats) with a half-width of {widest:.2%}, wider than "
-            f"the target; {need} pairs were needed"))
+            f"stopped at the cap of {total} pairs ("
+            + (f"--max-time-s {config.max_time_s:g}: one more pair would have ended past it" if timed_out
+               else "--max-repeats")
+            + f") with a half-width of {widest:.2%}, wider than the target; {need} pairs were needed"))
     return CommitsResult(
         kernel=done[0]["kernel"], input_label=config.input.label, device=config.device,
         device_name=info.get("device_name") or config.device, repo=root, runs=runs, comparisons=comparisons,
