@@ -6,7 +6,9 @@ recomputed from the stored runs.
 Session 1 (`verdicts-5pairs`): one command per revision, default protocol, `--until-ci` at the 0.3 % gate with
 a pilot of 3 and a cap of 5 pairs. Session 2 (`verdicts-together`): the three revisions in one interleaved
 command, `--idle-s 0 --window-s 3`, cap 12; the script's 330 s limit stopped it (SIGTERM) one measurement
-before its last pair, so its runs are `incomplete` and are read as such.
+before its last pair, so its runs are `incomplete` and are read as such. Session 3 (`verdicts-max-time`, code
+980b86d; the device's copy of the tree recorded its stale HEAD 6990fc8 with git_dirty): one command per
+revision, a pilot of 5, `--window-s 1 --idle-s 0`, `--max-time-s 150`: both resolved within 3 minutes.
 """
 
 from __future__ import annotations
@@ -29,6 +31,8 @@ S1_COMMENT = ("20261203-130551-commits-0-6d0dae9c-0f5c88", "20261203-130551-comm
 S2_BASE, S2_QUARTER, S2_COMMENT = ("20261203-131342-commits-0-ccfc0443-3d947a",
                                    "20261203-131341-commits-1-3b2d21ef-bfbbe8",
                                    "20261203-131342-commits-2-903adb70-f39626")
+S3_QUARTER = ("20261203-170709-commits-0-1f456e1f-e22191", "20261203-170708-commits-1-2622ad1a-4bf319")
+S3_COMMENT = ("20261203-170932-commits-0-1f456e1f-b03cca", "20261203-170932-commits-1-8fa2168c-c40732")
 
 
 def _row(a: str, b: str, *, gate: str = "0.3%", design: str = "interleaved"):
@@ -90,3 +94,23 @@ def test_the_together_log_shows_the_plan_and_the_stop():
     assert "pilot of 3: 12 interleaved repeat(s) needed for a +-0.30% interval (cap 12)" in log
     assert "stopped by SIGTERM: the worktrees are removed; runs kept, marked incomplete" in log
     assert {read_run_rows(H200 / d).info["status"] for d in (S2_BASE, S2_QUARTER, S2_COMMENT)} == {"incomplete"}
+
+
+@pytest.mark.parametrize("name, runs, verdict, figures, code", [
+    ("quarter", S3_QUARTER, "slower", (1.0117, 1.0088, 1.0146), 1),
+    ("comment", S3_COMMENT, "same", (1.0005, 0.9976, 1.0034), 0)])
+def test_session_3_a_pilot_of_5_and_short_windows_resolve_the_03_percent_gate_in_3_minutes(name, runs, verdict,
+                                                                                         figures, code):
+    row = _row(*runs)
+    assert row.verdict == verdict and row.repeats_a == row.repeats_b == 9
+    assert row.time.method == "paired t (two-stage)" and row.time.df == 4.0  # the pilot's 5 pairs
+    assert (round(row.time.value, 4), round(row.time.low, 4), round(row.time.high, 4)) == figures
+    assert row.time.resolution <= 0.003 and abs(row.clock.value - 1) < 0.002  # the clock did not carry it
+    assert {read_run_rows(H200 / d).info["status"] for d in runs} == {"complete"}
+    doc = json.loads((LOGS / "verdicts-max-time" / f"verdicts-{name}.json").read_text())
+    (stored,) = doc["tables"]["revisions"]
+    assert stored["verdict"] == verdict and doc["verdict"]["exit_code"] == code
+    log = (LOGS / "verdicts-max-time" / f"verdicts-{name}.log").read_text()
+    assert "--until-ci 0.30%: target met with 9 interleaved pairs (widest half-width 0.29%)" in log
+    seconds = int(log.split(f"exit status of bench commits base {name}: {code} after ")[1].split(" s")[0])
+    assert seconds <= 180  # the whole command: workers' start, gate, pilot and second stage
