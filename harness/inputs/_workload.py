@@ -27,7 +27,7 @@ import math
 from dataclasses import dataclass
 from typing import Any
 
-__all__ = ["lay_out", "sequences", "Sequence", "valid_rms", "INDEX_TENSORS", "VARLEN_FORMS", "varlen_lengths"]
+__all__ = ["lay_out", "paged_cache", "sequences", "Sequence", "valid_rms", "INDEX_TENSORS", "VARLEN_FORMS", "varlen_lengths"]
 
 # The integer tensors of a workload, by the names kernels receive them under (README: plain callables).
 INDEX_TENSORS = ("page_table", "kv_lens", "cu_seqlens_q", "cu_seqlens_kv")
@@ -111,6 +111,20 @@ def lay_out(shape, *, source: str, dtype, device, generator) -> dict[str, Any]:
     if not s.paged:
         out.update(k=k, v=v)
         return out
+    return {**out, **paged_cache(s, k, v, generator=generator)}
+
+
+def paged_cache(shape, k, v, *, generator) -> dict[str, Any]:
+    """k and v (logical: [B, Hkv, S_kv, d], or packed [1, Hkv, total, d]) placed in a pool of shuffled pages
+    (`lay_out`'s layout), with the page table and lengths: {"k", "v", "page_table", "kv_lens"}. Captured
+    caches go through it too, so a capture and its control sit in pages the same way."""
+    import torch
+
+    s = shape
+    lk = s.kv_lengths()
+    dtype, device = k.dtype, k.device
+    ints = dict(dtype=torch.int32, device=device)
+    out: dict[str, Any] = {"kv_lens": torch.tensor(lk, **ints)}
     P, pages = s.page_size, s.pages_per_sequence()
     order = torch.randperm(s.num_pages, generator=generator).tolist()
     used, spare = order[:sum(pages)], order[sum(pages):]
