@@ -33,6 +33,7 @@ __all__ = [
     "DEFAULT_CONTROLS",
     "DEFAULT_TEXT",
     "ShapeArgs",
+    "MLA_DIMS",
     "CaptureArgs",
     "device_kind",
     "default_kernels",
@@ -164,8 +165,11 @@ class ShapeArgs:
     window: int | str | tuple | None = None  # a size, or "none" in a sweep
     page_size: int | str | tuple | None = None
     varlen: str | tuple[str, ...] | None = None  # harness.inputs.VARLEN_FORMS
+    mla: bool | None = None  # MLA_DIMS: DeepSeek's absorbed MLA (Hkv 1, latent K of 576 dims, V its first 512)
 
     def __post_init__(self) -> None:
+        if self.mla is False:  # the CLI's flag off: not given
+            object.__setattr__(self, "mla", None)
         for name, _, _ in _SWEEP:
             value = getattr(self, name)
             if isinstance(value, list):
@@ -232,22 +236,37 @@ def attention_shapes(args: ShapeArgs, *, device: str, model: bool = False, seed:
         v = {name: _off(name, x) for (name, _, _), x in zip(_SWEEP, point)}
         label = " ".join(f"{short}{v[name] if v[name] is not None else ' none'}" if name != "varlen"
                          else f"varlen {v[name] or 'none'}" for name, _, short in _SWEEP if name in swept)
-        heads = 32 if v["heads"] is None else v["heads"]
+        heads = (MLA_DIMS["heads"] if args.mla else 32) if v["heads"] is None else v["heads"]
         s_kv = v["seq_len_kv"] or v["seq_len"] or default_seq_len(device, model=model)
         s_q = v["seq_len_q"] or v["seq_len"] or s_kv
         batch = 1 if v["batch"] is None else v["batch"]
+        dims = _mla_dims(v) if args.mla else dict(
+            heads_kv=heads if v["heads_kv"] is None else v["heads_kv"],
+            head_dim_qk=128 if v["head_dim"] is None else v["head_dim"], head_dim_v=v["head_dim_v"])
         try:
             lengths, how = varlen_lengths(v["varlen"], batch=batch, seq_len_kv=s_kv, seed=seed) if v["varlen"] else (
                 None, None)
             shape = AttentionShape(
-                batch=batch, heads_q=heads, heads_kv=heads if v["heads_kv"] is None else v["heads_kv"],
-                seq_len=s_q, seq_len_kv=s_kv, head_dim_qk=128 if v["head_dim"] is None else v["head_dim"],
-                head_dim_v=v["head_dim_v"], causal=True if args.causal is None else args.causal, window=v["window"],
+                batch=batch, heads_q=heads, seq_len=s_q, seq_len_kv=s_kv, **dims,
+                causal=True if args.causal is None else args.causal, window=v["window"],
                 page_size=v["page_size"], kv_lens=lengths, varlen=how)
         except ConfigError as exc:
             raise ConfigError(f"{exc} (sweep point {label})" if label else str(exc)) from None
         out.append((shape, label))
     return tuple(out)
+
+
+# DeepSeek-V2/V3's attention in the absorbed form decode kernels run (FlashMLA): 128 query heads (a TP slice has
+# fewer), one latent KV head whose 576 dims are the 512-dim compressed KV and the 64-dim RoPE key, V its first 512.
+MLA_DIMS = dict(heads=128, heads_kv=1, head_dim_qk=576, head_dim_v=512)
+
+
+def _mla_dims(point: dict) -> dict:
+    fixed = [_FLAGS[n] for n in ("heads_kv", "head_dim", "head_dim_v") if point[n] is not None]
+    if fixed:
+        raise ConfigError(f"--mla fixes Hkv 1, dqk 576 and dv 512 (DeepSeek's latent cache); drop {', '.join(fixed)}, "
+                          f"or drop --mla and give the dims yourself (then K and V are separate tensors).")
+    return dict(heads_kv=1, head_dim_qk=MLA_DIMS["head_dim_qk"], head_dim_v=MLA_DIMS["head_dim_v"], latent_kv=True)
 
 
 def attention_shape(args: ShapeArgs, *, device: str, model: bool = False, seed: int = 0) -> AttentionShape:

@@ -102,7 +102,8 @@ def lay_out(shape, *, source: str, dtype, device, generator) -> dict[str, Any]:
     out: dict[str, Any] = {"q": synthesize(source, s.q_shape(), dtype=dtype, device=device, generator=generator)}
     logical = (1, s.heads_kv, sum(lk)) if s.packed else (s.batch, s.heads_kv, s.seq_len_kv)
     k = synthesize(source, (*logical, s.head_dim_qk), dtype=dtype, device=device, generator=generator)
-    v = synthesize(source, (*logical, s.head_dim_v), dtype=dtype, device=device, generator=generator)
+    v = k[..., :s.head_dim_v] if s.latent_kv else synthesize(source, (*logical, s.head_dim_v), dtype=dtype,
+                                                              device=device, generator=generator)
     if s.packed:
         out["cu_seqlens_q"] = torch.tensor(_cumulative(s.q_lengths()), **ints)
         out["cu_seqlens_kv"] = torch.tensor(_cumulative(lk), **ints)
@@ -138,7 +139,7 @@ def paged_cache(shape, k, v, *, generator) -> dict[str, Any]:
     # sequence, position by position.
     t = torch.tensor(table, dtype=torch.int64)
     slots = torch.cat([t[b, torch.arange(n) // P] * P + torch.arange(n) % P for b, n in enumerate(lk)])
-    for name, values, d in (("k", k, s.head_dim_qk), ("v", v, s.head_dim_v)):
+    for name, values, d in (("k", k, s.head_dim_qk), ("v", v, s.head_dim_v))[:1 if s.latent_kv else 2]:
         tokens = values.permute(0, 2, 1, 3).reshape(-1, s.heads_kv, d)  # [tokens, Hkv, d], sequence-major
         pool = torch.empty((s.num_pages * P, s.heads_kv, d), dtype=dtype, device=device)
         free = torch.ones(s.num_pages * P, dtype=torch.bool)
@@ -147,6 +148,8 @@ def paged_cache(shape, k, v, *, generator) -> dict[str, Any]:
         pool[free.to(device)] = junk.to(device=device, dtype=dtype)
         pool[slots.to(device)] = tokens
         out[name] = pool.view(s.num_pages, P, s.heads_kv, d)
+    if s.latent_kv:  # V is the latent part of K, in the same pages
+        out["v"] = out["k"][..., :s.head_dim_v]
     return out
 
 
