@@ -14,6 +14,7 @@
 #      sweep run of step 1 as launch_overhead.json;
 #   5. the KV sweep again with L2 cold (launches rotate through input copies that exceed twice the L2);
 #   6. a decode sweep over the batch, L2 warm: B 1/16/128, S_kv 4096, page 16/256 (then 7: the same, L2 cold);
+#   7b. MLA decode (--mla: Hq 128, one latent KV head, dqk 576, dv 512), B 16, S_kv 4096/16384, page 64, sdpa-kvcache;
 #   8. bench report (HTML + Markdown) of every sweep run into $OUT, where polars is installed; else the lead
 #      renders them from $OUT/results-decode.tgz on a machine that has it.
 # Protocol (steps 1, 2, 5-7): --repeats 2 --window-s 0.5 --idle-s 0.2 --chunk-s 0.1 --warmin-cap-s 4, the settle
@@ -74,6 +75,7 @@ if [ "$QUICK" = 1 ]; then
     B_SWEEP="--batch 1,4 --seq-len-q 1 --seq-len-kv 128 --page-size 16"
     PROTO="--quick"
     CAP_S=64; CAP_WINDOWS=2; CAP_LAYER=3
+    MLA="--mla --heads 16 --batch 2 --seq-len-q 1 --seq-len-kv 64,128 --page-size 16"
     OVERHEAD="--batch 1 --seq-len-kv 64 --page-size 16 --heads 8 --heads-kv 2 --head-dim 16 --launches 20 --repeats 3"
 else
     HEADS="--heads 32 --heads-kv 8 --head-dim 128"
@@ -81,6 +83,7 @@ else
     B_SWEEP="--batch 1,16,128 --seq-len-q 1 --seq-len-kv 4096 --page-size 16,256"
     PROTO="--repeats 2 --window-s 0.5 --idle-s 0.2 --chunk-s 0.1 --warmin-cap-s 4"
     CAP_S=4096; CAP_WINDOWS=4; CAP_LAYER=15
+    MLA="--mla --heads 128 --batch 16 --seq-len-q 1 --seq-len-kv 4096,16384 --page-size 64"
     OVERHEAD="--batch 1,16 --seq-len-kv 1024,8192 --page-size 16 --heads 32 --heads-kv 8 --head-dim 128"
     COLD=""
     COLD_KERNELS=$KERNELS
@@ -157,9 +160,12 @@ run_step "5. KV sweep, L2 cold" 120 sweep-kv-cold.log $SWEEP_COLD ${COLD:-$KV_SW
 run_step "6. batch sweep, L2 warm: $B_SWEEP" 110 sweep-batch-warm.log $SWEEP $B_SWEEP --l2 warm --name decode-batch-warm
 run_step "7. batch sweep, L2 cold" 110 sweep-batch-cold.log $SWEEP_COLD ${COLD:-$B_SWEEP} --l2 cold --name decode-batch-cold
 
+run_step "7b. MLA decode (DeepSeek absorbed: Hkv 1, dqk 576, dv 512), sdpa-kvcache: $MLA" 60 mla.log \
+    $BENCH sustained -k sdpa-kvcache -i gaussian:0.1 $MLA --device $DEVICE $PROTO --results $RESULTS --name decode-mla
+
 # 8. reports
 if $PY -c "import polars" 2>/dev/null; then
-    for name in decode-kv-warm decode-kv-cold decode-batch-warm decode-batch-cold decode-captured decode-captured-paged; do
+    for name in decode-kv-warm decode-kv-cold decode-batch-warm decode-batch-cold decode-captured decode-captured-paged decode-mla; do
         RUN=$(latest_run "$name")
         [ -n "$RUN" ] && run_step "8. report $name" 40 "report-$name.log" \
             $BENCH report "$RUN" --html "$OUT/report-$name.html" --md "$OUT/report-$name.md"
