@@ -65,33 +65,27 @@ run_step() {
 }
 latest_run() { ls -d "$RESULTS"/*-"$1"-* 2>/dev/null | tail -1; }
 
-if [ "$QUICK" = 1 ]; then
-    export TRITON_INTERPRET=${TRITON_INTERPRET:-1}  # triton-splitkv in Triton's CPU interpreter
-    HEADS="--heads 8 --heads-kv 2 --head-dim 16"
-    KV_SWEEP="--batch 2 --seq-len-q 1 --seq-len-kv 64,256 --page-size 16"
-    # a CPU's last-level cache is hundreds of MiB: cold needs inputs of a few MiB (and the interpreter is slow)
-    COLD="--batch 8 --seq-len-q 1 --seq-len-kv 2048 --page-size 16 --head-dim 32"
-    COLD_KERNELS="-k sdpa-kvcache"
-    B_SWEEP="--batch 1,4 --seq-len-q 1 --seq-len-kv 128 --page-size 16"
-    PROTO="--quick"
-    CAP_S=64; CAP_WINDOWS=2; CAP_LAYER=3
-    MLA="--mla --heads 16 --batch 2 --seq-len-q 1 --seq-len-kv 64,128 --page-size 16"
-    OVERHEAD="--batch 1 --seq-len-kv 64 --page-size 16 --heads 8 --heads-kv 2 --head-dim 16 --launches 20 --repeats 3"
-else
-    HEADS="--heads 32 --heads-kv 8 --head-dim 128"
-    KV_SWEEP="--batch 16 --seq-len-q 1 --seq-len-kv 1024,8192,32768 --page-size 16,256"
-    B_SWEEP="--batch 1,16,128 --seq-len-q 1 --seq-len-kv 4096 --page-size 16,256"
-    PROTO="--repeats 2 --window-s 0.5 --idle-s 0.2 --chunk-s 0.1 --warmin-cap-s 4"
-    CAP_S=4096; CAP_WINDOWS=4; CAP_LAYER=15
-    MLA="--mla --heads 128 --batch 16 --seq-len-q 1 --seq-len-kv 4096,16384 --page-size 64"
-    OVERHEAD="--batch 1,16 --seq-len-kv 1024,8192 --page-size 16 --heads 32 --heads-kv 8 --head-dim 128"
-    COLD=""
-    COLD_KERNELS=$KERNELS
-fi
+# pick QUICK_VALUE DEVICE_VALUE: the CPU dry run's value (tiny shapes, --quick) or the H200's
+pick() { if [ "$QUICK" = 1 ]; then echo "$1"; else echo "$2"; fi; }
+[ "$QUICK" = 1 ] && export TRITON_INTERPRET=${TRITON_INTERPRET:-1}  # triton-splitkv in Triton's CPU interpreter
 KERNELS="-k sdpa-kvcache -k triton-splitkv"
+HEADS=$(pick "--heads 8 --heads-kv 2 --head-dim 16" "--heads 32 --heads-kv 8 --head-dim 128")
+KV_SWEEP=$(pick "--batch 2 --seq-len-q 1 --seq-len-kv 64,256 --page-size 16" \
+                "--batch 16 --seq-len-q 1 --seq-len-kv 1024,8192,32768 --page-size 16,256")
+B_SWEEP=$(pick "--batch 1,4 --seq-len-q 1 --seq-len-kv 128 --page-size 16" \
+               "--batch 1,16,128 --seq-len-q 1 --seq-len-kv 4096 --page-size 16,256")
+MLA=$(pick "--mla --heads 16 --batch 2 --seq-len-q 1 --seq-len-kv 64,128 --page-size 16" \
+           "--mla --heads 128 --batch 16 --seq-len-q 1 --seq-len-kv 4096,16384 --page-size 64")
+PROTO=$(pick "--quick" "--repeats 2 --window-s 0.5 --idle-s 0.2 --chunk-s 0.1 --warmin-cap-s 4")
+CAP_S=$(pick 64 4096); CAP_WINDOWS=$(pick 2 4); CAP_LAYER=$(pick 3 15)
+OVERHEAD=$(pick "--batch 1 --seq-len-kv 64 --page-size 16 --heads 8 --heads-kv 2 --head-dim 16 --launches 20 --repeats 3" \
+                "--batch 1,16 --seq-len-kv 1024,8192 --page-size 16 --heads 32 --heads-kv 8 --head-dim 128")
 SWEEP="$BENCH sustained $KERNELS -i gaussian:0.1 $HEADS --device $DEVICE $PROTO --results $RESULTS"
-SWEEP_COLD="$BENCH sustained $COLD_KERNELS -i gaussian:0.1 --heads 8 --heads-kv 2 --device $DEVICE $PROTO --results $RESULTS"
-[ -z "$COLD" ] && SWEEP_COLD=$SWEEP
+# L2 cold: on the H200 the sweeps themselves; a CPU's last-level cache is hundreds of MiB, so there the cold steps
+# time sdpa-kvcache on inputs of a few MiB (the interpreter is too slow for triton-splitkv on them)
+COLD_KV=$(pick "--batch 8 --seq-len-q 1 --seq-len-kv 2048 --page-size 16 --heads 8 --heads-kv 2 --head-dim 32" "$KV_SWEEP $HEADS")
+COLD_B=$(pick "$COLD_KV" "$B_SWEEP $HEADS")
+SWEEP_COLD="$BENCH sustained $(pick "-k sdpa-kvcache" "$KERNELS") -i gaussian:0.1 --device $DEVICE $PROTO --results $RESULTS"
 
 step "decode sweep: DEVICE=$DEVICE QUICK=$QUICK BUDGET_S=$BUDGET_S OUT=$OUT"
 $PY - <<'EOF' 2>&1 | tee -a "$OUT/steps.log"
@@ -156,9 +150,9 @@ run_step "4. launch overhead (graph vs eager vs host, per launch)" 60 launch-ove
     $PY benchmarks/launch_overhead.py --device "$DEVICE" $KERNELS $OVERHEAD $INTO
 
 # 5-7. L2 cold, and the batch sweep
-run_step "5. KV sweep, L2 cold" 120 sweep-kv-cold.log $SWEEP_COLD ${COLD:-$KV_SWEEP} --l2 cold --name decode-kv-cold
+run_step "5. KV sweep, L2 cold" 120 sweep-kv-cold.log $SWEEP_COLD $COLD_KV --l2 cold --name decode-kv-cold
 run_step "6. batch sweep, L2 warm: $B_SWEEP" 110 sweep-batch-warm.log $SWEEP $B_SWEEP --l2 warm --name decode-batch-warm
-run_step "7. batch sweep, L2 cold" 110 sweep-batch-cold.log $SWEEP_COLD ${COLD:-$B_SWEEP} --l2 cold --name decode-batch-cold
+run_step "7. batch sweep, L2 cold" 110 sweep-batch-cold.log $SWEEP_COLD $COLD_B --l2 cold --name decode-batch-cold
 
 run_step "7b. MLA decode (DeepSeek absorbed: Hkv 1, dqk 576, dv 512), sdpa-kvcache: $MLA" 60 mla.log \
     $BENCH sustained -k sdpa-kvcache -i gaussian:0.1 $MLA --device $DEVICE $PROTO --results $RESULTS --name decode-mla

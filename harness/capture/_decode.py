@@ -12,7 +12,7 @@ from __future__ import annotations
 
 from typing import Callable, Iterable
 
-from harness.capture._hook import LayerRecord, _copy, _passthrough, register_attention
+from harness.capture._hook import LayerRecord, _copy, _passthrough, check_called, register_attention
 from harness.errors import CaptureError
 
 __all__ = ["DecodeRun", "run_decode"]
@@ -99,13 +99,7 @@ def run_decode(model, prompt_ids, *, steps: int, layers: Iterable[int], on_call=
                 result = model(input_ids=token, **{name: cache}, use_cache=True, logits_to_keep=1)
     finally:
         register_attention()
-    missing = sorted(recorder.layers - recorder.kv.keys())
-    if missing:
-        seen = sorted({c for c in recorder.calls if c is not None})
-        raise CaptureError(
-            f"Layers {missing} never called the attention interface while decoding (layers seen: {seen or 'none'}). "
-            f"The model's attention does not dispatch through transformers' AttentionInterface, so it cannot be "
-            f"captured with this hook; use a model whose transformers implementation supports sdpa.")
+    check_called(recorder.layers, recorder.kv.keys(), recorder.calls, when=" while decoding")
     records = {}
     for layer in sorted(recorder.layers):
         k, v = recorder.kv[layer]
