@@ -33,6 +33,7 @@ __all__ = [
     "DEFAULT_CONTROLS",
     "DEFAULT_TEXT",
     "ShapeArgs",
+    "MLA_DIMS",
     "CaptureArgs",
     "device_kind",
     "default_kernels",
@@ -164,8 +165,11 @@ class ShapeArgs:
     window: int | str | tuple | None = None  # a size, or "none" in a sweep
     page_size: int | str | tuple | None = None
     varlen: str | tuple[str, ...] | None = None  # harness.inputs.VARLEN_FORMS
+    mla: bool | None = None  # MLA_DIMS: DeepSeek's absorbed MLA (Hkv 1, latent K of 576 dims, V its first 512)
 
     def __post_init__(self) -> None:
+        if self.mla is False:  # the CLI's flag off: not given
+            object.__setattr__(self, "mla", None)
         for name, _, _ in _SWEEP:
             value = getattr(self, name)
             if isinstance(value, list):
@@ -232,22 +236,37 @@ def attention_shapes(args: ShapeArgs, *, device: str, model: bool = False, seed:
         v = {name: _off(name, x) for (name, _, _), x in zip(_SWEEP, point)}
         label = " ".join(f"{short}{v[name] if v[name] is not None else ' none'}" if name != "varlen"
                          else f"varlen {v[name] or 'none'}" for name, _, short in _SWEEP if name in swept)
-        heads = 32 if v["heads"] is None else v["heads"]
+        heads = (MLA_DIMS["heads"] if args.mla else 32) if v["heads"] is None else v["heads"]
         s_kv = v["seq_len_kv"] or v["seq_len"] or default_seq_len(device, model=model)
         s_q = v["seq_len_q"] or v["seq_len"] or s_kv
         batch = 1 if v["batch"] is None else v["batch"]
+        dims = _mla_dims(v) if args.mla else dict(
+            heads_kv=heads if v["heads_kv"] is None else v["heads_kv"],
+            head_dim_qk=128 if v["head_dim"] is None else v["head_dim"], head_dim_v=v["head_dim_v"])
         try:
             lengths, how = varlen_lengths(v["varlen"], batch=batch, seq_len_kv=s_kv, seed=seed) if v["varlen"] else (
                 None, None)
             shape = AttentionShape(
-                batch=batch, heads_q=heads, heads_kv=heads if v["heads_kv"] is None else v["heads_kv"],
-                seq_len=s_q, seq_len_kv=s_kv, head_dim_qk=128 if v["head_dim"] is None else v["head_dim"],
-                head_dim_v=v["head_dim_v"], causal=True if args.causal is None else args.causal, window=v["window"],
+                batch=batch, heads_q=heads, seq_len=s_q, seq_len_kv=s_kv, **dims,
+                causal=True if args.causal is None else args.causal, window=v["window"],
                 page_size=v["page_size"], kv_lens=lengths, varlen=how)
         except ConfigError as exc:
             raise ConfigError(f"{exc} (sweep point {label})" if label else str(exc)) from None
         out.append((shape, label))
     return tuple(out)
+
+
+# DeepSeek-V2/V3's attention in the absorbed form decode kernels run (FlashMLA): 128 query heads (a TP slice has
+# fewer), one latent KV head whose 576 dims are the 512-dim compressed KV and the 64-dim RoPE key, V its first 512.
+MLA_DIMS = dict(heads=128, heads_kv=1, head_dim_qk=576, head_dim_v=512)
+
+
+def _mla_dims(point: dict) -> dict:
+    fixed = [_FLAGS[n] for n in ("heads_kv", "head_dim", "head_dim_v") if point[n] is not None]
+    if fixed:
+        raise ConfigError(f"--mla fixes Hkv 1, dqk 576 and dv 512 (DeepSeek's latent cache); drop {', '.join(fixed)}, "
+                          f"or drop --mla and give the dims yourself (then K and V are separate tensors).")
+    return dict(heads_kv=1, head_dim_qk=MLA_DIMS["head_dim_qk"], head_dim_v=MLA_DIMS["head_dim_v"], latent_kv=True)
 
 
 def attention_shape(args: ShapeArgs, *, device: str, model: bool = False, seed: int = 0) -> AttentionShape:
@@ -315,7 +334,8 @@ def _labelled(spec: InputSpec, tag: str, controls: Sequence[str]) -> list[InputS
 
 
 def captured_specs(args: CaptureArgs, *, device: str, seq_len: int | None, dtype: str = "bf16", seed: int = 0,
-                   progress=None, on_estimate=None) -> tuple[InputSpec, ...]:
+                   progress=None, on_estimate=None, decode_steps: int = 0,
+                   page_size: int | None = None) -> tuple[InputSpec, ...]:
     """A model's captured layers (captured first where missing) each followed by its controls, or the
     explicit capture files with theirs. A control shares the capture's shape and softmax scale, so the
     only difference a kernel sees is the data: the comparison the harness exists for."""
@@ -333,8 +353,9 @@ def captured_specs(args: CaptureArgs, *, device: str, seq_len: int | None, dtype
         for path in args.files:
             m = re.search(r"layer(\d+)", Path(path).name)
             tag = f"L{int(m.group(1)):02d}" if m else Path(path).stem
-            out.extend(_labelled(capture_spec(path, dtype=dtype, seed=seed,
-                                              allow_random_weights=args.allow_random_weights), tag, controls))
+            spec = capture_spec(path, dtype=dtype, seed=seed, allow_random_weights=args.allow_random_weights)
+            spec = dataclasses.replace(spec, shape=dataclasses.replace(spec.shape, page_size=page_size))
+            out.extend(_labelled(spec, tag, controls))
         return tuple(out)
     if Path(args.captures).exists() and not Path(args.captures).is_dir():
         raise ConfigError(f"--captures {args.captures} is a file; --captures names the folder captures are read from "
@@ -346,7 +367,7 @@ def captured_specs(args: CaptureArgs, *, device: str, seq_len: int | None, dtype
         seed=seed, progress=progress, device=device, capture_device=args.capture_device,
         capture_dtype=args.capture_dtype, windows=job.windows if args.windows is None else args.windows,
         random_weights=args.random_weights, allow_random_weights=args.allow_random_weights, recapture=args.recapture,
-        on_estimate=on_estimate,
+        on_estimate=on_estimate, decode_steps=decode_steps, page_size=page_size,
     )
 
 
@@ -356,13 +377,32 @@ def input_specs(*, sources: Sequence[str] | None, shape: ShapeArgs, capture: Cap
     else the synthetic sources at the shape the options give."""
     capture.check()
     if capture.wanted:
-        ignored = shape.given(but=("seq_len",))
-        if ignored:
-            raise ConfigError(f"{', '.join(ignored)} set(s) the shape of synthetic inputs, but captured inputs take "
-                              f"their shape from the model (only --seq-len applies). Drop {', '.join(ignored)}.")
-        return captured_specs(capture, device=device, seq_len=shape.one("seq_len"), dtype=dtype, seed=seed,
-                              progress=progress, on_estimate=on_estimate)
+        return _captured_inputs(capture, shape, device=device, dtype=dtype, seed=seed, progress=progress,
+                                on_estimate=on_estimate)
     return synthetic_specs(sources, shape=attention_shapes(shape, device=device, seed=seed), dtype=dtype, seed=seed)
+
+
+def _captured_inputs(capture: CaptureArgs, shape: ShapeArgs, **kw) -> tuple[InputSpec, ...]:
+    """Captured inputs at the shape flags that apply to them: --seq-len (prefill), or --seq-len-kv S with
+    --seq-len-q N < S (a decode capture: N greedy steps after a prompt of S - N tokens), and --page-size."""
+    keep = ("seq_len", "seq_len_q", "seq_len_kv", "page_size")
+    ignored = shape.given(but=keep)
+    if ignored:
+        raise ConfigError(f"{', '.join(ignored)} set(s) the shape of synthetic inputs, but captured inputs take "
+                          f"their shape from the model (--seq-len, or --seq-len-q/--seq-len-kv for decode, and "
+                          f"--page-size apply). Drop {', '.join(ignored)}.")
+    s, s_q, s_kv = (shape.one(n) for n in keep[:3])
+    page = _positive(_off("page_size", shape.one("page_size")), "--page-size")
+    if s is not None and s_kv is not None:
+        raise ConfigError("--seq-len and --seq-len-kv both give the keys per sequence: give --seq-len-kv (with "
+                          "--seq-len-q for the decode steps), or --seq-len alone.")
+    s_kv = s_kv if s_kv is not None else s
+    if s_q is not None and s_kv is None:
+        raise ConfigError(f"--seq-len-q {s_q} with --model decodes {s_q} token(s) after a prompt: give the cache's "
+                          f"length with --seq-len-kv too, e.g. --seq-len-q 1 --seq-len-kv 4096.")
+    _positive(s_q, "--seq-len-q")
+    decode = s_q if s_q is not None and s_q != s_kv else 0
+    return captured_specs(capture, seq_len=s_kv, decode_steps=decode, page_size=page, **kw)
 
 
 def sustained_protocol(*, quick: bool = False, repeats: int | None = None, window_s: float | None = None,

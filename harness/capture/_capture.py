@@ -17,6 +17,7 @@ from harness.capture._format import (
     write_layer,
     write_manifest,
 )
+from harness.capture._decode import run_decode
 from harness.capture._hook import LayerRecord, recording, run_forward
 from harness.capture._manifest import random_weights_identity, start_manifest
 from harness.capture._model_io import (build_random, load_model, load_tokenizer, parse_gguf_once, quiet_transformers,
@@ -60,7 +61,9 @@ class CaptureConfig:
     call covers them all. `dtype` None: bf16 on a GPU, fp32 on the CPU. `random_weights` builds the
     registered architecture at full size with seeded random weights (no download); such captures are
     labelled and live under captures/<model>-random-seed<N>/. `recapture` lets a damaged layer file be
-    overwritten; without it a damaged file is refused.
+    overwritten; without it a damaged file is refused. `decode_steps` N > 0: the last N of the `seq_len`
+    tokens are the model's own greedy continuation of the first S - N, decoded one token a forward pass with
+    its KV cache, and q holds only those N steps' queries (`harness.capture._decode`).
     """
 
     model: str | ModelSpec = DEFAULT_MODEL
@@ -76,6 +79,7 @@ class CaptureConfig:
     random_weights: bool = False
     seed: int = 0  # of the random weights
     recapture: bool = False
+    decode_steps: int = 0  # 0: one forward pass over the text (prefill); N: N greedy decode steps
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "layers", parse_layers(self.layers))
@@ -88,6 +92,10 @@ class CaptureConfig:
             value = getattr(self, name)
             if not isinstance(value, int) or value <= 0:
                 raise ConfigError(f"{flag} {value!r}: must be a positive integer.")
+        if not isinstance(self.decode_steps, int) or not 0 <= self.decode_steps < self.seq_len:
+            raise ConfigError(f"--decode-steps {self.decode_steps!r}: the decoded tokens are the last of the "
+                              f"--seq-len {self.seq_len} the cache holds, after a prompt of at least one token; give "
+                              f"0 (a prefill capture) up to {self.seq_len - 1}.")
         if self.root.exists() and not self.root.is_dir():
             raise ConfigError(f"--captures {self.root} is a file; --captures names the folder captures are read from "
                               f"and written to (default captures/). Pass a folder.")
@@ -145,10 +153,11 @@ def _check_request(spec: ModelSpec, config: CaptureConfig) -> None:
 
 
 def capture_directory(config: CaptureConfig) -> Path:
-    """The folder this capture writes: captures/<model>[-random-seed<N>]/<text>-S<seq>[-B<windows>]."""
+    """The folder this capture writes: captures/<model>[-random-seed<N>]/<text>-S<seq>[-decode<N>][-B<windows>]."""
     spec = resolve_model(config.model)
     model_dir = f"{spec.dir_name}-random-seed{config.seed}" if config.random_weights else spec.dir_name
-    return capture_dir(config.root, model_dir, text_name(config.text), config.seq_len, batch=config.batch)
+    return capture_dir(config.root, model_dir, text_name(config.text), config.seq_len, batch=config.batch,
+                       decode_steps=config.decode_steps)
 
 
 def _refuse_damaged(directory: Path, config: CaptureConfig) -> None:
@@ -188,16 +197,18 @@ def capture(config: CaptureConfig, *, progress=None, on_estimate=None) -> Captur
         on_estimate(estimate)
     check_fits(estimate)
     weights = random_weights_identity(spec, config, device) if config.random_weights else resolve_weights(spec, weights=config.weights)
-    stages = Stages(progress, total=2 + max(config.layers) + 1 + 2 * len(config.layers), title=f"capture {spec.name}")
+    calls = config.decode_steps * spec.num_layers if config.decode_steps else max(config.layers) + 1
+    stages = Stages(progress, total=2 + calls + 2 * len(config.layers), title=f"capture {spec.name}")
+    prompt_len = config.seq_len - config.decode_steps
     timings["prepare"] = time.perf_counter() - t0
     with quiet_transformers(), parse_gguf_once():
         stages.stage("tokenizing")
         t = time.perf_counter()
         if config.random_weights:
-            ids, text_provenance = byte_windows(source, seq_len=config.seq_len, batch=config.batch)
+            ids, text_provenance = byte_windows(source, seq_len=prompt_len, batch=config.batch)
         else:
             tokenizer = load_tokenizer(weights)
-            ids, text_provenance = token_windows(tokenizer, source, seq_len=config.seq_len, batch=config.batch)
+            ids, text_provenance = token_windows(tokenizer, source, seq_len=prompt_len, batch=config.batch)
         text_provenance["argument"] = config.text
         stages.advance()
         timings["tokenize"] = time.perf_counter() - t
@@ -212,11 +223,19 @@ def capture(config: CaptureConfig, *, progress=None, on_estimate=None) -> Captur
             check_config(spec, model.config, where=weights.where)
         stages.advance()
         timings["load"] = time.perf_counter() - t
-        stages.stage(f"forward pass, {config.batch} x {config.seq_len} tokens on {device}")
         t = time.perf_counter()
+        decoded = None
         try:
-            with recording(config.layers, on_call=lambda _layer: stages.advance()) as recorder:
-                records = run_forward(model, ids, recorder)
+            if config.decode_steps:
+                stages.stage(f"prompt of {config.batch} x {prompt_len} tokens, then {config.decode_steps} decode "
+                             f"steps on {device}")
+                run = run_decode(model, ids, steps=config.decode_steps, layers=config.layers,
+                                 on_call=lambda _layer: stages.advance())
+                records, decoded = run.records, run.tokens
+            else:
+                stages.stage(f"forward pass, {config.batch} x {config.seq_len} tokens on {device}")
+                with recording(config.layers, on_call=lambda _layer: stages.advance()) as recorder:
+                    records = run_forward(model, ids, recorder)
         finally:
             del model
         peak = peak_memory(device)
@@ -235,6 +254,10 @@ def capture(config: CaptureConfig, *, progress=None, on_estimate=None) -> Captur
                "attention": "torch sdpa (transformers)", "peak_device_memory_bytes": peak,
                "estimate": {"total_bytes": estimate.total_bytes, "seconds": round(estimate.total_s, 1)}}
     manifest = start_manifest(directory, spec, weights, config, text_provenance, records, compute)
+    if decoded is not None:
+        manifest["decode"] = _decode_provenance(config, decoded, tokenizer=None if config.random_weights else tokenizer)
+        manifest["rope"]["positions"] = (f"k, v: 0..{config.seq_len - 1} in every batch row; q: the decode steps at "
+                                         f"{prompt_len}..{config.seq_len - 1}")
     results = []
     for layer in config.layers:
         record = records.pop(layer)  # dropped once saved: memory holds only the layers not yet written
@@ -253,8 +276,9 @@ def capture(config: CaptureConfig, *, progress=None, on_estimate=None) -> Captur
             "self_check": {
                 "max_abs_diff": diff,
                 "tolerance": tol,
-                "reference": f"fp32 softmax(scale * q k^T, causal) v from the captured q, k, v (KV head h // "
-                f"(Hq/Hkv)), recomputed in row blocks on {device}, vs the model's own sdpa output",
+                "reference": f"fp32 softmax(scale * q k^T, causal{' aligned to the end of the cache' * bool(decoded is not None)}) v "
+                f"from the captured q, k, v (KV head h // (Hq/Hkv)), recomputed in row blocks on {device}, vs the "
+                f"model's own sdpa output{' at each decode step' * bool(decoded is not None)}",
             },
             "stats": stats.as_dict(),
         }
@@ -280,7 +304,7 @@ def _self_check(spec: ModelSpec, record: LayerRecord, config: CaptureConfig, *,
     shapes = {"q": list(record.q.shape), "k": list(record.k.shape), "v": list(record.v.shape)}
     B, S = config.batch, config.seq_len
     want = {
-        "q": [B, spec.heads_q, S, spec.head_dim_qk],
+        "q": [B, spec.heads_q, config.decode_steps or S, spec.head_dim_qk],
         "k": [B, spec.heads_kv, S, spec.head_dim_qk],
         "v": [B, spec.heads_kv, S, spec.head_dim_v],
     }
@@ -304,10 +328,25 @@ def _self_check(spec: ModelSpec, record: LayerRecord, config: CaptureConfig, *,
     return diff, stats, tol
 
 
+def _decode_provenance(config: CaptureConfig, tokens, *, tokenizer) -> dict:
+    rows = tokens.tolist()
+    out = {
+        "steps": config.decode_steps,
+        "prompt_tokens": config.seq_len - config.decode_steps,
+        "greedy": True,
+        "cache": "transformers DynamicCache: the prompt in one forward pass, then one forward pass per step",
+        "token_ids": rows,
+        "q": "the queries of the generated tokens, in order; k, v: the cache after the last step",
+    }
+    if tokenizer is not None:
+        out["text"] = [tokenizer.decode(r) for r in rows]
+    return out
+
+
 def ensure_capture(model: str | ModelSpec = DEFAULT_MODEL, *, layers, seq_len: int, text: str = "pydoc",
                    weights: str | Path | None = None, root: Path | str = Path("captures"), batch: int = 1,
                    device: str = "cpu", dtype: str | None = None, random_weights: bool = False, seed: int = 0,
-                   recapture: bool = False, progress=None, on_estimate=None) -> list[Path]:
+                   recapture: bool = False, progress=None, on_estimate=None, decode_steps: int = 0) -> list[Path]:
     """The capture files for these layers, capturing only those missing.
 
     A layer file that exists and matches its manifest is reused whatever made it (so captures carried
@@ -318,7 +357,7 @@ def ensure_capture(model: str | ModelSpec = DEFAULT_MODEL, *, layers, seq_len: i
     layers = parse_layers(layers)
     config = CaptureConfig(model=model, layers=layers, seq_len=seq_len, text=text, weights=weights, root=Path(root),
                            batch=batch, device=device, dtype=dtype, random_weights=random_weights, seed=seed,
-                           recapture=recapture)
+                           recapture=recapture, decode_steps=decode_steps)
     directory = capture_directory(config)
     todo = []
     for layer in layers:

@@ -36,8 +36,9 @@ MANIFEST = "manifest.json"
 STORED_DTYPE = "bfloat16"
 
 
-def capture_dir(root: Path, model: str, text: str, seq_len: int, *, batch: int = 1) -> Path:
-    return Path(root) / model / (f"{text}-S{seq_len}" + (f"-B{batch}" if batch > 1 else ""))
+def capture_dir(root: Path, model: str, text: str, seq_len: int, *, batch: int = 1, decode_steps: int = 0) -> Path:
+    return Path(root) / model / (f"{text}-S{seq_len}" + (f"-decode{decode_steps}" if decode_steps else "")
+                                 + (f"-B{batch}" if batch > 1 else ""))
 
 
 def layer_file(layer: int) -> str:
@@ -176,6 +177,8 @@ def recapture_command(manifest: dict, layer: int, directory: Path) -> str:
              "--captures", str(Path(directory).parent.parent)]
     if int(manifest.get("batch") or 1) > 1:
         parts += ["--windows", str(manifest["batch"])]
+    if (manifest.get("decode") or {}).get("steps"):
+        parts += ["--decode-steps", str(manifest["decode"]["steps"])]
     if manifest.get("random_weights"):
         parts += ["--random-weights", "--seed", str(model.get("weights", {}).get("identity", {}).get("seed", 0))]
     return " ".join(shlex.quote(p) for p in parts + ["--recapture"])

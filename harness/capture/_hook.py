@@ -13,7 +13,7 @@ from typing import Any, Callable, Iterable, Iterator
 
 from harness.errors import CaptureError
 
-__all__ = ["ATTN_IMPLEMENTATION", "LayerRecord", "register_attention", "recording", "run_forward"]
+__all__ = ["ATTN_IMPLEMENTATION", "LayerRecord", "register_attention", "recording", "run_forward", "check_called"]
 
 ATTN_IMPLEMENTATION = "harness_capture"
 
@@ -125,13 +125,19 @@ def run_forward(model, input_ids, recorder: _Recorder) -> dict[int, LayerRecord]
             decoder(input_ids=input_ids.to(model.device), use_cache=False)
         except _StopForward:
             pass
-    missing = sorted(recorder.layers - recorder.records.keys())
+    check_called(recorder.layers, recorder.records.keys(), recorder.calls)
+    return recorder.records
+
+
+def check_called(wanted, recorded, calls, *, when: str = "") -> None:
+    """Refuse a capture in which a requested layer never called the attention interface (`when`: e.g. " while
+    decoding")."""
+    missing = sorted(set(wanted) - set(recorded))
     if missing:
-        seen = sorted({c for c in recorder.calls if c is not None})
+        seen = sorted({c for c in calls if c is not None})
         raise CaptureError(
-            f"Layers {missing} never called the attention interface (layers seen: {seen or 'none'}). The "
+            f"Layers {missing} never called the attention interface{when} (layers seen: {seen or 'none'}). The "
             f"model's attention does not dispatch through transformers' AttentionInterface, so it cannot be "
             f"captured with this hook; use a model whose transformers implementation supports "
             f"attn_implementation='sdpa'."
         )
-    return recorder.records

@@ -7,7 +7,7 @@ from pathlib import Path
 
 from harness.capture._format import MANIFEST, layer_entry, read_layer, read_manifest, verify_layer
 from harness.errors import CaptureError, InputError
-from harness.inputs import AttentionInputs, AttentionShape, InputSpec, torch_dtype
+from harness.inputs import AttentionInputs, AttentionShape, InputSpec, paged_cache, torch_dtype
 
 __all__ = ["CaptureInfo", "load_capture", "capture_shape", "capture_spec", "list_captures", "source_loader",
            "format_listing", "ALLOW_RANDOM"]
@@ -43,7 +43,7 @@ class CaptureInfo:
 def _shape(manifest: dict, entry: dict) -> AttentionShape:
     q, v = entry["shapes"]["q"], entry["shapes"]["v"]
     return AttentionShape(
-        batch=q[0], heads_q=q[1], heads_kv=entry["shapes"]["k"][1], seq_len=q[2], head_dim_qk=q[3],
+        batch=q[0], heads_q=q[1], heads_kv=entry["shapes"]["k"][1], seq_len=q[2], seq_len_kv=v[2], head_dim_qk=q[3],
         head_dim_v=v[3], causal=bool(entry.get("causal", True)),
     )
 
@@ -135,12 +135,14 @@ def source_loader(spec: InputSpec, device) -> AttentionInputs:
     if not path:
         raise InputError("Input source 'capture:' needs a path: capture:captures/MODEL/TEXT-S<seq>/layerNN.safetensors.")
     inputs = load_capture(path, device=device, allow_random_weights=allowed)
-    if spec.shape != inputs.shape:
+    if replace(spec.shape, page_size=None) != inputs.shape:
         raise InputError(
             f"The spec for {spec.source} says shape {spec.shape.label()}, but the capture holds "
             f"{inputs.shape.label()}. Build the spec with harness.capture.capture_spec(path), which reads the "
             f"shape from the manifest."
         )
+    if spec.shape.paged:
+        inputs = paged(inputs, spec)
     if spec.scale is not None:
         inputs = replace(inputs, scale=spec.scale)
     if spec.dtype in _FP8:
@@ -150,6 +152,20 @@ def source_loader(spec: InputSpec, device) -> AttentionInputs:
         cast = {n: getattr(inputs, n).to(dtype) for n in ("q", "k", "v")}
         inputs = replace(inputs, **cast, dtype=spec.dtype)
     return inputs
+
+
+def paged(inputs: AttentionInputs, spec: InputSpec) -> AttentionInputs:
+    """A captured KV cache moved into shuffled pages of `spec.shape.page_size` tokens, the layout `make_inputs` gives
+    a control of the same shape (page order and junk in unused slots drawn from the spec's seed)."""
+    import torch
+    from dataclasses import replace
+
+    if spec.shape.packed:
+        raise InputError(f"{spec.source}: a capture holds one cache per batch row, not sequences of different "
+                         f"lengths; drop --varlen for captured inputs.")
+    laid = paged_cache(spec.shape, inputs.k, inputs.v, generator=torch.Generator().manual_seed(spec.seed))
+    provenance = {**inputs.provenance, "paged": f"page size {spec.shape.page_size}, shuffled pages (seed {spec.seed})"}
+    return replace(inputs, shape=spec.shape, provenance=provenance, **laid)
 
 
 def list_captures(root: str | Path = "captures", *, verify: bool = False) -> list[CaptureInfo]:

@@ -48,7 +48,8 @@ def tensor_moments(t) -> tuple[float, float]:
 
 def recompute(q, k, v, *, scale: float, causal: bool = True, model_out=None, block_rows: int | None = None,
               device="cpu"):
-    """Recompute attention from q, k, v (fp32) and gather statistics.
+    """Recompute attention from q, k, v (fp32) and gather statistics. q may hold fewer positions than k (a
+    decode capture: the last S_q tokens of the S_kv the cache holds, the causal mask aligned to its end).
 
     Returns (max_abs_diff against `model_out` or None, LayerStats). Memory: one [block_rows, S] score
     block at a time, on `device` (one head of q, k, v, out is moved there at a time). On a GPU the
@@ -80,7 +81,8 @@ def _recompute(q, k, v, *, scale, causal, model_out, block_rows, device):
     import torch
 
     B, Hq, S, _ = q.shape
-    Hkv = k.shape[1]
+    Hkv, S_kv = k.shape[1], k.shape[2]
+    offset = S_kv - S  # query row r sits at position offset + r
     group = Hq // Hkv
     log2e = 1.0 / math.log(2.0)
     max_diff = 0.0
@@ -95,9 +97,9 @@ def _recompute(q, k, v, *, scale, causal, model_out, block_rows, device):
             oh = model_out[b, h].to(device).float() if model_out is not None else None
             for r0 in range(0, S, block_rows):
                 r1 = min(S, r0 + block_rows)
-                kv_end = r1 if causal else S
+                kv_end = offset + r1 if causal else S_kv
                 s = torch.matmul(qh[r0:r1], kh[:kv_end].T) * scale
-                rows = torch.arange(r0, r1, device=device)[:, None]
+                rows = torch.arange(offset + r0, offset + r1, device=device)[:, None]
                 cols = torch.arange(kv_end, device=device)[None, :]
                 allowed = cols <= rows if causal else torch.ones_like(s, dtype=torch.bool)
                 s = s.masked_fill(~allowed, float("-inf"))
@@ -113,7 +115,7 @@ def _recompute(q, k, v, *, scale, causal, model_out, block_rows, device):
                 logit_sq += float((finite * finite).sum())
                 logit_n += int(allowed.sum())
                 sink_sum += float(p[:, 0].double().sum())
-                deep_n, valid_n = _deep_blocks(s, m, r0, causal=causal, log2e=log2e)
+                deep_n, valid_n = _deep_blocks(s, m, offset + r0, causal=causal, log2e=log2e)
                 deep += deep_n
                 valid_blocks += valid_n
     rows_total = B * Hq * S

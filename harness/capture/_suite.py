@@ -69,6 +69,8 @@ def model_input_specs(
     allow_random_weights: bool = False,
     recapture: bool = False,
     on_estimate=None,
+    decode_steps: int = 0,
+    page_size: int | None = None,
 ) -> tuple:
     """InputSpecs for each captured layer (capturing first where missing) and its same-shape controls.
 
@@ -76,19 +78,20 @@ def model_input_specs(
     kernel sees is the data: the comparison the harness exists for. The capture runs on `capture_device`
     (None / "auto": the run's `device`), in `capture_dtype` (None: bf16 on a GPU, fp32 on the CPU).
     `on_estimate(CaptureEstimate)` is called before a capture loads anything. Random-weight captures
-    are refused as inputs unless `allow_random_weights`.
+    are refused as inputs unless `allow_random_weights`. `decode_steps` N: a decode capture (`CaptureConfig`), S_q = N
+    queries against the `seq_len` keys of the cache; `page_size`: its cache (and the controls') in shuffled pages.
     """
     spec = resolve_model(model)
     layers = parse_layers(layers) if layers else default_layers(spec.num_layers)
     paths = ensure_capture(model, layers=layers, seq_len=seq_len, text=text, weights=weights, root=root,
                            batch=windows, device=choose_capture_device(device, capture_device), dtype=capture_dtype,
                            random_weights=random_weights, seed=seed, recapture=recapture, progress=progress,
-                           on_estimate=on_estimate)
+                           on_estimate=on_estimate, decode_steps=decode_steps)
     out = []
     for layer, path in zip(layers, paths):
         tag = f"L{layer:02d}"
-        captured = dataclasses.replace(capture_spec(path, dtype=dtype, seed=seed,
-                                                    allow_random_weights=allow_random_weights),
+        spec = capture_spec(path, dtype=dtype, seed=seed, allow_random_weights=allow_random_weights)
+        captured = dataclasses.replace(spec, shape=dataclasses.replace(spec.shape, page_size=page_size),
                                        name=f"{tag}:captured")
         out.append(captured)
         out.extend(dataclasses.replace(captured, source=c, name=f"{tag}:{c}", loader=None) for c in controls)

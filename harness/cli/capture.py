@@ -20,6 +20,9 @@ def capture_cmd(
                                           "--layers 15)"),
     seq_len: int = typer.Option(2048, help="tokens of text per captured window"),
     windows: int = typer.Option(1, help="consecutive text windows stacked along the batch"),
+    decode_steps: int = typer.Option(0, help="the last N of the --seq-len tokens decoded greedily, one forward pass "
+                                             "each with the model's KV cache; q holds those N steps (S_q = N, "
+                                             "S_kv = --seq-len)"),
     text: str = typer.Option("pydoc", help="pydoc, wikitext2:PATH or a text file"),
     weights: Optional[Path] = typer.Option(None, help="model weights (folder or GGUF file)"),
     root: Path = typer.Option(CAPTURES_ROOT, "--captures", help="captures root directory"),
@@ -46,7 +49,7 @@ def capture_cmd(
             return
         config = CaptureConfig(model=model, layers=",".join(layers), seq_len=seq_len, text=text, weights=weights,
                                root=root, dtype=dtype, device=device, batch=windows, random_weights=random_weights,
-                               seed=seed, recapture=recapture)
+                               seed=seed, recapture=recapture, decode_steps=decode_steps)
         with capture_progress(out) as progress:
             result = capture(config, progress=progress, on_estimate=lambda e: out.print(e.describe(), highlight=False))
     except HarnessError as exc:

@@ -126,6 +126,9 @@ SHAPE = dict(
                                               help="sequences of different KV lengths: uniform (1..S_kv), uniform:F "
                                                    "(F S_kv..S_kv), lengths:L1/L2/... (one per sequence), drawn with "
                                                    f"--seed; none for equal lengths (default){_LIST}")),
+    mla=(bool, typer.Option(False, "--mla", help="DeepSeek-V2/V3 MLA decode in its absorbed form: one latent KV head "
+                                                 "of dqk 576 (512 latent + 64 RoPE), V its first 512 dims (read once); "
+                                                 "--heads default 128 (a TP slice: --heads 16)")),
     dtype=(str, typer.Option("bf16", help="bf16, fp16, fp32 or fp8 (e4m3 inputs for FP8 kernels)")),
     seed=(int, typer.Option(0, help="seed of the synthetic inputs")),
 )

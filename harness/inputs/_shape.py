@@ -64,6 +64,9 @@ class AttentionShape:
     page_size P: K and V live in a pool of P-token pages in shuffled order, found through a page table.
     kv_lens: under varlen, each sequence's KV length (1..S_kv); its queries are its last min(S_q, L) tokens.
         `varlen` says how the lengths were chosen (recorded with the run).
+    latent_kv: MLA's absorbed form (DeepSeek-V2/V3 decode): each token caches one latent vector of head_dim_qk
+        dims (512 latent + 64 RoPE in DeepSeek) per KV head, K is that vector and V its first head_dim_v dims, so
+        v is a view of k and the cache is read once (`bytes_moved`); FLOPs are those of dqk and dv as usual.
 
     Tensors (`q_shape`, `k_shape`, `out_shape`; v as k with head_dim_v):
     - dense: q [B, Hq, S_q, dqk], k [B, Hkv, S_kv, dqk], out [B, Hq, S_q, dv];
@@ -85,6 +88,7 @@ class AttentionShape:
     page_size: int | None = None
     kv_lens: tuple[int, ...] | None = None
     varlen: str | None = None
+    latent_kv: bool = False
 
     def __post_init__(self) -> None:
         if self.head_dim_v is None:
@@ -101,6 +105,9 @@ class AttentionShape:
             value = getattr(self, field)
             if value is not None and (not isinstance(value, int) or isinstance(value, bool) or value <= 0):
                 raise ConfigError(f"{flag} {value!r}: must be a positive integer (leave it out for none).")
+        if self.latent_kv and self.head_dim_v > self.head_dim_qk:
+            raise ConfigError(f"--mla: V is the first dv dims of the latent K, so dv={self.head_dim_v} cannot exceed "
+                              f"dqk={self.head_dim_qk}.")
         if self.heads_q % self.heads_kv:
             raise ConfigError(
                 f"Hq={self.heads_q} is not a multiple of Hkv={self.heads_kv}: grouped-query attention needs "
@@ -223,7 +230,7 @@ class AttentionShape:
             _, keys = self._visible(lq, lkv)
             q += lq * self.heads_q * self.head_dim_qk
             out += lq * self.heads_q * self.head_dim_v
-            kv += keys * self.heads_kv * (self.head_dim_qk + self.head_dim_v)
+            kv += keys * self.heads_kv * (self.head_dim_qk + (0 if self.latent_kv else self.head_dim_v))
         index = 0
         if self.paged:
             index += 4 * (sum(self.pages_per_sequence()) + self.batch)
@@ -236,5 +243,6 @@ class AttentionShape:
         seq = (f"S{self.seq_len}" if self.seq_len == self.seq_len_kv and self.kv_lens is None
                else f"Sq{self.seq_len} Skv{self.seq_len_kv}")
         extra = "".join(f" {t}" for t, on in ((f"window{self.window}", self.window), (f"page{self.page_size}", self.paged),
-                                               (f"varlen {self.varlen}", self.kv_lens is not None)) if on)
+                                               (f"varlen {self.varlen}", self.kv_lens is not None),
+                                               ("mla-latent", self.latent_kv)) if on)
         return f"B{self.batch} H{self.heads_q}/{self.heads_kv} {seq} {dims}{' causal' if self.causal else ''}{extra}"

@@ -144,7 +144,8 @@ def make_inputs(spec: InputSpec, *, device) -> AttentionInputs:
         return AttentionInputs(shape=s, dtype=spec.dtype, source=spec.source, scale=scale, seed=spec.seed, **t)
     q = synthesize(spec.source, s.q_shape(), dtype=dtype, device=device, generator=g)
     k = synthesize(spec.source, s.k_shape(), dtype=dtype, device=device, generator=g)
-    v = synthesize(spec.source, s.v_shape(), dtype=dtype, device=device, generator=g)
+    v = k[..., :s.head_dim_v] if s.latent_kv else synthesize(spec.source, s.v_shape(), dtype=dtype, device=device,
+                                                              generator=g)
     return AttentionInputs(q=q, k=k, v=v, shape=s, dtype=spec.dtype, source=spec.source, scale=scale, seed=spec.seed)
 
 

@@ -27,7 +27,7 @@ import math
 from dataclasses import dataclass
 from typing import Any
 
-__all__ = ["lay_out", "sequences", "Sequence", "valid_rms", "INDEX_TENSORS", "VARLEN_FORMS", "varlen_lengths"]
+__all__ = ["lay_out", "paged_cache", "sequences", "Sequence", "valid_rms", "INDEX_TENSORS", "VARLEN_FORMS", "varlen_lengths"]
 
 # The integer tensors of a workload, by the names kernels receive them under (README: plain callables).
 INDEX_TENSORS = ("page_table", "kv_lens", "cu_seqlens_q", "cu_seqlens_kv")
@@ -102,7 +102,8 @@ def lay_out(shape, *, source: str, dtype, device, generator) -> dict[str, Any]:
     out: dict[str, Any] = {"q": synthesize(source, s.q_shape(), dtype=dtype, device=device, generator=generator)}
     logical = (1, s.heads_kv, sum(lk)) if s.packed else (s.batch, s.heads_kv, s.seq_len_kv)
     k = synthesize(source, (*logical, s.head_dim_qk), dtype=dtype, device=device, generator=generator)
-    v = synthesize(source, (*logical, s.head_dim_v), dtype=dtype, device=device, generator=generator)
+    v = k[..., :s.head_dim_v] if s.latent_kv else synthesize(source, (*logical, s.head_dim_v), dtype=dtype,
+                                                              device=device, generator=generator)
     if s.packed:
         out["cu_seqlens_q"] = torch.tensor(_cumulative(s.q_lengths()), **ints)
         out["cu_seqlens_kv"] = torch.tensor(_cumulative(lk), **ints)
@@ -111,6 +112,20 @@ def lay_out(shape, *, source: str, dtype, device, generator) -> dict[str, Any]:
     if not s.paged:
         out.update(k=k, v=v)
         return out
+    return {**out, **paged_cache(s, k, v, generator=generator)}
+
+
+def paged_cache(shape, k, v, *, generator) -> dict[str, Any]:
+    """k and v (logical: [B, Hkv, S_kv, d], or packed [1, Hkv, total, d]) placed in a pool of shuffled pages
+    (`lay_out`'s layout), with the page table and lengths: {"k", "v", "page_table", "kv_lens"}. Captured
+    caches go through it too, so a capture and its control sit in pages the same way."""
+    import torch
+
+    s = shape
+    lk = s.kv_lengths()
+    dtype, device = k.dtype, k.device
+    ints = dict(dtype=torch.int32, device=device)
+    out: dict[str, Any] = {"kv_lens": torch.tensor(lk, **ints)}
     P, pages = s.page_size, s.pages_per_sequence()
     order = torch.randperm(s.num_pages, generator=generator).tolist()
     used, spare = order[:sum(pages)], order[sum(pages):]
@@ -124,7 +139,7 @@ def lay_out(shape, *, source: str, dtype, device, generator) -> dict[str, Any]:
     # sequence, position by position.
     t = torch.tensor(table, dtype=torch.int64)
     slots = torch.cat([t[b, torch.arange(n) // P] * P + torch.arange(n) % P for b, n in enumerate(lk)])
-    for name, values, d in (("k", k, s.head_dim_qk), ("v", v, s.head_dim_v)):
+    for name, values, d in (("k", k, s.head_dim_qk), ("v", v, s.head_dim_v))[:1 if s.latent_kv else 2]:
         tokens = values.permute(0, 2, 1, 3).reshape(-1, s.heads_kv, d)  # [tokens, Hkv, d], sequence-major
         pool = torch.empty((s.num_pages * P, s.heads_kv, d), dtype=dtype, device=device)
         free = torch.ones(s.num_pages * P, dtype=torch.bool)
@@ -133,6 +148,8 @@ def lay_out(shape, *, source: str, dtype, device, generator) -> dict[str, Any]:
         pool[free.to(device)] = junk.to(device=device, dtype=dtype)
         pool[slots.to(device)] = tokens
         out[name] = pool.view(s.num_pages, P, s.heads_kv, d)
+    if s.latent_kv:  # V is the latent part of K, in the same pages
+        out["v"] = out["k"][..., :s.head_dim_v]
     return out
 
 

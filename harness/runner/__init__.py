@@ -12,6 +12,7 @@ from harness.runner._chunks import Chunk, ChunkSource, PipelinedChunks
 from harness.runner._endings import StopSignals, Watchdog, stop_signals
 from harness.runner._launch import Launcher, build_launcher, estimate_launch_ns
 from harness.runner._loop import TIMED_STATUSES, RunHooks, RunResult
+from harness.runner._overhead import LaunchOverhead, measure_launch_overhead
 from harness.runner._measure import MeasureOutcome, PhaseTimes, run_protocol
 from harness.runner._channel import JsonLinesChannel
 from harness.runner._observer import NullObserver, RunObserver
@@ -29,6 +30,7 @@ __all__ = [
     "ChunkSource",
     "InbandProbe",
     "KernelTimes",
+    "LaunchOverhead",
     "Launcher",
     "MeasureOutcome",
     "NullObserver",
@@ -49,6 +51,7 @@ __all__ = [
     "device_time_from_events",
     "estimate_bytes",
     "estimate_launch_ns",
+    "measure_launch_overhead",
     "probe_unavailable_reason",
     "run_burst",
     "run_protocol",
