@@ -42,13 +42,18 @@ __all__ = [
 SUSTAINED_STATUSES = ("ok", "unsettled")  # rows with a timed sustained window
 BURST_STATUS = "burst"  # kernel-only rows written by `run_burst`
 SHAPE_COLUMNS = ("dtype", "batch", "heads_q", "heads_kv", "seq_len", "head_dim_qk", "head_dim_v", "causal")
+# Schema v5's serving workloads: two inputs of one dense shape but another KV length, window, page size or set of
+# sequence lengths are different work, and a time ratio between them says nothing about their data.
+WORKLOAD_COLUMNS = ("seq_len_kv", "window", "page_size", "varlen", "kv_lens")
 
 
 def _shape_key(row: dict) -> tuple:
-    """The shape columns with the dtype spelled one way (runs store "bf16" and "bfloat16" alike)."""
+    """The shape and workload columns, the dtype spelled one way (runs store "bf16" and "bfloat16" alike)."""
     from harness.inputs import DTYPES
 
-    return tuple(DTYPES.get(row[c], row[c]) if c == "dtype" else row[c] for c in SHAPE_COLUMNS)
+    dense = tuple(DTYPES.get(row[c], row[c]) if c == "dtype" else row[c] for c in SHAPE_COLUMNS)
+    work = tuple(tuple(v) if isinstance(v, list) else v for v in (row.get(c) for c in WORKLOAD_COLUMNS))
+    return dense + work
 
 
 def shape_text(row: dict) -> str:
