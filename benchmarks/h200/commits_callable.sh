@@ -10,19 +10,11 @@
 # Logs: $OUT/commits_callable.log (the table, verdict, interval, cycles x clock split), the Markdown summary
 # $OUT/commits_callable.md, and the two results runs packed into $OUT/results-commits-callable.tgz.
 # Never changes clocks, power limits or GPU modes; nvidia-smi is only queried.
-set -u -o pipefail
-OUT=${OUT:-out/h200}
-DEVICE=${DEVICE:-cuda:0}
-mkdir -p "$OUT"
-OUT=$(cd "$OUT" && pwd)
-export COLUMNS=${COLUMNS:-250} PYTHONUNBUFFERED=1 PYTHONPATH="$PWD${PYTHONPATH:+:$PYTHONPATH}"
-BENCH="python3 -m harness"
-step() { echo "== $(date -u +%T) $*" | tee -a "$OUT/steps.log"; }
+# shellcheck source=benchmarks/h200/preamble.sh
+. "$(dirname "$0")/preamble.sh"
 # shellcheck source=benchmarks/h200/sdpa_repo.sh
 . "$(dirname "$0")/sdpa_repo.sh"
-WORK=$(mktemp -d "${TMPDIR:-/tmp}/commits-callable-XXXXXX")
-RESULTS="$WORK/results"
-trap 'tar czf "$OUT/results-commits-callable.tgz" -C "$WORK" results 2>/dev/null; rm -rf "$WORK"' EXIT
+scratch commits-callable
 if [ "${QUICK:-0}" = 1 ]; then
     SHAPE="--seq-len 256 --heads 4 --head-dim 32 --dtype fp32 --quick --repeats 2"
     BUDGET=200

@@ -15,13 +15,8 @@
 #
 # Each step has its own time limit so one failure cannot cost the others; logs go to $OUT, the runs are packed
 # into $OUT/results-isolation.tgz. Never changes clocks, power limits or GPU modes; nvidia-smi is only queried.
-set -u -o pipefail
-OUT=${OUT:-out/h200}
-DEVICE=${DEVICE:-cuda:0}
-mkdir -p "$OUT"
-OUT=$(cd "$OUT" && pwd)
-export COLUMNS=${COLUMNS:-250} PYTHONUNBUFFERED=1 PYTHONPATH="$PWD${PYTHONPATH:+:$PYTHONPATH}"
-BENCH="python3 -m harness"
+# shellcheck source=benchmarks/h200/preamble.sh
+. "$(dirname "$0")/preamble.sh"
 RESULTS=$(mktemp -d "${TMPDIR:-/tmp}/isolation-XXXXXX")
 trap 'tar czf "$OUT/results-isolation.tgz" -C "$RESULTS" . 2>/dev/null; rm -rf "$RESULTS"' EXIT
 step() { echo "== $(date -u +%T) $*" | tee -a "$OUT/isolation-steps.log"; }

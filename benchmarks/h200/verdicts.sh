@@ -21,19 +21,11 @@
 # Logs: $OUT/verdicts-{quarter,comment}.log (table, sentences, gate line, exit status), the Markdown and JSON
 # of each, and the results runs packed into $OUT/results-verdicts.tgz. Never changes clocks, power limits or
 # GPU modes; nvidia-smi is only queried.
-set -u -o pipefail
-OUT=${OUT:-out/h200}
-DEVICE=${DEVICE:-cuda:0}
-mkdir -p "$OUT"
-OUT=$(cd "$OUT" && pwd)
-export COLUMNS=${COLUMNS:-250} PYTHONUNBUFFERED=1 PYTHONPATH="$PWD${PYTHONPATH:+:$PYTHONPATH}"
-BENCH="python3 -m harness"
-step() { echo "== $(date -u +%T) $*" | tee -a "$OUT/steps.log"; }
+# shellcheck source=benchmarks/h200/preamble.sh
+. "$(dirname "$0")/preamble.sh"
 # shellcheck source=benchmarks/h200/sdpa_repo.sh
 . "$(dirname "$0")/sdpa_repo.sh"
-WORK=$(mktemp -d "${TMPDIR:-/tmp}/verdicts-XXXXXX")
-RESULTS="$WORK/results"
-trap 'tar czf "$OUT/results-verdicts.tgz" -C "$WORK" results 2>/dev/null; rm -rf "$WORK"' EXIT
+scratch verdicts
 if [ "${QUICK:-0}" = 1 ]; then
     SHAPE="--seq-len 256 --heads 4 --head-dim 32 --dtype fp32 --quick --repeats 3 --until-ci 30% --max-repeats 4 --max-time-s 60"
     BUDGET=240
