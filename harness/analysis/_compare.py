@@ -52,8 +52,10 @@ def _shape_key(row: dict) -> tuple:
     from harness.inputs import DTYPES
 
     dense = tuple(DTYPES.get(row[c], row[c]) if c == "dtype" else row[c] for c in SHAPE_COLUMNS)
-    work = tuple(tuple(v) if isinstance(v, list) else v for v in (row.get(c) for c in WORKLOAD_COLUMNS))
-    return dense + work
+    work = {c: row.get(c) for c in WORKLOAD_COLUMNS}
+    if work["seq_len_kv"] is None:  # a row without it (written before v5, or by hand) is self-attention
+        work["seq_len_kv"] = row["seq_len"]
+    return dense + tuple(tuple(v) if isinstance(v, list) else v for v in work.values())
 
 
 def shape_text(row: dict) -> str:
