@@ -100,12 +100,29 @@ def test_wrong_signature_gets_the_signature_message(user_module):
     assert CALLABLE_SIGNATURE in str(info.value)
 
 
-def test_no_causal_keyword_must_declare_its_mode():
+def test_plain_qkv_function_runs_non_causal_and_causal_inputs_name_the_fixes():
+    def attn(q, k, v):  # the first function a user writes: no keywords at all
+        return F.scaled_dot_product_attention(q, k, v)
+
+    kernel = adapt_callable(attn)
+    assert kernel.noncausal_only and not kernel.causal_only
+    assert "non-causal only (no causal keyword)" in kernel.extra["convention"]
+    noncausal = AttentionShape(batch=1, heads_q=4, heads_kv=4, seq_len=32, head_dim_qk=16, causal=False)
+    assert gated(kernel, inputs_for(noncausal)).passed
+    kernel.check_supports(dtype="float32", head_dim_qk=16, head_dim_v=16, causal=False, device_kind="cpu")
+    with pytest.raises(UnsupportedInputError) as info:  # the default causal run: refused up front, fixes named
+        kernel.check_supports(dtype="float32", head_dim_qk=16, head_dim_v=16, causal=True, device_kind="cpu")
+    for fix in ("--no-causal", "`is_causal=True` keyword", "convention(causal=True)"):
+        assert fix in str(info.value)
+
+
+def test_causal_only_function_declares_its_mode_and_the_gate_checks_the_claim():
     def plain(q, k, v):
         return F.scaled_dot_product_attention(q, k, v, is_causal=True)
 
-    with pytest.raises(KernelError, match="no `is_causal` or `causal` keyword"):
-        adapt_callable(plain)
+    noncausal = AttentionShape(batch=1, heads_q=4, heads_kv=4, seq_len=32, head_dim_qk=16, causal=False)
+    with pytest.raises(GateFailure):  # undeclared, it is taken as non-causal, and its mask fails the gate
+        gated(adapt_callable(plain), inputs_for(noncausal))
     kernel = adapt_callable(convention(causal=True)(plain))
     assert kernel.causal_only and gated(kernel, inputs_for()).passed
     with pytest.raises(UnsupportedInputError, match="supports causal attention only"):
