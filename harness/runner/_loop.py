@@ -184,7 +184,14 @@ def run_loop(config, *, protocol, measurer: Measurer, open_writer, info_row, obs
                 measurer.open(side)
             for group in comparison_groups(config.inputs, interleave=getattr(protocol, "interleave_inputs", False)):
                 _run_group(s, measurer, group)
-            _end(stops, writer, result, thread, setup, measurer, "complete", "", sampler_open)
+            # Every kernel x input attempted, but a run that timed none of them has no figures: it ends `failed`,
+            # as `bench merge` calls such a run, never `complete` as if it had measured something.
+            if result.nothing_timed:
+                _end(stops, writer, result, thread, setup, measurer, "failed",
+                     f"nothing timed ({result.untimed_summary()}): every kernel x input failed the gate, errored or "
+                     f"timed out", sampler_open)
+            else:
+                _end(stops, writer, result, thread, setup, measurer, "complete", "", sampler_open)
         except BaseException as exc:
             status, detail = _ending_of(exc, result)
             _end(stops, writer, result, thread, setup, measurer, status, detail, sampler_open)
@@ -223,6 +230,8 @@ def _end(stops: StopSignals, writer, result, thread, setup, measurer, status, de
             pass
     result.status, result.status_detail = status, detail
     extra = {"finished_at": datetime.now(timezone.utc).isoformat()}
+    if result.info:  # the row as written, for what the command prints and exports (--json's runs)
+        result.info.update(status=status, status_detail=detail, finished_at=extra["finished_at"])
     if setup.contention is not None and result.info:
         from harness.runner._setup import measure_contention
 

@@ -336,3 +336,20 @@ def test_decorator_name_and_dtypes():
         kernel.check_supports(dtype="bfloat16", head_dim_qk=16, head_dim_v=16, causal=True, device_kind="cpu")
     with pytest.raises(ConfigError, match="the layout is one of bhsd, bshd"):
         convention(layout="sbhd")
+
+
+def test_a_layout_mistake_fails_the_gate_with_the_layout_that_would_pass(user_module):
+    """flash-attn's (B, S, H, d) function named without @bshd failed with SNR -11 dB and no hint; the gate now
+    checks the swapped layout at a few positions and names the fix. The reverse mistake is named too."""
+    reg = KernelRegistry()
+    with pytest.raises(GateFailure) as info:
+        gated(reg.get("user_attn:bshd"), inputs_for())
+    text = str(info.value)
+    assert "SNR" in text and "It would pass as layout bshd" in text and "user_attn:fn@bshd" not in text
+    assert "`module:fn@bshd`, pass --layout bshd" in text
+    assert gated(reg.get("user_attn:bshd@bshd"), inputs_for()).passed  # the fix it names passes
+    with pytest.raises(GateFailure, match=r"It would pass as layout bhsd: drop @bshd"):
+        gated(reg.get("user_attn:attn@bshd"), inputs_for())
+    with pytest.raises(GateFailure) as wrong:  # a wrong result is not dressed up as a layout mistake
+        gated(reg.get("user_attn:zeros"), inputs_for())
+    assert "other layout" not in str(wrong.value)
