@@ -65,8 +65,12 @@ def report_header(summary) -> str:
     inputs = list(dict.fromkeys(a["input_label"] for a in summary.sustained))
     shapes = sorted({a["shape"] for a in timed if a.get("shape")})
     limit = info.get("power_limit_w")
-    text = (f"{info.get('device_name')} (driver {info.get('driver')}, power limit "
-            f"{f'{limit:.0f}' if limit else '?'} W): {len(kernels)} kernel(s) x {len(inputs)} input(s)"
+    if info.get("device_kind") == "cpu":
+        where = "a CPU: no GPU driver or power limit"
+    else:
+        where = (f"driver {info.get('driver') or 'not recorded'}, power limit "
+                 + (f"{limit:.0f} W" if limit else "not read"))
+    text = (f"{info.get('device_name')} ({where}): {len(kernels)} kernel(s) x {len(inputs)} input(s)"
             + (f" on {len(gpus)} GPUs (one row per GPU)" if gpus else "") + ", "
             f"{', '.join(shapes) or 'no timed shape'}; {len(settled)} of {len(summary.sustained)} kernel x input "
             f"timed at sustained clocks (settled, full protocol)"
