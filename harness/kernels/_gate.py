@@ -316,10 +316,12 @@ def gate(kernel, inputs, launch, *, reference=None, check_fresh: bool = True,
                 "S_kv - S_q + i: FlashAttention's bottom-right convention); torch SDPA's is_causal aligns it to the "
                 "start (top-left) instead." if s.causal and "decode" in s.features() else "")
         hint += _layout_hint(kernel, inputs, out, compare)
-        raise GateFailure(
+        failure = GateFailure(
             f"Kernel {kernel.name!r} failed the correctness gate on {inputs.source} ({inputs.shape.label()}, "
             f"{inputs.dtype}): {result.reason}. Measured: {result.summary()}.{hint} It is not timed."
         )
+        failure.gate = gate_columns(result)  # its numbers, stored on its row beside the text
+        raise failure
     if not check_fresh:
         return result
     if torch.is_floating_point(out):

@@ -246,10 +246,11 @@ def _where(exc: BaseException) -> str:
     return f" (at {Path(tb[-1].filename).name}:{tb[-1].lineno})" if tb else ""
 
 
-def _record_untimed(s: Session, base: dict, kernel, *, mid: str, status: str, error: str, repeat: int = -1) -> None:
-    """A kernel x input reported with its reason and not timed (further)."""
+def _record_untimed(s: Session, base: dict, kernel, *, mid: str, status: str, error: str, repeat: int = -1,
+                    gate: dict | None = None) -> None:
+    """A kernel x input reported with its reason and not timed (further); `gate`: a failed gate's numbers."""
     row = {**base, "measurement_id": mid, "kernel": kernel.name, "kernel_source": kernel.source, "repeat": repeat,
-           "order_index": -1, "status": status, "error": error}
+           "order_index": -1, "status": status, "error": error, **(gate or {})}
     s.writer.append_measurement(measurement=row, chunks=[], samples=[], probes=[])
     s.result.measurements.append(row)
     s.obs.on_message(error)
@@ -325,7 +326,8 @@ def _open_config(s: Session, m: Measurer, ci: int, spec) -> _Config | None:
         except Exception as exc:
             host.settle()
             status, error = _failure(kernel, spec, inputs, host.stage, exc)
-            _record_untimed(s, base, kernel, mid=f"{p}{ci}-{kernel.name}-gate", status=status, error=error)
+            _record_untimed(s, base, kernel, mid=f"{p}{ci}-{kernel.name}-gate", status=status, error=error,
+                            gate=getattr(exc, "gate", None))
             host.release(ci)
             continue
         ready.append((kernel, host, extra))
