@@ -1,6 +1,6 @@
 """Frozen run settings. Every value here is written into the results with each run.
 
-Defaults are the protocol's (../shared/reference/protocol.md): 2 s idle before a kernel (5 s before a
+Defaults are the protocol's (docs/protocol.md): 2 s idle before a kernel (5 s before a
 new configuration), warm-in of at least 1 s in 0.5 s chunks until two consecutive chunks agree within
 0.3 % and the trailing 2 s trend is flat, a 30 s cap, a 4 s window, 3 repeats with rotated order.
 
