@@ -85,7 +85,10 @@ class ReportTable:
         if not self.omitted and self.shown() is not self:
             return self.shown().to_html()
         e = _html.escape
-        cls = ['' if self._left(i) else ' class="num"' for i in range(len(self.columns))]
+        # Trailing prose (limiter, verdict) keeps a readable width: squeezed beside nowrap numbers, its header
+        # stood a dozen lines tall (the H200 fixture's decomposition table).
+        cls = [' class="prose"' if i >= len(self.columns) - self.text_tail else '' if self._left(i) else ' class="num"'
+               for i in range(len(self.columns))]
         head = "".join(f"<th{cls[i]}>{e(c)}</th>" for i, c in enumerate(self.columns))
         body = "".join("<tr>" + "".join(f"<td{cls[i]}>{e(c)}</td>" for i, c in enumerate(r)) + "</tr>"
                        for r in self.rows)
