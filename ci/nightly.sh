@@ -4,7 +4,7 @@
 #   ci/nightly.sh --device cpu [-- --capture captures/M/T-S2048/layer03.safetensors]   (a dry run)
 # Steps: `bench doctor`, the suite (captured + control inputs), the comparison with the baseline stored
 # in DIR, the Markdown summary (appended to $GITHUB_STEP_SUMMARY when that is set), the HTML report and
-# the run's Parquet tables under --out, and the verdict as the exit status: 0 pass (or no baseline yet,
+# the run's Parquet tables under --results, and the verdict as the exit status: 0 pass (or no baseline yet,
 # or a baseline from another GPU model), 1 slower beyond the noise rule, 2 an error. The baseline is
 # replaced only with --update-baseline. Arguments after `--` go to `bench nightly` (the suite's inputs).
 set -euo pipefail
@@ -21,7 +21,7 @@ EXTRA=()
 while [ $# -gt 0 ]; do
   case "$1" in
     --device) DEVICE=$2; shift 2 ;;
-    --out) OUT=$2; shift 2 ;;
+    --results|--out) OUT=$2; shift 2 ;;  # --out: the old name, as bench nightly still takes it
     --baseline) BASELINE=$2; shift 2 ;;
     --fail-on-slowdown) FAIL_ON_SLOWDOWN=$2; shift 2 ;;
     --update-baseline|--quick|--no-figures) OPTS+=("$1"); shift ;;
@@ -43,7 +43,7 @@ echo "== bench doctor ($DEVICE)"
 echo "== suite and comparison with the baseline in $BASELINE"
 set +e
 # The same function `bench nightly` runs, called through its module so the script needs no PATH entry.
-"$PYTHON" -m harness.cli nightly --device "$DEVICE" --out "$OUT" --baseline "$BASELINE" \
+"$PYTHON" -m harness.cli nightly --device "$DEVICE" --results "$OUT" --baseline "$BASELINE" \
   --fail-on-slowdown "$FAIL_ON_SLOWDOWN" ${OPTS[@]+"${OPTS[@]}"} ${EXTRA[@]+"${EXTRA[@]}"}
 status=$?
 set -e

@@ -1,6 +1,6 @@
 """Frozen run settings. Every value here is written into the results with each run.
 
-Defaults are the protocol's (../shared/reference/protocol.md): 2 s idle before a kernel (5 s before a
+Defaults are the protocol's (docs/protocol.md): 2 s idle before a kernel (5 s before a
 new configuration), warm-in of at least 1 s in 0.5 s chunks until two consecutive chunks agree within
 0.3 % and the trailing 2 s trend is flat, a 30 s cap, a 4 s window, 3 repeats with rotated order.
 
@@ -21,7 +21,7 @@ from pathlib import Path
 from harness.errors import ConfigError
 from harness.inputs import InputSpec
 
-__all__ = ["SustainedProtocol", "BurstProtocol", "RunConfig", "LAUNCH_STRATEGIES", "RESULTS_ROOT", "ISOLATION_MODES",
+__all__ = ["SustainedProtocol", "BurstProtocol", "RunConfig", "LAUNCH_STRATEGIES", "check_launch", "RESULTS_ROOT", "ISOLATION_MODES",
            "check_isolation"]
 
 LAUNCH_STRATEGIES = ("auto", "graph", "loop")
@@ -161,6 +161,16 @@ def check_isolation(mode: str) -> None:
                           f"none: every kernel in the run's process).")
 
 
+def check_launch(launch: str, device: str) -> None:
+    """`--launch` against the device, before anything runs: graphs are CUDA's (and HIP's), so `--launch graph`
+    on the CPU would otherwise fail once per kernel after the gate."""
+    if launch not in LAUNCH_STRATEGIES:
+        raise ConfigError(f"--launch {launch!r} is not one of {', '.join(LAUNCH_STRATEGIES)}.")
+    if launch == "graph" and str(device).partition(":")[0] == "cpu":
+        raise ConfigError("--launch graph replays CUDA graphs, which --device cpu does not have. Use --launch loop "
+                          "(or auto, which loops on the CPU and uses a graph where one captures).")
+
+
 # Where runs are recorded unless told otherwise: `results/` of the working directory.
 RESULTS_ROOT = Path("results")
 
@@ -192,7 +202,6 @@ class RunConfig:
             raise ConfigError("No kernels given: name at least one with --kernel (see `bench list kernels`).")
         if not self.inputs:
             raise ConfigError("No inputs given: name at least one input source with --input (e.g. gaussian:0.1).")
-        if self.launch not in LAUNCH_STRATEGIES:
-            raise ConfigError(f"Launch strategy {self.launch!r} is not one of {', '.join(LAUNCH_STRATEGIES)}.")
+        check_launch(self.launch, self.device)
         if len(set(self.kernels)) != len(self.kernels):
             raise ConfigError(f"Kernel list {list(self.kernels)} names a kernel twice.")

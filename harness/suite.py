@@ -28,6 +28,9 @@ from harness.inputs import AttentionShape, InputSpec, check_source
 __all__ = [
     "CAPTURES_ROOT",
     "RESULTS_ROOT",
+    "NIGHTLY_RESULTS",
+    "NIGHTLY_FAIL_ON_SLOWDOWN",
+    "COMMITS_INPUT",
     "DEFAULT_INPUTS",
     "BURST_INPUTS",
     "DEFAULT_CONTROLS",
@@ -117,10 +120,22 @@ def default_seq_len(device: str, *, model: bool) -> int:
     return _SEQ_LEN[("cpu" if device_kind(device) == "cpu" else "gpu", bool(model))]
 
 
-def nightly_shape(device: str, *, seq_len: int | None = None) -> AttentionShape:
-    """The nightly job's synthetic shape on this device."""
+def nightly_shape(device: str, *, seq_len: int | None = None, heads=None, heads_kv=None) -> AttentionShape:
+    """The nightly job's synthetic shape on this device: 32/8 heads unless --heads / --heads-kv say otherwise
+    (--heads alone: Hkv = Hq, as in `bench sustained`)."""
     hq, hkv = _NIGHTLY_HEADS
-    return attention_shape(ShapeArgs(heads=hq, heads_kv=hkv, seq_len=seq_len), device=device)
+    if heads is not None and heads_kv is None:
+        hkv = None
+    return attention_shape(ShapeArgs(heads=hq if heads is None else heads, heads_kv=hkv if heads_kv is None else heads_kv,
+                                     seq_len=seq_len), device=device)
+
+
+# `bench nightly`'s own defaults: where its outputs go, and its gate (a nightly job judges; compare and commits
+# judge only when asked).
+NIGHTLY_RESULTS = Path("out/nightly")
+NIGHTLY_FAIL_ON_SLOWDOWN = "2%"
+# One input per `bench commits` run: every revision is timed on it, interleaved.
+COMMITS_INPUT = "gaussian:0.1"
 
 
 def _positive(value, flag: str, *, allow_zero: bool = False):

@@ -1,25 +1,50 @@
 #!/usr/bin/env bash
 # Set up everything on a fresh machine: a virtual environment in .venv with PyTorch, this package and
-# its test and capture dependencies. On a machine whose python already has torch (a GPU image), that
-# torch is used as found (--system-site-packages); elsewhere the CPU build torch==2.13.0 is installed.
+# its test and capture dependencies. The venv is isolated (no system site packages), so what the tests and
+# runs import is what this script installed: the CPU build torch==2.13.0 first, then the rest. The one
+# exception is a GPU image whose python already has a CUDA or ROCm torch: that torch must stay the one
+# built for the image's driver, so it is used as found (--system-site-packages), and the script says so.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 PY=${PYTHON:-python3}
+GPU_TORCH=$("$PY" -c "import torch; print(torch.__version__ if (torch.version.cuda or torch.version.hip) else '')" \
+  2>/dev/null || :)
+if [ -x .venv/bin/python ] && grep -qs "include-system-site-packages = true" .venv/pyvenv.cfg && [ -z "$GPU_TORCH" ]; then
+  echo "setup: .venv was made with the system's site packages; making it again, isolated"
+  rm -rf .venv
+fi
 if [ ! -x .venv/bin/python ]; then
-  # Without its own pip the venv runs the base interpreter's (visible through --system-site-packages),
-  # which installs into the venv all the same; ensurepip's copy cost ~15 s on the CI machine.
-  if "$PY" -m pip --version >/dev/null 2>&1; then
-    "$PY" -m venv --system-site-packages --without-pip .venv
-  else
+  if [ -n "$GPU_TORCH" ]; then
+    echo "setup: using this image's torch $GPU_TORCH (--system-site-packages: a GPU build must match its driver)"
     "$PY" -m venv --system-site-packages .venv
+  else
+    "$PY" -m venv .venv
   fi
 fi
 . .venv/bin/activate
+# pip warns "Location 'file://.../simple/<project>/' is ignored: it is neither a file nor a directory" once
+# per project and per on-disk index that lacks it: how it treats a partial local mirror named as an extra
+# index in pip's configuration (`python -m pip config list`; pypa/pip#8149, closed without an option to
+# quiet it). Harmless, as the project then comes from another index, and not this repository's to change
+# (the configuration is the machine's). So those lines, and only those, are counted into one line at the
+# end that names the indexes; every other warning and error is printed as pip wrote it.
+SKIPPED=$(mktemp)
+trap 'rm -f "$SKIPPED"' EXIT
+pip_install() {
+  local log status=0
+  log=$(mktemp)
+  python -m pip install -q --no-compile "$@" 2>"$log" || status=$?
+  sed -n -E "s#^WARNING: Location '(file://.*)/[^/]+/' is ignored: it is neither a file nor a directory\.\$#\1#p" \
+    "$log" >>"$SKIPPED"
+  grep -v -E "^WARNING: Location 'file://.*' is ignored: it is neither a file nor a directory\.\$" "$log" >&2 || :
+  rm -f "$log"
+  return $status
+}
+# --no-compile: pip byte-compiles file by file, longer than the installs themselves; see compile below.
+PIP="pip_install"
 # pip >= 22 for editable installs from pyproject.toml alone; an older one is upgraded first.
 python -c "import sys, pip; sys.exit(int(pip.__version__.split('.')[0]) < 22)" 2>/dev/null \
-  || python -m pip install -q --upgrade pip
-# --no-compile: pip byte-compiles file by file, longer than the installs themselves; see compile below.
-PIP="python -m pip install -q --no-compile"
+  || pip_install --upgrade pip
 # Bytecode, once, in parallel. pip's own compile is serial (hence --no-compile), and where
 # PYTHONDONTWRITEBYTECODE is set, as on the CI machine, no process writes what it compiles: every test
 # process importing torch and transformers would compile them afresh (18 s a process against 9 s).
@@ -55,4 +80,9 @@ $PIP -e '.[dev,capture]'
 wait $EXTRAS
 wait $COMPILING
 compile "$SITE" harness  # the rest; what is compiled already is skipped
+if [ -s "$SKIPPED" ]; then
+  echo "setup: pip looked $(wc -l <"$SKIPPED") time(s) for a project in on-disk indexes that lack it" \
+    "($(sort -u "$SKIPPED" | paste -sd, - | sed 's/,/, /g'): extra-index-url of pip's configuration) and took it" \
+    "from the other indexes; pip warns once per project and index (pypa/pip#8149), summed up here."
+fi
 echo "setup done: activate with '. .venv/bin/activate'"

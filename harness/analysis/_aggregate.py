@@ -8,6 +8,9 @@ from harness.analysis._stats import median
 
 __all__ = ["aggregate_repeats", "MEDIAN_FIELDS"]
 
+SHAPE_FIELDS = ("dtype", "batch", "heads_q", "heads_kv", "seq_len", "seq_len_kv", "head_dim_qk", "head_dim_v", "causal",
+                "window", "page_size", "varlen")
+GATE_FIELDS = ("gate_max_abs_diff", "gate_snr_db", "gate_max_ratio", "gate_rms_ratio", "gate_reference")
 MEDIAN_FIELDS = (
     "sm_clock_mhz", "inband_clock_mhz", "inband_to_nvml", "cycles_per_launch", "cycles_per_launch_nvml",
     "cycles_per_launch_inband", "power_w", "energy_per_launch_j", "energy_per_launch_from_power_j", "tflops",
@@ -26,7 +29,13 @@ def aggregate_repeats(rows: Iterable[dict]) -> list[dict]:
         timed = [r for r in rs if r.get("status") in ("ok", "unsettled") and r.get("time_ns")]
         agg = {"config_index": ci, "input_label": label, "kernel": kernel, "repeats": len(timed),
                "unsettled": sum(1 for r in timed if r["status"] == "unsettled"),
-               "errors": [r["error"] for r in rs if r.get("status") not in ("ok", "unsettled") and r.get("error")]}
+               "errors": [r["error"] for r in rs if r.get("status") not in ("ok", "unsettled") and r.get("error")],
+               # What the figures are of (one configuration: every row of the group has the same), and the
+               # gate's numbers (one gate per kernel x input; on a failed gate's row too).
+               **{f: rs[0].get(f) for f in SHAPE_FIELDS},
+               **{f: next((r.get(f) for r in rs if r.get(f) is not None), None) for f in GATE_FIELDS},
+               # Each timed repeat's own time, in repeat order: the medians above, and any interval, come from these.
+               "repeat_times_ns": [r["time_ns"] for r in sorted(timed, key=lambda r: r.get("repeat") or 0)]}
         if timed:
             times = [r["time_ns"] for r in timed]
             med = median(times)

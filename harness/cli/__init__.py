@@ -75,10 +75,31 @@ def _show_version(value: bool) -> None:
         raise typer.Exit(0)
 
 
+# Off a terminal typer draws --help at rich's fallback of 80 columns and cuts option names to fit
+# (`--no-random-weig…`); a pipe or a log has no width, so help is drawn this wide there (or wider COLUMNS).
+HELP_LOG_WIDTH = 200
+
+
+def _help_width() -> None:
+    """Set typer's help width for this process when stdout is not a terminal; a terminal keeps its own."""
+    import sys
+
+    from typer import rich_utils
+
+    if os.environ.get("TERMINAL_WIDTH") or sys.stdout.isatty():
+        return
+    try:
+        columns = int(os.environ.get("COLUMNS") or 0)
+    except ValueError:
+        columns = 0
+    rich_utils.MAX_WIDTH = max(columns, HELP_LOG_WIDTH)
+
+
 @app.callback()
 def _root(version: bool = typer.Option(False, "--version", callback=_show_version, is_eager=True,
                                        help="print the package version and git commit, then exit")) -> None:
     """Sustained-clock benchmarks of GPU attention kernels."""
+    _help_width()  # before a command parses its options, which is when its --help is drawn
 
 
 def _traceback_file(argv: list[str]):
@@ -108,6 +129,7 @@ def main(argv: list[str] | None = None) -> None:
     from harness.cli.streams import guard_streams
 
     guard_streams()
+    _help_width()  # `bench --help` is drawn before any callback runs
     args = list(sys.argv[1:] if argv is None else argv)
     try:
         app(args=args, prog_name="bench")

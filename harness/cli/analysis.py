@@ -12,7 +12,7 @@ import typer
 
 from harness.cli.common_args import EXPORT, ISOLATE, RECORD, SHAPE, SOURCES, export, reading_runs, split_list
 from harness.cli.common_args import command_line as _command, console as _console, fail as _fail, with_options
-from harness.cli.common_args import nothing_timed, stopped
+from harness.cli.common_args import fail_on_slowdown_option, nothing_timed, stopped
 from harness.config import RESULTS_ROOT
 from harness.errors import ExitCode
 
@@ -32,9 +32,7 @@ def compare(
     pair_kernels: List[str] = typer.Option([], "--pair-kernels", callback=split_list,
                                            help="A_KERNEL=B_KERNEL: kernel B against kernel A within one run, paired by "
                                                 "repeat (repeatable or comma-separated)"),
-    fail_on_slowdown: Optional[str] = typer.Option(None, help="exit 1 when B is slower by more than this, e.g. 2%; the "
-                                                              "verdicts then judge at this threshold (default: "
-                                                              "verdicts at 0.5 %, no gate, exit 0)"),
+    fail_on_slowdown: Optional[str] = fail_on_slowdown_option("B"),
     md: Optional[Path] = typer.Option(None, "--md", help="also write the comparison as Markdown (CI summaries)"),
     allow_incomplete: bool = typer.Option(False, help="compare runs that stopped early"),
 ) -> None:

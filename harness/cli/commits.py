@@ -14,8 +14,10 @@ import typer
 
 from harness.cli.common_args import CAPTURE, EXPORT, PROTOCOL, RUN, SHAPE, SOURCES, capture_args, export, export_console
 from harness.cli.common_args import command_line as _command, fail as _fail, protocol_of, shape_args, split_list
-from harness.cli.common_args import reading_runs, with_options
+from harness.cli.common_args import split_sizes
+from harness.cli.common_args import fail_on_slowdown_option, reading_runs, renamed_option, with_options
 from harness.errors import ExitCode
+from harness.suite import NIGHTLY_FAIL_ON_SLOWDOWN, NIGHTLY_RESULTS
 
 _COMMITS_PROTOCOL = {k: PROTOCOL[k] for k in ("quick", "window_s", "idle_s")}
 
@@ -32,11 +34,15 @@ def commits(
     repo: Path = typer.Option(Path("."), "--repo", help="the git repository whose kernels are compared"),
     kernel: str = typer.Option(..., "--kernel", "-k", help="kernel name (registered by the repo's harness.kernels "
                                                            "entry point), module:function or file.py:function"),
-    fail_on_slowdown: Optional[str] = typer.Option(None, help="exit 1 when a revision is slower by more than this "
-                                                              "(e.g. 2%; default: no check, exit 0)"),
+    fail_on_slowdown: Optional[str] = fail_on_slowdown_option("a revision"),
     device: str = typer.Option("cuda:0", help="cpu, cuda:N or cuda:<PCI bus id>: one device for every revision"),
     allow_dirty: bool = typer.Option(False, help="go ahead with uncommitted changes in --repo (recorded; they are not measured)"),
-    input_: str = typer.Option("gaussian:0.1", "--input", "-i", help="input source, identical for every revision"),
+    input_: Optional[List[str]] = typer.Option(None, "--input", "-i", callback=split_list,
+                                               help="input source, identical for every revision (default gaussian:0.1; "
+                                                    "one per run: the same flag as `bench sustained`'s list, refused "
+                                                    "with more than one)"),
+    layout: Optional[str] = SOURCES["layout"][1],
+    gqa: Optional[str] = SOURCES["gqa"][1],
     repeats: Optional[int] = typer.Option(None, help="interleaved repeats per revision (default 3; --quick 2); with "
                                                      "--until-ci the pilot (default 5)"),
     until_ci: Optional[str] = typer.Option(None, "--until-ci", help="add interleaved repeats (Stein's two-stage rule) "
@@ -56,18 +62,22 @@ def commits(
     from harness.commits import compare_commits
     from harness.errors import ConfigError, HarnessError
     from harness.report import commits_figures, figures_document, gate_figures
-    from harness.suite import attention_shape, synthetic_specs, until_ci as until_ci_of, verdict_rule
+    from harness.config import check_launch
+    from harness.suite import COMMITS_INPUT, attention_shape, kernel_specs, synthetic_specs
+    from harness.suite import until_ci as until_ci_of, verdict_rule
 
     try:
         console = export_console(figures)
-        if summary is not None:
-            if md is not None:
-                raise ConfigError("--summary is the old name of --md; give only --md.")
-            md = summary
+        md = renamed_option("--summary", "--md", summary, md, warn=_warn)
         rule, threshold = verdict_rule(fail_on_slowdown)
         target = until_ci_of(until_ci, default=None if protocol["quick"] else rule.threshold)
+        if input_ and len(input_) > 1:
+            raise ConfigError(f"--input: `bench commits` times every revision on one input, and got {len(input_)} "
+                              f"({', '.join(input_)}). Give one -i per `bench commits` run.")
+        (kernel,) = kernel_specs([kernel], device=device, layout=layout, gqa=gqa)
+        check_launch(run["launch"], device)
         dims = attention_shape(shape_args(shape), device=device)
-        (spec,) = synthetic_specs([input_], shape=dims, dtype=shape["dtype"], seed=shape["seed"])
+        (spec,) = synthetic_specs(input_ or [COMMITS_INPUT], shape=dims, dtype=shape["dtype"], seed=shape["seed"])
         if run["name"] is not None:
             raise ConfigError("--name: `bench commits` names each revision's run after the revision; leave --name out.")
         config = CommitsConfig(
@@ -107,17 +117,30 @@ def commits(
         raise typer.Exit(verdict["exit_code"])
 
 
+def _warn(text: str) -> None:
+    from harness.cli.common_args import console as _console
+
+    _console(stderr=True).print(f"[yellow]warning:[/] {text}", highlight=False)
+
+
 @with_options(capture=CAPTURE, figures=EXPORT)
 def nightly(
     capture: dict,
     figures: dict,
     device: str = typer.Option("cuda:0", help="cpu (a dry run), cuda:N or cuda:<PCI bus id>"),
-    out: Path = typer.Option(Path("out/nightly"), help="summary.md, report.html, verdict.json and runs/ go here"),
+    results: Optional[Path] = typer.Option(None, "--results", help="summary.md, report.html, verdict.json and runs/ "
+                                                                   f"go here (default {NIGHTLY_RESULTS})"),
+    out: Optional[Path] = typer.Option(None, "--out", hidden=True, help="the old name of --results"),
     baseline: Path = typer.Option(Path("baseline"), help="where the baseline run is stored (a folder that persists between nights)"),
     update_baseline: bool = typer.Option(False, help="store tonight's run as the baseline (only when asked for)"),
-    fail_on_slowdown: Optional[str] = typer.Option(None, help="fail when a kernel x input is slower by more than this "
-                                                              "(its interval excluding 1); default 2%"),
+    fail_on_slowdown: Optional[str] = fail_on_slowdown_option("a kernel x input", default=NIGHTLY_FAIL_ON_SLOWDOWN),
     kernel: List[str] = SOURCES["kernel"][1],
+    layout: Optional[str] = SOURCES["layout"][1],
+    gqa: Optional[str] = SOURCES["gqa"][1],
+    heads: Optional[List[str]] = typer.Option(None, callback=split_sizes, help="Hq of the synthetic inputs (default 32)"),
+    heads_kv: Optional[List[str]] = typer.Option(None, callback=split_sizes,
+                                                 help="Hkv of the synthetic inputs (default 8; with --heads alone: Hq)"),
+    repeats: Optional[int] = PROTOCOL["repeats"][1],
     capture_file: List[Path] = typer.Option([], "--capture", help="a capture layer file (repeatable), timed with its controls"),
     input_: Optional[List[str]] = typer.Option(None, "--input", "-i", callback=split_list,
                                                help="synthetic inputs when no capture is given (repeatable or "
@@ -139,22 +162,29 @@ def nightly(
     from harness.suite import captured_specs, nightly_shape, sustained_config, synthetic_specs
 
     with reading_runs("nightly", figures) as console:
-        from harness.suite import nightly_until_ci, until_ci as until_ci_of, verdict_rule
+        from harness.suite import kernel_specs, nightly_until_ci, until_ci as until_ci_of, verdict_rule
 
-        rule, threshold = verdict_rule(fail_on_slowdown, default="2%")
+        out = renamed_option("--out", "--results", out, results, warn=_warn) or NIGHTLY_RESULTS
+        rule, threshold = verdict_rule(fail_on_slowdown, default=NIGHTLY_FAIL_ON_SLOWDOWN)
         target = until_ci_of(until_ci, default=None if quick else nightly_until_ci(threshold))
         selection = capture_args(capture, files=capture_file)
         selection.check()
+        if selection.wanted and (heads or heads_kv):
+            raise ConfigError("--heads/--heads-kv shape the synthetic inputs; captured ones have their model's heads. "
+                              "Drop them, or give --input instead of --model/--capture.")
         if selection.wanted:
             if input_:
                 raise ConfigError("--input names synthetic inputs, but --model/--capture select captured ones; "
                                   "give one or the other.")
             inputs = captured_specs(selection, device=device, seq_len=seq_len, dtype=dtype)
         else:
-            inputs = synthetic_specs(input_,
-                                     shape=nightly_shape(device, seq_len=seq_len), dtype=dtype)
-        config = sustained_config(kernels=kernel, inputs=inputs, device=device, telemetry=telemetry,
-                                  protocol=protocol_of({"quick": quick, "until_ci": target, "max_repeats": max_repeats}),
+            inputs = synthetic_specs(input_, dtype=dtype, shape=nightly_shape(
+                device, seq_len=seq_len, heads=heads[0] if heads and len(heads) == 1 else heads,
+                heads_kv=heads_kv[0] if heads_kv and len(heads_kv) == 1 else heads_kv))
+        config = sustained_config(kernels=kernel_specs(kernel, device=device, layout=layout, gqa=gqa), inputs=inputs,
+                                  device=device, telemetry=telemetry,
+                                  protocol=protocol_of({"quick": quick, "until_ci": target, "max_repeats": max_repeats,
+                                                        "repeats": repeats}),
                                   results_dir=out / "runs", run_name="nightly")
         result = run_nightly(config, out_dir=out, baseline_dir=baseline, threshold=threshold, rule=rule,
                              update_baseline=update_baseline, figures=draw, observer=run_observer(console),

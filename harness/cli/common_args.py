@@ -23,7 +23,8 @@ from harness.suite import CAPTURES_ROOT, RESULTS_ROOT
 
 __all__ = ["console", "fail", "command_line", "SOURCES", "SHAPE", "CAPTURE", "PROTOCOL", "RECORD", "RUN", "ISOLATE", "EXPORT",
            "with_options", "split_list", "split_ints", "split_sizes", "split_or_none", "export", "export_console", "need_polars", "reading_runs",
-           "shape_args", "capture_args", "protocol_of", "suite_inputs", "stopped", "nothing_timed", "split_kernels"]
+           "shape_args", "capture_args", "protocol_of", "suite_inputs", "stopped", "nothing_timed", "split_kernels",
+           "fail_on_slowdown_option", "renamed_option"]
 
 # Off a terminal rich would fold every table to 80 columns (COLUMNS unset), cutting numbers and names; a log
 # has no width, so tables are drawn at their natural width and lines are never wrapped (README: output).
@@ -204,7 +205,33 @@ EXPORT = dict(
     csv_out=(Optional[str], typer.Option(None, "--csv", metavar="PATH",
                                          help="also write the figures as CSV (one row per table row, `table` "
                                               "first); - for stdout (the tables go to stderr)")),
+    table_format=(str, typer.Option("table", "--format",
+                                    help="how tables are drawn: table (box lines and captions) or compact (the same "
+                                         "cells, no box lines or captions, two spaces between columns: narrow "
+                                         "terminals and CI logs); either way cells are whole and empty columns left "
+                                         "out")),
 )
+
+
+def fail_on_slowdown_option(subject: str, *, default: str | None = None):
+    """`--fail-on-slowdown`, worded the same in every command that judges (`compare`, `commits`, `nightly`):
+    what is judged, and the default stated one way (harness.suite owns the default values)."""
+    stated = (f"default {default}" if default else "default: none, the verdicts judge at 0.5 % and the exit is 0")
+    return typer.Option(None, help=f"exit 1 when {subject} is slower by more than this, its interval excluding 1 "
+                                   f"(e.g. 2%); the verdicts then judge at it ({stated})")
+
+
+def renamed_option(old: str, new: str, old_value, new_value, *, warn):
+    """The value of an option that was renamed: `new`'s, or `old`'s with a deprecation line (`warn(text)`); both
+    given is refused, naming the new one."""
+    from harness.errors import ConfigError
+
+    if old_value is None:
+        return new_value
+    if new_value is not None:
+        raise ConfigError(f"{old} is the old name of {new}; give only {new}.")
+    warn(f"{old} is deprecated: it is the old name of {new}, which every command that writes runs takes. Use {new}.")
+    return old_value
 
 
 def with_options(**groups: dict):
@@ -258,7 +285,14 @@ def export_console(export_group: dict):
     if json_out and csv_out and json_out != "-" and Path(json_out).absolute() == Path(csv_out).absolute():
         raise ConfigError(f"--json and --csv both name {json_out}: the second would overwrite the first. Give each "
                           f"its own file.")
+    from harness.report import TABLE_FORMATS
+
+    table_format = export_group.get("table_format", "table")
+    if table_format not in TABLE_FORMATS:
+        raise ConfigError(f"--format {table_format!r}: one of {', '.join(TABLE_FORMATS)} (compact: the same cells "
+                          f"without box lines or captions).")
     out = console(stderr=bool(to_stdout))
+    out.table_format = table_format  # read by the tables when they are drawn (harness.report, TerminalTable)
     if to_stdout:
         # The stream stays referenced here while it is not sys.stdout: a text stream dropped by its last
         # reference closes the file under it (under typer's CliRunner, its captured stdout).

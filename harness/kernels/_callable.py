@@ -3,8 +3,10 @@
 The calling convention is declared, never guessed from the values:
 - positional q, k, v; the causal flag through a keyword named `is_causal` or `causal`, the softmax scale
   through `scale` or `softmax_scale`, GQA through `enable_gqa`: each found in the signature. A function
-  without a causal keyword must declare the one mode it computes (`@convention(causal=True)`); one
-  without a scale keyword is only given inputs whose scale is the default 1/sqrt(dqk).
+  without a causal keyword is run as torch SDPA runs without `is_causal`: non-causal only (`--no-causal`);
+  one that computes causal attention without being told declares it (`@convention(causal=True)`); the
+  gate checks either claim. One without a scale keyword is only given inputs whose scale is the default
+  1/sqrt(dqk).
 - layout `bhsd` (torch SDPA's [B, H, S, d], the default) or `bshd` (flash-attn's [B, S, H, d]): from
   `@convention(layout=...)`, a spec suffix `module:fn@bshd`, or `bench ... --layout` (`with_options`).
 - GQA: k, v with Hkv < Hq are passed as they are, unless the function declares it cannot take them
@@ -65,8 +67,8 @@ CALLABLE_SIGNATURE = (
     "return the output tensor: q [B, Hq, S, dqk], k [B, Hkv, S, dqk], v [B, Hkv, S, dv] in, [B, Hq, S, dv] out. "
     "flash-attn's [B, S, H, d] layout is declared with `@harness.kernels.convention(layout=\"bshd\")`, a spec "
     "suffix `module:fn@bshd` or --layout bshd; a function that cannot take Hkv < Hq declares "
-    "`convention(gqa=\"expand\")`; one without a causal keyword declares the mode it computes "
-    "(`convention(causal=True)`); FP8 functions declare their input quantization with `@harness.kernels.fp8_inputs`."
+    "`convention(gqa=\"expand\")`; one without a causal keyword is run non-causal only (--no-causal) unless it "
+    "declares `convention(causal=True)`; FP8 functions declare their input quantization with `@harness.kernels.fp8_inputs`."
 )
 
 
@@ -133,6 +135,7 @@ class _Convention:
     gqa: str
     causal_kw: str | None
     fixed_causal: bool | None
+    implied_causal: bool  # fixed_causal False because the signature has no causal keyword and nothing was declared
     scale_kw: str | None
     gqa_kw: bool
     fp8: dict | None
@@ -184,8 +187,9 @@ def _convention(fn, what: str, options: dict) -> _Convention:
         raise _misfit(what, f"it requires parameter(s) {', '.join(required)} the harness cannot supply")
     causal_kw = next((n for n in _CAUSAL_KW if n in keywords), None)
     fixed = declared.get("causal")
-    if causal_kw is None and fixed is None:
-        raise _misfit(what, "it has no `is_causal` or `causal` keyword and declares no fixed mode")
+    # No keyword and nothing declared: what torch SDPA computes when is_causal is not passed. Not a guess the
+    # numbers rest on: the gate compares it with non-causal attention, so a function that masks fails there.
+    implied = causal_kw is None and fixed is None
     if fp8 and fp8["quantized_by"] == "harness":
         missing = [n for n in _DESCALE_KW if n not in keywords]
         if missing:
@@ -195,7 +199,7 @@ def _convention(fn, what: str, options: dict) -> _Convention:
     if layout not in LAYOUTS:
         raise ConfigError(f"{what}: layout {layout!r} is not one of {', '.join(LAYOUTS)}.")
     return _Convention(layout=layout, gqa=declared.get("gqa", "native"), causal_kw=causal_kw,
-                       fixed_causal=None if causal_kw else bool(fixed), scale_kw=next((n for n in _SCALE_KW if n in keywords), None),
+                       fixed_causal=None if causal_kw else bool(fixed), implied_causal=implied, scale_kw=next((n for n in _SCALE_KW if n in keywords), None),
                        gqa_kw="enable_gqa" in keywords, fp8=fp8, params=tuple(p.name for p in params),
                        workload_kw=tuple(n for n in (*_WORKLOAD_KW, *_WORKLOAD_INTS) if n in keywords))
 
@@ -205,7 +209,9 @@ def describe_convention(fn, **options) -> str:
     c = _convention(fn, getattr(fn, "__qualname__", repr(fn)), options)
     kws = [k for k in (c.causal_kw, c.scale_kw) if k] + (["enable_gqa"] if c.gqa_kw else []) + list(c.workload_kw)
     call = f"{getattr(fn, '__name__', type(fn).__name__)}(q, k, v" + "".join(f", {k}=..." for k in kws) + ")"
-    causal = "" if c.fixed_causal is None else (", causal only" if c.fixed_causal else ", non-causal only")
+    causal = "" if c.fixed_causal is None else (", causal only" if c.fixed_causal else
+                                                ", non-causal only (no causal keyword)" if c.implied_causal else
+                                                ", non-causal only")
     gqa = "GQA passed as is" if c.gqa == "native" else "GQA expanded by the harness"
     fp8 = f", fp8 inputs quantized by the {c.fp8['quantized_by']}" if c.fp8 else ""
     return f"{call} layout {c.layout}{causal}, {gqa}{fp8}"
@@ -255,7 +261,8 @@ def adapt_callable(fn: Callable, *, name: str | None = None, options: dict | Non
             kwargs[c.causal_kw] = s.causal
         elif c.fixed_causal != s.causal:
             raise UnsupportedInputError(f"Kernel {label!r} computes {'causal' if c.fixed_causal else 'non-causal'} "
-                                        f"attention only (declared); this input is {'causal' if s.causal else 'not causal'}.")
+                                        f"attention only ({'no causal keyword' if c.implied_causal else 'declared'}); "
+                                        f"this input is {'causal' if s.causal else 'not causal'}.")
         if c.scale_kw:
             kwargs[c.scale_kw] = inputs.scale
         elif abs(inputs.scale - s.head_dim_qk ** -0.5) > 1e-9 * inputs.scale:
@@ -283,6 +290,7 @@ def adapt_callable(fn: Callable, *, name: str | None = None, options: dict | Non
                           f"the gate judges FP8 kernels on dense self-attention only.")
     extra: dict[str, Any] = {"callable": _source(fn), "layout": c.layout, "gqa": c.gqa,
                              "convention": describe_convention(fn, **options),
+                             **({"causal_mode": "implied"} if c.implied_causal else {}),
                              # copies made in prepare() do not follow in-place changes of inputs.q/k/v
                              "reads_inputs_at_launch": not copies}
     if fp8:

@@ -315,10 +315,13 @@ def gate(kernel, inputs, launch, *, reference=None, check_fresh: bool = True,
         hint = (" With S_q < S_kv the causal mask is aligned to the end of the KV cache (query i at position "
                 "S_kv - S_q + i: FlashAttention's bottom-right convention); torch SDPA's is_causal aligns it to the "
                 "start (top-left) instead." if s.causal and "decode" in s.features() else "")
-        raise GateFailure(
+        hint += _layout_hint(kernel, inputs, out, compare)
+        failure = GateFailure(
             f"Kernel {kernel.name!r} failed the correctness gate on {inputs.source} ({inputs.shape.label()}, "
             f"{inputs.dtype}): {result.reason}. Measured: {result.summary()}.{hint} It is not timed."
         )
+        failure.gate = gate_columns(result)  # its numbers, stored on its row beside the text
+        raise failure
     if not check_fresh:
         return result
     if torch.is_floating_point(out):
@@ -346,6 +349,41 @@ def gate(kernel, inputs, launch, *, reference=None, check_fresh: bool = True,
                 f"It is not timed."
             )
     return result
+
+
+# Positions the layout check recomputes: a handful is enough to tell a swapped layout from a wrong result.
+_LAYOUT_PROBES = 8
+
+
+def _layout_hint(kernel, inputs, out, compare) -> str:
+    """A sentence when a plain callable's output is right for the other layout, else "".
+
+    A function given [B, H, S, d] that reads it as [B, S, H, d] (or the reverse, declared bshd but written
+    for SDPA's layout) computes attention across the heads axis at each position, in either case. That is
+    checked against fp64 attention over the heads axis at a few positions only: cheap next to the gate's
+    own reference. Dense self-attention with Hq = Hkv only: there the swapped call is itself well-formed."""
+    import torch
+
+    from harness.kernels._reference import reference_attention
+
+    declared = kernel.extra.get("layout")
+    s = inputs.shape
+    if (declared not in ("bhsd", "bshd") or kernel.extra.get("quant") is not None or s.features()
+            or s.heads_q != s.heads_kv or not isinstance(out, torch.Tensor) or out.shape != inputs.q.shape[:3] + (
+                inputs.v.shape[-1],)):
+        return ""
+    at = torch.linspace(0, s.seq_len - 1, min(_LAYOUT_PROBES, s.seq_len), device=out.device).round().long().unique()
+    across = [t[:, :, at].transpose(1, 2) for t in (inputs.q, inputs.k, inputs.v)]  # heads as the sequence
+    alt = reference_attention(*across, scale=inputs.scale, causal=s.causal)
+    if not compare(out[:, :, at].transpose(1, 2), alt).passed:
+        return ""
+    other = "bshd" if declared == "bhsd" else "bhsd"
+    fix = ("name it `module:fn@bshd`, pass --layout bshd, or declare `@harness.kernels.convention(layout=\"bshd\")`"
+           if other == "bshd" else "drop @bshd / --layout bshd / convention(layout=\"bshd\")")
+    return (f" Its output is right for the other layout: at {len(at)} positions it matches attention over the heads "
+            f"axis, which is what a function written for {'(B, S, H, d)' if other == 'bshd' else '(B, H, S, d)'} "
+            f"computes when handed {'(B, H, S, d)' if other == 'bshd' else '(B, S, H, d)'}. It would pass as layout "
+            f"{other}: {fix}.")
 
 
 def _reference_for(kernel, inputs, numerics):

@@ -11,6 +11,13 @@ Launch = Callable[[], Any]
 """A zero-argument closure that launches the kernel once and returns its output tensor."""
 
 
+def _short(dtype: str) -> str:
+    """The name --dtype takes (`bf16` for `bfloat16`), as users type it."""
+    from harness.inputs import DTYPES
+
+    return min((a for a, n in DTYPES.items() if n == dtype), key=len, default=dtype)
+
+
 def _always_available(device_kind: str) -> str | None:
     return None
 
@@ -44,8 +51,15 @@ class Kernel:
     workloads: frozenset[str] = frozenset()
 
     def __post_init__(self) -> None:
-        from harness.inputs import FEATURES
+        from harness.inputs import DTYPES, FEATURES
 
+        # Stored by torch's names, whichever the kernel declared ("bf16" or "bfloat16"): the run's dtype is
+        # canonicalized the same way, so a kernel declared with short names supports what it says it does.
+        unknown = sorted(d for d in self.dtypes if d not in DTYPES)
+        if unknown:
+            raise ValueError(f"kernel {self.name!r} declares unknown dtypes {unknown}; known: "
+                             f"{', '.join(sorted(set(DTYPES)))}")
+        object.__setattr__(self, "dtypes", frozenset(DTYPES[d] for d in self.dtypes))
         object.__setattr__(self, "workloads", frozenset(self.workloads))
         unknown = sorted(self.workloads - set(FEATURES))
         if unknown:
@@ -66,7 +80,7 @@ class Kernel:
         if canonical not in self.dtypes:
             raise UnsupportedInputError(
                 f"Kernel {self.name!r} does not support dtype {dtype!r}; it supports "
-                f"{', '.join(sorted(self.dtypes))}. Pick one of those with --dtype, or another kernel."
+                f"{', '.join(_short(d) for d in sorted(self.dtypes))}. Pick one of those with --dtype, or another kernel."
             )
         if self.head_dims is not None and (head_dim_qk, head_dim_v) not in self.head_dims:
             dims = ", ".join(f"{a}/{b}" if a != b else str(a) for a, b in sorted(self.head_dims))
@@ -76,6 +90,12 @@ class Kernel:
             )
         if self.causal_only and not causal:
             raise UnsupportedInputError(f"Kernel {self.name!r} supports causal attention only; drop --no-causal.")
+        if self.noncausal_only and causal and self.extra.get("causal_mode") == "implied":
+            raise UnsupportedInputError(
+                f"Kernel {self.name!r} has no `is_causal` or `causal` keyword, so it is run as torch SDPA runs without "
+                f"one: non-causal attention only, and these inputs are causal (the default). Pass --no-causal to time "
+                f"it non-causal; to time it causal, give it an `is_causal=True` keyword that it honours, or, if it "
+                f"masks without being told, declare `@harness.kernels.convention(causal=True)` (the gate checks it).")
         if self.noncausal_only and causal:
             raise UnsupportedInputError(f"Kernel {self.name!r} supports non-causal attention only; pass --no-causal.")
         missing = sorted(shape.features() - self.workloads) if shape is not None else []

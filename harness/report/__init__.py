@@ -37,7 +37,8 @@ from harness.report._markdown import (
 from harness.report._gpu_section import gpu_spread_tables
 from harness.report._model_error_section import MODEL_ERROR_NOTE, model_error_figure, model_error_sections, model_error_table
 from harness.report._saved import saved_comparison
-from harness.report._tables import HEADERS, fmt, sustained_tables
+from harness.report._tables import HEADERS, fmt, sustained_tables, tflops
+from harness.report._terminal import FORMATS as TABLE_FORMATS
 from harness.report._trace_section import peaks_table, pipe_tables
 
 __all__ = [
@@ -51,6 +52,7 @@ __all__ = [
     "FIGURES_SCHEMA",
     "FIGURES_SCHEMA_VERSION",
     "HEADERS",
+    "TABLE_FORMATS",
     "Figure",
     "LineObserver",
     "LiveView",
@@ -81,6 +83,7 @@ __all__ = [
     "saved_comparison",
     "sustained_figures",
     "sustained_tables",
+    "tflops",
     "write_figures",
     "write_report",
 ]

@@ -75,6 +75,14 @@ def sustained_figures(aggregates: list[dict]) -> list[dict]:
             "temp_max_c": a.get("temp_max_c"), "limiters": a.get("limiters") if "limiters" in a else a.get("limiter"),
             "xcd_spread_mhz": a.get("chiplet_spread_mhz"), "slowest_xcd": a.get("slowest_chiplet"),
             "why_not_timed": None if timed else ("; ".join(a.get("errors") or ()) or "no measurement"),
+            # what was timed (S_q is seq_len_q; S_kv falls back to it for self-attention rows of older runs)
+            "dtype": a.get("dtype"), "batch": a.get("batch"), "heads_q": a.get("heads_q"), "heads_kv": a.get("heads_kv"),
+            "seq_len_q": a.get("seq_len"), "seq_len_kv": a.get("seq_len_kv") or a.get("seq_len"),
+            "head_dim_qk": a.get("head_dim_qk"), "head_dim_v": a.get("head_dim_v"), "causal": a.get("causal"),
+            "window": a.get("window"), "page_size": a.get("page_size"), "varlen": a.get("varlen"),
+            "repeat_times_ms": [t * 1e-6 for t in a.get("repeat_times_ns") or ()],
+            **{k: a.get(k) for k in ("gate_max_abs_diff", "gate_snr_db", "gate_max_ratio", "gate_rms_ratio",
+                                     "gate_reference")},
         })
     return rows
 

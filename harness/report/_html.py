@@ -28,7 +28,7 @@ td.num,th.num{text-align:right;font-variant-numeric:tabular-nums;white-space:now
 .caption,.figcap{color:#555;font-size:12px;max-width:1100px;margin:2px 0 10px}
 .banner{background:#fff3cd;border:1px solid #e0c36c;padding:8px 12px;margin:10px 0}
 .header{color:#444;font-size:13px}img{max-width:100%;border:1px solid #eee}.scroll{overflow-x:auto}
-td:first-child{white-space:nowrap}
+td:first-child{white-space:nowrap}td.prose,th.prose{min-width:16em}
 
 """
 
@@ -65,8 +65,12 @@ def report_header(summary) -> str:
     inputs = list(dict.fromkeys(a["input_label"] for a in summary.sustained))
     shapes = sorted({a["shape"] for a in timed if a.get("shape")})
     limit = info.get("power_limit_w")
-    text = (f"{info.get('device_name')} (driver {info.get('driver')}, power limit "
-            f"{f'{limit:.0f}' if limit else '?'} W): {len(kernels)} kernel(s) x {len(inputs)} input(s)"
+    if info.get("device_kind") == "cpu":
+        where = "a CPU: no GPU driver or power limit"
+    else:
+        where = (f"driver {info.get('driver') or 'not recorded'}, power limit "
+                 + (f"{limit:.0f} W" if limit else "not read"))
+    text = (f"{info.get('device_name')} ({where}): {len(kernels)} kernel(s) x {len(inputs)} input(s)"
             + (f" on {len(gpus)} GPUs (one row per GPU)" if gpus else "") + ", "
             f"{', '.join(shapes) or 'no timed shape'}; {len(settled)} of {len(summary.sustained)} kernel x input "
             f"timed at sustained clocks (settled, full protocol)"

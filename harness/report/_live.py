@@ -151,4 +151,6 @@ class LineObserver(NullObserver):
         self._print(text)
 
     def on_run_end(self, result) -> None:
-        self._print(f"run {result.run_id} ended {result.status} after {_clock(self._eta.elapsed_s)}")
+        detail = getattr(result, "status_detail", "")
+        self._print(f"run {result.run_id} ended {result.status} after {_clock(self._eta.elapsed_s)}"
+                    + (f": {detail}" if detail else ""))

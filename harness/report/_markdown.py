@@ -11,7 +11,7 @@ import json
 from dataclasses import dataclass, field
 
 from harness.analysis import percent
-from harness.report._tables import HEADERS as H, fmt
+from harness.report._tables import HEADERS as H, fmt, tflops
 
 __all__ = [
     "Figure",
@@ -35,38 +35,64 @@ class ReportTable:
     caption: str = ""
     left: int = 2  # leading text columns; the rest are numbers and align right ...
     text_tail: int = 0  # ... except this many trailing text columns (limiter, verdict)
+    prose_columns: tuple[str, ...] = ()  # columns of prose, wrapped at spaces (beside _terminal.PROSE's)
+    omitted: str = ""  # set by shown(): which empty columns were left out
+
+    def shown(self) -> "ReportTable":
+        """This table without its columns that have no value in any row (a CPU run's NVML and in-band clocks,
+        power, energy), `omitted` naming them; every view draws this, so none prints a column of dashes."""
+        from dataclasses import replace
+
+        from harness.report._terminal import empty_columns
+
+        gone = empty_columns(self.columns, self.rows, keep=self.left)
+        if not gone:
+            return self
+        keep = [i for i in range(len(self.columns)) if i not in gone]
+        return replace(self, columns=tuple(self.columns[i] for i in keep),
+                       rows=tuple(tuple(r[i] for i in keep) for r in self.rows),
+                       text_tail=sum(1 for i in keep if i >= len(self.columns) - self.text_tail),
+                       omitted="not shown, no value in any row: " + ", ".join(self.columns[i] for i in gone))
+
+    def _captions(self) -> str:
+        return "; ".join(x for x in (self.caption, self.omitted) if x)
 
     def _left(self, i: int) -> bool:
         return i < self.left or i >= len(self.columns) - self.text_tail
 
     def to_rich(self):
-        from rich.table import Table
+        """The terminal's rendering: whole cells at any width, empty columns left out (`_terminal`)."""
+        from harness.report._terminal import TerminalTable
 
-        t = Table(title=self.title or None, title_justify="left", header_style="bold", pad_edge=False,
-                  caption=self.caption or None, caption_justify="left")
-        for i, c in enumerate(self.columns):
-            t.add_column(c, justify="left" if self._left(i) else "right", overflow="fold")
-        for r in self.rows:
-            t.add_row(*r)
-        return t
+        return TerminalTable(self)
+
+    def __rich__(self):
+        return self.to_rich()
 
     def to_markdown(self) -> str:
+        if not self.omitted and self.shown() is not self:
+            return self.shown().to_markdown()
         esc = [[c.replace("|", "\\|") for c in row] for row in (self.columns, *self.rows)]
         align = ["---" if self._left(i) else "---:" for i in range(len(self.columns))]
         lines = ([f"**{self.title}**", ""] if self.title else []) + [
             "| " + " | ".join(esc[0]) + " |", "| " + " | ".join(align) + " |"]
         lines += ["| " + " | ".join(r) + " |" for r in esc[1:]]
-        if self.caption:
-            lines += ["", f"_{self.caption}_"]
+        if self._captions():
+            lines += ["", f"_{self._captions()}_"]
         return "\n".join(lines)
 
     def to_html(self) -> str:
+        if not self.omitted and self.shown() is not self:
+            return self.shown().to_html()
         e = _html.escape
-        cls = ['' if self._left(i) else ' class="num"' for i in range(len(self.columns))]
+        # Trailing prose (limiter, verdict) keeps a readable width: squeezed beside nowrap numbers, its header
+        # stood a dozen lines tall (the H200 fixture's decomposition table).
+        cls = [' class="prose"' if i >= len(self.columns) - self.text_tail else '' if self._left(i) else ' class="num"'
+               for i in range(len(self.columns))]
         head = "".join(f"<th{cls[i]}>{e(c)}</th>" for i, c in enumerate(self.columns))
         body = "".join("<tr>" + "".join(f"<td{cls[i]}>{e(c)}</td>" for i, c in enumerate(r)) + "</tr>"
                        for r in self.rows)
-        cap = f'<p class="caption">{e(self.caption)}</p>' if self.caption else ""
+        cap = f'<p class="caption">{e(self._captions())}</p>' if self._captions() else ""
         head_html = f"<h3>{e(self.title)}</h3>" if self.title else ""
         return (f"{head_html}<div class='scroll'><table><thead><tr>{head}</tr></thead><tbody>{body}"
                 f"</tbody></table></div>{cap}")
@@ -179,7 +205,7 @@ def run_tables(summary) -> list[ReportTable]:
             rows=tuple((
                 a["input_label"] + tag[a["input_label"]], a["kernel"], fmt(a.get("power_w"), ".0f"),
                 fmt(a.get("energy_per_launch_j"), ".4g"), fmt(a.get("energy_per_launch_from_power_j"), ".4g"),
-                fmt(a.get("tflops"), ".1f"), fmt(a.get("tflop_per_j"), ".3f"),
+                tflops(a.get("tflops")), fmt(a.get("tflop_per_j"), ".3f"),
                 fmt(a.get("flop_per_cycle_per_sm"), ".0f"),
                 fmt(a.get("power_limited_frac"), ".0f", scale=100, suffix=" %"),
                 fmt(a.get("thermal_limited_frac"), ".0f", scale=100, suffix=" %"), fmt(a.get("temp_max_c"), ".0f"),
@@ -235,12 +261,15 @@ def _provenance(info: dict) -> ReportTable:
         ("when", f"{info.get('started_at')} to {info.get('finished_at') or '?'}"),
         ("command", info.get("command") or "-"),
         ("harness", f"version {info.get('harness_version') or 'not recorded'}, git {git}"),
-        ("device", f"{info.get('device_name')} ({info.get('device_kind')}, PCI {info.get('pci_bus_id')}, "
-                   f"{info.get('sm_count')} SMs, compute {info.get('compute_capability')}, "
-                   f"{fmt(info.get('memory_bytes'), '.0f', scale=2**-30, suffix=' GiB')})"),
-        ("limits as found", f"power limit {fmt(info.get('power_limit_w'), '.0f', suffix=' W')}, max SM clock "
-                            f"{fmt(info.get('max_sm_clock_mhz'), '.0f', suffix=' MHz')}"),
-        ("driver / runtime", f"{info.get('driver')} / {info.get('runtime')}"),
+        *(((("device", f"{info.get('device_name')} (cpu, {info.get('sm_count')} cores)"),
+            ("limits as found", "n/a on a CPU (no power limit or SM clock)"),
+            ("driver / runtime", "n/a on a CPU")) if info.get("device_kind") == "cpu" else (
+            ("device", f"{info.get('device_name')} ({info.get('device_kind')}, PCI {info.get('pci_bus_id')}, "
+                       f"{info.get('sm_count')} SMs, compute {info.get('compute_capability')}, "
+                       f"{fmt(info.get('memory_bytes'), '.0f', scale=2**-30, suffix=' GiB')})"),
+            ("limits as found", f"power limit {fmt(info.get('power_limit_w'), '.0f', suffix=' W')}, max SM clock "
+                                f"{fmt(info.get('max_sm_clock_mhz'), '.0f', suffix=' MHz')}"),
+            ("driver / runtime", f"{info.get('driver') or '-'} / {info.get('runtime') or '-'}")))),
         ("software", ", ".join(f"{k} {v}" for k, v in sorted(versions.items()))),
         ("host", f"{info.get('host')}, {info.get('os')}, Python {info.get('python')}"),
         ("telemetry", f"{info.get('telemetry_backend')}: " + ", ".join(

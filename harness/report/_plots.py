@@ -73,7 +73,19 @@ def timeline_figure(run, summary) -> Figure | None:
         "measurement_id", "t_ns", "sm_clock_mhz", "power_w").partition_by("measurement_id", as_dict=True)
     chunks = run.chunks.partition_by("measurement_id", as_dict=True)
     probes = run.probes.partition_by("measurement_id", as_dict=True)
-    fig, axes = plt.subplots(len(timed), 3, figsize=(13, 2.4 * len(timed) + 0.9), sharex=True, squeeze=False)
+    # Only panels with something to draw: a CPU run's host telemetry reads neither an SM clock nor board power,
+    # and an empty axis per kernel x input says nothing; the caption names what was left out and why.
+    timed_ids = set(m["measurement_id"].to_list())
+    have_clock = any(s["sm_clock_mhz"].drop_nulls().len() for (mid,), s in samples.items() if mid in timed_ids) or any(
+        p.height for (mid,), p in probes.items() if mid in timed_ids)
+    have_power = any(s["power_w"].drop_nulls().len() for (mid,), s in samples.items() if mid in timed_ids)
+    omitted = [name for name, have in (("SM clock", have_clock), ("board power", have_power)) if not have]
+    ncols = 1 + have_clock + have_power
+    fig, grid = plt.subplots(len(timed), ncols, figsize=(13 if ncols == 3 else 4.6 * ncols + 2, 2.4 * len(timed) + 0.9),
+                             sharex=True, squeeze=False)
+    # The rows keep three slots (time, clock, power); an omitted panel's slot is a detached axis never shown.
+    axes = [[row[0], row[1] if have_clock else _Nowhere(), row[-1] if have_power else _Nowhere()] for row in grid]
+    chunk_s = _protocol(run).get("chunk_s")
     repeat_colors = ["#1f77b4", "#d62728", "#2ca02c", "#9467bd", "#ff7f0e", "#8c564b"]
     x_lo, x_hi = 0.0, 1.0
     for row, agg in enumerate(timed):
@@ -108,28 +120,51 @@ def timeline_figure(run, summary) -> Figure | None:
             ax.axvspan(idle_lo, 0, color="0.88", zorder=0)
         x_lo = min(x_lo, idle_lo)
         ax_t.set_title(f"{agg['kernel']} on {agg['input_label']}", loc="left", fontweight="bold")
-        ax_t.set_ylabel("ms / launch\n(0.5 s chunks)")
+        ax_t.set_ylabel(f"ms / launch\n({chunk_s:g} s chunks)" if chunk_s else "ms / launch\n(per chunk)")
         ax_c.set_ylabel("SM clock (MHz)")
         ax_p.set_ylabel("board power (W)\n100 ms mean")
     axes[0][0].set_xlim(x_lo - 0.2, x_hi + 0.2)
-    for ax in axes[-1]:
+    for ax in grid[-1]:
         ax.set_xlabel("s since warm-in start (first timed launch)")
     handles = [plt.Line2D([], [], color=repeat_colors[i], label=f"repeat {i + 1}") for i in range(
         max(a["repeats"] for a in timed))]
     handles += [plt.Line2D([], [], color="k", lw=0.8, label="NVML clock"),
-                plt.Line2D([], [], color="k", ls="", marker="o", mfc="none", ms=3, label="in-band clock (probe)"),
-                plt.Rectangle((0, 0), 1, 1, color="0.88", label="idle (before each repeat)"),
+                plt.Line2D([], [], color="k", ls="", marker="o", mfc="none", ms=3, label="in-band clock (probe)")
+                ] if have_clock else []
+    handles += [plt.Rectangle((0, 0), 1, 1, color="0.88", label="idle (before each repeat)"),
                 plt.Line2D([], [], color="k", alpha=0.45, marker=".", label="warm-in"),
                 plt.Line2D([], [], color="k", ls="--", lw=0.8, label="settled: timed window starts")]
-    fig.legend(handles=handles, loc="upper center", ncol=(len(handles) + 1) // 2, bbox_to_anchor=(0.5, 1.0),
-               frameon=False)
-    _fixed_layout(fig, rows=len(timed), cols=3, left=1.0, right=0.15, top=0.95, bottom=0.55, wgap=1.05, hgap=0.45)
+    # As many legend columns as the figure's width holds (one panel wide on a CPU run): never cut at its edges.
+    per_row = max(2, min((len(handles) + 1) // 2, int(fig.get_figwidth() / 2.3)))
+    rows_needed = -(-len(handles) // per_row)
+    fig.legend(handles=handles, loc="upper center", ncol=per_row, bbox_to_anchor=(0.5, 1.0), frameon=False)
+    _fixed_layout(fig, rows=len(timed), cols=ncols, left=1.0, right=0.15, top=0.5 + 0.25 * rows_needed, bottom=0.55,
+                  wgap=1.05, hgap=0.45)
+    missing = (f" Not drawn: {' and '.join(omitted)}, which the run's telemetry ({run.info.get('telemetry_backend') or 'none'}) "
+               f"did not read{' (a CPU has no SM clock or board power reading)' if run.info.get('device_kind') == 'cpu' else ''}."
+               if omitted else "")
     return Figure(key="timeline", title="Clock, power and time per launch through idle, warm-in and window",
                   caption=("grey: idle before the kernel; faint points: warm-in; dashed line: the clock settled and "
                            "the timed window starts; in-band dots: cycles the SMs counted per ns during the window "
                            "(a probe on a side stream; the runner probes only during the window, so the in-band dots start at "
-                           "the dashed line). Each repeat is a separate idle / warm-in / window."),
+                           "the dashed line). Each repeat is a separate idle / warm-in / window." + missing),
                   png=_png(fig))
+
+
+class _Nowhere:
+    """An omitted panel: every drawing call on it does nothing (the timeline draws per slot, not per panel)."""
+
+    def __getattr__(self, name):
+        return lambda *args, **kwargs: None
+
+
+def _protocol(run) -> dict:
+    import json
+
+    try:
+        return json.loads(run.info.get("protocol_json") or "{}") or {}
+    except ValueError:
+        return {}
 
 
 def cycles_figure(run, summary) -> Figure | None:
@@ -265,18 +300,27 @@ def inputs_figure(summary) -> Figure | None:
     inband = rows[0].clock_source == "inband"
     # Geometric means from the comparison rows, so each % here is the table's ratio, not a ratio of medians.
     delta_from = {i: r.input_a for i, r in enumerate(rows)}
-    fig, axes = plt.subplots(1, 4, figsize=(16, 4.6))
     panels = ((lambda r, s: getattr(r, f"time_{s}_ns") * 1e-6, "time per launch (ms)", "{:.4f}"),
               (lambda r, s: getattr(r, f"clock_{s}_mhz"), f"SM clock, {'in-band' if inband else 'NVML'} (MHz)",
                "{:.0f}"),
               (lambda r, s: getattr(r, f"power_{s}_w"), "board power (W)", "{:.0f}"))
-    for ax, (get, unit, f) in zip(axes, panels):
+    # A panel no row has a value for (clock and power on a CPU) is left out, and the caption says so.
+    shown = [p for p in panels if any(p[0](r, side) is not None for r in rows for side in "ab")]
+    omitted = [p[1].split(",")[0].split(" (")[0] for p in panels if p not in shown]
+    fig, axes = plt.subplots(1, len(shown) + 1, figsize=(4 * (len(shown) + 1), 4.6))
+    for ax, (get, unit, f) in zip(axes, shown):
         groups = [(r.kernel, [(r.input_a, get(r, "a")), (r.input_b, get(r, "b"))]) for r in rows]
         _bars(ax, groups, colors=colors, ref=ref, labels_fmt=f.format, delta_from=delta_from)
         ax.set_title(unit)
-    ax = axes[3]
+    ax = axes[-1]
     pos, names = [], []
     same_pair = len({(r.input_a, r.input_b) for r in rows}) == 1
+    # Without a clock on either side (a CPU run) there is no split to draw: time alone, and the caption says so.
+    split = any(r.clock is not None for r in rows)
+    parts = ("time", "cycles", "clock") if split else ("time",)
+    if not split:
+        omitted.append("the cycles / clock split (no clock reading)")
+    step = len(parts) + 1
     for i, r in enumerate(rows):
         clock_ba = None
         if r.clock is not None:  # shown as B over A here, like the other bars: + means B ran faster clocks
@@ -284,8 +328,8 @@ def inputs_figure(summary) -> Figure | None:
             clock_ba = (1 / r.clock.value, lo, hi)
         vals = [(r.time.value, r.time.low, r.time.high),
                 (r.cycles.value, r.cycles.low, r.cycles.high) if r.cycles else None, clock_ba]
-        for j, (name, v) in enumerate(zip(("time", "cycles", "clock"), vals)):
-            xpos = i * 4 + j
+        for j, (name, v) in enumerate(zip(parts, vals)):
+            xpos = i * step + j
             pos.append(xpos)
             names.append(name)
             if v is None:
@@ -294,7 +338,7 @@ def inputs_figure(summary) -> Figure | None:
             ax.bar(xpos, (v[0] - 1) * 100, color=colors[r.kernel], alpha=(1.0, 0.6, 0.3)[j], yerr=err, capsize=3)
         # One pair of inputs for every kernel goes in the title, so the group labels stay one name wide.
         label = r.kernel if same_pair else f"{r.kernel}\n{r.input_b}\nvs {r.input_a}"
-        ax.text(i * 4 + 1, -0.16 if len(rows) > 2 else -0.12, label, transform=ax.get_xaxis_transform(),
+        ax.text(i * step + (len(parts) - 1) / 2, -0.16 if len(rows) > 2 else -0.12, label, transform=ax.get_xaxis_transform(),
                 ha="right" if len(rows) > 2 else "center", va="top", fontsize=8,
                 rotation=20 if len(rows) > 2 else 0)
     # time / cycles / clock per kernel as t / c / f once there are more than two kernels: the words collide.
@@ -302,16 +346,18 @@ def inputs_figure(summary) -> Figure | None:
     ax.set_xticks(pos, [short.get(n, n) for n in names], fontsize=8 if short else 9)
     ax.axhline(0, color="k", lw=0.8)
     ax.grid(False, axis="x")
-    ax.set_title("B vs A (%): time = cycles / clock" + (f"\n{rows[0].input_b} vs {rows[0].input_a}" if same_pair else ""),
+    ax.set_title(("B vs A (%): time = cycles / clock" if split else "B vs A (%): time") + (f"\n{rows[0].input_b} vs {rows[0].input_a}" if same_pair else ""),
                  fontsize=None if not same_pair else 10)
     ax.set_ylabel("% change, 95 % interval")
-    _fixed_layout(fig, rows=1, cols=4, left=0.75, right=0.15, top=0.55 if same_pair else 0.35, bottom=1.05, wgap=0.95,
-                  hgap=0)
+    _fixed_layout(fig, rows=1, cols=len(shown) + 1, left=0.75, right=0.15, top=0.55 if same_pair else 0.35, bottom=1.05,
+                  wgap=0.95, hgap=0)
     return Figure(key="inputs", title="Input B vs input A: time, clock, power",
                   caption=(f"hatched: input A (control / reference); filled: input B; the % under a value is B vs A. "
                            f"Right: the change of time (t) split into the change of cycles (cyc) and of the "
                            f"{'in-band' if inband else 'NVML'} clock (clk; time change ~ cycles change - clock change), "
-                           f"with 95 % t intervals on log time per repeat (the comparison table's)."),
+                           f"with 95 % t intervals on log time per repeat (the comparison table's)."
+                           + (f" Not drawn: {' and '.join(omitted)}, which no row has (no such telemetry on this device)."
+                              if omitted else "")),
                   png=_png(fig))
 
 

@@ -14,7 +14,7 @@ figure by two names.
 
 from __future__ import annotations
 
-__all__ = ["HEADERS", "sustained_tables", "fmt"]
+__all__ = ["HEADERS", "sustained_tables", "fmt", "tflops"]
 
 # key (JSON and CSV, units in the name) -> header (terminal, Markdown, HTML). One name per figure.
 HEADERS = {
@@ -52,13 +52,14 @@ def fmt(value, spec: str = ".3g", *, scale: float = 1.0, suffix: str = "") -> st
     return f"{value * scale:{spec}}{suffix}"
 
 
-def _table(title: str, columns: list[tuple[str, str]]):
-    from rich.table import Table
+def tflops(value) -> str:
+    """TFLOP/s with four significant digits at any size: a CPU's 0.0223 is not printed `0.0`, nor an H200's
+    612.3 as `612.3456`.
 
-    t = Table(title=title, title_justify="left", header_style="bold", pad_edge=False)
-    for name, justify in columns:
-        t.add_column(name, justify=justify, no_wrap=name not in (H["limiters"], H["input"], H["why_not_timed"]))
-    return t
+    >>> tflops(612.345), tflops(0.02235), tflops(None)
+    ('612.3', '0.02235', '-')
+    """
+    return fmt(value, ".4g")
 
 
 def sustained_tables(aggregates: list[dict], *, title: str = "Sustained results") -> list:
@@ -67,22 +68,17 @@ def sustained_tables(aggregates: list[dict], *, title: str = "Sustained results"
     failed = [a for a in aggregates if not a.get("repeats")]
     # Chiplet GPUs (AMD MI300/MI355X) get the spread between their chiplets' clocks: the slowest sets the time.
     chiplets = any(a.get("chiplet_spread_mhz") is not None for a in timed)
-    clock = _table(f"{title}: time and clock", [
-        (H["input"], "left"), (H["kernel"], "left"), (H["time_ms"], "right"), (H["time_range_pct"], "right"),
-        (H["nvml_clock_mhz"], "right"), (H["inband_clock_mhz"], "right"), (H["inband_to_nvml"], "right"),
-        (H["mcycles_per_launch"], "right"), (H["settled_after_s"], "right"), (H["duty_cycle"], "right"),
-        *([(H["xcd_spread_mhz"], "right"), (H["slowest_xcd"], "right")] if chiplets else []),
-    ])
-    power = _table(f"{title}: power and limiters", [
-        (H["input"], "left"), (H["kernel"], "left"), (H["board_power_w"], "right"), (H["energy_per_launch_j"], "right"),
-        (H["tflop_per_s"], "right"), (H["tflop_per_j"], "right"), (H["power_limited_pct"], "right"),
-        (H["thermal_limited_pct"], "right"), (H["limiters"], "left"),
-    ])
+    clock_cols = [H["input"], H["kernel"], H["time_ms"], H["time_range_pct"], H["nvml_clock_mhz"],
+                  H["inband_clock_mhz"], H["inband_to_nvml"], H["mcycles_per_launch"], H["settled_after_s"],
+                  H["duty_cycle"], *([H["xcd_spread_mhz"], H["slowest_xcd"]] if chiplets else [])]
+    power_cols = [H["input"], H["kernel"], H["board_power_w"], H["energy_per_launch_j"], H["tflop_per_s"],
+                  H["tflop_per_j"], H["power_limited_pct"], H["thermal_limited_pct"], H["limiters"]]
+    clock_rows, power_rows = [], []
     for a in timed:
         settled = fmt(a.get("settled_after_s"), ".1f", suffix=" s")
         if a.get("unsettled"):
             settled = f"[red]UNSETTLED x{a['unsettled']}[/]"
-        clock.add_row(
+        clock_rows.append((
             a["input_label"], a["kernel"], fmt(a["time_ns"], ".4f", scale=1e-6),
             fmt(a.get("time_range_frac"), ".2f", scale=100, suffix="%"), fmt(a.get("sm_clock_mhz"), ".0f"),
             fmt(a.get("inband_clock_mhz"), ".0f"), fmt(a.get("inband_to_nvml"), ".3f"),
@@ -90,20 +86,24 @@ def sustained_tables(aggregates: list[dict], *, title: str = "Sustained results"
             settled, fmt(a.get("duty_cycle"), ".4f"),
             *([fmt(a.get("chiplet_spread_mhz"), ".0f", suffix=" MHz"), fmt(a.get("slowest_chiplet"), ".0f")]
               if chiplets else []),
-        )
-        power.add_row(
+        ))
+        power_rows.append((
             a["input_label"], a["kernel"], fmt(a.get("power_w"), ".0f"), fmt(a.get("energy_per_launch_j"), ".4g"),
-            fmt(a.get("tflops"), ".4g"), fmt(a.get("tflop_per_j"), ".3f"),
+            tflops(a.get("tflops")), fmt(a.get("tflop_per_j"), ".3f"),
             fmt(a.get("power_limited_frac"), ".0f", scale=100, suffix="%"),
             fmt(a.get("thermal_limited_frac"), ".0f", scale=100, suffix="%"), a.get("limiters") or "-",
-        )
-    clock.caption = ("median over repeats; range = (max-min)/median; NVML MHz = the vendor's reported clock of record "
-                     "(NVML SM clock; amdsmi: slowest XCD); in-band/NVML = in-band clock / NVML clock; "
-                     "Mcycles/launch = time x in-band clock (* = x NVML clock: no in-band reading)")
-    tables = [clock, power]
+        ))
+    from harness.report._markdown import ReportTable
+
+    caption = ("median over repeats; range = (max-min)/median; NVML MHz = the vendor's reported clock of record "
+               "(NVML SM clock; amdsmi: slowest XCD); in-band/NVML = in-band clock / NVML clock; "
+               "Mcycles/launch = time x in-band clock (* = x NVML clock: no in-band reading)")
+    tables = [ReportTable(title=f"{title}: time and clock", columns=tuple(clock_cols), rows=tuple(clock_rows),
+                          caption=caption),
+              ReportTable(title=f"{title}: power and limiters", columns=tuple(power_cols), rows=tuple(power_rows),
+                          text_tail=1)]
     if failed:
-        t = _table(f"{title}: not timed", [(H["input"], "left"), (H["kernel"], "left"), (H["why_not_timed"], "left")])
-        for a in failed:
-            t.add_row(a["input_label"], a["kernel"], "; ".join(a["errors"]) or "no measurement")
-        tables.append(t)
+        tables.append(ReportTable(title=f"{title}: not timed", columns=(H["input"], H["kernel"], H["why_not_timed"]),
+                                  rows=tuple((a["input_label"], a["kernel"], "; ".join(a["errors"]) or "no measurement")
+                                             for a in failed), text_tail=1))
     return tables

@@ -116,7 +116,7 @@ class _Served:
         status, error = _failure(self.kernel, self.spec, self.inputs, self.stage, exc)
         self.configs.pop(getattr(self, "index", None), None)
         self.state = None
-        self.ch.send(event="failed", status=status, error=error, exiting=exiting)
+        self.ch.send(event="failed", status=status, error=error, exiting=exiting, gate=getattr(exc, "gate", None))
 
     def config(self, op: dict) -> None:
         from harness.inputs import InputSpec, make_inputs

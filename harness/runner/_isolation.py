@@ -221,7 +221,7 @@ class ChildKernel:
                 elif kind == "failed":
                     if ev.get("exiting"):
                         self._reap()
-                    raise ReportedFailure(ev["status"], ev["error"])
+                    raise ReportedFailure(ev["status"], ev["error"], gate=ev.get("gate"))
                 elif kind == want:
                     return ev
         finally:

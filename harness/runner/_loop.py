@@ -184,7 +184,14 @@ def run_loop(config, *, protocol, measurer: Measurer, open_writer, info_row, obs
                 measurer.open(side)
             for group in comparison_groups(config.inputs, interleave=getattr(protocol, "interleave_inputs", False)):
                 _run_group(s, measurer, group)
-            _end(stops, writer, result, thread, setup, measurer, "complete", "", sampler_open)
+            # Every kernel x input attempted, but a run that timed none of them has no figures: it ends `failed`,
+            # as `bench merge` calls such a run, never `complete` as if it had measured something.
+            if result.nothing_timed:
+                _end(stops, writer, result, thread, setup, measurer, "failed",
+                     f"nothing timed ({result.untimed_summary()}): every kernel x input failed the gate, errored or "
+                     f"timed out", sampler_open)
+            else:
+                _end(stops, writer, result, thread, setup, measurer, "complete", "", sampler_open)
         except BaseException as exc:
             status, detail = _ending_of(exc, result)
             _end(stops, writer, result, thread, setup, measurer, status, detail, sampler_open)
@@ -223,6 +230,8 @@ def _end(stops: StopSignals, writer, result, thread, setup, measurer, status, de
             pass
     result.status, result.status_detail = status, detail
     extra = {"finished_at": datetime.now(timezone.utc).isoformat()}
+    if result.info:  # the row as written, for what the command prints and exports (--json's runs)
+        result.info.update(status=status, status_detail=detail, finished_at=extra["finished_at"])
     if setup.contention is not None and result.info:
         from harness.runner._setup import measure_contention
 
@@ -237,10 +246,11 @@ def _where(exc: BaseException) -> str:
     return f" (at {Path(tb[-1].filename).name}:{tb[-1].lineno})" if tb else ""
 
 
-def _record_untimed(s: Session, base: dict, kernel, *, mid: str, status: str, error: str, repeat: int = -1) -> None:
-    """A kernel x input reported with its reason and not timed (further)."""
+def _record_untimed(s: Session, base: dict, kernel, *, mid: str, status: str, error: str, repeat: int = -1,
+                    gate: dict | None = None) -> None:
+    """A kernel x input reported with its reason and not timed (further); `gate`: a failed gate's numbers."""
     row = {**base, "measurement_id": mid, "kernel": kernel.name, "kernel_source": kernel.source, "repeat": repeat,
-           "order_index": -1, "status": status, "error": error}
+           "order_index": -1, "status": status, "error": error, **(gate or {})}
     s.writer.append_measurement(measurement=row, chunks=[], samples=[], probes=[])
     s.result.measurements.append(row)
     s.obs.on_message(error)
@@ -316,7 +326,8 @@ def _open_config(s: Session, m: Measurer, ci: int, spec) -> _Config | None:
         except Exception as exc:
             host.settle()
             status, error = _failure(kernel, spec, inputs, host.stage, exc)
-            _record_untimed(s, base, kernel, mid=f"{p}{ci}-{kernel.name}-gate", status=status, error=error)
+            _record_untimed(s, base, kernel, mid=f"{p}{ci}-{kernel.name}-gate", status=status, error=error,
+                            gate=getattr(exc, "gate", None))
             host.release(ci)
             continue
         ready.append((kernel, host, extra))

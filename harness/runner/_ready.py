@@ -41,9 +41,10 @@ class KernelSide:
 class ReportedFailure(KernelError):
     """A kernel's failure as its own process reported it: the row's status and text, complete."""
 
-    def __init__(self, status: str, error: str) -> None:
+    def __init__(self, status: str, error: str, *, gate: dict | None = None) -> None:
         super().__init__(error)
         self.status = status
+        self.gate = gate  # a failed gate's numbers, as gate_columns gives them
 
 
 class InputsWritten(KernelError):

@@ -131,7 +131,7 @@ def test_one_vocabulary_in_sustained_report_and_json():
     from harness.results import read_run
 
     summary = summarize_run(read_run(REPORT_RUN))
-    terminal = {c.header for t in sustained_tables(list(summary.sustained)) for c in t.columns}
+    terminal = {c for t in sustained_tables(list(summary.sustained)) for c in t.columns}
     report = {c for t in run_tables(summary) for c in t.columns}
     keys = set(sustained_figures(list(summary.sustained))[0])
     for key in ("nvml_clock_mhz", "inband_clock_mhz", "inband_to_nvml", "board_power_w", "energy_per_launch_j",

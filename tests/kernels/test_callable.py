@@ -100,12 +100,29 @@ def test_wrong_signature_gets_the_signature_message(user_module):
     assert CALLABLE_SIGNATURE in str(info.value)
 
 
-def test_no_causal_keyword_must_declare_its_mode():
+def test_plain_qkv_function_runs_non_causal_and_causal_inputs_name_the_fixes():
+    def attn(q, k, v):  # the first function a user writes: no keywords at all
+        return F.scaled_dot_product_attention(q, k, v)
+
+    kernel = adapt_callable(attn)
+    assert kernel.noncausal_only and not kernel.causal_only
+    assert "non-causal only (no causal keyword)" in kernel.extra["convention"]
+    noncausal = AttentionShape(batch=1, heads_q=4, heads_kv=4, seq_len=32, head_dim_qk=16, causal=False)
+    assert gated(kernel, inputs_for(noncausal)).passed
+    kernel.check_supports(dtype="float32", head_dim_qk=16, head_dim_v=16, causal=False, device_kind="cpu")
+    with pytest.raises(UnsupportedInputError) as info:  # the default causal run: refused up front, fixes named
+        kernel.check_supports(dtype="float32", head_dim_qk=16, head_dim_v=16, causal=True, device_kind="cpu")
+    for fix in ("--no-causal", "`is_causal=True` keyword", "convention(causal=True)"):
+        assert fix in str(info.value)
+
+
+def test_causal_only_function_declares_its_mode_and_the_gate_checks_the_claim():
     def plain(q, k, v):
         return F.scaled_dot_product_attention(q, k, v, is_causal=True)
 
-    with pytest.raises(KernelError, match="no `is_causal` or `causal` keyword"):
-        adapt_callable(plain)
+    noncausal = AttentionShape(batch=1, heads_q=4, heads_kv=4, seq_len=32, head_dim_qk=16, causal=False)
+    with pytest.raises(GateFailure):  # undeclared, it is taken as non-causal, and its mask fails the gate
+        gated(adapt_callable(plain), inputs_for(noncausal))
     kernel = adapt_callable(convention(causal=True)(plain))
     assert kernel.causal_only and gated(kernel, inputs_for()).passed
     with pytest.raises(UnsupportedInputError, match="supports causal attention only"):
@@ -319,3 +336,20 @@ def test_decorator_name_and_dtypes():
         kernel.check_supports(dtype="bfloat16", head_dim_qk=16, head_dim_v=16, causal=True, device_kind="cpu")
     with pytest.raises(ConfigError, match="the layout is one of bhsd, bshd"):
         convention(layout="sbhd")
+
+
+def test_a_layout_mistake_fails_the_gate_with_the_layout_that_would_pass(user_module):
+    """flash-attn's (B, S, H, d) function named without @bshd failed with SNR -11 dB and no hint; the gate now
+    checks the swapped layout at a few positions and names the fix. The reverse mistake is named too."""
+    reg = KernelRegistry()
+    with pytest.raises(GateFailure) as info:
+        gated(reg.get("user_attn:bshd"), inputs_for())
+    text = str(info.value)
+    assert "SNR" in text and "It would pass as layout bshd" in text and "user_attn:fn@bshd" not in text
+    assert "`module:fn@bshd`, pass --layout bshd" in text
+    assert gated(reg.get("user_attn:bshd@bshd"), inputs_for()).passed  # the fix it names passes
+    with pytest.raises(GateFailure, match=r"It would pass as layout bhsd: drop @bshd"):
+        gated(reg.get("user_attn:attn@bshd"), inputs_for())
+    with pytest.raises(GateFailure) as wrong:  # a wrong result is not dressed up as a layout mistake
+        gated(reg.get("user_attn:zeros"), inputs_for())
+    assert "other layout" not in str(wrong.value)

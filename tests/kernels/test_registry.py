@@ -92,3 +92,23 @@ def test_kernel_that_does_not_support_the_shape():
         causal_only.check_supports(dtype="fp32", head_dim_qk=8, head_dim_v=8, causal=False, device_kind="cpu")
     with pytest.raises(UnsupportedInputError, match="runs on cpu, not cuda"):
         causal_only.check_supports(dtype="fp32", head_dim_qk=8, head_dim_v=8, causal=True, device_kind="cuda")
+
+
+def test_a_kernel_declared_with_short_dtype_names_supports_them():
+    """`dtypes={"bf16"}` said "does not support dtype 'bf16'; it supports bf16, fp32": the short names the user
+    typed were never matched against the run's canonical dtype."""
+    reg = KernelRegistry()
+
+    @reg.kernel("short", dtypes={"bf16", "fp32"}, devices={"cpu"})
+    def prepare(inputs):
+        return lambda: inputs.q
+
+    k = reg.get("short")
+    assert k.dtypes == frozenset({"bfloat16", "float32"})
+    for dtype in ("bf16", "bfloat16", "fp32", "float32"):
+        k.check_supports(dtype=dtype, head_dim_qk=8, head_dim_v=8, causal=True, device_kind="cpu")
+    with pytest.raises(UnsupportedInputError) as info:  # the refusal lists what --dtype takes, once each
+        k.check_supports(dtype="fp16", head_dim_qk=8, head_dim_v=8, causal=True, device_kind="cpu")
+    assert "does not support dtype 'fp16'; it supports bf16, fp32. Pick one of those with --dtype" in str(info.value)
+    with pytest.raises(ValueError, match=r"unknown dtypes \['bf61'\]"):  # a typo is refused when declared
+        reg.kernel("typo", dtypes={"bf61"}, devices={"cpu"})(lambda inputs: None)

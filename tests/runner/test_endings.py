@@ -164,8 +164,13 @@ def test_each_broken_kernel_is_recorded_with_its_input_and_stage_and_the_others_
 
 def test_a_run_that_timed_nothing_says_so(tmp_path):
     res = run_sustained(config(tmp_path, kernels=("raises", "nan-output")), registry=broken)
-    assert res.status == "complete" and res.nothing_timed
-    assert read_run(res.path).info["status"] == "complete"  # the run itself ended normally: nothing was timed
+    # Every kernel x input was attempted, but a run with no figures is `failed`, never `complete` as if fine
+    # (README: How a run ends), in the row on disk and in what the command exports.
+    assert res.status == "failed" and res.nothing_timed
+    info = read_run(res.path).info
+    assert info["status"] == "failed" and info["finished_at"]
+    assert info["status_detail"].startswith("nothing timed (1 error, 1 gate_failed): every kernel x input failed")
+    assert res.info["status"] == "failed" and res.info["finished_at"] == info["finished_at"]
     assert res.untimed_summary() == "1 error, 1 gate_failed"
 
 
@@ -179,8 +184,9 @@ def test_cli_exit_codes_for_nothing_timed_and_an_oversize_shape(tmp_path):
     res = CliRunner().invoke(app, [*base, "-k", "tests.runner.ending_kernels:raises"], env={"COLUMNS": "200"})
     assert res.exit_code == 4, res.output  # ExitCode.RUN_FAILED: not 1, which CI reads as "slower"
     assert "nothing was timed (1 error)" in res.output
+    assert "ended failed after" in res.output and "nothing timed (1 error)" in res.output
     (run_dir,) = (tmp_path / "r").iterdir()
-    assert read_run(run_dir).info["status"] == "complete"
+    assert read_run(run_dir).info["status"] == "failed"
     big = ["sustained", "--device", "cpu", "--quick", "-k", "sdpa-cpu", "--batch", "100000", "--results",
            str(tmp_path / "r")]  # at the default shape: H=32, S=16384, d=128, bf16
     res = CliRunner().invoke(app, big, env={"COLUMNS": "400"})

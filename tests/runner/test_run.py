@@ -141,7 +141,7 @@ def test_unknown_kernel_lists_known_ones(tmp_path):
 
 def test_unsupported_dtype_is_refused_before_anything_runs(tmp_path):
     spec = InputSpec(shape=SHAPE, dtype="bfloat16", source="gaussian:1")
-    with pytest.raises(UnsupportedInputError, match="does not support dtype 'bfloat16'; it supports float32"):
+    with pytest.raises(UnsupportedInputError, match="does not support dtype 'bfloat16'; it supports fp32"):
         run_sustained(config(tmp_path, inputs=(spec,)), registry=registry())
     assert list(tmp_path.iterdir()) == []
 

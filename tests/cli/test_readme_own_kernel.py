@@ -1,0 +1,102 @@
+"""The README's "Your own kernel" walk-through, run as a reader would: every file it shows is written as shown,
+every `bench` command it shows is run (on the CPU: `--device cpu --quick` and a small shape added, the GPU-only
+sdpa-cudnn swapped for sdpa-cpu, as the section says), and the `inputs` table names exactly the fields a
+factory receives. A README edit that breaks a step fails here."""
+
+from __future__ import annotations
+
+import dataclasses
+import re
+import shlex
+import subprocess
+import sys
+import tomllib
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[2]
+README = (ROOT / "README.md").read_text()
+SECTION = README[README.index("## Your own kernel\n"):README.index("### Isolation: your kernel runs")]
+BLOCKS = re.findall(r"```(\w+)\n(.*?)```", SECTION, flags=re.S)
+# What "on a CPU" means in the section, plus a small shape so the whole walk-through takes seconds.
+CPU = ["--device", "cpu", "--quick", "--repeats", "1", "--seq-len", "64", "--head-dim", "16", "--dtype", "fp32",
+       "--telemetry", "none"]
+
+
+@pytest.fixture(scope="module")
+def folder(tmp_path_factory):
+    """A folder holding every file the section shows, written from the README's own text."""
+    where = tmp_path_factory.mktemp("own-kernel")
+    for lang, body in BLOCKS:
+        if lang == "python":
+            name = body.splitlines()[0].removeprefix("# ").strip()
+            assert name.endswith(".py"), f"a python block must start with its file name: {body[:80]!r}"
+            (where / name).write_text(body)
+    return where
+
+
+def bench(folder: Path, args: list[str]):
+    proc = subprocess.run([sys.executable, "-m", "harness.cli", *args], cwd=folder, capture_output=True, text=True,
+                          timeout=240, env={"PATH": "/usr/bin:/bin", "COLUMNS": "200", "PYTHONPATH": str(ROOT)})
+    return proc.returncode, proc.stdout + proc.stderr
+
+
+def cpu_args(command: str, results: Path) -> list[str]:
+    args = shlex.split(command)[1:]
+    args = ["sdpa-cpu" if a == "sdpa-cudnn" else a for a in args]
+    extra = list(CPU) + ([] if "--heads" in args else ["--heads", "4"])
+    return [*args, *extra, "--results", str(results)]
+
+
+COMMANDS = [line for lang, body in BLOCKS if lang == "sh" for line in body.splitlines() if line.startswith("bench ")]
+
+
+def test_the_section_shows_files_commands_and_the_entry_point():
+    langs = [lang for lang, _ in BLOCKS]
+    assert langs.count("python") >= 4 and "toml" in langs and len(COMMANDS) >= 4, langs
+
+
+@pytest.mark.parametrize("command", COMMANDS)
+def test_every_command_of_the_walk_through_runs(folder, tmp_path, command):
+    code, out = bench(folder, cpu_args(command, tmp_path / "r"))
+    assert code == 0, f"{command}\n{out}"
+    assert "ended complete" in out and "failed the correctness gate" not in out, out
+
+
+def test_the_refusals_it_describes_happen_as_described(folder, tmp_path):
+    code, out = bench(folder, cpu_args("bench sustained -k mykern:attn", tmp_path / "r"))  # no --no-causal
+    text = " ".join(out.split())
+    assert code == 2, out
+    for fix in ("Pass --no-causal", "`is_causal=True` keyword", "convention(causal=True)"):
+        assert fix in text, text
+    code, out = bench(folder, cpu_args("bench sustained -k flashlike.py:attn", tmp_path / "r"))  # @bshd forgotten
+    assert code == 4 and "It would pass as layout bshd" in " ".join(out.split()), out
+
+
+def test_the_entry_point_it_shows_registers_the_factory(folder, monkeypatch):
+    from harness.kernels import KernelRegistry
+
+    ENTRY_POINT_GROUP = "harness.kernels"  # the group harness/kernels/_registry.py loads
+
+    (toml,) = [body for lang, body in BLOCKS if lang == "toml"]
+    (target,) = tomllib.loads(toml)["project"]["entry-points"][ENTRY_POINT_GROUP].values()
+    module, _, attr = target.partition(":")
+    monkeypatch.syspath_prepend(str(folder))
+    monkeypatch.delitem(sys.modules, module, raising=False)
+    registry = KernelRegistry()
+    getattr(__import__(module), attr)(registry)
+    kernel = registry.get("my-attention")
+    assert kernel.dtypes == frozenset({"bfloat16", "float16", "float32"})  # declared as bf16, fp16, fp32
+
+
+def test_the_inputs_table_names_every_field_a_factory_receives():
+    from harness.inputs import AttentionInputs, AttentionShape
+
+    table = SECTION[SECTION.index("| field | what |"):]
+    rows = [ln for ln in table.splitlines() if ln.startswith("| `")]
+    named = {n for ln in rows for n in re.findall(r"`(\w+)`", ln.split("|")[1])}
+    assert named == {f.name for f in dataclasses.fields(AttentionInputs)}
+    (shape_row,) = [ln for ln in rows if ln.startswith("| `shape`")]
+    listed = set(re.findall(r"`(\w+)`", shape_row.split("|")[2])) - {"AttentionShape"}
+    assert listed == {f.name for f in dataclasses.fields(AttentionShape)}
