@@ -59,6 +59,10 @@ __all__ = [
     "nightly_until_ci",
     "MAX_REPEATS",
     "ADAPTIVE_PILOT",
+    "COMMITS_IDLE_S",
+    "UNRESOLVED_DEFAULT",
+    "commits_protocol",
+    "unresolved_policy",
 ]
 
 # `--until-ci`: the cap on repeats, and the pilot whose spread (pilot - 1 df) sets how many: a pilot of 3
@@ -136,6 +140,41 @@ NIGHTLY_RESULTS = Path("out/nightly")
 NIGHTLY_FAIL_ON_SLOWDOWN = "2%"
 # One input per `bench commits` run: every revision is timed on it, interleaved.
 COMMITS_INPUT = "gaussian:0.1"
+# `bench commits` times the revisions back to back, their order alternating: no idle between them, so every window
+# starts from the same hot card (an idle gap before a window put cuDNN into its 1 % faster state on the H200,
+# benchmarks/h200/cudnn_states.py) and ten pairs fit in about two minutes of GPU time.
+COMMITS_IDLE_S = 0.0
+# What a gate does with a row it could not judge (`unresolved`, `too few repeats`): fail (exit 6) or pass.
+UNRESOLVED_DEFAULT = "fail"
+
+
+def unresolved_policy(text: str | None, *, flag: str = "--unresolved") -> str:
+    """`--unresolved fail|pass` as typed, or the default (fail: no gate passes what it could not judge)."""
+    from harness.analysis import UNRESOLVED_POLICIES
+
+    if text is None:
+        return UNRESOLVED_DEFAULT
+    if text not in UNRESOLVED_POLICIES:
+        raise ConfigError(f"{flag} {text!r}: fail (a row the gate could not judge fails it, exit 6; the default) or "
+                          f"pass (such rows pass, and the gate's line still names them).")
+    return text
+
+
+def commits_protocol(*, quick: bool, gated: bool, repeats: int | None, until_ci: float | None,
+                     max_repeats: int | None, window_s: float | None, idle_s: float | None) -> SustainedProtocol:
+    """`bench commits`'s protocol: no idle between revisions (COMMITS_IDLE_S), and under a gate a pilot of at least
+    MIN_GATE_PILOT interleaved pairs (--quick too: a gate never judges fewer), refused by flag when asked lower."""
+    from harness.analysis import MIN_GATE_PILOT
+
+    if gated and repeats is not None and repeats < MIN_GATE_PILOT:
+        raise ConfigError(f"--repeats {repeats}: a gate (--fail-on-slowdown) judges a pilot of at least "
+                          f"{MIN_GATE_PILOT} interleaved pairs ({MIN_GATE_PILOT - 1} degrees of freedom; fewer "
+                          f"leave a 4x slowdown unresolved). Give --repeats {MIN_GATE_PILOT} or more, or leave it "
+                          f"out.")
+    if gated and repeats is None:
+        repeats = MIN_GATE_PILOT
+    return sustained_protocol(quick=quick, repeats=repeats, until_ci=until_ci, max_repeats=max_repeats,
+                              window_s=window_s, idle_s=COMMITS_IDLE_S if idle_s is None else idle_s)
 
 
 def _positive(value, flag: str, *, allow_zero: bool = False):
@@ -520,18 +559,32 @@ def model_error_config(*, model: str, device: str, shape: ShapeArgs, capture: Ca
         dtype=capture.capture_dtype, random_weights=capture.random_weights, results_root=Path(results),
         run_name=name, command=command,
     )
-def verdict_rule(fail_on_slowdown: str | None, *, flag: str = "--fail-on-slowdown", default: str | None = None):
+def verdict_rule(fail_on_slowdown: str | None, *, flag: str = "--fail-on-slowdown", default: str | None = None,
+                 between_runs_cv: str | None = None):
     """(the comparison's VerdictRule, the gate's threshold or None). The rule judges at the user's threshold where
     one is given (so a 0.3 % gate is a 0.3 % gate), else at the analysis default, and names where it came from.
-    `default`: the command's own default gate (nightly's 2 %), used and named when the flag is absent."""
+    `default`: the command's own default gate (nightly's 2 %), used and named when the flag is absent.
+    `between_runs_cv`: `--between-runs-cv` as typed (the between-run variance separate runs add; None: the
+    device kind's stated default, `harness.analysis.BETWEEN_RUNS_CV`)."""
+    from dataclasses import replace
+
     from harness.analysis import VerdictRule, parse_threshold
 
+    base = VerdictRule()
+    if between_runs_cv is not None:
+        try:
+            cv = parse_threshold(between_runs_cv)
+        except ConfigError:
+            raise ConfigError(f"--between-runs-cv {between_runs_cv!r} is not a percentage; write it like 0.3% (the "
+                              f"coefficient of variation between separate runs of this suite, e.g. from A/A nights "
+                              f"or `bench history`).") from None
+        base = replace(base, between_runs_cv=cv, between_runs_source=f"--between-runs-cv {between_runs_cv}")
     text, source = (fail_on_slowdown, f"{flag} {fail_on_slowdown}") if fail_on_slowdown is not None else (
         (default, f"{flag} default {default}") if default is not None else (None, "default"))
     if text is None:
-        return VerdictRule(), None
+        return base, None
     threshold = parse_threshold(text)
-    return VerdictRule().with_threshold(threshold, source=source), threshold
+    return base.with_threshold(threshold, source=source), threshold
 
 
 def until_ci(text: str | None, *, default: float | None, flag: str = "--until-ci") -> float | None:

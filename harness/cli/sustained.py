@@ -106,7 +106,7 @@ def _run_and_render(config, out, figures: dict) -> None:
     except KeyboardInterrupt as exc:
         raise typer.Exit(stopped(out, exc)) from None
     from harness.analysis import Comparison, VerdictRule, input_row_sentence, input_rows, inputs_design, run_caveats
-    from harness.analysis import rule_for, two_stage_pilot
+    from harness.analysis import comparison_pilot, rule_for
     from harness.report import comparison_figures
 
     aggregates = aggregate_repeats(result.measurements)
@@ -114,7 +114,7 @@ def _run_and_render(config, out, figures: dict) -> None:
         out.print(table)
     rows = input_rows(result.measurements, max_clock_mhz=result.info.get("max_sm_clock_mhz"),
                       caveats=run_caveats(result.info), design=inputs_design(result.info),
-                      pilot=two_stage_pilot(result.info))
+                      pilot=comparison_pilot(result.info, inputs_design(result.info)))
     rule = rule_for(VerdictRule(), run_caveats(result.info))
     for row in rows:
         out.print(input_row_sentence(row, threshold_source=rule.threshold_source), highlight=False, soft_wrap=True)

@@ -6,11 +6,14 @@
 `summary.md` (for $GITHUB_STEP_SUMMARY), `report.html` + `report.md`, and `verdict.json`, and stores
 the run as the new baseline only when asked (`update_baseline`).
 
-Verdicts: `pass`, `fail` (a kernel x input is `slower`: its t interval excludes 1 and it moved by more
-than the threshold, which is the verdict rule's own threshold here),
-`no baseline` (nothing stored yet), `across machines` (the baseline is from another GPU
-model: compared and shown, with a warning, but not judged: a hardware change is not a code change),
-`not comparable` (the suite changed: no input or shape in common; store a new baseline).
+Verdicts (`harness.analysis.gate_outcome` for the comparison): `pass`, `fail` (a kernel x input is `slower`: its
+interval excludes 1 and it moved by more than the threshold, which is the verdict rule's own threshold here),
+`unresolved` (a kernel x input could not be judged at the threshold: exit 6 unless `--unresolved pass`),
+`nothing timed` (every kernel x input failed: exit 4, with a baseline or without), `no baseline` (nothing stored
+yet), `across machines` (the baseline is from another GPU model: compared and shown, with a warning, but not
+judged: a hardware change is not a code change), `not comparable` (the suite changed: no input or shape in common;
+store a new baseline). Tonight and the baseline are separate runs, so every interval includes the between-run
+variance (`VerdictRule.between_runs`), and the gate says the smallest threshold that supports.
 
 The GPU's identity (model, host, PCI bus id, and UUID / serial where the run recorded them) is stored with the
 baseline and compared every night (`gpu_identity`, `gpu_change`). Rule for another GPU of the same model: it IS
@@ -36,7 +39,8 @@ __all__ = ["NightlyResult", "judge_nightly", "run_nightly", "read_baseline", "st
 
 GPU_SPREAD_ALLOWANCE = 0.035  # time spread between GPUs of one model: 3.2 % measured on two H200s, rounded up
 
-VERDICT_EXIT = {"pass": 0, "no baseline": 0, "across machines": 0, "fail": 1, "not comparable": 2}
+VERDICT_EXIT = {"pass": 0, "no baseline": 0, "across machines": 0, "fail": 1, "not comparable": 2, "nothing timed": 4,
+                "unresolved": 6}
 _RUN = "run"  # the baseline run's folder inside baseline_dir
 _META = "BASELINE.json"
 
@@ -213,10 +217,19 @@ def _summary(*, verdict, sentence, warnings, comparison, summary, run, baseline,
     return "\n".join(lines).rstrip() + "\n"
 
 
+def _timed_anything(run) -> bool:
+    from harness.analysis import SUSTAINED_STATUSES
+
+    m = run.measurements
+    statuses = m["status"].to_list() if hasattr(m, "columns") else [r.get("status") for r in m]
+    return any(s in SUSTAINED_STATUSES for s in statuses)
+
+
 def judge_nightly(run_dir: Path, *, out_dir: Path, baseline_dir: Path, threshold: float = 0.02,
-                  update_baseline: bool = False, rule=None, figures: bool = True) -> NightlyResult:
+                  update_baseline: bool = False, rule=None, figures: bool = True,
+                  unresolved: str = "fail") -> NightlyResult:
     """Compare a finished run with the stored baseline and write summary.md, report.html/.md and verdict.json."""
-    from harness.analysis import VerdictRule, compare_runs, summarize_run
+    from harness.analysis import VerdictRule, compare_runs, gate_outcome, summarize_run
     from harness.report import build_report, write_report
     from harness.results import read_run
 
@@ -230,7 +243,11 @@ def judge_nightly(run_dir: Path, *, out_dir: Path, baseline_dir: Path, threshold
     except ResultsError as exc:
         baseline, unreadable = None, str(exc)
     comparison, slow, gate = None, [], threshold
-    if unreadable:
+    if not _timed_anything(run):  # a broken night is red, first night or not
+        verdict = "nothing timed"
+        sentence = (f"Tonight's run timed nothing: every kernel x input failed (its report and run say why), so "
+                    f"nothing was judged{'' if baseline is not None else ' and nothing could become a baseline'}.")
+    elif unreadable:
         verdict = "not comparable"
         sentence = f"Tonight's run cannot be judged: {unreadable}"
     elif baseline is None:
@@ -277,16 +294,17 @@ def judge_nightly(run_dir: Path, *, out_dir: Path, baseline_dir: Path, threshold
                         f"{rule.threshold_text} threshold (t interval excluding 1): " + ", ".join(f"{s['kernel']} @ {s['input']} x{s['time_ratio']:.3f}" for s in slow)
                         + ". The decomposition below says whether cycles (the code) or the clock carried it.")
         else:
-            verdict = "pass"
-            from harness.report import gate_line
-
-            sentence = f"{gate_line(comparison, threshold=gate)}. Rule: {rule.describe()}."
+            outcome = gate_outcome(comparison, threshold=gate, unresolved=unresolved)
+            verdict = "pass" if outcome.verdict == "pass" else "unresolved"
+            sentence = f"{outcome.line}. Rule: {rule.describe()}."
     report = build_report(run, rule=rule, figures=figures)
     html, md = out_dir / "report.html", out_dir / "report.md"
     write_report(report, html=html, md=md)
     summary = summarize_run(run, rule=rule)
     updated = False
-    if update_baseline:
+    if update_baseline and verdict == "nothing timed":
+        sentence += " The baseline was not updated: tonight's run timed nothing."
+    elif update_baseline:
         store_baseline(Path(run_dir), Path(baseline_dir), reason=f"update requested; verdict before the update: {verdict}")
         updated = True
         sentence += f" This run is now the baseline (stored in {baseline_dir}, as requested)."
@@ -300,7 +318,10 @@ def judge_nightly(run_dir: Path, *, out_dir: Path, baseline_dir: Path, threshold
     verdict_json.write_text(json.dumps({
         "verdict": verdict, "exit_code": exit_code, "threshold": threshold, "rule": rule.describe(),
         "threshold_applied": rule.threshold_text,
-        "unresolved": [f"{r.kernel} @ {r.input_b}" for r in comparison.unresolved()] if comparison else [],
+        "unresolved": [f"{r.kernel} @ {r.input_b}" for r in comparison.open_rows()] if comparison else [],
+        "unresolved_policy": unresolved, "between_runs_cv": comparison.between_cv if comparison else None,
+        "between_runs_source": comparison.between_source if comparison else None,
+        "floor": comparison.floor if comparison else None,
         "slowdowns": slow, "run_dir": str(run_dir), "run_id": run.info.get("run_id"),
         "device_name": run.info.get("device_name"), "baseline_run_id": baseline.info.get("run_id") if baseline else None,
         "baseline_device_name": baseline.info.get("device_name") if baseline else None, "warnings": warnings,
@@ -313,11 +334,12 @@ def judge_nightly(run_dir: Path, *, out_dir: Path, baseline_dir: Path, threshold
 
 
 def run_nightly(config, *, out_dir: Path, baseline_dir: Path, threshold: float = 0.02, update_baseline: bool = False,
-                rule=None, figures: bool = True, observer=None, command: str = "") -> NightlyResult:
+                rule=None, figures: bool = True, observer=None, command: str = "",
+                unresolved: str = "fail") -> NightlyResult:
     """Run the suite described by `config` (a RunConfig) and judge it (see `judge_nightly`)."""
     from harness.runner import run_sustained
 
     _check_baseline_dir(baseline_dir)  # before the suite runs, not after an hour of it
     result = run_sustained(config, observer=observer, command=command)
     return judge_nightly(result.path, out_dir=out_dir, baseline_dir=baseline_dir, threshold=threshold,
-                         update_baseline=update_baseline, rule=rule, figures=figures)
+                         update_baseline=update_baseline, rule=rule, figures=figures, unresolved=unresolved)

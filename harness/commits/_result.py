@@ -154,16 +154,16 @@ def commits_lines(result: CommitsResult) -> list[str]:
     return out
 
 
-def commits_gate_line(result: CommitsResult, *, threshold: float | None) -> str:
+def commits_gate_line(result: CommitsResult, *, threshold: float | None, unresolved: str = "fail") -> str:
     """The gate's line over every revision (`harness.report.gate_line`), naming the threshold applied."""
     from harness.report import gate_line
 
     names = {id(c.comparison): c.head.revision.describe() for c in result.comparisons}
-    return gate_line([c.comparison for c in result.comparisons], threshold=threshold,
+    return gate_line([c.comparison for c in result.comparisons], threshold=threshold, unresolved=unresolved,
                      label=lambda cmp, row: names[id(cmp)])
 
 
-def commits_markdown(result: CommitsResult, *, threshold: float | None = None) -> str:
+def commits_markdown(result: CommitsResult, *, threshold: float | None = None, unresolved: str = "fail") -> str:
     """A Markdown summary: the table, the sentences, the dirty-tree record, and the gate's line."""
     lines = [f"# bench commits: {result.kernel}", "", commits_table(result).to_markdown(), ""]
     lines += [f"- {x}" for x in commits_lines(result)] + [""]
@@ -174,6 +174,6 @@ def commits_markdown(result: CommitsResult, *, threshold: float | None = None) -
         lines += ["", f"Measured with --allow-dirty: uncommitted changes to {', '.join(result.dirty_files)} were "
                       f"not part of any revision measured."]
     if threshold is not None:
-        head, _, rest = commits_gate_line(result, threshold=threshold).partition(":")
+        head, _, rest = commits_gate_line(result, threshold=threshold, unresolved=unresolved).partition(":")
         lines += ["", f"**{head}**:{rest}"]
     return "\n".join(lines).rstrip() + "\n"

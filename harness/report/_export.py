@@ -3,7 +3,7 @@
 One document layout for every command (`sustained`, `report`, `compare`, `commits`, `nightly`), declared in
 `figures.schema.json` beside this module and versioned by `FIGURES_SCHEMA_VERSION`:
 
-    {"schema": "harness.figures", "schema_version": 2, "harness_version": "0.1.0", "command": "sustained",
+    {"schema": "harness.figures", "schema_version": 3, "harness_version": "0.1.0", "command": "sustained",
      "runs": [{"run_id": ..., "status": ..., "git_commit": ..., "device_name": ..., ...}],
      "tables": {"sustained": [{"input": ..., "kernel": ..., "time_ms": 3.92, "nvml_clock_mhz": 1665.0, ...}]},
      "verdict": null}
@@ -32,7 +32,8 @@ __all__ = ["FIGURES_SCHEMA", "FIGURES_SCHEMA_VERSION", "commits_figures", "compa
            "figures_document", "gate_figures", "nightly_figures", "provenance", "run_figures", "sustained_figures",
            "write_figures"]
 
-FIGURES_SCHEMA_VERSION = 2  # 2: t intervals (were bootstrap); verdict "unresolved"
+FIGURES_SCHEMA_VERSION = 3  # 2: t intervals (were bootstrap); verdict "unresolved". 3: equivalence (TOST) bounds, the
+# estimator judged (skipped mean at look 2), verdicts "slower/faster, within threshold", verdict "unresolved" (exit 6)
 FIGURES_SCHEMA = Path(__file__).with_name("figures.schema.json")
 
 _PROVENANCE = ("run_id", "status", "status_detail", "started_at", "finished_at", "command", "harness_version",
@@ -99,7 +100,8 @@ def comparison_figures(cmp) -> list[dict]:
     return [{
         "kernel": r.kernel, "kernel_b": r.kernel_b or None, "input_a": r.input_a, "input_b": r.input_b,
         "shape": r.shape, "repeats_a": r.repeats_a, "repeats_b": r.repeats_b, "design": r.design,
-        "estimator": "ratio of geometric means over repeats", "interval_method": r.time.method or None,
+        "estimator": r.time.estimator, "pairs_dropped": r.time.dropped, "interval_method": r.time.method or None,
+        "equivalence_low": r.time.eq_low, "equivalence_high": r.time.eq_high,
         "interval_level": r.time.level, "interval_df": r.time.df, "resolution_frac": r.time.resolution,
         "threshold_frac": r.threshold, "caveats": list(r.caveats),
         "time_a_ms": _scaled(r.time_a_ns, 1e-6), "time_b_ms": _scaled(r.time_b_ns, 1e-6),
@@ -110,19 +112,24 @@ def comparison_figures(cmp) -> list[dict]:
     } for r in cmp.rows]
 
 
-def gate_figures(comparisons, *, threshold: float | None, exit_code_slower: int = 1) -> dict | None:
-    """The `verdict` object of a gated command (compare, commits, nightly) from its comparisons: `fail` when a row
-    is `slower` under the rule (whose threshold is the gate's), `pass` otherwise; rows the interval could not
-    resolve at the threshold, and comparisons of the same code, are listed. None without a threshold."""
-    if threshold is None:
+def gate_figures(comparisons, *, threshold: float | None, exit_code_slower: int = 1,
+                 unresolved: str = "fail") -> dict | None:
+    """The `verdict` object of a gated command (compare, commits, nightly) from its comparisons (`gate_outcome`:
+    `fail` on a `slower` row, `unresolved` when a row could not be judged or nothing was compared, `pass`
+    otherwise), with the rows of each kind and the comparisons of the same code. None without a threshold."""
+    from harness.analysis import gate_outcome
+
+    outcome = gate_outcome(comparisons, threshold=threshold, unresolved=unresolved)
+    if outcome is None:
         return None
-    slow = [(c, r) for c in comparisons for r in c.slowdowns()]
     rule = comparisons[0].rule if comparisons else None
+    exit_code = exit_code_slower if outcome.verdict == "fail" else outcome.exit_code
     return {
-        "verdict": "fail" if slow else "pass", "exit_code": exit_code_slower if slow else 0,
+        "verdict": outcome.verdict, "exit_code": exit_code, "line": outcome.line,
         "threshold_frac": threshold, "threshold_source": rule.threshold_source if rule else None,
-        "slower": [f"{r.subject} @ {r.input_b}" for _, r in slow],
-        "unresolved": [f"{r.subject} @ {r.input_b}" for c in comparisons for r in c.unresolved()],
+        "unresolved_policy": unresolved,
+        "slower": [f"{r.subject} @ {r.input_b}" for _, r in outcome.slower],
+        "unresolved": [f"{r.subject} @ {r.input_b}" for _, r in outcome.open],
         "same_code": [c.same_code for c in comparisons if c.same_code],
     }
 
@@ -177,7 +184,7 @@ def nightly_figures(result, *, threshold: float | None = None) -> dict:
     doc["verdict"] = {"verdict": result.verdict, "exit_code": result.exit_code, "threshold_frac": threshold,
                       "threshold_source": cmp.rule.threshold_text if cmp is not None else None,
                       "slower": [f"{s.get('kernel')} @ {s.get('input')}" for s in result.slowdowns],
-                      "unresolved": [f"{r.subject} @ {r.input_b}" for r in cmp.unresolved()] if cmp is not None else []}
+                      "unresolved": [f"{r.subject} @ {r.input_b}" for r in cmp.open_rows()] if cmp is not None else []}
     return doc
 
 

@@ -54,8 +54,14 @@ class ReportTable:
                        text_tail=sum(1 for i in keep if i >= len(self.columns) - self.text_tail),
                        omitted="not shown, no value in any row: " + ", ".join(self.columns[i] for i in gone))
 
-    def _captions(self) -> str:
-        return "; ".join(x for x in (self.caption, self.omitted) if x)
+    def captions(self, *, caption: bool = True) -> str:
+        """The caption and the note of left-out columns, each a sentence of its own (a caption ending in "."
+        followed by "; not shown ..." read ".;"); `caption=False`: the note alone (--format compact)."""
+        parts = [x.strip() for x in ((self.caption if caption else ""), self.omitted) if x and x.strip()]
+        out = parts[0] if parts else ""
+        for p in parts[1:]:
+            out += (" " if out.endswith(".") else "; ") + p
+        return out
 
     def _left(self, i: int) -> bool:
         return i < self.left or i >= len(self.columns) - self.text_tail
@@ -77,8 +83,8 @@ class ReportTable:
         lines = ([f"**{self.title}**", ""] if self.title else []) + [
             "| " + " | ".join(esc[0]) + " |", "| " + " | ".join(align) + " |"]
         lines += ["| " + " | ".join(r) + " |" for r in esc[1:]]
-        if self._captions():
-            lines += ["", f"_{self._captions()}_"]
+        if self.captions():
+            lines += ["", f"_{self.captions()}_"]
         return "\n".join(lines)
 
     def to_html(self) -> str:
@@ -92,7 +98,7 @@ class ReportTable:
         head = "".join(f"<th{cls[i]}>{e(c)}</th>" for i, c in enumerate(self.columns))
         body = "".join("<tr>" + "".join(f"<td{cls[i]}>{e(c)}</td>" for i, c in enumerate(r)) + "</tr>"
                        for r in self.rows)
-        cap = f'<p class="caption">{e(self._captions())}</p>' if self._captions() else ""
+        cap = f'<p class="caption">{e(self.captions())}</p>' if self.captions() else ""
         head_html = f"<h3>{e(self.title)}</h3>" if self.title else ""
         return (f"{head_html}<div class='scroll'><table><thead><tr>{head}</tr></thead><tbody>{body}"
                 f"</tbody></table></div>{cap}")
@@ -310,40 +316,31 @@ def burst_tables(burst, *, bvs=None) -> list[ReportTable]:
     return tables
 
 
-def gate_line(comparisons, *, threshold: float | None, label=None) -> str:
-    """The gate's one line (`PASS` / `FAIL`, and what it could not resolve), naming the threshold it applied;
-    every command that gates prints it, and its exit status follows the same rows (`gate_figures`).
+def gate_line(comparisons, *, threshold: float | None, label=None, unresolved: str = "fail") -> str:
+    """The gate's one line (`FAIL` / `NOT RESOLVED` / `PASS`), naming the threshold it applied; every command that
+    gates prints it, and its exit status follows the same rows (`gate_figures`; both are `gate_outcome`'s).
 
     `comparisons`: a `Comparison` or several (commits: one per later revision); `label(cmp, row)` names a row."""
-    cmps = list(comparisons) if isinstance(comparisons, (list, tuple)) else [comparisons]
-    label = label or (lambda cmp, r: f"{r.subject} on {r.input_b}")
-    rule_text = cmps[0].rule.threshold_text if cmps else "?"
-    if threshold is None:
-        return f"no gate (verdicts at the {rule_text} threshold; --fail-on-slowdown sets one)"
-    slow = [(c, r) for c in cmps for r in c.slowdowns()]
-    if slow:
-        return (f"FAIL: {len(slow)} slower beyond the {rule_text} threshold: " + "; ".join(
-            f"{label(c, r)} {r.time.change:+.2%} [{r.time.low - 1:+.2%}, {r.time.high - 1:+.2%}]" for c, r in slow))
-    line = f"PASS: nothing slower beyond the {rule_text} threshold ({sum(len(c.rows) for c in cmps)} compared)"
-    same = [c.same_code for c in cmps if c.same_code]
-    if same:
-        line += " (" + "; ".join(same) + ")"
-    open_ = [(c, r) for c in cmps for r in c.unresolved()]
-    if open_:
-        line += ("; NOT RESOLVED at that threshold (interval wider than it, includes 1): " + "; ".join(
-            f"{label(c, r)} {r.time.change:+.2%} +-{r.time.resolution:.2%}" for c, r in open_)
-            + "; more repeats would resolve them")
-    return line
+    from harness.analysis import gate_outcome
+
+    outcome = gate_outcome(comparisons, threshold=threshold, unresolved=unresolved, label=label)
+    if outcome is None:
+        cmps = list(comparisons) if isinstance(comparisons, (list, tuple)) else [comparisons]
+        rule = cmps[0].rule if cmps else None
+        judged = (f"verdicts at the {rule.threshold_text} threshold" if rule is not None and rule.judged else
+                  f"no verdicts ({rule.threshold_source})" if rule is not None else "no verdicts")
+        return f"no gate ({judged}; --fail-on-slowdown sets one)"
+    return outcome.line
 
 
-def comparison_markdown(cmp, *, threshold: float | None = None) -> str:
+def comparison_markdown(cmp, *, threshold: float | None = None, unresolved: str = "fail") -> str:
     """`bench compare` as Markdown (for a CI summary): the table, what was left out, the gate's line."""
     out = [f"# {cmp.name_b} vs {cmp.name_a}", ""]
     out += [t.to_markdown() + "\n" for t in comparison_tables(cmp, title="time = cycles / clock")]
     if cmp.unmatched:
         out += ["Not compared (on one side only): " + "; ".join(cmp.unmatched), ""]
     if threshold is not None:
-        head, _, rest = gate_line(cmp, threshold=threshold).partition(":")
+        head, _, rest = gate_line(cmp, threshold=threshold, unresolved=unresolved).partition(":")
         out.append(f"**{head}**:{rest}")
     return "\n".join(out).rstrip() + "\n"
 
