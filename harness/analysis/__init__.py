@@ -51,7 +51,14 @@ from harness.analysis._interval import (
     stein_total,
     t_quantile,
 )
-from harness.analysis._outcome import UNRESOLVED_POLICIES, GateOutcome, gate_outcome, no_interval_text
+from harness.analysis._outcome import (
+    UNRESOLVED_POLICIES,
+    GateOutcome,
+    gate_outcome,
+    no_interval_text,
+    ratio_text,
+    resolution_text,
+)
 from harness.analysis._sequential import MIN_GATE_PILOT, Plan, critical_values, paired_look, skipped_mean
 from harness.analysis._burst_gap import burst_gap_rows
 from harness.analysis._chiplets import chiplet_spread
@@ -76,6 +83,8 @@ __all__ = [
     "critical_values",
     "gate_outcome",
     "no_interval_text",
+    "ratio_text",
+    "resolution_text",
     "paired_decision",
     "paired_look",
     "skipped_mean",

@@ -22,7 +22,7 @@ from harness.analysis._compare import Comparison, ComparisonRow
 from harness.analysis._interval import FAILING, OPEN, SLOWER_WITHIN, FASTER_WITHIN, percent
 from harness.errors import ExitCode
 
-__all__ = ["GateOutcome", "UNRESOLVED_POLICIES", "gate_outcome", "no_interval_text"]
+__all__ = ["GateOutcome", "UNRESOLVED_POLICIES", "gate_outcome", "no_interval_text", "ratio_text", "resolution_text"]
 
 UNRESOLVED_POLICIES = ("fail", "pass")
 
@@ -40,6 +40,23 @@ def no_interval_text(row: ComparisonRow) -> str:
     """`no usable interval (2 repeats): add repeats`: what a row says instead of an interval too wide to read."""
     n = row.repeats_a if row.design == "interleaved" else f"{row.repeats_a}+{row.repeats_b}"
     return f"no usable interval ({n} repeats): add repeats"
+
+
+def ratio_text(r) -> str:
+    """A Ratio as a table cell: `1.0039 [1.0033, 1.0045]`, the value alone without an interval, and `2.2787 (no
+    usable interval)` where the interval says nothing (`Ratio.usable`)."""
+    if r is None:
+        return "-"
+    if r.low is None:
+        return f"{r.value:.4f}"
+    if not r.usable:
+        return f"{r.value:.4f} (no usable interval)"
+    return f"{r.value:.4f} [{r.low:.4f}, {r.high:.4f}]"
+
+
+def resolution_text(r) -> str:
+    """The smallest change a Ratio's interval could call, as a table cell (`-` where it has no usable one)."""
+    return f"{percent(r.resolution)} %" if r is not None and r.low is not None and r.usable else "-"
 
 
 def _change(row: ComparisonRow) -> str:

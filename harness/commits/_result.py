@@ -20,7 +20,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from pathlib import Path
 
-from harness.analysis import percent
+from harness.analysis import ratio_text as _ratio, resolution_text
 from harness.commits._git import Revision
 
 __all__ = ["RevisionRun", "CommitComparison", "CommitsResult", "Factors", "factors", "commits_table",
@@ -98,12 +98,6 @@ class CommitsResult:
         return tuple(c for c in self.comparisons if c.comparison.slowdowns())
 
 
-def _ratio(r) -> str:
-    if r is None:
-        return "-"
-    return f"{r.value:.4f}" if r.low is None else f"{r.value:.4f} [{r.low:.4f}, {r.high:.4f}]"
-
-
 def commits_table(result: CommitsResult):
     """The decomposition of each revision against the first, as a report table (terminal, Markdown, HTML)."""
     from harness.report import ReportTable, fmt
@@ -117,7 +111,7 @@ def commits_table(result: CommitsResult):
             _ratio(f.cycles) + ("" if f.clock_known else " (assumes equal clocks)"),
             _ratio(f.clock) if f.clock_known else "1 (unknown)",
             f"{fmt(r.clock_a_mhz, '.0f')} / {fmt(r.clock_b_mhz, '.0f')}", r.limiter_a, r.limiter_b,
-            str(r.repeats_a), (f"{percent(r.time.resolution)} %" if r.time.resolution is not None else "-"),
+            str(r.repeats_a), resolution_text(r.time),
             r.verdict + (f" ({r.note})" if r.note else "") + (" (same commit)" if c.comparison.same_code else ""),
         ))
     level = f"{result.rule.level:.0%}"

@@ -10,7 +10,7 @@ import html as _html
 import json
 from dataclasses import dataclass, field
 
-from harness.analysis import percent
+from harness.analysis import ratio_text as _ratio, resolution_text
 from harness.report._tables import HEADERS as H, fmt, tflops
 
 __all__ = [
@@ -120,14 +120,6 @@ class Section:
     figures: tuple[Figure, ...] = field(default=())
 
 
-def _ratio(r) -> str:
-    if r is None:
-        return "-"
-    if r.low is None:
-        return f"{r.value:.4f}"
-    return f"{r.value:.4f} [{r.low:.4f}, {r.high:.4f}]"
-
-
 def _methods(cmp) -> str:
     methods = sorted({r.time.method for r in cmp.rows if r.time.method})
     return " / ".join(methods) or "no"
@@ -152,7 +144,7 @@ def comparison_tables(cmp, *, title: str = "B vs A", input_columns: tuple[str, s
         _ratio(r.time), _ratio(r.cycles), _ratio(r.clock),
         f"{fmt(r.clock_a_mhz, '.0f')} / {fmt(r.clock_b_mhz, '.0f')}" + (" (NVML)" if r.clock_source == "nvml" else ""),
         r.limiter_a if r.limiter_a == r.limiter_b else f"{r.limiter_a} / {r.limiter_b}",
-        (f"{percent(r.time.resolution)} %" if r.time.resolution is not None else "-"),
+        resolution_text(r.time),
         r.verdict + (f" ({r.note})" if r.note else ""),
     ) for r in cmp.rows)
     sources = {r.clock_source for r in cmp.rows}
