@@ -13,6 +13,9 @@ different lengths (`harness.inputs.AttentionShape`'s workloads).
   query heads (GQA shares every key load) and one split of the sequence, walks its keys through the page table
   token by token, and a second kernel merges the splits' partial softmaxes. It runs in Triton's CPU
   interpreter for tests (TRITON_INTERPRET=1).
+- `triton-mla`: MLA decode in the absorbed form (`--mla`, `_triton_mla`): one latent KV head, each latent tile
+  loaded once and used as K (its latent and RoPE dims, both dots in one pass) and as V (its latent dims), split-KV,
+  paged or not; the query heads in blocks whose programs run side by side, so DRAM sees the cache once.
 """
 
 from __future__ import annotations
@@ -147,4 +150,21 @@ registry.add(Kernel(
     description=f"Triton split-KV (flash-decoding): GQA groups per program, page table read per token, splits "
                 f"merged by a second kernel; up to {SPLITKV_MAX_QUERIES} queries per sequence",
     extra={"interpreted": "TRITON_INTERPRET=1 on the CPU (tests)"},
+))
+
+
+def _mla(inputs, *, config: dict | None = None):
+    from kernels_under_test import _triton_mla
+
+    return _triton_mla.prepare(inputs, config=config)
+
+
+registry.add(Kernel(
+    name="triton-mla", prepare=_mla, dtypes=frozenset({"bfloat16", "float16"}),
+    devices=frozenset({"cuda", "cpu"}), workloads=FEATURES, source=f"{__name__}:_mla",
+    availability=functools.partial(triton_availability, min_capability=(8, 0)),
+    description=f"Triton MLA decode (absorbed form, --mla): the latent cache read once (latent + RoPE dims scored "
+                f"in one pass, the latent tile reused as V), split-KV, paged; up to {SPLITKV_MAX_QUERIES} queries "
+                f"per sequence",
+    extra={"interpreted": "TRITON_INTERPRET=1 on the CPU (tests)", "latent_kv_only": True},
 ))
