@@ -24,11 +24,18 @@ import triton.language as tl
 from kernels_under_test._triton_interpreter import fix_interpreter
 from kernels_under_test.triton_bf16 import interpreting
 
-__all__ = ["prepare", "CONFIG", "split_plan"]
+__all__ = ["prepare", "CONFIG", "CONFIG_PAGED", "split_plan"]
 
 LOG2E = math.log2(math.e)
-# Starting points for Hopper (d = 128: a 16-row tile against 64 keys); tune on the GPU.
-CONFIG = dict(block_n=64, num_warps=4, num_stages=2, max_splits=64)
+# Tuned on the H200 (benchmarks/h200/decode_tune.py, 2026-12-05; B16, Hq 32 / Hkv 8, d 128, S_kv 32768, CUDA-graph
+# replays): dense 481 us (cuDNN SDPA 476 us on the same cache: 98.9 % of its rate), pages of 16 497 us (95.8 %).
+# ctas_per_sm: the programs per SM the splits aim at (3 splits of B16 x Hkv8 here). A paged cache takes longer
+# blocks: each token's page-table entry is a load on the address path of its K/V rows (ncu: 48 % of warp time
+# stalled on long scoreboard paged, 20 % dense), and 128 keys a block put more rows behind each wait. Measured
+# and dropped: one page-table load per page of a block (tl.reshape of the offsets: 2.1x slower), evict-first
+# loads (no change), 2 or 8 warps, BLOCK_N 16 x 5 stages (20 % slower).
+CONFIG = dict(block_n=64, num_warps=4, num_stages=2, max_splits=64, ctas_per_sm=2)
+CONFIG_PAGED = dict(CONFIG, block_n=128, num_stages=3)
 
 
 @triton.jit
@@ -136,9 +143,10 @@ def _splitkv_merge(
     tl.store(o_ptrs, out.to(Out.dtype.element_ty))
 
 
-def split_plan(max_len: int, programs: int, *, sm_count: int, block_n: int, max_splits: int) -> tuple[int, int]:
-    """(splits, keys per split): enough splits that (B x Hkv x splits) programs fill the SMs twice over, no
-    more than the blocks of the longest sequence (or `max_splits`); each split a whole number of blocks.
+def split_plan(max_len: int, programs: int, *, sm_count: int, block_n: int, max_splits: int,
+               ctas_per_sm: int = 2) -> tuple[int, int]:
+    """(splits, keys per split): enough splits that (B x Hkv x splits) programs fill the SMs `ctas_per_sm` times
+    over, no more than the blocks of the longest sequence (or `max_splits`); each split a whole number of blocks.
 
     >>> split_plan(32768, 8, sm_count=132, block_n=64, max_splits=64)
     (32, 1024)
@@ -146,7 +154,7 @@ def split_plan(max_len: int, programs: int, *, sm_count: int, block_n: int, max_
     (1, 128)
     """
     blocks = -(-max_len // block_n)
-    want = max(1, min(-(-2 * sm_count // programs), blocks, max_splits))
+    want = max(1, min(-(-ctas_per_sm * sm_count // programs), blocks, max_splits))
     split_len = -(-blocks // want) * block_n
     return -(-max_len // split_len), split_len
 
@@ -164,8 +172,8 @@ def prepare(inputs, *, config: dict | None = None):
 
     if interpreting():
         fix_interpreter()
-    cfg = {**CONFIG, **(config or {})}
     s = inputs.shape
+    cfg = {**(CONFIG_PAGED if s.paged else CONFIG), **(config or {})}
     q, k, v = inputs.q, inputs.k, inputs.v
     if s.seq_len > SPLITKV_MAX_QUERIES:
         raise UnsupportedInputError(f"triton-splitkv is a decode kernel: at most {SPLITKV_MAX_QUERIES} queries per "
@@ -181,7 +189,7 @@ def prepare(inputs, *, config: dict | None = None):
     block_m = max(16, triton.next_power_of_2(group * sq))
     sm = torch.cuda.get_device_properties(dev).multi_processor_count if q.is_cuda else 4
     ns, split_len = split_plan(max(s.kv_lengths()), s.batch * s.heads_kv, sm_count=sm, block_n=cfg["block_n"],
-                               max_splits=cfg["max_splits"])
+                               max_splits=cfg["max_splits"], ctas_per_sm=cfg["ctas_per_sm"])
     rows = s.q_shape()[2] if s.packed else s.batch * sq
     ints = dict(dtype=torch.int32, device=dev)
     kv_lens = inputs.kv_lens if inputs.kv_lens is not None else torch.full((s.batch,), s.seq_len_kv, **ints)

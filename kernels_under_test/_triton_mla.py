@@ -25,10 +25,16 @@ from kernels_under_test._triton_decode import LOG2E, _pow2, _splitkv_merge
 from kernels_under_test._triton_interpreter import fix_interpreter
 from kernels_under_test.triton_bf16 import interpreting
 
-__all__ = ["prepare", "CONFIG", "mla_plan"]
+__all__ = ["prepare", "CONFIG", "CONFIG_NARROW", "mla_plan"]
 
-# Starting point for Hopper at DeepSeek's dims (128 heads: two blocks of 64 rows, wgmma-sized); tune on the GPU.
-CONFIG = dict(block_h=64, block_n=32, num_warps=8, num_stages=2, ctas_per_sm=1, max_splits=64)
+# Tuned on the H200 (benchmarks/h200/decode_tune.py, 2026-12-05; B16, S_kv 16384, pages of 64, CUDA-graph replays).
+# 128 heads (two blocks of 64 rows, 8 warps, one program per SM): 322 us, 227 TFLOP/s; ncu: DRAM reads 304 MB (the
+# cache once), 255 registers a thread, tensor pipe 38 % active: compute-bound (242 FLOP per cache byte, above the
+# H200's ridge), held back by register pressure (the 64 x 512 fp32 accumulator). 4 warps: 918 us (spills); 32-row
+# blocks: 517 us; 128-row blocks do not fit shared memory. A TP slice of 16 heads (one 16-row block, memory-bound):
+# 112 us, 2.7 TB/s, with two programs per SM.
+CONFIG = dict(block_h=64, block_n=64, num_warps=8, num_stages=2, ctas_per_sm=1, max_splits=64)
+CONFIG_NARROW = dict(CONFIG, block_h=16, block_n=32, num_warps=4, ctas_per_sm=2)  # fewer than 64 rows of queries
 
 
 @triton.jit
@@ -138,8 +144,8 @@ def prepare(inputs, *, config: dict | None = None):
 
     if interpreting():
         fix_interpreter()
-    cfg = {**CONFIG, **(config or {})}
     s = inputs.shape
+    cfg = {**(CONFIG if s.heads_q * s.seq_len >= 64 else CONFIG_NARROW), **(config or {})}
     q, k, v = inputs.q, inputs.k, inputs.v
     if not s.latent_kv:
         raise UnsupportedInputError("triton-mla computes MLA's absorbed form only (--mla: one latent KV head whose "
