@@ -31,13 +31,19 @@ from harness.profiling._peaks import (
     OPERANDS,
     PeakShape,
     PeaksResult,
-    Roof,
-    RooflinePoint,
     peak_input_spec,
     peak_registry,
     peak_rows,
-    roofs_from_peaks,
     run_peaks,
+    stream_bytes,
+)
+from harness.profiling._roofs import (
+    DISAGREE_FRAC,
+    Roof,
+    RooflinePoint,
+    check_disagreement,
+    read_roof,
+    roofs_from_peaks,
 )
 from harness.profiling._proton import (
     ScopeEvent,
@@ -120,6 +126,10 @@ __all__ = [
     "read_trace_table",
     "record_proton_trace",
     "roofs_from_peaks",
+    "read_roof",
+    "check_disagreement",
+    "DISAGREE_FRAC",
+    "stream_bytes",
     "run_peaks",
     "run_targets",
     "scope_summary",
