@@ -42,8 +42,11 @@ from harness.profiling._roofs import (
     Roof,
     RooflinePoint,
     check_disagreement,
+    attach_peaks,
+    peaks_read_roof,
     read_roof,
     roofs_from_peaks,
+    run_read_roof,
 )
 from harness.profiling._proton import (
     ScopeEvent,
@@ -127,6 +130,9 @@ __all__ = [
     "record_proton_trace",
     "roofs_from_peaks",
     "read_roof",
+    "run_read_roof",
+    "attach_peaks",
+    "peaks_read_roof",
     "check_disagreement",
     "DISAGREE_FRAC",
     "stream_bytes",
