@@ -80,7 +80,7 @@ def roofline_table(rows: Sequence[dict]) -> ReportTable:
         title="Share of the governing roof", left=2, text_tail=2,
         columns=("kernel", "input", "TFLOP/s", "GB/s", "FLOP/B", "kernel MHz", "memory roof", "GEMM roof", "exp2 roof",
                  "% of roof", "governing roof", f"% of {read or 'read'} roof", "bytes"),
-        rows=tuple((r["kernel"], r["input_label"], t(r["flops_per_s"]), fmt(r.get("bytes_per_s"), ".0f", scale=1e-9),
+        rows=tuple((r["kernel"], r["input_label"], t(r["flops_per_s"]), fmt(r.get("bytes_per_s"), ".4g", scale=1e-9),
                     fmt(r["intensity"], ".0f"), fmt(r.get("clock_mhz"), ".0f"),
                     t(r["roofs"].get("memory")), t(next((v for k, v in r["roofs"].items() if k.startswith("gemm")), None)),
                     t(next((v for k, v in r["roofs"].items() if k.startswith("exp2")), None)),

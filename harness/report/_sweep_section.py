@@ -98,7 +98,7 @@ def sweep_table(swept: list[str], points: list[dict], *, read_roof=None, gemm_ro
         p["kernel"], p["input_source"] or "-", *(_label(p[c]) for c in swept), str(p["repeats"]),
         plain_us(p["time_ns"]), plain_us(p.get("time_min_ns")), plain_us(p.get("time_max_ns")),
         fmt(p.get("time_range_frac"), ".2f", scale=100, suffix=" %"),
-        fmt(p["gb_per_s"], ".0f"), fmt(p["tflop_per_s"], ".4g"),
+        fmt(p["gb_per_s"], ".4g"), fmt(p["tflop_per_s"], ".4g"),
         *(fmt(p[key] * unit / roof if p[key] is not None else None, ".1%") for _, roof, key, unit in roofs),
     ) for p in points)
     roof_text = ""

@@ -73,7 +73,7 @@ def read_roof_share(aggregate: dict, read_roof) -> float | None:
 
 def traffic_cells(aggregate: dict, read_roof) -> tuple[str, str, str]:
     """(MB/launch, GB/s, % of read roof) of an aggregate row, as the terminal and report tables print them."""
-    return (fmt(aggregate.get("bytes_per_launch"), ".4g", scale=1e-6), fmt(aggregate.get("gb_per_s"), ".0f"),
+    return (fmt(aggregate.get("bytes_per_launch"), ".4g", scale=1e-6), fmt(aggregate.get("gb_per_s"), ".4g"),
             fmt(read_roof_share(aggregate, read_roof), ".1f", scale=100, suffix=" %"))
 
 
