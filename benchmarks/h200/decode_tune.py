@@ -8,6 +8,7 @@ with CUDA events), the way the sustained protocol times a decode kernel, but wit
 settle: a ranking, not the figure of record (that is benchmarks/h200/decode_round2.sh's).
 
     python benchmarks/h200/decode_tune.py --out $OUT [--budget-s 300]      # the H200
+    python benchmarks/h200/decode_tune.py --out $OUT --parts copy,mla16    # the copy tilings and MLA's TP slice only
     TRITON_INTERPRET=1 python benchmarks/h200/decode_tune.py --dry --out /tmp/tune   # the CPU: tiny shapes, code paths
 """
 
@@ -175,7 +176,11 @@ def main() -> int:
     ap.add_argument("--budget-s", type=float, default=300.0)
     ap.add_argument("--dry", action="store_true", help="CPU: tiny shapes in the Triton interpreter")
     ap.add_argument("--no-ncu", action="store_true")
+    ap.add_argument("--parts", default="splitkv,mla,streams,ncu",
+                    help="comma-separated: splitkv, mla, streams, ncu, copy (the copy stream's tilings), mla16 (more "
+                         "TP-slice splits)")
     args = ap.parse_args()
+    parts = set(args.parts.split(","))
     out = args.out
     out.mkdir(parents=True, exist_ok=True)
     import torch
@@ -195,6 +200,12 @@ def main() -> int:
     best: dict[str, dict] = {}
     summary = []
 
+    if "copy" in parts or "mla16" in parts:
+        extra_parts(torch, timer, out, args, left, summary, parts)
+    if not parts & {"splitkv", "mla", "streams", "ncu"}:
+        for name, shape, t, gbs in summary:
+            log(out, f"  {name:70s} {shape:14s} {t / 1e3:10.1f} us {gbs:8.0f} GB/s")
+        return 0
     # 1. the dense decode shape: the yardsticks, then triton-splitkv dense and with pages of 16
     dense, k, v = decode_inputs(torch, page=None, device=device, **D)
     nbytes = dense.shape.bytes_moved(item=2, out_item=2)
@@ -353,6 +364,74 @@ def main() -> int:
     for name, shape, t, gbs in summary:
         log(out, f"  {name:70s} {shape:14s} {t / 1e3:10.1f} us {gbs:8.0f} GB/s")
     return 0
+
+
+def extra_parts(torch, timer, out, args, left, summary, parts) -> None:
+    """The copy stream's tilings, with and without evict-first loads (the copy at the read's tiling ran 3.88 TB/s
+    against eager copy_'s 4.22), and more splits for MLA's TP slice (Hq 16)."""
+    import triton
+    import triton.language as tl
+
+    from harness.profiling import _peak_triton as pt
+    from kernels_under_test import _triton_mla
+
+    @triton.jit
+    def copy_plain(src_ptr, dst_ptr, BLOCK: tl.constexpr, UNROLL: tl.constexpr):
+        base = tl.program_id(0).to(tl.int64) * (BLOCK * UNROLL)
+        offs = tl.arange(0, BLOCK)
+        for u in tl.static_range(UNROLL):
+            tl.store(dst_ptr + base + u * BLOCK + offs, tl.load(src_ptr + base + u * BLOCK + offs))
+
+    device = "cpu" if args.dry else "cuda"
+    if "copy" in parts:
+        half = (1 << 29) if not args.dry else (1 << 15)  # 1 GiB of bf16
+        src = torch.randn(half, device=device).to(torch.bfloat16)
+        dst = torch.empty_like(src)
+        t = timer(lambda: dst.copy_(src))
+        te = timer.eager(lambda: dst.copy_(src))
+        log(out, f"copy_ 1 GiB: {4 * half / t:.0f} GB/s graph (memcpy node), {4 * half / te:.0f} eager")
+        record(out, kernel="copy_", time_ns=t, eager_ns=te)
+        best = None
+        for kern, evict in ((pt.copy_stream, True), (copy_plain, False)):
+            for block, unroll, warps in ((4096, 1, 4), (16384, 1, 8), (8192, 1, 8), (2048, 1, 4), (1024, 4, 4),
+                                         (2048, 2, 4), (4096, 2, 8), (8192, 2, 8)) if not args.dry else ((1024, 1, 4),):
+                if left() < 30:
+                    break
+                grid = half // (block * unroll)
+                launch = lambda: kern[(grid,)](src, dst, BLOCK=block, UNROLL=unroll, num_warps=warps)  # noqa
+                try:
+                    tg, tq = timer(launch), timer.eager(launch)
+                except Exception as exc:
+                    log(out, f"copy {block}x{unroll} w{warps} evict {evict}: {type(exc).__name__}: {str(exc)[:120]}")
+                    continue
+                record(out, kernel="copy_stream", config=[block, unroll, warps, evict], time_ns=tg, eager_ns=tq)
+                log(out, f"copy stream {block}x{unroll} w{warps} evict-first {evict}: {4 * half / tg:.0f} GB/s graph, "
+                         f"{4 * half / tq:.0f} eager ({te / tg - 1:+.1%} vs eager copy_ as rate)")
+                if best is None or tg < best[1]:
+                    best = ((block, unroll, warps, evict), tg)
+        if best:
+            summary.append((f"copy stream {best[0]}", "1 GiB", best[1], 4 * half / best[1]))
+            summary.append(("eager copy_", "1 GiB", te, 4 * half / te))
+        del src, dst
+    if "mla16" in parts:
+        x, k, v = decode_inputs(torch, hq=16, page=64, device=device, mla=True,
+                                **(dict(batch=2, hkv=1, d=576, s_kv=64) if args.dry else
+                                   dict(batch=16, hkv=1, d=576, s_kv=16384)))
+        ref = reference(torch, x, k, v)
+        nb, fl = x.shape.bytes_moved(item=2, out_item=2), x.shape.flops
+        rows = []
+        for cfg in (dict(block_n=32, num_stages=2), dict(block_n=64, num_stages=2), dict(block_n=32, num_stages=3)):
+            for c in (2, 3, 4, 6, 8):
+                if left() < 20:
+                    break
+                r = try_config(torch, timer, out, kernel="triton-mla", prepare=_triton_mla.prepare, x=x, ref=ref,
+                               config={**_triton_mla.CONFIG_NARROW, **cfg, "ctas_per_sm": c, "max_splits": 128},
+                               label="mla Hq16 page64", nbytes=nb, flops=fl)
+                if r and r["time_ns"]:
+                    rows.append(r)
+        if rows:
+            top = min(rows, key=lambda r: r["time_ns"])
+            summary.append((f"mla {json.dumps(top['config'])}", "Hq16", top["time_ns"], top["gb_per_s"]))
 
 
 def ncu_child() -> int:

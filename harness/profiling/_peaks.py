@@ -187,14 +187,14 @@ def _fp8_ok(kind: str) -> str | None:
 
 
 def peak_registry(*, gemm_size: int = 8192, copy_bytes: int = 1 << 30, read_bytes: int = 2 << 30,
-                  write_bytes: int = 1 << 30, devices: Sequence[str] = ("cuda", "rocm"),
+                  write_bytes: int = 1 << 30, devices: Sequence[str] = ("cuda", "rocm", "cpu"),
                   fp8_fast_accum: bool = False) -> KernelRegistry:
     """The peak kernels: bf16 and fp8 GEMMs (random, constant, zero operands), an FMA loop, an exp2 loop, and the
     memory streams (read, write, copy), each with its second method (`_peak_checks`).
 
     `devices` applies to the torch-only kernels (bf16 GEMM) and the streams (Triton on a GPU, torch on the CPU), so
-    a CPU test can run them; the fp8 GEMM (e4m3fn, not MI300's fnuz) and the Triton loops (inline PTX) are
-    CUDA-only. Copy bytes count the read and the write.
+    a CPU dry run can time them (figures of the host, not of a GPU); the fp8 GEMM (e4m3fn, not MI300's fnuz) and the
+    Triton loops (inline PTX) are CUDA-only. Copy bytes count the read and the write.
     """
     least = 2 * max(b * u for b, u, _ in _STREAM_TILINGS)  # one tile of the streams
     if gemm_size < 16 or min(copy_bytes, read_bytes, write_bytes) < least:

@@ -139,7 +139,7 @@ def test_bench_peaks_lists_its_kernels():
 
 
 @pytest.mark.parametrize("args, message", [
-    (("--device", "cpu"), "No peak kernel can run on cpu"),
+    (("--device", "cpu", "--kernel", "peak-exp2-mufu,peak-fma-fp32"), "No peak kernel can run on cpu"),
     (("--device", "cpu", "--kernel", "peak-nope"), "No kernel named 'peak-nope'"),
     (("--gemm-size", "8"), "Peak sizes too small"),
 ])
