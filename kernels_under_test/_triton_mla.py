@@ -21,7 +21,7 @@ from __future__ import annotations
 import triton
 import triton.language as tl
 
-from kernels_under_test._triton_decode import LOG2E, _pow2, _splitkv_merge
+from kernels_under_test._triton_decode import LOG2E, _pow2, _splitkv_merge, fastest
 from kernels_under_test._triton_interpreter import fix_interpreter
 from kernels_under_test.triton_bf16 import interpreting
 
@@ -35,6 +35,9 @@ __all__ = ["prepare", "CONFIG", "CONFIG_NARROW", "mla_plan"]
 # 112 us, 2.7 TB/s, with two programs per SM.
 CONFIG = dict(block_h=64, block_n=64, num_warps=8, num_stages=2, ctas_per_sm=1, max_splits=64)
 CONFIG_NARROW = dict(CONFIG, block_h=16, block_n=32, num_warps=4, ctas_per_sm=2)  # fewer than 64 rows of queries
+# The split count, like triton-splitkv's, is picked per input at setup by timing (the TP slice ran 113-144 us at 2-8
+# programs per SM, not in order): the configuration above and these.
+SPLIT_CHOICES = {"wide": (1, 2), "narrow": (2, 4, 6)}
 
 
 @triton.jit
@@ -136,7 +139,17 @@ def mla_plan(max_len: int, programs: int, *, sm_count: int, ctas_per_sm: int, bl
 
 
 def prepare(inputs, *, config: dict | None = None):
-    """Bind the inputs, the split scratch buffers and the output; one partial and one merge launch."""
+    """Bind the inputs, the split scratch buffers and the output; one partial and one merge launch. With no `config`,
+    on a GPU, the fastest split count of SPLIT_CHOICES on these inputs."""
+    s = inputs.shape
+    wide = s.heads_q * s.seq_len >= 64
+    base = CONFIG if wide else CONFIG_NARROW
+    if config is None and not interpreting() and inputs.q.is_cuda:
+        return fastest([_bind(inputs, dict(base, ctas_per_sm=c)) for c in SPLIT_CHOICES["wide" if wide else "narrow"]])
+    return _bind(inputs, {**base, **(config or {})})
+
+
+def _bind(inputs, cfg: dict):
     import torch
 
     from harness.errors import UnsupportedInputError
@@ -145,7 +158,6 @@ def prepare(inputs, *, config: dict | None = None):
     if interpreting():
         fix_interpreter()
     s = inputs.shape
-    cfg = {**(CONFIG if s.heads_q * s.seq_len >= 64 else CONFIG_NARROW), **(config or {})}
     q, k, v = inputs.q, inputs.k, inputs.v
     if not s.latent_kv:
         raise UnsupportedInputError("triton-mla computes MLA's absorbed form only (--mla: one latent KV head whose "
@@ -199,6 +211,7 @@ def prepare(inputs, *, config: dict | None = None):
         merge(*merge_args, **merge_consts, num_warps=4)
         return out
 
+    launch.config = cfg
     if not interpreting():  # compile here, so no timed launch compiles
         launch()
     return launch

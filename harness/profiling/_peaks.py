@@ -46,8 +46,10 @@ OPERANDS = ("random", "constant", "zero")
 FMA_ITERS, EXP_ITERS, LOOP_GRID = 512, 64, 32768  # 32768 programs: >= 15 waves on any GPU, so the tail is small
 # The memory streams' tiling (elements per tile, tiles per program, warps), tuned on the H200
 # (benchmarks/h200/decode_tune.py, 2026-12-05: read 16384 x 1 x 8 warps 4.61 TB/s, every tiling tried 4.47-4.61;
-# write 4.59 TB/s; the copy at that tiling 3.88 TB/s against 4.22 for eager copy_, so it takes smaller tiles).
-_STREAMS = {"read": (16384, 1, 8), "write": (16384, 1, 8), "copy": (4096, 1, 4)}
+# write 4.59 TB/s. The copy at 4096 x 1 x 4 with evict-first loads read 3.89 TB/s in `bench peaks`, 8 % below the
+# eager copy_ beside it (flagged DISAGREE); of 16 tilings x load policies, 2048 x 1 x 4 with plain loads moved
+# 4.25 TB/s graph-timed against eager copy_'s 4.24, and evict-first loads cost every tiling 2-9 %).
+_STREAMS = {"read": (16384, 1, 8), "write": (16384, 1, 8), "copy": (2048, 1, 4)}
 _STREAM_TILINGS = tuple(_STREAMS.values())
 
 
@@ -225,7 +227,7 @@ def peak_registry(*, gemm_size: int = 8192, copy_bytes: int = 1 << 30, read_byte
     add("peak-exp2-mufu", _loop("exp2"), group="exp2-mufu", operands="chaotic", unit="exp",
         work=EXP_ITERS * from_loop, availability=_triton_ok, what="ex2.approx (MUFU.EX2) loop (Triton)")
     # The streams' bytes are those their programs touch: whole tiles (`stream_bytes`), on any device.
-    tiling = "; GPU: Triton SM kernel, {} elements x {} tiles a program, {} warps, 16-byte vectors"
+    tiling = "; GPU: Triton SM kernel, {} elements x {} tiles a program, {} warps, 16-byte accesses"
     add("peak-read-stream", _stream("read", read_bytes), group="read", operands="random", unit="byte",
         work=stream_bytes(read_bytes), on=devices, availability=_stream_ok,
         what=f"read stream of {read_bytes / 2**20:.0f} MiB bf16 summed in fp32, loads evict-first"
