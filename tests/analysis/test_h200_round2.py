@@ -86,9 +86,9 @@ def test_mla_decode_reads_the_latent_cache_once_and_is_compute_bound_at_128_head
     rows = {r["input_label"]: r for r in read_run_rows(H200 / MLA).measurements if r.get("time_ns")}
     cache, index = 16 * 16384 * 576 * 2, 4 * (16 * 256 + 16)
     assert rows["gaussian:0.1 Hq128"]["bytes_per_launch"] == cache + 16 * 128 * (576 + 512) * 2 + index
-    # 242 FLOP per byte at 128 heads: past the ridge, so the GEMM roof governs, not the read roof
+    # 238 FLOP per byte at 128 heads: past the ridge, so the GEMM roof governs, not the read roof
     intensity = rows["gaussian:0.1 Hq128"]["flops_per_launch"] / rows["gaussian:0.1 Hq128"]["bytes_per_launch"]
-    assert 240 < intensity < 243 and intensity * read.value > _roofs(MLA)["gemm-bf16-random"].value
+    assert 237 < intensity < 239 and intensity * read.value > _roofs(MLA)["gemm-bf16-random"].value
     assert hq128[2] == pytest.approx(227.6, rel=0.005) and hq128[1] * 1e9 / read.value == pytest.approx(0.207, abs=0.002)
     # the TP-8 slice (16 heads, 30 FLOP per byte) is memory-bound: 58.5 % of the read roof
     assert hq16[1] * 1e9 / read.value == pytest.approx(0.585, abs=0.003)
