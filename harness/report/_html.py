@@ -28,7 +28,7 @@ td.num,th.num{text-align:right;font-variant-numeric:tabular-nums;white-space:now
 .caption,.figcap{color:#555;font-size:12px;max-width:1100px;margin:2px 0 10px}
 .banner{background:#fff3cd;border:1px solid #e0c36c;padding:8px 12px;margin:10px 0}
 .header{color:#444;font-size:13px}img{max-width:100%;border:1px solid #eee}.scroll{overflow-x:auto}
-td:first-child{white-space:nowrap}td.prose,th.prose{min-width:16em}
+td:first-child,td.key{white-space:nowrap}td.prose,th.prose{min-width:16em}
 
 """
 

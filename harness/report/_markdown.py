@@ -12,6 +12,7 @@ from dataclasses import dataclass, field
 
 from harness.analysis import percent
 from harness.report._tables import HEADERS as H, fmt, tflops, traffic_caption, traffic_cells
+from harness.report._terminal import PROSE
 
 __all__ = [
     "Figure",
@@ -87,7 +88,13 @@ class ReportTable:
         e = _html.escape
         # Trailing prose (limiter, verdict) keeps a readable width: squeezed beside nowrap numbers, its header
         # stood a dozen lines tall (the H200 fixture's decomposition table).
-        cls = [' class="prose"' if i >= len(self.columns) - self.text_tail else '' if self._left(i) else ' class="num"'
+        # Key columns (a kernel's or an input's name) never wrap: a browser breaks "sdpa-kvcache-cudnn" at its hyphens
+        # in a wide table otherwise. Prose among them (a provenance value) may.
+        def key(i):
+            prose = self.columns[i] in PROSE or self.columns[i] in self.prose_columns
+            return ' class="key"' if i > 0 and not prose else ''
+
+        cls = [' class="prose"' if i >= len(self.columns) - self.text_tail else key(i) if self._left(i) else ' class="num"'
                for i in range(len(self.columns))]
         head = "".join(f"<th{cls[i]}>{e(c)}</th>" for i, c in enumerate(self.columns))
         body = "".join("<tr>" + "".join(f"<td{cls[i]}>{e(c)}</td>" for i, c in enumerate(r)) + "</tr>"

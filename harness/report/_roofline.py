@@ -65,7 +65,8 @@ def roofline_rows(points: Sequence, measurements: Sequence[dict], roofs: Sequenc
             applies[f"exp2 (d={m.get('head_dim_qk')})"] = exp2.at_clock(clock) * 2 * d_sum
         name, roof = min(applies.items(), key=lambda kv: kv[1]) if applies else (None, None)
         gb_per_s = p.flops_per_s / p.intensity if p.intensity else None
-        out.append({"kernel": kernel, "input_label": label, "intensity": p.intensity, "flops_per_s": p.flops_per_s,
+        out.append({"kernel": kernel, "input_label": label, "head_dim_qk": m.get("head_dim_qk"), "d_sum": d_sum,
+                    "intensity": p.intensity, "flops_per_s": p.flops_per_s,
                     "roofs": applies, "governing_roof": name, "governing_flops_per_s": roof,
                     "share_of_roof": p.flops_per_s / roof if roof else None, "note": p.note, "clock_mhz": clock,
                     "bytes_per_s": gb_per_s, "read_roof": memory.label if memory else None,
@@ -112,7 +113,9 @@ def roofline_figure_png(*, roofs: Sequence, points: Sequence, rows: Sequence[dic
     memory = read_roof(roofs)
     compute = sorted((r for r in roofs if r.kind == "compute"), key=lambda r: -r.value)
     exp_roof = next((r for r in roofs if r.kind == "ops" and "exp2" in r.label), None)
-    exp_roofs = sorted({(k, v) for r in rows for k, v in r["roofs"].items() if k.startswith("exp2")}, key=lambda kv: -kv[1])
+    # the exp2 roof drawn once per head dim at its own measured clock (the table scales it to each kernel's clock)
+    exp_roofs = sorted({(f"exp2 (d={r['head_dim_qk']})", exp_roof.value * 2 * r["d_sum"]) for r in rows
+                        if exp_roof is not None and r.get("d_sum")}, key=lambda kv: -kv[1])
     ys = [c.value for c in compute] + [v for _, v in exp_roofs] + [p.flops_per_s for p in points]
     if not ys:
         raise ValueError("a roofline needs at least one roof or point")
@@ -121,8 +124,8 @@ def roofline_figure_png(*, roofs: Sequence, points: Sequence, rows: Sequence[dic
     ridge = [c.value / memory.value for c in compute] if memory else []
     lo = min([y_lo / memory.value if memory else 1.0, *(x / 4 for x in xs + ridge)])
     hi = max([100.0, *(x * 4 for x in xs + ridge)])
-    fig, ax = plt.subplots(figsize=(13, 6), dpi=dpi)
-    fig.subplots_adjust(left=0.07, right=0.52, bottom=0.1, top=0.94)
+    fig, ax = plt.subplots(figsize=(14, 6.5), dpi=dpi)
+    fig.subplots_adjust(left=0.06, right=0.5, bottom=0.1, top=0.94)
     for c in compute:
         style = {"constant": "--", "zero": ":"}.get(c.operands, "-")
         start = c.value / memory.value if memory else lo
@@ -138,11 +141,12 @@ def roofline_figure_png(*, roofs: Sequence, points: Sequence, rows: Sequence[dic
     for i, (p, r) in enumerate(zip(points, rows)):
         color, mk = _POINT_COLORS[i % len(_POINT_COLORS)], _POINT_MARKERS[i % len(_POINT_MARKERS)]
         share = f" = {r['share_of_roof']:.0%} of {r['governing_roof']}" if r["share_of_roof"] is not None else ""
+        # two lines a point, so the legend fits beside the axes: what it is, then its figures
+        traffic = (f"{p.flops_per_s / p.intensity / 1e9:.0f} GB/s = {r['read_roof_share']:.0%} of {r['read_roof']}, "
+                   if r.get("read_roof_share") else "")
+        clock = f", {p.clock_mhz:.0f} MHz" if getattr(p, "clock_mhz", None) else ""
         ax.plot([p.intensity], [p.flops_per_s / 1e12], mk, ms=9, color=color, mec="white", mew=0.8,
-                label=f"{p.label}: {p.flops_per_s / 1e12:.0f} TFLOP/s @ {p.intensity:.0f} FLOP/B{share}"
-                      + (f" ({p.flops_per_s / p.intensity / 1e9:.0f} GB/s = {r['read_roof_share']:.0%} of "
-                         f"{r['read_roof']})" if r.get("read_roof_share") else "")
-                      + (f", {p.clock_mhz:.0f} MHz" if getattr(p, "clock_mhz", None) else ""))
+                label=f"{p.label}\n{traffic}{p.flops_per_s / 1e12:.0f} TFLOP/s @ {p.intensity:.0f} FLOP/B{share}{clock}")
         if share:
             # Kernels of one shape sit on top of each other: each label gets a line of its own, tied by its colour.
             ax.annotate(f"{r['share_of_roof']:.0%}", (p.intensity, p.flops_per_s / 1e12), xytext=(14, 22 - 13 * i),
@@ -156,7 +160,7 @@ def roofline_figure_png(*, roofs: Sequence, points: Sequence, rows: Sequence[dic
     ax.set_ylabel("TFLOP/s (sustained)")
     ax.set_title("Roofline with the empirical roofs (exp2 as FLOP/s at each kernel's head dim)", fontsize=11, loc="left")
     ax.grid(True, which="both", alpha=0.25)
-    ax.legend(fontsize=9, loc="upper left", bbox_to_anchor=(1.01, 1.0), frameon=False)
+    ax.legend(fontsize=8.5, loc="upper left", bbox_to_anchor=(1.01, 1.0), frameon=False)
     buf = io.BytesIO()
     fig.savefig(buf, format="png", dpi=dpi)
     plt.close(fig)
