@@ -4,6 +4,8 @@ triton-mla for MLA's latent cache), and `bench sustained` prints which it chose 
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import pytest
 
 from harness.inputs import AttentionShape
@@ -61,20 +63,32 @@ def test_triton_kernels_only_where_they_run(monkeypatch):
     assert kernel_specs(["my:attn"], device="cuda:0", shapes=[DECODE]) == ("my:attn",)  # named kernels win
 
 
+PEAKS = Path(__file__).resolve().parents[1] / "fixtures" / "h200" / "20261204-200846-round2-peaks-2af2a0"
+
+
 def test_bench_sustained_times_a_decode_shape_with_the_default_kernels_and_says_so(no_interpreter, tmp_path):
-    """The issue's command, refused before ("Kernel 'sdpa-cpu' does not compute S_q < S_kv"), now runs."""
+    """The issue's command, refused before ("Kernel 'sdpa-cpu' does not compute S_q < S_kv"), now runs; with --peaks
+    the run keeps those roofs and its table sets GB/s against the read roof."""
     from typer.testing import CliRunner
 
     from harness.cli import app
+    from harness.profiling import read_trace_table
     from harness.results import read_rows
 
-    res = CliRunner().invoke(app, [
-        "sustained", "--device", "cpu", "--seq-len-q", "2", "--seq-len-kv", "64", "--page-size", "16", "--batch", "2",
-        "--heads", "4", "--heads-kv", "2", "--head-dim", "16", "-i", "gaussian:1", "--quick", "--repeats", "1",
-        "--window-s", "0.1", "--warmin-cap-s", "0.3", "--telemetry", "none", "--results", str(tmp_path)],
-        env={"COLUMNS": "200"})
+    args = ["sustained", "--device", "cpu", "--seq-len-q", "2", "--seq-len-kv", "64", "--page-size", "16", "--batch",
+            "2", "--heads", "4", "--heads-kv", "2", "--head-dim", "16", "-i", "gaussian:1", "--quick", "--repeats", "1",
+            "--window-s", "0.1", "--warmin-cap-s", "0.3", "--telemetry", "none", "--results", str(tmp_path / "r")]
+    res = CliRunner().invoke(app, [*args, "--peaks", str(PEAKS)], env={"COLUMNS": "200"})
     assert res.exit_code == 0, res.output
+    text = " ".join(res.output.split())
     assert ("kernels: sdpa-kvcache (the bundled kernels that compute a decode, paged workload on cpu; name others "
-            "with -k)") in " ".join(res.output.split())
-    (row,) = read_rows(next(tmp_path.iterdir()), "measurements")
+            "with -k)") in text
+    run = next((tmp_path / "r").iterdir())
+    (row,) = read_rows(run, "measurements")
     assert row["kernel"] == "sdpa-kvcache" and row["status"] in ("ok", "unsettled")
+    assert "% of read roof" in text and "of the measured read-stream (4608 GB/s at 1585 MHz)" in text
+    assert {r["run_id"] for r in read_trace_table(run, "peaks")} == {run.name}  # the roofs are the run's now
+    # a folder without peaks is refused by the flag, before anything runs
+    res = CliRunner().invoke(app, [*args, "--peaks", str(tmp_path)], env={"COLUMNS": "200"})
+    assert res.exit_code == 2 and f"--peaks {tmp_path}: no peaks table there" in " ".join(res.output.split())
+    assert len(list((tmp_path / "r").iterdir())) == 1
