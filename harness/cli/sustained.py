@@ -44,6 +44,11 @@ def sustained(
         out = export_console(figures)
         config = _config(out, sources=sources, shape=shape, capture=capture, protocol=protocol, run=run,
                          isolate=isolate)
+        if not sources["kernel"]:  # say which kernels the run chose, and why, before it starts
+            from harness.suite import workload_kernels
+
+            chosen, why = workload_kernels(config.device, [i.shape for i in config.inputs])
+            out.print(f"kernels: {', '.join(chosen)} ({why}; name others with -k)", highlight=False, soft_wrap=True)
         if peaks is not None:
             if gpus:
                 raise ConfigError("--peaks stores one GPU's roofs with one run; with --gpus, store them into each "
@@ -70,13 +75,10 @@ def _config(out, *, sources, shape, capture, protocol, run, isolate):
     device_kind(device)
     proto = protocol_of(protocol)
     inputs = suite_inputs(out, sources=sources, shape=shape, capture=capture)
-    from harness.suite import kernel_specs, workload_kernels
+    from harness.suite import kernel_specs
 
-    shapes = [i.shape for i in inputs]
-    kernels = kernel_specs(sources["kernel"], device=device, layout=sources["layout"], gqa=sources["gqa"], shapes=shapes)
-    if not sources["kernel"]:  # say which kernels the run chose, and why, before it starts
-        chosen, why = workload_kernels(device, shapes)
-        out.print(f"kernels: {', '.join(chosen)} ({why}; name others with -k)", highlight=False, soft_wrap=True)
+    kernels = kernel_specs(sources["kernel"], device=device, layout=sources["layout"], gqa=sources["gqa"],
+                           shapes=[i.shape for i in inputs])
     return sustained_config(kernels=kernels, inputs=inputs, device=device, protocol=proto,
                             telemetry=run["telemetry"], results_dir=run["results"], run_name=run["name"],
                             launch=run["launch"], allow_busy=run["allow_busy"], gate=run["gate"],
