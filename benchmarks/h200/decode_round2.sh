@@ -1,8 +1,11 @@
 #!/usr/bin/env bash
-# Issue 42 on one H200 (acceptance 1), about 4-5 minutes:
+# Issue 42 on one H200 (acceptance 1), about 5 minutes:
 #   1. bench peaks: the read stream (the roof decode is set against), the write stream, the copy (an SM kernel, timed
 #      beside the runtime's eager copy_ in the same run: within 3 %), MUFU exp2 and the random-operand bf16 GEMM,
 #      each also timed by its second method; short windows (memory streams settle in a chunk or two);
+#   2a. triton-splitkv's setup candidates (it picks its split count, block and grid order per input by timing them)
+#      on the dense cache and on three page orders of the paged one: whether the paged rate follows the page order
+#      (the tuned configuration ran 497 us in one allocation, 604 us in the first acceptance run);
 #   2. the decode point of the issue, B16 Hq 32 / Hkv 8 d 128 S_q 1 S_kv 32768, dense and in pages of 16 (one run,
 #      --page-size none,16): triton-splitkv, sdpa-kvcache-cudnn (cuDNN SDPA: the yardstick on the dense cache) and
 #      sdpa-kvcache, with the peaks of step 1 (--peaks): the terminal table shows GB/s and the % of the read roof,
@@ -20,6 +23,8 @@
 #   OUT=$OUT bash benchmarks/h200/decode_round2.sh                         # the H200
 #   OUT=/tmp/round2 DEVICE=cpu QUICK=1 PYTHON=.venv/bin/python bash benchmarks/h200/decode_round2.sh
 #       the CPU dry run: tiny shapes, --quick, the Triton kernels interpreted, torch-only peaks (no exp2, no cuDNN)
+# On the device $OUT gets 7 files (steps, peaks, candidates, decode, mla logs, summary.txt, results-round2.tgz),
+# within the device tool's 8; the reports (step 5) are rendered where polars is installed.
 # Never changes clocks, power limits or GPU modes; nvidia-smi is only queried.
 # shellcheck source=benchmarks/h200/preamble.sh
 . "$(dirname "$0")/preamble.sh"
@@ -51,6 +56,11 @@ $BENCH peaks -k "$PEAKS_K" --device "$DEVICE" $PEAKS_SIZE $PEAKS_PROTO --results
 PEAKS=$(ls -d "$RESULTS"/*-round2-peaks-* 2>/dev/null | tail -1)
 WITH_PEAKS=${PEAKS:+--peaks $PEAKS}
 [ -z "$PEAKS" ] && step "1. no peaks run: steps 2-3 run without --peaks"
+
+step "2a. triton-splitkv's setup candidates on the dense cache and three page orders (decode_tune.py --parts candidates)"
+timeout 90 $PY benchmarks/h200/decode_tune.py $(pick "--dry" "") --out "$WORK/candidates" --budget-s 80 \
+    --parts candidates > "$OUT/candidates.log" 2>&1 || echo "   candidates: exit $? (see $OUT/candidates.log)" | tee -a "$OUT/steps.log"
+grep -E "picks|SUMMARY" "$OUT/candidates.log" | tee -a "$OUT/steps.log"
 
 step "2. decode B16 S_kv 32768, dense and page 16: $KERNELS"
 $BENCH sustained $KERNELS -i gaussian:0.1 $DECODE --device "$DEVICE" $PROTO --results "$RESULTS" \

@@ -15,6 +15,7 @@ settle: a ranking, not the figure of record (that is benchmarks/h200/decode_roun
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import itertools
 import json
 import math
@@ -178,7 +179,7 @@ def main() -> int:
     ap.add_argument("--no-ncu", action="store_true")
     ap.add_argument("--parts", default="splitkv,mla,streams,ncu",
                     help="comma-separated: splitkv, mla, streams, ncu, copy (the copy stream's tilings), mla16 (more "
-                         "TP-slice splits)")
+                         "TP-slice splits), candidates (triton-splitkv's setup candidates on 3 page orders)")
     args = ap.parse_args()
     parts = set(args.parts.split(","))
     out = args.out
@@ -200,6 +201,8 @@ def main() -> int:
     best: dict[str, dict] = {}
     summary = []
 
+    if "candidates" in parts:
+        candidates(torch, timer, out, args, left, summary)
     if "copy" in parts or "mla16" in parts:
         extra_parts(torch, timer, out, args, left, summary, parts)
     if not parts & {"splitkv", "mla", "streams", "ncu"}:
@@ -364,6 +367,37 @@ def main() -> int:
     for name, shape, t, gbs in summary:
         log(out, f"  {name:70s} {shape:14s} {t / 1e3:10.1f} us {gbs:8.0f} GB/s")
     return 0
+
+
+def candidates(torch, timer, out, args, left, summary) -> None:
+    """triton-splitkv's setup candidates (CANDIDATES, CANDIDATES_PAGED) timed on the dense cache and on pages of 16
+    laid out in three page orders, and which one its prepare() picks: does the paged rate follow the page order?"""
+    from harness.inputs import paged_cache
+    from kernels_under_test import _triton_decode
+
+    device = "cpu" if args.dry else "cuda"
+    D = dict(batch=2, hq=8, hkv=2, d=64, s_kv=256) if args.dry else dict(batch=16, hq=32, hkv=8, d=128, s_kv=32768)
+    dense, k, v = decode_inputs(torch, page=None, device=device, **D)
+    nbytes = dense.shape.bytes_moved(item=2, out_item=2)
+    layouts = [("dense", dense)]
+    paged, _, _ = decode_inputs(torch, page=16 if not args.dry else 4, device=device, **D)
+    for seed in (1, 2, 3):  # the same logical cache in three page orders
+        extra = paged_cache(paged.shape, k, v, generator=torch.Generator().manual_seed(seed))
+        layouts.append((f"page16 order {seed}", dataclasses.replace(paged, **extra)))
+    for label, x in layouts:
+        if left() < 15:
+            break
+        cands = _triton_decode.CANDIDATES_PAGED if x.shape.paged else _triton_decode.CANDIDATES
+        times = []
+        for cfg in cands:
+            t = timer(_triton_decode.prepare(x, config=cfg))
+            times.append(t)
+            record(out, kernel="triton-splitkv", shape=label, config=cfg, time_ns=t, gb_per_s=nbytes / t)
+            log(out, f"candidate {label} {cfg}: {t / 1e3:.1f} us {nbytes / t:.0f} GB/s")
+        picked = _triton_decode.prepare(x) if not args.dry else None
+        t = timer(picked) if picked is not None else min(times)
+        log(out, f"prepare() on {label} picks {getattr(picked, 'config', None)}: {t / 1e3:.1f} us")
+        summary.append((f"splitkv picked", label, t, nbytes / t))
 
 
 def extra_parts(torch, timer, out, args, left, summary, parts) -> None:
