@@ -18,7 +18,6 @@ import argparse
 import dataclasses
 import itertools
 import json
-import math
 import os
 import statistics
 import subprocess
@@ -397,7 +396,7 @@ def candidates(torch, timer, out, args, left, summary) -> None:
         picked = _triton_decode.prepare(x) if not args.dry else None
         t = timer(picked) if picked is not None else min(times)
         log(out, f"prepare() on {label} picks {getattr(picked, 'config', None)}: {t / 1e3:.1f} us")
-        summary.append((f"splitkv picked", label, t, nbytes / t))
+        summary.append(("splitkv picked", label, t, nbytes / t))
 
 
 def extra_parts(torch, timer, out, args, left, summary, parts) -> None:
