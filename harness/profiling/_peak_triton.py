@@ -13,7 +13,8 @@ The memory streams are SM kernels, never `copy_`: a device-to-device `copy_` cap
 memcpy node served by a copy engine (2.7 TB/s on the H200 against 4.2 for the same copy eager), so a graph-timed
 `copy_` measures the copy engine, not what a kernel can stream. Each program moves UNROLL tiles of BLOCK elements
 with every load issued before the first use (16-byte vectors: BLOCK / (32 x warps) >= 8 bf16 per thread), one tile
-after another along the buffer (the tilings: `_peaks._STREAMS`), and enough programs (tens of thousands) that every SM holds several at once:
+after another along the buffer (the tilings: `_peaks._STREAMS`), and enough programs (tens of thousands) that every
+SM holds several at once:
 - read: sums its tiles in fp32 and stores one float per program (so nothing is dead code), loads marked
   evict-first (streamed, not kept in L2);
 - write: stores a pattern that varies with the address (i & 1023), never a constant a memory system might
