@@ -92,3 +92,15 @@ def test_bench_sustained_times_a_decode_shape_with_the_default_kernels_and_says_
     res = CliRunner().invoke(app, [*args, "--peaks", str(tmp_path)], env={"COLUMNS": "200"})
     assert res.exit_code == 2 and f"--peaks {tmp_path}: no peaks table there" in " ".join(res.output.split())
     assert len(list((tmp_path / "r").iterdir())) == 1
+
+
+def test_bench_error_takes_the_same_defaults_for_a_decode_shape(no_interpreter, tmp_path):
+    from typer.testing import CliRunner
+
+    from harness.cli import app
+
+    res = CliRunner().invoke(app, ["error", "--device", "cpu", "--seq-len-q", "1", "--seq-len-kv", "48", "--page-size",
+                                   "16", "--batch", "2", "--heads", "4", "--heads-kv", "2", "--head-dim", "16", "-i",
+                                   "gaussian:1"], env={"COLUMNS": "200"})
+    assert res.exit_code == 0, res.output
+    assert "sdpa-kvcache" in res.output and "sdpa-cpu" not in res.output
