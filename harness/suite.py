@@ -41,6 +41,7 @@ __all__ = [
     "device_kind",
     "default_kernels",
     "kernel_specs",
+    "workload_kernels",
     "machine_device",
     "default_seq_len",
     "attention_shape",
@@ -105,18 +106,64 @@ def machine_device() -> str:
     return "rocm:0" if getattr(torch.version, "hip", None) else "cuda:0"
 
 
-def default_kernels(device: str) -> tuple[str, ...]:
-    """The kernels a run times when none is named: the device's own SDPA back-ends."""
-    return _KERNELS[device_kind(device)]
+def default_kernels(device: str, shapes: Sequence[AttentionShape] = ()) -> tuple[str, ...]:
+    """The kernels a run times when none is named: the device's own SDPA back-ends for dense self-attention, and for a
+    serving workload (decode, paged, windowed, varlen: `AttentionShape.features`) the bundled kernels that compute it
+    (`workload_kernels`)."""
+    return workload_kernels(device, shapes)[0]
 
 
-def kernel_specs(names: Sequence[str], *, device: str, layout: str | None = None,
-                 gqa: str | None = None) -> tuple[str, ...]:
-    """The kernels a run names (or the device's defaults), with `--layout` / `--gqa` applied to the plain
-    callables among them (`module:function`, `file.py:function`)."""
+# The bundled kernels that compute every serving workload, by device kind; the Triton ones only where they run.
+_WORKLOAD_KERNELS = {"cpu": ("sdpa-kvcache",), "rocm": ("sdpa-kvcache",), "cuda": ("sdpa-kvcache",)}
+_SPLITKV_MAX_QUERIES = 16  # kernels_under_test.decode.SPLITKV_MAX_QUERIES, read without importing the kernels
+
+
+def _triton_runs_on(kind: str) -> bool:
+    """Triton is installed and runs on this kind of device (on the CPU only in its interpreter)."""
+    import importlib.util
+    import os
+
+    if importlib.util.find_spec("triton") is None:
+        return False
+    return kind == "cuda" or (kind == "cpu" and os.environ.get("TRITON_INTERPRET") == "1")
+
+
+def _pow2(n: int) -> bool:
+    return n >= 16 and n & (n - 1) == 0
+
+
+def workload_kernels(device: str, shapes: Sequence[AttentionShape] = ()) -> tuple[tuple[str, ...], str]:
+    """(the default kernels, why those): a run of dense self-attention gets the device's SDPA back-ends; one whose
+    shapes ask for more (S_q < S_kv, a page table, a window, lengths) the bundled kernels that compute all of them:
+    sdpa-kvcache, triton-splitkv where it runs (Triton there; at most 16 queries a sequence; power-of-two head dims),
+    triton-mla for MLA's latent cache (`--mla`).
+
+    >>> from harness.inputs import AttentionShape
+    >>> workload_kernels("rocm:0", [AttentionShape(batch=2, heads_q=4, heads_kv=2, seq_len=1, seq_len_kv=64,
+    ...                                            head_dim_qk=64, page_size=16)])
+    (('sdpa-kvcache',), 'the bundled kernels that compute a decode, paged workload on rocm')
+    """
+    kind = device_kind(device)
+    features = sorted(set().union(*(s.features() for s in shapes))) if shapes else []
+    if not features:
+        return _KERNELS[kind], f"the SDPA back-ends of {kind}"
+    picked = list(_WORKLOAD_KERNELS[kind])
+    if _triton_runs_on(kind) and all(s.seq_len <= _SPLITKV_MAX_QUERIES for s in shapes):
+        if all(s.latent_kv and _pow2(s.head_dim_v) and _pow2(s.head_dim_qk - s.head_dim_v) and s.heads_kv == 1
+               for s in shapes):
+            picked.insert(0, "triton-mla")
+        elif not any(s.latent_kv for s in shapes) and all(_pow2(s.head_dim_qk) and _pow2(s.head_dim_v) for s in shapes):
+            picked.append("triton-splitkv")
+    return tuple(picked), f"the bundled kernels that compute a {', '.join(features)} workload on {kind}"
+
+
+def kernel_specs(names: Sequence[str], *, device: str, layout: str | None = None, gqa: str | None = None,
+                 shapes: Sequence[AttentionShape] = ()) -> tuple[str, ...]:
+    """The kernels a run names (or the defaults for the device and the workload of `shapes`), with `--layout` /
+    `--gqa` applied to the plain callables among them (`module:function`, `file.py:function`)."""
     from harness.kernels import apply_options
 
-    return apply_options(tuple(names) or default_kernels(device), layout=layout, gqa=gqa)
+    return apply_options(tuple(names) or default_kernels(device, shapes), layout=layout, gqa=gqa)
 
 
 def default_seq_len(device: str, *, model: bool) -> int:
@@ -499,9 +546,9 @@ def sustained_protocol(*, quick: bool = False, repeats: int | None = None, windo
 
 def sustained_config(*, kernels: Sequence[str] = (), inputs: Sequence[InputSpec], device: str,
                      protocol: SustainedProtocol, **settings) -> RunConfig:
-    """The RunConfig of a sustained run: the named kernels, or the device's defaults."""
-    return RunConfig(kernels=kernel_specs(kernels, device=device), inputs=tuple(inputs), device=device,
-                     protocol=protocol, **settings)
+    """The RunConfig of a sustained run: the named kernels, or the defaults for the device and the inputs' workload."""
+    return RunConfig(kernels=kernel_specs(kernels, device=device, shapes=[i.shape for i in inputs]),
+                     inputs=tuple(inputs), device=device, protocol=protocol, **settings)
 
 
 # The second correct BF16 kernel of `bench error --model` (the noise floor), by device: the first of these

@@ -64,9 +64,16 @@ def _shape_key(row: dict) -> tuple:
 
 
 def shape_text(row: dict) -> str:
-    """`B=1 H=32/32 S=16384 d=128/128 causal bf16`: what a time ratio is only meaningful within."""
-    return (f"B={row['batch']} H={row['heads_q']}/{row['heads_kv']} S={row['seq_len']} "
-            f"d={row['head_dim_qk']}/{row['head_dim_v']} {'causal' if row['causal'] else 'non-causal'} "
+    """`B=1 H=32/32 S=16384 d=128/128 causal bf16`: what a time ratio is only meaningful within. A serving workload
+    names what it asks beyond that: `B=16 H=32/8 S_q=1 S_kv=32768 d=128/128 causal page=16 bf16` (decode against a
+    cache of 32768 keys in pages of 16), `window=W`, `varlen=HOW` (S_kv then the longest sequence)."""
+    s_kv = row.get("seq_len_kv") or row["seq_len"]  # rows written before v5 are self-attention
+    seq = (f"S={row['seq_len']}" if s_kv == row["seq_len"] and not row.get("varlen")
+           else f"S_q={row['seq_len']} S_kv={s_kv}")
+    work = "".join(f" {name}={row[c]}" for c, name in (("window", "window"), ("page_size", "page"), ("varlen", "varlen"))
+                   if row.get(c) is not None)
+    return (f"B={row['batch']} H={row['heads_q']}/{row['heads_kv']} {seq} "
+            f"d={row['head_dim_qk']}/{row['head_dim_v']} {'causal' if row['causal'] else 'non-causal'}{work} "
             f"{_shape_key(row)[0]}")
 
 

@@ -127,7 +127,7 @@ def report(
                 console.print(section.text, highlight=False)
         for path in write_report(rep, html=html, md=md):
             console.print(f"wrote {path}", highlight=False)
-        export(console, figures, run_figures(rep.summary, path=run))
+        export(console, figures, run_figures(rep.summary, path=run, read_roof=rep.read_roof))
 
 
 @with_options(sources=SOURCES, shape=SHAPE, record=RECORD, isolate=ISOLATE)
@@ -155,7 +155,8 @@ def burst(
         device = sources["device"]
         dims = attention_shape(shape_args(shape), device=device)
         config = BurstConfig(
-            kernels=kernel_specs(sources["kernel"], device=device, layout=sources["layout"], gqa=sources["gqa"]),
+            kernels=kernel_specs(sources["kernel"], device=device, layout=sources["layout"], gqa=sources["gqa"],
+                                 shapes=[dims]),
             inputs=synthetic_specs(sources["input_"] or BURST_INPUTS, shape=dims, dtype=shape["dtype"],
                                    seed=shape["seed"]),
             device=device, telemetry=record["telemetry"], results_dir=record["results"], run_name=record["name"],

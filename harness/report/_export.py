@@ -52,11 +52,16 @@ def provenance(info: dict, *, path=None) -> dict:
     return out
 
 
-def sustained_figures(aggregates: list[dict]) -> list[dict]:
-    """One row per input x kernel (medians over repeats): the figures of `sustained_tables` / `run_tables`."""
+def sustained_figures(aggregates: list[dict], *, read_roof=None) -> list[dict]:
+    """One row per input x kernel (medians over repeats): the figures of `sustained_tables` / `run_tables`;
+    `read_roof` (the run's measured read stream, `harness.profiling.Roof`) adds each row's share of it."""
+    from harness.analysis import shape_text
+    from harness.report._tables import read_roof_share
+
     rows = []
     for a in aggregates:
         timed = bool(a.get("repeats"))
+        share = read_roof_share(a, read_roof)
         rows.append({
             "input": a["input_label"], "kernel": a["kernel"], "config_index": a.get("config_index"),
             "timed": timed, "repeats": a.get("repeats") or 0, "unsettled_repeats": a.get("unsettled") or 0,
@@ -70,6 +75,9 @@ def sustained_figures(aggregates: list[dict]) -> list[dict]:
             "board_power_w": a.get("power_w"), "energy_per_launch_j": a.get("energy_per_launch_j"),
             "energy_per_launch_from_power_j": a.get("energy_per_launch_from_power_j"),
             "tflop_per_s": a.get("tflops"), "tflop_per_j": a.get("tflop_per_j"),
+            # the traffic: the workload's least bytes per call, GB/s, and the share of the run's read roof
+            "bytes_per_launch": a.get("bytes_per_launch"), "gb_per_s": a.get("gb_per_s"),
+            "read_roof_pct": _scaled(share, 100), "read_roof_gb_per_s": _scaled(read_roof.value, 1e-9) if share else None,
             "flop_per_cycle_per_sm": a.get("flop_per_cycle_per_sm"),
             "power_limited_pct": _scaled(a.get("power_limited_frac"), 100),
             "thermal_limited_pct": _scaled(a.get("thermal_limited_frac"), 100),
@@ -81,6 +89,7 @@ def sustained_figures(aggregates: list[dict]) -> list[dict]:
             "seq_len_q": a.get("seq_len"), "seq_len_kv": a.get("seq_len_kv") or a.get("seq_len"),
             "head_dim_qk": a.get("head_dim_qk"), "head_dim_v": a.get("head_dim_v"), "causal": a.get("causal"),
             "window": a.get("window"), "page_size": a.get("page_size"), "varlen": a.get("varlen"),
+            "shape": shape_text(a) if a.get("batch") is not None else None,
             "repeat_times_ms": [t * 1e-6 for t in a.get("repeat_times_ns") or ()],
             **{k: a.get(k) for k in ("gate_max_abs_diff", "gate_snr_db", "gate_max_ratio", "gate_rms_ratio",
                                      "gate_reference")},
@@ -158,10 +167,10 @@ def figures_document(*, command: str, runs: list[dict], tables: dict[str, list[d
             "verdict": verdict}
 
 
-def run_figures(summary, *, path=None, command: str = "report") -> dict:
-    """The figures of one run's report (an `analysis.RunSummary`): its sustained table, the inputs compared,
-    burst figures where there are any."""
-    tables = {"sustained": sustained_figures(summary.sustained)}
+def run_figures(summary, *, path=None, command: str = "report", read_roof=None) -> dict:
+    """The figures of one run's report (an `analysis.RunSummary`): its sustained table (with each row's share of
+    `read_roof`, the run's measured read stream), the inputs compared, burst figures where there are any."""
+    tables = {"sustained": sustained_figures(summary.sustained, read_roof=read_roof)}
     if summary.inputs.rows:
         tables["inputs"] = comparison_figures(summary.inputs)
     if summary.kernels is not None and summary.kernels.rows:

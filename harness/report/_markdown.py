@@ -11,7 +11,8 @@ import json
 from dataclasses import dataclass, field
 
 from harness.analysis import ratio_text as _ratio, resolution_text
-from harness.report._tables import HEADERS as H, fmt, tflops
+from harness.report._tables import HEADERS as H, fmt, tflops, traffic_caption, traffic_cells
+from harness.report._terminal import PROSE
 
 __all__ = [
     "Figure",
@@ -93,7 +94,13 @@ class ReportTable:
         e = _html.escape
         # Trailing prose (limiter, verdict) keeps a readable width: squeezed beside nowrap numbers, its header
         # stood a dozen lines tall (the H200 fixture's decomposition table).
-        cls = [' class="prose"' if i >= len(self.columns) - self.text_tail else '' if self._left(i) else ' class="num"'
+        # Key columns (a kernel's or an input's name) never wrap: a browser breaks "sdpa-kvcache-cudnn" at its hyphens
+        # in a wide table otherwise. Prose among them (a provenance value) may.
+        def key(i):
+            prose = self.columns[i] in PROSE or self.columns[i] in self.prose_columns
+            return ' class="key"' if i > 0 and not prose else ''
+
+        cls = [' class="prose"' if i >= len(self.columns) - self.text_tail else key(i) if self._left(i) else ' class="num"'
                for i in range(len(self.columns))]
         head = "".join(f"<th{cls[i]}>{e(c)}</th>" for i, c in enumerate(self.columns))
         body = "".join("<tr>" + "".join(f"<td{cls[i]}>{e(c)}</td>" for i, c in enumerate(r)) + "</tr>"
@@ -169,8 +176,9 @@ def comparison_tables(cmp, *, title: str = "B vs A", input_columns: tuple[str, s
     )]
 
 
-def run_tables(summary) -> list[ReportTable]:
-    """Per kernel x input figures (medians over repeats), then what was not timed."""
+def run_tables(summary, *, read_roof=None) -> list[ReportTable]:
+    """Per kernel x input figures (medians over repeats), then what was not timed; `read_roof` (the run's measured
+    read stream, a `harness.profiling.Roof`) sets each row's GB/s against it."""
     timed = [a for a in summary.sustained if a.get("repeats")]
     ref = summary.reference_inputs
     tag = {a["input_label"]: (" (ref)" if a["input_label"] in ref else "") for a in timed}
@@ -195,15 +203,16 @@ def run_tables(summary) -> list[ReportTable]:
                      "busy time / window wall time"),
         ))
         tables.append(ReportTable(
-            title="Sustained: power, energy and limiter", text_tail=1,
+            title="Sustained: power, energy, traffic and limiter", text_tail=1,
             columns=tuple(H[k] for k in ("input", "kernel", "board_power_w", "energy_per_launch_j",
-                                         "energy_per_launch_from_power_j", "tflop_per_s", "tflop_per_j",
+                                         "energy_per_launch_from_power_j", "bytes_per_launch", "gb_per_s",
+                                         "read_roof_pct", "tflop_per_s", "tflop_per_j",
                                          "flop_per_cycle_per_sm", "power_limited_pct", "thermal_limited_pct",
                                          "temp_max_c", "limiters")),
             rows=tuple((
                 a["input_label"] + tag[a["input_label"]], a["kernel"], fmt(a.get("power_w"), ".0f"),
                 fmt(a.get("energy_per_launch_j"), ".4g"), fmt(a.get("energy_per_launch_from_power_j"), ".4g"),
-                tflops(a.get("tflops")), fmt(a.get("tflop_per_j"), ".3f"),
+                *traffic_cells(a, read_roof), tflops(a.get("tflops")), fmt(a.get("tflop_per_j"), ".3f"),
                 fmt(a.get("flop_per_cycle_per_sm"), ".0f"),
                 fmt(a.get("power_limited_frac"), ".0f", scale=100, suffix=" %"),
                 fmt(a.get("thermal_limited_frac"), ".0f", scale=100, suffix=" %"), fmt(a.get("temp_max_c"), ".0f"),
@@ -211,7 +220,7 @@ def run_tables(summary) -> list[ReportTable]:
             ) for a in timed),
             caption=("J/launch: from the board's energy counter over the window; J/launch (W x t): from mean power x "
                      "time (both kept: they should agree); limited = share of window time the driver reported "
-                     "the limit"),
+                     "the limit; " + traffic_caption(read_roof)),
         ))
     failed = [a for a in summary.sustained if not a.get("repeats")]
     if failed:
@@ -352,11 +361,11 @@ def _inputs_text(cmp) -> str:
             f"{'in-band' if r.clock_source == 'inband' else 'NVML'}).")
 
 
-def run_sections(summary, *, figures: dict | None = None) -> list[Section]:
+def run_sections(summary, *, figures: dict | None = None, read_roof=None) -> list[Section]:
     """The report of one run as sections; `figures` maps a figure key to its `Figure` (none: tables only)."""
     figs = figures or {}
     pick = lambda *keys: tuple(figs[k] for k in keys if k in figs)  # noqa: E731
-    tables = run_tables(summary)
+    tables = run_tables(summary, read_roof=read_roof)
     sections = [Section(title="Sustained results", tables=tuple(t for t in tables if t.title != "Not timed"))]
     cmp = summary.inputs
     if cmp.rows:

@@ -121,7 +121,8 @@ def test_shape_difference_warns(commits):
     a, b = commits
     other = b.measurements.with_columns(pl.lit(8192).cast(pl.Int32).alias("seq_len"))
     (w,) = comparison_warnings(a, _with(b, measurements=other))
-    assert w.startswith("shapes differ: A has B=1 H=32/32 S=16384") and "S=8192" in w
+    # B's rows keep S_kv 16384 (schema v5): 8192 queries against 16384 keys, and the text says so
+    assert w.startswith("shapes differ: A has B=1 H=32/32 S=16384") and "S_q=8192 S_kv=16384" in w
 
 
 def test_t_quantile_matches_tables():
