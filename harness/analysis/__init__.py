@@ -23,13 +23,11 @@ from harness.analysis._compare import (
     captured_control_pairs,
     compare_measurements,
     compare_runs,
-    comparison_pilot,
     comparison_row,
     same_run,
-    sequential_plan,
     shape_text,
-    two_stage_pilot,
 )
+from harness.analysis._design import comparison_pilot, run_pilots, sequential_plan, two_stage_pilot
 from harness.analysis._parse import parse_kernel_pairs, parse_pairs, parse_threshold, parse_until_ci
 from harness.analysis._summary import RunSummary, aggregate_measurements, compare_inputs, compare_kernels, summarize_run
 from harness.analysis._decompose import Decomposition, decompose, geomean, limiter_label
@@ -139,6 +137,7 @@ __all__ = [
     "input_rows",
     "compare_measurements",
     "comparison_pilot",
+    "run_pilots",
     "sequential_plan",
     "compare_runs",
     "cv",

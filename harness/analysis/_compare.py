@@ -15,15 +15,14 @@ report figures are `_summary`'s.
 
 from __future__ import annotations
 
-import math
 from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
 from typing import Sequence
 
-from harness.analysis._caveats import protocol_of_run, rule_for, run_caveats, unsettled_caveat
+from harness.analysis._caveats import rule_for, run_caveats, unsettled_caveat
+from harness.analysis._design import run_pilots
 from harness.analysis._decompose import Ratio, VerdictRule, decompose, geomean, limiter_label
-from harness.analysis._interval import DEFAULT_THRESHOLD, OPEN
-from harness.analysis._tdist import t_quantile
+from harness.analysis._interval import DEFAULT_THRESHOLD, OPEN, between_runs_floor
 from harness.analysis._sequential import Plan
 from harness.errors import ResultsError
 
@@ -35,13 +34,10 @@ __all__ = [
     "ComparisonRow",
     "captured_control_pairs",
     "compare_measurements",
-    "comparison_pilot",
     "compare_runs",
     "comparison_row",
     "same_run",
-    "sequential_plan",
     "shape_text",
-    "two_stage_pilot",
 ]
 
 SUSTAINED_STATUSES = ("ok", "unsettled")  # rows with a timed sustained window
@@ -132,9 +128,7 @@ class Comparison:
     def floor(self) -> float | None:
         """Separate runs: the smallest threshold at which an A/A comparison can be called `same` however many
         repeats each run takes (the equivalence interval of the between-run variance alone); None otherwise."""
-        if not self.between_cv:
-            return None
-        return math.expm1(t_quantile(self.rule.level, 1e9) * math.sqrt(2) * math.log1p(self.between_cv))
+        return between_runs_floor(self.between_cv, level=self.rule.level) if self.between_cv else None
 
     def open_rows(self) -> tuple[ComparisonRow, ...]:
         """Rows a gate could not judge (`unresolved`, `too few repeats`): not a pass."""
@@ -366,34 +360,6 @@ def same_run(run_a, run_b) -> bool:
     return times(run_a) == times(run_b)
 
 
-def two_stage_pilot(info: dict) -> int | None:
-    """The pilot repeat count of an adaptive run (`until_ci` in its protocol), else None."""
-    protocol = protocol_of_run(info)
-    return protocol.get("repeats") if protocol.get("until_ci") else None
-
-
-def sequential_plan(info: dict) -> Plan | None:
-    """The looks of a run's interleaved comparisons: an adaptive run (`until_ci` in its protocol) took a pilot of
-    `repeats` pairs and planned look 2 at `max_repeats`; None for a fixed number of repeats (one look)."""
-    protocol = protocol_of_run(info)
-    n1, cap = protocol.get("repeats"), protocol.get("max_repeats")
-    if not protocol.get("until_ci") or not n1 or n1 < 2:
-        return None
-    return Plan(pilot=n1, total=cap if cap and cap > n1 else None)
-
-
-def comparison_pilot(info: dict, design: str):
-    """What `comparison_row`'s `pilot` is for comparisons within one run of this design (see `_pilots`)."""
-    return _pilots(info, info, design)
-
-
-def _pilots(info_a: dict, info_b: dict, design: str):
-    if design == "interleaved":  # interleaved runs of one session share their protocol
-        pa, pb = sequential_plan(info_a), sequential_plan(info_b)
-        return pa if pa == pb else None
-    return (two_stage_pilot(info_a), two_stage_pilot(info_b))
-
-
 def compare_runs(
     run_a,
     run_b,
@@ -426,6 +392,6 @@ def compare_runs(
     cmp = compare_measurements(
         run_a.measurements, run_b.measurements, pairs=pairs, rule=rule, name_a=f"A ({run_a.info['run_id']})",
         name_b=f"B ({run_b.info['run_id']})", max_clock_mhz=run_a.info.get("max_sm_clock_mhz"), design=design,
-        caveats=caveats, pilot=_pilots(run_a.info, run_b.info, design), between_cv=between,
+        caveats=caveats, pilot=run_pilots(run_a.info, run_b.info, design), between_cv=between,
     )
     return replace(cmp, same_code=same_code, between_source=source)

@@ -44,6 +44,7 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass, replace
+from statistics import NormalDist
 from typing import Sequence
 
 import numpy as np
@@ -51,7 +52,7 @@ import numpy as np
 from harness.analysis._sequential import Look, Plan, paired_look
 from harness.analysis._tdist import t_quantile, t_quantiles
 
-__all__ = ["BETWEEN_RUNS_CV", "DEFAULT_THRESHOLD", "FAILING", "INTERVAL_METHODS", "OPEN", "Ratio", "VERDICTS",
+__all__ = ["BETWEEN_RUNS_CV", "between_runs_floor", "DEFAULT_THRESHOLD", "FAILING", "INTERVAL_METHODS", "OPEN", "Ratio", "VERDICTS",
            "VERDICT_MEANING", "VerdictRule", "classify", "judge", "paired_decision", "percent", "ratio_from_look",
            "ratio_interval", "stein_total", "t_quantile", "welch"]
 
@@ -206,6 +207,12 @@ def _pilot(n: int, pilot: int | None) -> int:
 def _bounds(centre: float, se: float, crit: float, crit_eq: float) -> dict:
     return dict(low=math.exp(centre - crit * se), high=math.exp(centre + crit * se),
                 eq_low=math.exp(centre - crit_eq * se), eq_high=math.exp(centre + crit_eq * se))
+
+
+def between_runs_floor(cv: float, *, level: float = 0.95) -> float:
+    """The smallest threshold a comparison of two separate runs can call `same`, however many repeats each takes:
+    the equivalence half-width of the between-run variance alone, z(level) x sqrt(2) x log(1 + cv)."""
+    return math.expm1(NormalDist().inv_cdf(level) * math.sqrt(2) * math.log1p(cv))
 
 
 def ratio_interval(log_a: Sequence[float], log_b: Sequence[float], *, paired: bool = False, level: float = 0.95,

@@ -20,12 +20,11 @@ from harness.analysis._compare import (
     _timed,
     captured_control_pairs,
     compare_measurements,
-    comparison_pilot,
     comparison_row,
-    sequential_plan,
     shape_text,
 )
 from harness.analysis._decompose import limiter_label
+from harness.analysis._design import comparison_pilot, sequential_plan
 from harness.analysis._interval import VerdictRule
 from harness.errors import ResultsError
 

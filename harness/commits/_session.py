@@ -13,7 +13,6 @@ seed) and runs this same harness, whose synthetic inputs are drawn from a seeded
 from __future__ import annotations
 
 import json
-import math
 import os
 import queue
 import signal
@@ -27,14 +26,15 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Callable
 
-from harness.analysis import OPEN, Plan, VerdictRule, compare_runs, paired_decision
+from harness.analysis import OPEN, VerdictRule, compare_runs
 from harness.commits._git import Revision, check_clean, repo_root, resolve_revision, worktrees
+from harness.commits._schedule import look_one, measure_timeout, next_pair_fits, pair_order, plan_text
 from harness.commits._result import CommitComparison, CommitsResult, RevisionRun
 from harness.config import SustainedProtocol
 from harness.errors import ConfigError, HarnessError, KernelError
 from harness.inputs import InputSpec
 
-__all__ = ["CommitsConfig", "compare_commits", "next_pair_fits", "WorkerError", "Terminated"]
+__all__ = ["CommitsConfig", "compare_commits", "WorkerError", "Terminated"]
 
 
 class WorkerError(KernelError):
@@ -207,53 +207,6 @@ def _harness_root() -> Path:
     return Path(harness.__file__).resolve().parent.parent
 
 
-def _measure_timeout(p: SustainedProtocol) -> float:
-    # A repeat is idle + warm-in (capped) + window; the rest covers launch estimation and slow first chunks.
-    return p.idle_before_config_s + p.warmin_cap_s + p.window_s + 300.0
-
-
-def _order(n: int, rep: int) -> list[int]:
-    return [(i + rep) % n for i in range(n)]
-
-
-def _plan(p: SustainedProtocol) -> str:
-    if p.until_ci is None:
-        return f"{p.repeats} interleaved repeat(s), one look"
-    return (f"a pilot of {p.repeats} interleaved pairs (look 1), then only if a revision is unresolved there, "
-            f"pairs up to {p.max_repeats} (look 2)")
-
-
-def _look_one(times: dict[int, list[float]], config: CommitsConfig) -> list[str]:
-    """Look 1's verdict of every later revision against the first, on the pilot's pairs (what decides whether
-    look 2 is needed: `harness.analysis.paired_decision`, the procedure the final rows use)."""
-    p = config.protocol
-    rule = config.rule or VerdictRule()
-    plan = Plan(pilot=p.repeats, total=p.max_repeats if p.max_repeats and p.max_repeats > p.repeats else None)
-    out = []
-    for i in range(1, len(times)):
-        k = min(len(times[0]), len(times[i]), p.repeats)
-        if k < 2:
-            out.append("too few repeats")  # a revision lost its pilot repeats: its row says why
-            continue
-        diffs = [math.log(b) - math.log(a) for a, b in zip(times[0][:k], times[i][:k])]
-        look, verdict = paired_decision(diffs, Plan(pilot=k, total=plan.total if plan.total and plan.total > k
-                                                   else None), rule)
-        half = math.expm1(float(look.crit) * float(look.se))
-        wide = config.width_target is not None and not half <= config.width_target
-        out.append("unresolved" if wide else str(verdict[()]))
-    return out
-
-
-def next_pair_fits(elapsed_s: float, pairs_done: int, max_time_s: float | None) -> bool:
-    """Whether one more interleaved pair, as long as the mean of those done so far, ends within `max_time_s`.
-
-    Stein's interval stays exact under this stop: the pilot (always taken whole) alone sets its width's
-    variance, and a stop by the clock does not look at the second stage's times."""
-    if max_time_s is None or pairs_done == 0:
-        return True
-    return elapsed_s + elapsed_s / pairs_done <= max_time_s
-
-
 def _same_commit(a: Revision, b: Revision) -> str:
     if a.commit != b.commit:
         return ""
@@ -305,14 +258,14 @@ def compare_commits(config: CommitsConfig, *, on_message: Callable[[str], None] 
                 if msg["event"] == "done":
                     why = "; ".join(msg.get("messages") or []) or "no repeat was timed"
                     raise WorkerError(f"Kernel {config.kernel!r} at revision {w.revision.describe()} was not timed: {why}")
-            on_message(f"all {len(workers)} revisions ready; timing {_plan(config.protocol)}")
-            timeout = _measure_timeout(config.protocol)
+            on_message(f"all {len(workers)} revisions ready; timing {plan_text(config.protocol)}")
+            timeout = measure_timeout(config.protocol)
             times: dict[int, list[float]] = {i: [] for i in range(len(workers))}
 
             def one_repeat(rep: int, *, asked: bool) -> None:
                 # The revisions' order alternates from repeat to repeat (A B, B A, ...), so a drift within a
                 # repeat adds noise to the paired differences instead of a bias.
-                for i in _order(len(workers), rep):
+                for i in pair_order(len(workers), rep):
                     w = workers[i]
                     if asked:
                         w.expect(("more",), timeout=timeout, on_message=on_message)
@@ -332,7 +285,7 @@ def compare_commits(config: CommitsConfig, *, on_message: Callable[[str], None] 
             total = config.protocol.repeats
             timed_out, looked = False, []
             if config.protocol.until_ci is not None:
-                looked = _look_one(times, config)
+                looked = look_one(times, config.protocol, config.rule, config.width_target)
                 open_ = [workers[i + 1].revision.describe() for i, v in enumerate(looked) if v in OPEN]
                 cap = config.protocol.max_repeats
                 if not open_ or cap <= total:

@@ -1,5 +1,6 @@
-"""The pytest plugin's `--sustained-compare-fail`: each test's repeats against the saved benchmark's, judged by the
-one interval procedure (`harness.analysis.comparison_row`) and rendered as `bench compare` renders a row.
+"""What the pytest plugin prints: each test's line in the `sustained` summary, and `--sustained-compare-fail`: each
+test's repeats against the saved benchmark's, judged by the one interval procedure
+(`harness.analysis.comparison_row`) and gate (`gate_outcome`), and rendered as `bench compare` renders a row.
 
 The rows are what the sustained fixture stores in pytest-benchmark's `extra_info["repeats_rows"]` (one dict per
 repeat: time, clocks, power, limiter fields).
@@ -7,9 +8,25 @@ repeat: time, clocks, power, limiter fields).
 
 from __future__ import annotations
 
-from harness.analysis import Comparison, comparison_row, gate_outcome, row_sentence, rule_for
+from pathlib import Path
 
-__all__ = ["saved_comparison"]
+from harness.analysis import (
+    Comparison,
+    comparison_row,
+    gate_outcome,
+    limiter_label,
+    median,
+    row_sentence,
+    rule_for,
+    run_caveats,
+)
+
+__all__ = ["REPEAT_FIELDS", "fixture_extra_info", "saved_commit_text", "saved_comparison", "summary_line"]
+
+# What --sustained-compare-fail (and `bench compare`) judge: one row per repeat, in repeat order, in extra_info.
+REPEAT_FIELDS = ("repeat", "status", "time_ns", "inband_clock_mhz", "sm_clock_mhz", "power_w", "power_limited_frac",
+                  "thermal_limited_frac", "reason_names")
+
 
 
 def saved_comparison(lines: list, saved: dict, *, rule, threshold: float, unresolved: str = "fail",
@@ -45,3 +62,61 @@ def saved_comparison(lines: list, saved: dict, *, rule, threshold: float, unreso
                            "with per-repeat rows"), True
     outcome = gate_outcome(cmp, threshold=threshold, unresolved=unresolved)
     return sentences, outcome.line, outcome.exit_code != 0
+
+
+def saved_commit_text(now: dict, saved: list[dict]) -> str:
+    """Why the saved benchmarks and this session are the same code, else "": pytest-benchmark's commit_info of this
+    session (`now`) and of every saved file compared, all one clean commit.
+
+    >>> saved_commit_text({"id": "abc123", "dirty": False}, [{"id": "abc123", "dirty": False}])[:60]
+    'the saved benchmarks and this session ran the same commit (a'
+    >>> saved_commit_text({"id": "abc123", "dirty": True}, [{"id": "abc123", "dirty": False}])
+    ''
+    """
+    infos = [now, *saved]
+    if not saved or any(i.get("dirty") or not i.get("id") for i in infos) or len({i["id"] for i in infos}) != 1:
+        return ""
+    return (f"the saved benchmarks and this session ran the same commit ({now['id'][:12]}): an A/A check of the "
+            f"noise, and no gate fails on it")
+
+
+def _fmt(value, spec: str, unit: str = "") -> str:
+    return f"-{unit}" if value is None else f"{value:{spec}}{unit}"
+
+
+def summary_line(nodeid: str, extra: dict) -> str:
+    """One test's sustained figures on one line (never wrapped: pytest writes it as is)."""
+    clock = extra.get("clock_mhz")
+    return (f"{nodeid}: {_fmt(extra.get('time_ns') and extra['time_ns'] / 1e6, '.4f', ' ms')}, clock "
+            f"{_fmt(clock, '.0f', ' MHz')} ({extra.get('clock_source')}; SMI {_fmt(extra.get('sm_clock_mhz'), '.0f')}, "
+            f"in-band {_fmt(extra.get('inband_clock_mhz'), '.0f')}), "
+            f"{_fmt(extra.get('cycles_per_launch') and extra['cycles_per_launch'] / 1e6, '.3f', ' Mcycles')}, "
+            f"{_fmt(extra.get('power_w'), '.0f', ' W')}, limiter {extra.get('limiter') or '-'}, "
+            f"{extra.get('protocol')}, run {extra.get('harness_run_dir')}")
+
+
+def fixture_extra_info(rows: list[dict], info: dict, spec, kernel, run_dir: Path, protocol, quick: bool, *,
+                       stats_note: str) -> dict:
+    """The sustained figures pytest-benchmark has no field for: medians over repeats, plus provenance."""
+    def med(key):
+        return median([r.get(key) for r in rows])
+
+    inband, nvml = med("inband_clock_mhz"), med("sm_clock_mhz")
+    return {
+        "harness_run_dir": str(run_dir), "kernel": kernel.name, "kernel_source": kernel.source,
+        "input": spec.label, "shape": spec.shape.label(), "dtype": spec.dtype, "device": info.get("device_kind"),
+        "device_name": info.get("device_name"), "telemetry": info.get("telemetry_backend"),
+        "protocol": "quick (not sustained figures)" if quick else "sustained", "repeats": len(rows),
+        "window_s": protocol.window_s, "time_ns": med("time_ns"),
+        "sm_clock_mhz": nvml, "inband_clock_mhz": inband,
+        "clock_mhz": inband if inband is not None else nvml,
+        "clock_source": "inband" if inband is not None else ("nvml" if nvml is not None else "none"),
+        "cycles_per_launch": med("cycles_per_launch"), "cycles_clock": rows[0].get("cycles_clock") or "none",
+        "power_w": med("power_w"), "energy_per_launch_j": med("energy_per_launch_j"), "temp_max_c": med("temp_max_c"),
+        "limiter": limiter_label(rows, max_clock_mhz=info.get("max_sm_clock_mhz")),
+        "power_limited_frac": med("power_limited_frac"), "settled_after_s": med("settled_after_s"),
+        "unsettled_repeats": sum(r["status"] == "unsettled" for r in rows), "tflops": med("tflops"),
+        "stats_note": stats_note, "caveats": list(run_caveats(info)),
+        # What --sustained-compare-fail (and `bench compare`) judge: one row per repeat, in repeat order.
+        "repeats_rows": [{k: r.get(k) for k in REPEAT_FIELDS} for r in sorted(rows, key=lambda r: r["repeat"])],
+    }

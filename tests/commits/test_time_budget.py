@@ -3,7 +3,7 @@
 import pytest
 
 from harness.commits import CommitsConfig
-from harness.commits._session import next_pair_fits
+from harness.commits._schedule import next_pair_fits
 from harness.config import SustainedProtocol
 from harness.errors import ConfigError
 from harness.inputs import AttentionShape, InputSpec
