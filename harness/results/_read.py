@@ -8,7 +8,7 @@ from pathlib import Path
 from harness.errors import ResultsError
 from harness.results._schema import MIGRATIONS, OPTIONAL_TABLES, SCHEMA_VERSION, TABLES, table_schema
 
-__all__ = ["Run", "part_files", "read_run", "read_run_rows", "read_rows", "read_table", "resolve_run"]
+__all__ = ["Run", "part_files", "read_file", "read_run", "read_run_rows", "read_rows", "read_table", "resolve_run"]
 
 
 @dataclass(frozen=True, eq=False)
@@ -95,6 +95,12 @@ def _read_arrow(path: Path, table: str):
     if missing:
         raise ResultsError(f"{path} lacks columns {missing} of the {table} table; the file is not a harness result.")
     return arrow.select(want.names).cast(want)
+
+
+def read_file(path: Path, table: str):
+    """One Parquet file of `table` as a pyarrow Table of the current schema: its version checked, migrated when
+    older, refused when newer (pyarrow only). The history store reads its nights with it."""
+    return _read_arrow(Path(path), table)
 
 
 def _never_written(run_dir: Path, table: str) -> bool:
