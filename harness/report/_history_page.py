@@ -1,0 +1,231 @@
+"""The history dashboard: one self-contained HTML page (`bench history DIR --html OUT/`), in the run report's style.
+
+On top the last night's verdict, then the change points and events, then one trend plot per series: time with
+its nightly band, cycles, clock, board power and energy per launch over the nights, sharing the night axis, with
+each change point drawn across the panels (red a regression, green an improvement, orange the machine, grey
+dashed an event) and each event marked on top. The plots are inline SVG, drawn here, not matplotlib PNGs: they
+stay sharp at any zoom, a page of 50 series x 1,000 nights stays under a few MB, and a change point's tooltip
+(its size, attribution, events and commit range) is the SVG's own <title>, which needs no script. A small script
+adds the night under the pointer (date, commit, figures); `#s3:n120` in the address pins series 3's night n120
+(a link to one night, and how the committed screenshots show a tooltip).
+"""
+
+from __future__ import annotations
+
+import html as _html
+import json
+import math
+
+from harness.report._history import history_tables, night_date, verdict_line
+from harness.report._html import _CSS
+
+__all__ = ["history_page"]
+
+_E = _html.escape
+_W, _LEFT, _RIGHT = 1240, 58, 44
+_PANELS = (("time", 1e-6, "time ms", 120, "#1f77b4"), ("cycles", 1e-6, "Mcycles", 70, "#2ca02c"),
+           ("clock", 1.0, "clock MHz", 70, "#9467bd"), ("power", 1.0, "board W", 52, "#ff7f0e"),
+           ("energy", 1e3, "mJ/launch", 52, "#8c564b"))
+_GAP, _TOP = 10, 16
+_KIND = {"regression": "#d62728", "improvement": "#2ca02c", "machine": "#ff7f0e", "event": "#7f7f7f"}
+_VERDICT = {"pass": "#2e7d32", "fail": "#c62828", "not judged": "#8d6e00", "not comparable": "#c62828"}
+_CSS_MORE = """
+.verdict{border:2px solid;padding:8px 12px;margin:12px 0;font-size:15px}.verdict b{font-size:17px}
+svg.trend{display:block;max-width:100%;height:auto;margin:4px 0 2px}svg text{font:11px system-ui,sans-serif;fill:#444}
+.tip{position:absolute;pointer-events:none;background:#fff;border:1px solid #999;padding:4px 7px;font-size:12px;
+white-space:pre;box-shadow:1px 1px 3px #0003;display:none;z-index:9}.seriesnav a{margin-right:10px;white-space:nowrap}
+td:not(.prose){white-space:nowrap}svg text.panel{font-weight:600;fill:#333}
+"""
+_SCRIPT = """
+(function(){const D=JSON.parse(document.getElementById('hdata').textContent);const tip=document.getElementById('tip');
+function show(svg,i,pin){const s=D.series[+svg.dataset.s],n=s.n[i],N=D.nights[n];const r=svg.getBoundingClientRect();
+const x=D.L+(D.W-D.L-D.R)*(D.N>1?n/(D.N-1):0.5);const f=(v,d)=>v==null?'-':v.toFixed(d);
+tip.textContent=N[0]+'  '+N[1]+'\\ncommit '+(D.commits[s.c[i]]||'-')+'\\ntime '+f(s.t[i],4)+' ms   cycles '+f(s.y[i],4)+' M   clock '+f(s.k[i],0)+' MHz'+(pin?'\\n(pinned by the address: #s'+svg.dataset.s+':'+N[0]+')':'');
+tip.style.display='block';tip.style.left=(window.scrollX+r.left+x*r.width/D.W+12)+'px';tip.style.top=(window.scrollY+r.top+8)+'px';}
+function near(s,n){let b=0;for(let j=0;j<s.n.length;j++){if(Math.abs(s.n[j]-n)<Math.abs(s.n[b]-n))b=j;}return b;}
+document.querySelectorAll('svg.trend').forEach(svg=>{svg.addEventListener('mousemove',e=>{const r=svg.getBoundingClientRect();
+const x=(e.clientX-r.left)*D.W/r.width;const n=Math.round((x-D.L)/(D.W-D.L-D.R)*(D.N-1));show(svg,near(D.series[+svg.dataset.s],n),false);});
+svg.addEventListener('mouseleave',()=>{tip.style.display='none';});});
+const m=location.hash.match(/^#s(\\d+):(.+)$/);if(m){const svg=document.querySelector('svg[data-s="'+m[1]+'"]');
+const n=D.nights.findIndex(x=>x[0]===decodeURIComponent(m[2]));if(svg&&n>=0){svg.scrollIntoView();show(svg,near(D.series[+m[1]],n),true);}}})();
+"""
+
+
+def _fmt(v: float) -> str:
+    return f"{v:.1f}".rstrip("0").rstrip(".")
+
+
+def _path(points) -> str:
+    """One SVG path through (x, y) points (None breaks it), in relative steps: a fifth of absolute coordinates."""
+    out, prev = [], None
+    for p in points:
+        if p is None:
+            prev = None
+            continue
+        x, y = round(p[0], 1), round(p[1], 1)
+        if prev is None:
+            out.append(f"M{_fmt(x)} {_fmt(y)}")
+        else:
+            dx, dy = round(x - prev[0], 1), round(y - prev[1], 1)
+            out.append(f"l{_fmt(dx)} {_fmt(dy)}")
+        prev = (x, y)
+    return "".join(out)
+
+
+def _band_path(xs, bands, ymap) -> str:
+    """Filled polygons of the bands (upper edge forward, lower back), one per run of nights that have one."""
+    polys, run = [], []
+    for x, b in zip(xs, bands):
+        if b is None:
+            if len(run) > 1:
+                polys.append(run)
+            run = []
+        else:
+            run.append((x, ymap(b[1]), ymap(b[0])))
+    if len(run) > 1:
+        polys.append(run)
+    return "".join(_path([(x, hi) for x, hi, _ in poly] + [(x, lo) for x, _, lo in reversed(poly)]) + "z"
+                   for poly in polys)
+
+
+def _ticks(lo: float, hi: float, n: int = 3) -> list[float]:
+    span = hi - lo
+    if span <= 0:
+        return [lo]
+    step = 10 ** math.floor(math.log10(span / n))
+    for m in (1, 2, 5, 10):
+        if span / (step * m) <= n + 1:
+            step *= m
+            break
+    first = math.ceil(lo / step) * step
+    return [first + i * step for i in range(int((hi - first) / step) + 1)]
+
+
+def _label(v: float, step: float) -> str:
+    digits = max(0, -math.floor(math.log10(step))) if step > 0 else 0
+    return f"{v:.{min(digits, 4)}f}"
+
+
+def _series_svg(k: int, s, analysis, xs_of) -> str:
+    nights = analysis.nights
+    xs = [xs_of(n) for n in s.nights]
+    height = _TOP + sum(p[3] for p in _PANELS) + _GAP * (len(_PANELS) - 1) + 26
+    out = [f"<svg class='trend' data-s='{k}' viewBox='0 0 {_W} {height}' width='{_W}' height='{height}' "
+           f"xmlns='http://www.w3.org/2000/svg'>"]
+    y0 = _TOP
+    panel_boxes = []
+    for metric, scale, label, h, color in _PANELS:
+        vals = [v * scale if v else None for v in s.values[metric]]
+        have = [v for v in vals if v is not None]
+        box = (y0, y0 + h)
+        panel_boxes.append(box)
+        out.append(f"<rect x='{_LEFT}' y='{y0}' width='{_W - _LEFT - _RIGHT}' height='{h}' fill='none' stroke='#ccc'/>")
+        if have:
+            lo, hi = min(have), max(have)
+            pad = (hi - lo) * 0.12 or abs(hi) * 0.002 or 1.0
+            lo, hi = lo - pad, hi + pad
+            ymap = lambda v, lo=lo, hi=hi, y0=y0, h=h: y0 + h - (v - lo) / (hi - lo) * h
+            ticks = _ticks(lo, hi, 3 if h > 60 else 2)
+            step = ticks[1] - ticks[0] if len(ticks) > 1 else abs(hi)
+            for t in ticks:
+                y = ymap(t)
+                out.append(f"<line x1='{_LEFT}' x2='{_W - _RIGHT}' y1='{y:.1f}' y2='{y:.1f}' stroke='#eee'/>"
+                           f"<text x='{_LEFT - 4}' y='{y + 4:.1f}' text-anchor='end'>{_label(t, step)}</text>")
+            clip = f"c{k}{metric}"
+            out.append(f"<clipPath id='{clip}'><rect x='{_LEFT}' y='{y0}' width='{_W - _LEFT - _RIGHT}' height='{h}'/>"
+                       f"</clipPath><g clip-path='url(#{clip})'>")
+            bands = [(b[0] * scale, b[1] * scale) if b else None for b in s.bands[metric]]
+            band = _band_path(xs, bands, ymap)
+            if band:
+                out.append(f"<path d='{band}' fill='{color}' fill-opacity='0.18' stroke='none'/>")
+            out.append(f"<path d='{_path([(x, ymap(v)) if v is not None else None for x, v in zip(xs, vals)])}' "
+                       f"fill='none' stroke='{color}' stroke-width='1.2'/>")
+            if vals[-1] is not None:
+                dot = _VERDICT.get(analysis.verdict.verdict, "#444") if s.verdict else color
+                out.append(f"<circle cx='{xs[-1]:.1f}' cy='{ymap(vals[-1]):.1f}' r='3' fill='{dot}'/>")
+            out.append("</g>")
+        out.append(f"<text class='panel' x='{_LEFT + 5}' y='{y0 + 12}' stroke='#fff' stroke-width='3' "
+                   f"paint-order='stroke'>{_E(label)}</text>")
+        y0 += h + _GAP
+    top, bottom = panel_boxes[0][0], panel_boxes[-1][1]
+    for c in s.change_points:
+        x, x_lo, x_hi = xs_of(c.night), xs_of(c.lo), xs_of(c.hi)
+        color = _KIND.get(c.kind, "#444")
+        title = (f"night {nights[c.night].label} ({night_date(nights[c.night])}): "
+                 + ", ".join(f"{m} {(r - 1) * 100:+.2f} %" for m, r in c.ratios.items() if r)
+                 + f"; found in {', '.join(c.found_in)}; attribution {c.attribution}; {c.kind}"
+                 + (f"; events: {'; '.join(c.events)}" if c.events else "")
+                 + f"; location nights {nights[c.lo].label}..{nights[c.hi].label}; commits {c.commit_range}"
+                 + (f"; {c.note}" if c.note else ""))
+        dash = " stroke-dasharray='4 3'" if c.kind == "event" else ""
+        out.append(f"<g><title>{_E(title)}</title>"
+                   f"<rect x='{x_lo - 1.5:.1f}' y='{top}' width='{x_hi - x_lo + 3:.1f}' height='{bottom - top}' "
+                   f"fill='{color}' fill-opacity='0.10'/>"
+                   f"<line x1='{x:.1f}' x2='{x:.1f}' y1='{top - 6}' y2='{bottom}' stroke='{color}' stroke-width='1.6'{dash}/>"
+                   f"<text x='{x + 3:.1f}' y='{top - 4}' fill='{color}'>{_E(nights[c.night].label)}</text></g>")
+    for e in s.events:
+        x = xs_of(e.night)
+        out.append(f"<g><title>{_E(f'event at night {nights[e.night].label} ({night_date(nights[e.night])}): {e.text()}')}"
+                   f"</title><path d='M{x:.1f} {top - 12}l5 5l-5 5l-5-5z' fill='#7f7f7f'/></g>")
+    ticks = sorted({round(i * (len(nights) - 1) / 6) for i in range(7)}) if len(nights) > 1 else [0]
+    for t in ticks:
+        x = xs_of(t)
+        out.append(f"<text x='{x:.1f}' y='{bottom + 16}' text-anchor='middle'>{_E(night_date(nights[t])[:10])}</text>")
+    out.append("</svg>")
+    return "".join(out)
+
+
+def _data(analysis) -> str:
+    commits: dict[str, int] = {}
+    series = []
+    for s in analysis.series:
+        cidx = [commits.setdefault(c[:10], len(commits)) if c else -1 for c in s.commits]
+        r = lambda vs, sc, d: [round(v * sc, d) if v else None for v in vs]
+        series.append({"n": s.nights, "c": cidx, "t": r(s.values["time"], 1e-6, 5), "y": r(s.values["cycles"], 1e-6, 5),
+                       "k": r(s.values["clock"], 1.0, 1)})
+    doc = {"W": _W, "L": _LEFT, "R": _RIGHT, "N": len(analysis.nights), "commits": list(commits),
+           "nights": [[n.label, night_date(n)] for n in analysis.nights], "series": series}
+    return json.dumps(doc, separators=(",", ":")).replace("</", "<\\/")
+
+
+def history_page(analysis, *, title: str = "Nightly history") -> str:
+    """The dashboard's HTML (see the module doc)."""
+    nights, v = analysis.nights, analysis.verdict
+    n = len(nights)
+    xs_of = lambda i: _LEFT + (_W - _LEFT - _RIGHT) * (i / (n - 1) if n > 1 else 0.5)
+    kernels = sum(1 for s in analysis.series if s.role == "kernel")
+    machines = _fingerprints(analysis)
+    header = (f"{analysis.path}: {n} nights" + (f" ({night_date(nights[0])} to {night_date(nights[-1])})" if n else "")
+              + f", {kernels} series and {len(analysis.series) - kernels} control(s); machine(s): "
+              + ("; ".join(machines) or "not recorded") + ". Verdicts: the last night against the last "
+              f"{v.wanted} comparable nights, {v.level:.0%} prediction intervals, threshold {v.threshold:.2%}.")
+    color = _VERDICT.get(v.verdict, "#444")
+    tables = history_tables(analysis)
+    out = ["<!DOCTYPE html><html><head><meta charset='utf-8'>", f"<title>{_E(title)}</title>",
+           f"<style>{_CSS}{_CSS_MORE}</style></head><body>", f"<h1>{_E(title)}</h1>",
+           f"<p class='header'>{_E(header)}</p>",
+           f"<div class='verdict' style='border-color:{color}'><b style='color:{color}'>{_E(verdict_line(analysis))}</b></div>",
+           f"<div class='scroll'>{tables[0].to_html()}</div>",
+           "<p class='header seriesnav'>" + "".join(f"<a href='#series{k}'>{_E(s.key)}</a>"
+                                                    for k, s in enumerate(analysis.series)) + "</p>",
+           "<h2>Change points</h2>", f"<div class='scroll'>{tables[1].to_html()}</div>" if tables[1].rows
+           else "<p>No change point.</p>",
+           "<h2>Events</h2>", tables[2].to_html() if tables[2].rows else "<p>No event: one machine, software and "
+                                                                         "protocol throughout.</p>",
+           "<h2>Series</h2>",
+           "<p class='caption'>Per night: the geometric mean over its repeats (line) and its 95 % band (shaded); the "
+           "last night's point in the verdict's colour. Change points: red a regression, green an improvement, "
+           "orange the machine (clock, no event recorded), grey dashed an event; the shade is where the change may "
+           "be; hover for its size, attribution, events and commit range. Diamonds on top: events.</p>"]
+    for k, s in enumerate(analysis.series):
+        verdict = f" — {s.verdict.verdict}: {s.verdict.sentence}" if s.verdict else ""
+        out.append(f"<h3 id='series{k}'>{_E(s.key)} <span class='caption'>({s.role}, {len(s.nights)} nights"
+                   f"{_E(verdict)})</span></h3>")
+        out.append(_series_svg(k, s, analysis, xs_of))
+    out += ["<div id='tip' class='tip'></div>", f"<script id='hdata' type='application/json'>{_data(analysis)}</script>",
+            f"<script>{_SCRIPT}</script>", "</body></html>"]
+    return "\n".join(out)
+
+
+def _fingerprints(analysis) -> list[str]:
+    return list(dict.fromkeys(m for s in analysis.series for m in s.machines))
