@@ -35,6 +35,10 @@ METRICS = {
     "energy": ("energy_per_launch_j", "energy_per_launch_j_repeats", 1e3, "energy (mJ / launch)"),
 }
 _STEPPED = ("time", "cycles", "clock")
+# the columns the analysis reads (the rest of a night's row is for the record)
+_COLUMNS = ("night", "night_started_at", "series", "role", "kernel", "input_label", "status", "time_ns",
+            "cycles_per_launch", "cycles_clock", "clock_mhz", "power_w", "energy_per_launch_j", "fingerprint", "software",
+            "protocol", "git_commit", "kernel_commit")
 _MERGE = 2  # steps of two figures within this many nights are one change
 NIGHT_EXIT = {"pass": 0, "fail": 1, "not judged": 0, "not comparable": 2}
 
@@ -118,20 +122,34 @@ class HistoryAnalysis:
     settings: dict
 
 
-def _band(reps, t_cache: dict):
-    vals = [v for v in reps or () if v and v > 0]
-    n = len(vals)
-    if n < 2:
-        return None
-    logs = [math.log(v) for v in vals]
-    m = sum(logs) / n
-    sd = math.sqrt(sum((x - m) ** 2 for x in logs) / (n - 1))
-    if n not in t_cache:
-        from harness.analysis import t_quantile
+def _bands(table, column: str) -> tuple[list, list]:
+    """Each row's 95 % t interval of the geometric mean of its repeats (`column`, a list column), as (lows, highs)
+    with None where a row has fewer than two repeats. Vectorized: a history of 50,000 rows takes milliseconds."""
+    import numpy as np
+    import pyarrow.compute as pc
 
-        t_cache[n] = t_quantile(0.975, n - 1)
-    h = t_cache[n] * sd / math.sqrt(n)
-    return math.exp(m - h), math.exp(m + h)
+    from harness.analysis import t_quantile
+
+    arr = table.column(column)
+    counts = pc.fill_null(pc.list_value_length(arr), 0).to_numpy(zero_copy_only=False).astype(np.int64)
+    values = pc.list_flatten(arr).to_numpy(zero_copy_only=False).astype(float)
+    with np.errstate(all="ignore"):
+        logs = np.log(np.where(values > 0, values, np.nan))
+    ok = np.isfinite(logs)
+    ends = np.cumsum(counts)
+    starts = ends - counts
+    cum = lambda x: np.concatenate([[0.0], np.cumsum(x)])
+    s1, s2, cn = cum(np.where(ok, logs, 0.0)), cum(np.where(ok, logs * logs, 0.0)), cum(ok.astype(float))
+    n = cn[ends] - cn[starts]
+    total = s1[ends] - s1[starts]
+    with np.errstate(all="ignore"):
+        mean = total / n
+        var = np.maximum((s2[ends] - s2[starts] - total * mean) / (n - 1), 0.0)
+        t = np.array([t_quantile(0.975, k - 1) if k >= 2 else np.nan for k in range(int(n.max(initial=0)) + 1)])
+        half = t[n.astype(int)] * np.sqrt(var / n)
+        lo, hi = np.exp(mean - half), np.exp(mean + half)
+    good = n >= 2
+    return (np.where(good, lo, np.nan).tolist(), np.where(good, hi, np.nan).tolist())
 
 
 def _diff(a: str | None, b: str | None) -> list[str]:
@@ -229,8 +247,8 @@ def analyze_history(history, *, threshold: float = 0.02, level: float = LEVEL, w
                     penalty: float = PENALTY) -> HistoryAnalysis:
     """Analyse a `History` (read_history): series, bands, events, change points and the last night's verdict."""
     table = history.table
-    cols = {name: table.column(name).to_pylist() for name in table.column_names if not name.endswith("_repeats")}
-    reps = {name: table.column(name).to_pylist() for name in table.column_names if name.endswith("_repeats")}
+    cols = {name: table.column(name).to_pylist() for name in _COLUMNS}
+    bands = {m: _bands(table, r) for m, (_, r, _, _) in METRICS.items()}
     n_rows = table.num_rows
     started: dict[str, str] = {}
     for label, when in zip(cols["night"], cols["night_started_at"]):
@@ -242,8 +260,8 @@ def analyze_history(history, *, threshold: float = 0.02, level: float = LEVEL, w
     by_series: dict[str, list[int]] = {}
     for i in range(n_rows):
         by_series.setdefault(cols["series"][i], []).append(i)
-    t_cache: dict = {}
     series, all_events = [], {}
+    band = lambda m, i: None if bands[m][0][i] != bands[m][0][i] else (bands[m][0][i], bands[m][1][i])  # NaN: none
     rows_of: dict[str, list[dict]] = {}
     for key, idx in by_series.items():
         idx.sort(key=lambda i: (index[cols["night"][i]], cols["night_started_at"][i] or ""))
@@ -257,10 +275,10 @@ def analyze_history(history, *, threshold: float = 0.02, level: float = LEVEL, w
         rows_of[key] = rows
         s_nights = [index[cols["night"][i]] for i in idx]
         values = {m: [cols[c][i] for i in idx] for m, (c, _, _, _) in METRICS.items()}
-        bands = {m: [_band(reps[r][i], t_cache) for i in idx] for m, (_, r, _, _) in METRICS.items()}
+        s_bands = {m: [band(m, i) for i in idx] for m in METRICS}
         commits = [cols["kernel_commit"][i] or cols["git_commit"][i] for i in idx]
         s = SeriesHistory(key=key, role=cols["role"][idx[-1]], kernel=cols["kernel"][idx[-1]],
-                          input_label=cols["input_label"][idx[-1]], nights=s_nights, values=values, bands=bands,
+                          input_label=cols["input_label"][idx[-1]], nights=s_nights, values=values, bands=s_bands,
                           commits=commits, statuses=[cols["status"][i] for i in idx],
                           machines=list(dict.fromkeys(r["fingerprint"] for r in rows if r["fingerprint"])))
         s.events.extend(_events(rows, s_nights))

@@ -57,52 +57,49 @@ def noise_sigma(logs: Sequence[float]) -> float:
     the larger of 1.4826 x their MAD and their RMS without the largest 10 % (x 1.267, its normal-theory
     correction), over sqrt 2. The second keeps a quantized series honest: on the H200 the in-band clock reads in
     15 MHz steps, so most nights may differ by exactly 0 and the MAD alone would be 0."""
-    diffs = sorted(b - a for a, b in zip(logs, logs[1:]))
-    if not diffs:
-        return 0.0
-    med = diffs[len(diffs) // 2]
-    mad = sorted(abs(d - med) for d in diffs)[len(diffs) // 2]
-    kept = sorted(abs(d - med) for d in diffs)[: max(1, math.ceil(0.9 * len(diffs)))]
-    trimmed = 1.267 * math.sqrt(sum(d * d for d in kept) / len(kept))
-    return max(1.4826 * mad, trimmed) / math.sqrt(2)
+    import numpy as np
 
-
-def _sse(prefix: list[float], prefix2: list[float], a: int, b: int) -> float:
-    n = b - a
-    if n <= 0:
+    diffs = np.diff(np.asarray(logs, dtype=float))
+    if diffs.size == 0:
         return 0.0
-    s = prefix[b] - prefix[a]
-    return (prefix2[b] - prefix2[a]) - s * s / n
+    dev = np.sort(np.abs(diffs - np.sort(diffs)[diffs.size // 2]))
+    mad = dev[diffs.size // 2]
+    kept = dev[: max(1, math.ceil(0.9 * diffs.size))]
+    trimmed = 1.267 * math.sqrt(float(np.mean(kept * kept)))
+    return max(1.4826 * float(mad), trimmed) / math.sqrt(2)
 
 
 def find_steps(values: Sequence[float], *, penalty: float = PENALTY, min_size: int = MIN_SIZE,
                floor: float = 1e-4) -> list[Step]:
     """The change points of a series of positive figures (nights in order). `floor` is the smallest sigma used
     (0.01 %): below it a difference between nights is no longer a change a nightly job can stand behind."""
-    logs = [math.log(v) for v in values]
-    n = len(logs)
-    if n < 2 * min_size:
-        return []
-    sigma = max(noise_sigma(logs), floor)
     import numpy as np
     import ruptures
 
-    signal = (np.asarray(logs) - logs[0]).reshape(-1, 1) / sigma
+    logs = np.log(np.asarray(values, dtype=float))
+    n = logs.size
+    if n < 2 * min_size:
+        return []
+    sigma = max(noise_sigma(logs), floor)
+    signal = ((logs - logs[0]) / sigma).reshape(-1, 1)
     breaks = ruptures.KernelCPD(kernel="linear", min_size=min_size).fit(signal).predict(pen=penalty * math.log(n))
     cuts = [int(b) for b in breaks[:-1]]
-    prefix, prefix2 = [0.0], [0.0]
-    for x in logs:
-        prefix.append(prefix[-1] + x)
-        prefix2.append(prefix2[-1] + x * x)
+    p1, p2 = np.concatenate([[0.0], np.cumsum(logs)]), np.concatenate([[0.0], np.cumsum(logs * logs)])
+
+    def sse(a, b):  # squared error of the segments [a, b) (arrays of bounds), about their means
+        m = (b - a).astype(float)
+        s = p1[b] - p1[a]
+        return p2[b] - p2[a] - s * s / np.maximum(m, 1)
+
     bounds = [0, *cuts, n]
     steps = []
     for i, at in enumerate(cuts):
         a, b = bounds[i], bounds[i + 2]
-        best = _sse(prefix, prefix2, a, at) + _sse(prefix, prefix2, at, b)
-        near = [t for t in range(a + 1, b) if _sse(prefix, prefix2, a, t) + _sse(prefix, prefix2, t, b) - best
-                <= _LOCATION_CHI2 * sigma * sigma]
-        before = (prefix[at] - prefix[a]) / (at - a)
-        after = (prefix[b] - prefix[at]) / (b - at)
-        steps.append(Step(at=at, lo=min(near, default=at), hi=max(near, default=at), before=math.exp(before),
-                          after=math.exp(after), ratio=math.exp(after - before), z=(after - before) / sigma))
+        ts = np.arange(a + 1, b)
+        cost = sse(np.full_like(ts, a), ts) + sse(ts, np.full_like(ts, b))
+        near = ts[cost - cost[ts == at][0] <= _LOCATION_CHI2 * sigma * sigma]
+        before = (p1[at] - p1[a]) / (at - a)
+        after = (p1[b] - p1[at]) / (b - at)
+        steps.append(Step(at=at, lo=int(near.min()), hi=int(near.max()), before=math.exp(before), after=math.exp(after),
+                          ratio=math.exp(after - before), z=float((after - before) / sigma)))
     return steps

@@ -105,8 +105,9 @@ def noise_pool(run_dirs: Sequence[Path], *, name: str, match: Callable[[dict], b
                      power_w=math.exp(sum(lv[2] for lv in levels) / len(levels)), shape=shape)
 
 
-def _commit(night: int, seed: int) -> str:
-    return hashlib.sha1(f"{seed}:night {night}".encode()).hexdigest()
+def _commit(night: int) -> str:
+    """The simulated repository's commit of a night: one a night, shared by every series (one suite, one checkout)."""
+    return hashlib.sha1(f"night {night}".encode()).hexdigest()
 
 
 def simulate_history(pool: NoisePool, *, nights: int, repeats: int = 5, events: Sequence[SimEvent] = (),
@@ -148,7 +149,7 @@ def simulate_history(pool: NoisePool, *, nights: int, repeats: int = 5, events: 
                 "cycles_clock": "inband", "clock_mhz": g(clk), "clock_mhz_repeats": clk, "sm_clock_mhz": g(clk) * 1.09,
                 "power_w": g(pw), "power_w_repeats": pw, "energy_per_launch_j": g(e), "energy_per_launch_j_repeats": e,
                 **fp, "fingerprint": fp_text, "software": _SOFTWARE, "protocol": _PROTOCOL,
-                "git_commit": _commit(n, seed), "git_dirty": False, "kernel_commit": _commit(n, seed),
+                "git_commit": _commit(n), "git_dirty": False, "kernel_commit": _commit(n),
                 "kernel_dirty": False,
             })
     return rows

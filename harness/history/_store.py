@@ -108,9 +108,7 @@ def night_files(history_dir: Path) -> list[Path]:
 def read_history(history_dir: Path, *, flag: str = "DIR") -> History:
     """Every night of a history folder, migrated to the current schema (pyarrow only). A folder that is missing
     or holds no night is refused, naming it: reading it as an empty history would pass every verdict."""
-    import pyarrow as pa
-
-    from harness.results import HISTORY_TABLE, read_file, table_schema
+    from harness.results import HISTORY_TABLE, read_files
 
     path = _check_dir(history_dir, flag=flag)
     if not path.is_dir():
@@ -120,7 +118,4 @@ def read_history(history_dir: Path, *, flag: str = "DIR") -> History:
     if not files:
         raise ResultsError(f"{flag} {path} holds no night (no night-*.parquet file). Run `bench nightly --history "
                            f"{path}` to append the first one.")
-    tables = [read_file(f, HISTORY_TABLE) for f in files]
-    table = pa.concat_tables(tables) if len(tables) > 1 else tables[0]
-    return History(path=path, table=table if table.num_rows else table_schema(HISTORY_TABLE).empty_table(),
-                   files=tuple(files))
+    return History(path=path, table=read_files(files, HISTORY_TABLE), files=tuple(files))
