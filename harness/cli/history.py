@@ -11,7 +11,7 @@ from typing import Optional
 import typer
 
 from harness.cli.common_args import EXPORT, PROTOCOL, RUN, SHAPE, command_line, export, export_console, fail
-from harness.cli.common_args import fail_on_slowdown_option, protocol_of, reading_runs, shape_args, with_options
+from harness.cli.common_args import fail_on_slowdown_option, protocol_of, shape_args, with_options
 from harness.errors import ExitCode
 from harness.suite import HISTORY_RECENT, NIGHTLY_FAIL_ON_SLOWDOWN
 
@@ -46,11 +46,14 @@ def history(
                                                               "comparable); default: exit 0 after a report"),
 ) -> None:
     """Every night of a history: trends with bands, change points (cycles vs clock, events apart), last night's verdict."""
-    from harness.history import analyze_history, read_history
+    from harness.errors import HarnessError
+    from harness.history import analyze_history, read_history, require_ruptures
     from harness.report import history_figures, history_markdown, history_page, history_tables, verdict_line
     from harness.suite import history_settings
 
-    with reading_runs("history", figures) as console:
+    try:  # pyarrow, numpy and ruptures: no polars needed, so a GPU image can draw its own dashboard
+        console = export_console(figures)
+        require_ruptures()
         settings = history_settings(fail_on_slowdown, nights=nights)
         analysis = analyze_history(read_history(history_dir), threshold=settings.threshold, level=settings.level,
                                    wanted=settings.nights)
@@ -68,6 +71,8 @@ def history(
             md.write_text(history_markdown(analysis, recent=recent, dashboard_url=dashboard_url), encoding="utf-8")
             written.append(f"markdown: {md}")
         export(console, figures, history_figures(analysis, threshold_source=settings.threshold_source))
+    except HarnessError as exc:
+        fail(exc)
     for line in written:
         console.print(line, highlight=False)
     v = analysis.verdict

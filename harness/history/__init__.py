@@ -23,7 +23,7 @@ from harness.history._analyze import (
     SeriesHistory,
     analyze_history,
 )
-from harness.history._changepoints import MIN_SIZE, PENALTY, Step, find_steps, noise_sigma
+from harness.history._changepoints import MIN_SIZE, PENALTY, Step, find_steps, noise_sigma, require_ruptures
 from harness.history._series import comparability_key, night_rows, series_key, shape_label
 from harness.history._simulate import NoisePool, SimEvent, noise_pool, simulate_history
 from harness.history._store import History, append_runs, night_files, night_label, read_history
@@ -54,6 +54,7 @@ __all__ = [
     "Step",
     "find_steps",
     "noise_sigma",
+    "require_ruptures",
     "comparability_key",
     "night_rows",
     "series_key",

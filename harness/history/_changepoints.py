@@ -27,7 +27,7 @@ import math
 from dataclasses import dataclass
 from typing import Sequence
 
-__all__ = ["PENALTY", "MIN_SIZE", "Step", "find_steps", "noise_sigma"]
+__all__ = ["PENALTY", "MIN_SIZE", "Step", "find_steps", "noise_sigma", "require_ruptures"]
 
 # Calibrated on simulated 120-night A/A histories of the H200 cuDNN repeats (benchmarks/history_simulation.py):
 # at 4.0 no A/A history of 200 showed a change point in cycles, clock or time, and a +0.3 % step in cycles
@@ -69,18 +69,33 @@ def noise_sigma(logs: Sequence[float]) -> float:
     return max(1.4826 * float(mad), trimmed) / math.sqrt(2)
 
 
+def require_ruptures():
+    """The ruptures module, or a ConfigError saying how to install it (the `analysis` extra)."""
+    import importlib
+    import sys
+
+    from harness.errors import ConfigError
+
+    try:
+        return importlib.import_module("ruptures")
+    except ImportError:
+        raise ConfigError(f"The history's change points are found by ruptures, which is not installed in this Python "
+                          f"({sys.executable}). Install it with `{sys.executable} -m pip install 'ruptures>=1.1.9'` (it "
+                          f"is in this package's `analysis` extra: `pip install -e '.[analysis]'`).") from None
+
+
 def find_steps(values: Sequence[float], *, penalty: float = PENALTY, min_size: int = MIN_SIZE,
                floor: float = 1e-4) -> list[Step]:
     """The change points of a series of positive figures (nights in order). `floor` is the smallest sigma used
     (0.01 %): below it a difference between nights is no longer a change a nightly job can stand behind."""
     import numpy as np
-    import ruptures
 
     logs = np.log(np.asarray(values, dtype=float))
     n = logs.size
     if n < 2 * min_size:
         return []
     sigma = max(noise_sigma(logs), floor)
+    ruptures = require_ruptures()
     signal = ((logs - logs[0]) / sigma).reshape(-1, 1)
     breaks = ruptures.KernelCPD(kernel="linear", min_size=min_size).fit(signal).predict(pen=penalty * math.log(n))
     cuts = [int(b) for b in breaks[:-1]]
