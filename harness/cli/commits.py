@@ -24,12 +24,13 @@ _COMMITS_PROTOCOL = {k: PROTOCOL[k] for k in ("quick", "window_s", "idle_s")}
 __all__ = ["commits", "nightly"]
 
 
-@with_options(shape=SHAPE, protocol=_COMMITS_PROTOCOL, run=RUN, figures=EXPORT)
+@with_options(shape=SHAPE, protocol=_COMMITS_PROTOCOL, run=RUN, history=HISTORY, figures=EXPORT)
 def commits(
     revisions: List[str] = typer.Argument(..., help="two or more revisions (branch, tag, sha, HEAD~1); the first is the base"),
     shape: dict = None,
     protocol: dict = None,
     run: dict = None,
+    history: dict = None,
     figures: dict = None,
     repo: Path = typer.Option(Path("."), "--repo", help="the git repository whose kernels are compared"),
     kernel: str = typer.Option(..., "--kernel", "-k", help="kernel name (registered by the repo's harness.kernels "
@@ -106,6 +107,13 @@ def commits(
         console.print(f"[yellow]--allow-dirty: uncommitted changes to {', '.join(result.dirty_files)} were not measured.[/]")
     for run in result.runs:
         console.print(f"results {run.revision.describe()}: {run.run_dir}", highlight=False)
+    if history["history"] is not None:  # each revision's run a night of its own, in revision order
+        from harness.history import append_runs
+
+        for run in result.runs:
+            label = f"{history['night']}-{run.revision.short[:10]}" if history["night"] else None
+            append_runs(history["history"], [(run.run_dir, "kernel")], night=label)
+        console.print(f"history: {len(result.runs)} revision run(s) appended to {history['history']}", highlight=False)
     if md is not None:
         md.parent.mkdir(parents=True, exist_ok=True)
         md.write_text(commits_markdown(result, threshold=threshold), encoding="utf-8")

@@ -90,6 +90,7 @@ class SeriesVerdict:
     verdict: str
     sentence: str
     nights: int = 0  # comparable nights judged by
+    tonight_ns: float | None = None  # tonight's time per launch, judged or not
     time: Prediction | None = None
     cycles: Prediction | None = None
     clock: Prediction | None = None
@@ -113,7 +114,7 @@ def judge_series(series: str, *, role: str, tonight: dict, comparable: Sequence[
                  ) -> SeriesVerdict:
     """The verdict of one series tonight (rows of the history table: `tonight` and its `comparable` nights, the
     last `wanted` of them used). `event`: what changed tonight against the night before (empty: nothing)."""
-    base = dict(series=series, role=role)
+    base = dict(series=series, role=role, tonight_ns=tonight.get("time_ns"))
     if tonight.get("status") != "timed":
         return SeriesVerdict(**base, verdict="not timed", sentence=f"not timed tonight: {tonight.get('status')}")
     used = list(comparable)[-wanted:]

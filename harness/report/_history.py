@@ -54,7 +54,7 @@ def history_tables(analysis, *, recent: int | None = None) -> list[ReportTable]:
         title=f"Last night ({v.night.label if v.night else '-'}) against the nights before",
         columns=("series", "role", "nights", "time ms", "time vs nights", "cycles vs nights", "clock vs nights",
                  "floor", "verdict"),
-        rows=tuple((s.series, s.role, str(s.nights), _n(s.time.tonight if s.time else None, 1e-6, 4), _x(s.time),
+        rows=tuple((s.series, s.role, str(s.nights), _n(s.tonight_ns, 1e-6, 4), _x(s.time),
                     _x(s.cycles), _x(s.clock), f"{s.floor:.2%}" if s.floor is not None else "-", s.verdict)
                    for s in v.series),
         caption=(f"Ratios to the geometric mean of the last {v.wanted} comparable nights (same machine, software "

@@ -46,7 +46,8 @@ const num=(v,e,d)=>v==null?'-':(v*Math.pow(10,e)).toFixed(d);
 function show(svg,i,pin){const s=D.series[+svg.dataset.s],n=s.n[i],N=D.nights[n];const r=svg.getBoundingClientRect();
 const x=D.L+(D.W-D.L-D.R)*(D.N>1?n/(D.N-1):0.5);const c=(s.c&&s.c[i])||N[2]||'-';
 tip.textContent=N[0]+'  '+N[1]+'\\ncommit '+c+'\\ntime '+num(s.t[i],s.te,4)+' ms   cycles '+num(s.y[i],s.ye,4)+' M   clock '+num(s.k[i],s.ke,0)+' MHz'+(pin?'\\n(pinned by the address: #s'+svg.dataset.s+':'+N[0]+')':'');
-tip.style.display='block';tip.style.left=(window.scrollX+r.left+x*r.width/D.W+12)+'px';tip.style.top=(window.scrollY+r.top+8)+'px';}
+tip.style.display='block';const px=r.left+x*r.width/D.W;
+tip.style.left=(window.scrollX+(px>r.left+0.6*r.width?px-tip.offsetWidth-12:px+12))+'px';tip.style.top=(window.scrollY+r.top+8)+'px';}
 function near(s,n){let b=0;for(let j=0;j<s.n.length;j++){if(Math.abs(s.n[j]-n)<Math.abs(s.n[b]-n))b=j;}return b;}
 document.querySelectorAll('svg.trend').forEach(svg=>{svg.addEventListener('mousemove',e=>{const r=svg.getBoundingClientRect();
 const x=(e.clientX-r.left)*D.W/r.width;const n=Math.round((x-D.L)/(D.W-D.L-D.R)*(D.N-1));show(svg,near(D.series[+svg.dataset.s],n),false);});
@@ -118,14 +119,21 @@ def _label(v: float, step: float) -> str:
     return f"{v:.{digits}f}"
 
 
-def _series_svg(k: int, s, analysis, xs_of, sx: float) -> str:
+def _panels(s) -> tuple[list, list[str]]:
+    """The panels with a value on some night, and the labels of those left out (a CPU has no clock or power)."""
+    shown = [p for p in _PANELS if any(s.values[p[0]])]
+    return shown, [p[2] for p in _PANELS if p not in shown]
+
+
+def _series_svg(k: int, s, analysis, xs_of, sx: float, date_format: str) -> str:
     nights = analysis.nights
-    height = _TOP + sum(p[3] for p in _PANELS) + _GAP * (len(_PANELS) - 1) + 26
+    panels, _ = _panels(s)
+    height = _TOP + sum(p[3] for p in panels) + _GAP * (len(panels) - 1) + 26
     out = [f"<svg class='trend' data-s='{k}' viewBox='0 0 {_W} {height}' width='{_W}' height='{height}' "
            f"xmlns='http://www.w3.org/2000/svg'>"]
     y0 = _TOP
     panel_boxes = []
-    for metric, scale, label, h, color, banded in _PANELS:
+    for metric, scale, label, h, color, banded in panels:
         vals = [v * scale if v else None for v in s.values[metric]]
         have = [v for v in vals if v is not None]
         panel_boxes.append((y0, y0 + h))
@@ -183,9 +191,30 @@ def _series_svg(k: int, s, analysis, xs_of, sx: float) -> str:
     ticks = sorted({round(i * (len(nights) - 1) / 6) for i in range(7)}) if len(nights) > 1 else [0]
     for t in ticks:
         x = xs_of(t)
-        out.append(f"<text x='{x:.1f}' y='{bottom + 16}' text-anchor='middle'>{_E(night_date(nights[t])[:10])}</text>")
+        out.append(f"<text x='{x:.1f}' y='{bottom + 16}' text-anchor='middle'>{_E(_tick_date(nights[t], date_format))}"
+                   f"</text>")
     out.append("</svg>")
     return "".join(out)
+
+
+def _tick_date(night, date_format: str) -> str:
+    from datetime import datetime
+
+    try:
+        return datetime.fromisoformat(night.started_at).strftime(date_format)
+    except (TypeError, ValueError):
+        return night.label
+
+
+def _date_format(nights) -> str:
+    """Dates on the night axis; with the time of day when the nights span less than three days."""
+    from datetime import datetime
+
+    try:
+        span = datetime.fromisoformat(nights[-1].started_at) - datetime.fromisoformat(nights[0].started_at)
+    except (TypeError, ValueError, IndexError):
+        return "%Y-%m-%d"
+    return "%m-%d %H:%M" if span.days < 3 else "%Y-%m-%d"
 
 
 def _ints(values, scale: float) -> tuple[list, int]:
@@ -230,18 +259,23 @@ def history_page(analysis, *, title: str = "Nightly history") -> str:
     kernels = sum(1 for s in analysis.series if s.role == "kernel")
     machines = _fingerprints(analysis)
     header = (f"{analysis.path}: {n} nights" + (f" ({night_date(nights[0])} to {night_date(nights[-1])})" if n else "")
-              + f", {kernels} series and {len(analysis.series) - kernels} control(s); machine(s): "
-              + ("; ".join(machines) or "not recorded") + ". Verdicts: the last night against the last "
+              + f", {kernels} series and {len(analysis.series) - kernels} control(s); the last machine: "
+              + (machines[-1] if machines else "not recorded")
+              + (f" ({len(machines) - 1} other(s) before it: see Events)" if len(machines) > 1 else "")
+              + ". Verdicts: the last night against the last "
               f"{v.wanted} comparable nights, {v.level:.0%} prediction intervals, threshold {v.threshold:.2%}.")
     color = _VERDICT.get(v.verdict, "#444")
-    tables = history_tables(analysis)
+    import dataclasses
+
+    tables = [dataclasses.replace(t, title="") if i in (1, 2) else t  # their section heading names them
+              for i, t in enumerate(history_tables(analysis))]
     out = ["<!DOCTYPE html><html><head><meta charset='utf-8'>", f"<title>{_E(title)}</title>",
            f"<style>{_CSS}{_CSS_MORE}</style></head><body>", f"<h1>{_E(title)}</h1>",
            f"<p class='header'>{_E(header)}</p>",
            f"<div class='verdict' style='border-color:{color}'><b style='color:{color}'>{_E(verdict_line(analysis))}</b></div>",
            f"<div class='scroll'>{tables[0].to_html()}</div>",
-           "<p class='header seriesnav'>" + "".join(f"<a href='#series{k}'>{_E(s.key)}</a>"
-                                                    for k, s in enumerate(analysis.series)) + "</p>",
+           "<p class='header seriesnav'>" + " · ".join(f"<a href='#series{k}'>{_E(s.key)}</a>"
+                                                       for k, s in enumerate(analysis.series)) + "</p>",
            "<h2>Change points</h2>", f"<div class='scroll'>{tables[1].to_html()}</div>" if tables[1].rows
            else "<p>No change point.</p>",
            "<h2>Events</h2>", tables[2].to_html() if tables[2].rows else "<p>No event: one machine, software and "
@@ -252,11 +286,14 @@ def history_page(analysis, *, title: str = "Nightly history") -> str:
            "last night's point in the verdict's colour. Change points: red a regression, green an improvement, "
            "orange the machine (clock, no event recorded), grey dashed an event; the shade is where the change may "
            "be; hover for its size, attribution, events and commit range. Diamonds on top: events.</p>"]
+    date_format = _date_format(nights)
     for k, s in enumerate(analysis.series):
         verdict = f" — {s.verdict.sentence}" if s.verdict else ""
+        gone = _panels(s)[1]
+        missing = f"; not shown, no value on any night: {', '.join(gone)}" if gone else ""
         out.append(f"<h3 id='series{k}'>{_E(s.key)} <span class='caption'>({s.role}, {len(s.nights)} nights"
-                   f"{_E(verdict)})</span></h3>")
-        out.append(_series_svg(k, s, analysis, xs_of, sx))
+                   f"{_E(verdict)}{_E(missing)})</span></h3>")
+        out.append(_series_svg(k, s, analysis, xs_of, sx, date_format))
     out += ["<div id='tip' class='tip'></div>", f"<script id='hdata' type='application/json'>{_data(analysis)}</script>",
             f"<script>{_SCRIPT}</script>", "</body></html>"]
     return "\n".join(out)
