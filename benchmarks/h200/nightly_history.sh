@@ -15,16 +15,17 @@
 # Then `bench history $HIST --html --md --json` and `bench bisect`: cuDNN SDPA as a plain function (attn.py) at
 # S=4096 (where the quarter pass is a few % of a call, so 3 interleaved pairs resolve it), commits 1..16, commit
 # 11 the quarter pass; GOOD = commit 1, BAD = commit 16, --fail-on-slowdown 1 %: the ends, then 4 steps (log2 15),
-# each a `bench commits` pair run of 3 pairs, 0.5 s windows, no idle. (The CPU dry run's commit 11 makes 200 such
+# each a `bench commits` pair run of 3 pairs, 0.5 s windows, no idle. (The CPU dry run's commit 11 makes 2000 such
 # passes instead, so that its noisy timings resolve and the whole search runs.)
 # Expected GPU time: ~3.5 min for the nights, ~3 min for bisect, well under BUDGET_S (default 480 s).
 #
 #   OUT=$OUT HARNESS_GIT_COMMIT=$(git rev-parse HEAD) bash benchmarks/h200/nightly_history.sh      # the H200
 #   DEVICE=cpu QUICK=1 OUT=/tmp/nh PYTHON=.venv/bin/python bash benchmarks/h200/nightly_history.sh   # CPU dry run
 #
-# Needs polars (bench nightly reads its run) and ruptures with scipy (bench history's change points): where the
-# image lacks them, put their wheels for this Python in .whl/ (git-ignored; carried with the checkout) and they
-# are installed into /tmp/site first. Never changes clocks, power limits or GPU modes; nvidia-smi is only queried.
+# Needs polars (bench nightly reads its run): where the image lacks it, put its wheels for this Python in .whl/
+# (git-ignored, carried: polars-2.1.0-py3-none-any.whl and polars_runtime_32-2.1.0-cp311-abi3-manylinux_2_17_x86_64
+# .manylinux2014_x86_64.whl, 55 MB) and they are installed into /tmp/site first. ruptures (and scipy) are not
+# needed here: change points are looked for from four nights of a series on, and this history has three. Never changes clocks, power limits or GPU modes; nvidia-smi is only queried.
 # shellcheck source=benchmarks/h200/preamble.sh
 . "$(dirname "$0")/preamble.sh"
 # shellcheck source=benchmarks/h200/sdpa_repo.sh
@@ -36,6 +37,10 @@ BENCH="$PY -m harness"
 START=$(date +%s)
 scratch nightly-history
 HIST="$WORK/results/history"
+# The device brings back at most 8 files from $OUT: steps.log, dashboard.html, pr.md, history.json, bisect.log and
+# results-nightly-history.tgz (the runs, the history's night files and every step's log, packed on exit).
+LOGS="$WORK/results/logs"
+mkdir -p "$LOGS"
 pick() { if [ "$QUICK" = 1 ]; then echo "$1"; else echo "$2"; fi; }
 left() { echo $(( START + BUDGET_S - $(date +%s) )); }
 # run_step NAME CAP_S LOG CMD...: CMD under the smaller of CAP_S and the time left (less 20 s for the rest)
@@ -45,9 +50,9 @@ run_step() {
     local limit=$(( cap < l ? cap : l ))
     if [ "$limit" -lt 15 ]; then step "SKIPPED $name: $(left) s left of BUDGET_S=$BUDGET_S"; return 0; fi
     step "$name (limit ${limit} s)"
-    timeout -k 10 "$limit" "$@" >"$OUT/$log" 2>&1
+    timeout -k 10 "$limit" "$@" >"$LOGS/$log" 2>&1
     local rc=$?
-    tail -n 3 "$OUT/$log" | cut -c1-400 | sed 's/^/   | /' | tee -a "$OUT/steps.log"
+    tail -n 3 "$LOGS/$log" | cut -c1-400 | sed 's/^/   | /' | tee -a "$OUT/steps.log"
     echo "   exit $rc after $(( $(date +%s) - START )) s in all" | tee -a "$OUT/steps.log"
     return 0
 }
@@ -85,10 +90,8 @@ for n in 1 2 3; do
     run_step "night $n: decode B16 S_kv 32768 page 16" 150 "night$n-decode.log" \
         $NIGHTLY $DECODE --night "$night" --history-control none --results "$WORK/results/night$n-decode"
 done
-cp "$WORK/results/night3-decode/summary.md" "$OUT/night3-decode-summary.md" 2>/dev/null
-mkdir -p "$OUT/history" && cp "$HIST"/night-*.parquet "$OUT/history/" 2>/dev/null
 run_step "bench history: dashboard, PR Markdown, JSON" 90 history.log \
-    $BENCH history "$HIST" --html "$OUT/dashboard" --md "$OUT/pr.md" --json "$OUT/history.json"
+    $BENCH history "$HIST" --html "$OUT/dashboard.html" --md "$OUT/pr.md" --json "$OUT/history.json"
 
 step "a 16-commit repository in $WORK/repo (commit 11: one more pass over a quarter of the output)"
 (
@@ -96,8 +99,8 @@ step "a 16-commit repository in $WORK/repo (commit 11: one more pass over a quar
     sdpa_repo "$WORK/repo"
     for i in $(seq 2 16); do
         if [ "$i" = 11 ] && [ "$QUICK" = 1 ]; then
-            # the CPU dry run's stand-in, so its noisy timings resolve and the whole search runs: 200 passes
-            sed -i 's/^    return out$/    [out[:, :, : out.shape[2] \/\/ 4].mul_(1.0) for _ in range(200)]  # dry-run stand-in\n    return out/' attn.py
+            # the CPU dry run's stand-in, so its noisy timings resolve and the whole search runs: 2000 passes
+            sed -i 's/^    return out$/    [out[:, :, : out.shape[2] \/\/ 4].mul_(1.0) for _ in range(2000)]  # dry-run stand-in\n    return out/' attn.py
             grep -q "mul_(1.0)" attn.py
         elif [ "$i" = 11 ]; then
             sed -i 's/^    return out$/    out[:, :, : out.shape[2] \/\/ 4].mul_(1.0)  # one more pass over a quarter of the output\n    return out/' attn.py
@@ -108,7 +111,7 @@ step "a 16-commit repository in $WORK/repo (commit 11: one more pass over a quar
         git commit -q -am "commit $i$([ "$i" = 11 ] && echo ': one elementwise pass over a quarter of the output')"
     done
     git log --oneline | cat
-) > "$OUT/bisect-repo.log" 2>&1 || echo "   the repository could not be made (see bisect-repo.log)" | tee -a "$OUT/steps.log"
+) > "$LOGS/bisect-repo.log" 2>&1 || echo "   the repository could not be made (see logs/bisect-repo.log)" | tee -a "$OUT/steps.log"
 GOOD=$(git -C "$WORK/repo" rev-list --max-parents=0 HEAD)
 SHAPE=$(pick "--seq-len 256 --heads 4 --head-dim 32 --dtype fp32 --quick --repeats 3" \
              "--seq-len 4096 --heads 32 --head-dim 128 --dtype bf16 --repeats 3 --window-s 0.5 --idle-s 0 --chunk-s 0.1 --warmin-cap-s 4")
@@ -116,5 +119,6 @@ run_step "bench bisect commit 1 .. commit 16 (-k attn.py:attn, 1 %)" 300 bisect.
     $BENCH bisect --repo "$WORK/repo" -k attn.py:attn --device "$DEVICE" -i gaussian:0.1 $SHAPE \
     --fail-on-slowdown "$(pick 5% 1%)" --results "$WORK/results/bisect" "$GOOD" HEAD
 echo "   commit 11 is $(git -C "$WORK/repo" rev-list --reverse HEAD | sed -n 11p | cut -c1-10)" | tee -a "$OUT/steps.log"
+cp "$LOGS/bisect.log" "$OUT/bisect.log"
 sed -n '/^bisect /,$p' "$OUT/bisect.log" | cut -c1-300 | tee -a "$OUT/steps.log"
 step "done after $(( $(date +%s) - START )) s"

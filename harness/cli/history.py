@@ -47,13 +47,12 @@ def history(
 ) -> None:
     """Every night of a history: trends with bands, change points (cycles vs clock, events apart), last night's verdict."""
     from harness.errors import HarnessError
-    from harness.history import analyze_history, read_history, require_ruptures
+    from harness.history import analyze_history, read_history
     from harness.report import history_figures, history_markdown, history_page, history_tables, verdict_line
     from harness.suite import history_settings
 
-    try:  # pyarrow, numpy and ruptures: no polars needed, so a GPU image can draw its own dashboard
+    try:  # pyarrow, numpy and (from 4 nights a series on) ruptures: no polars, so a GPU image draws its own dashboard
         console = export_console(figures)
-        require_ruptures()
         settings = history_settings(fail_on_slowdown, nights=nights)
         analysis = analyze_history(read_history(history_dir), threshold=settings.threshold, level=settings.level,
                                    wanted=settings.nights)

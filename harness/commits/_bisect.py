@@ -110,7 +110,7 @@ def bisect_commits(config, *, good: str, bad: str, confirm: bool = True, check_e
     steps: list[BisectStep] = []
 
     def step(a: Revision, c: Revision, *, role: str, left: int) -> BisectStep:
-        on_message(f"{role}: {a.describe()} against {c.describe()} ({left} commit(s) in question)")
+        on_message(f"{role}: {a.short[:10]} against {c.short[:10]} {c.subject[:48]!r} ({left} commit(s) in question)")
         res = run_pair(dataclasses.replace(config, revisions=(a.commit, c.commit), rule=rule))
         cmp = res.comparisons[0]
         row = cmp.row
@@ -142,7 +142,7 @@ def bisect_commits(config, *, good: str, bad: str, confirm: bool = True, check_e
         elif s.verdict in ("same", "faster"):
             lo = mid
         else:
-            return done("unresolved", f"stopped: {line[mid].describe()} against {at(lo).describe()} is {s.verdict} "
+            return done("unresolved", f"stopped: {line[mid].short[:10]} against {at(lo).short[:10]} is {s.verdict} "
                                       f"({_x(s)}); the change lies in {at(lo).short[:10]}..{at(hi).short[:10]} "
                                       f"({hi - lo} commit(s)). More pairs (--repeats, --until-ci) would resolve it.")
     check = ""

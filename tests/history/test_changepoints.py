@@ -44,3 +44,14 @@ def test_two_steps_in_opposite_directions():
     steps = find_steps(_series(150, 0.001, steps=((40, 1.01), (100, 1 / 1.01))))
     assert [abs(s.at - at) <= 1 for s, at in zip(steps, (40, 100))] == [True, True]
     assert steps[0].ratio > 1 > steps[1].ratio
+
+
+def test_without_ruptures_short_series_pass_and_longer_ones_say_what_to_install(monkeypatch):
+    import sys
+
+    from harness.errors import ConfigError
+
+    monkeypatch.setitem(sys.modules, "ruptures", None)  # as on a GPU image without it
+    assert find_steps([1.0, 1.1, 1.2]) == []  # three nights: nothing to find, nothing imported
+    with pytest.raises(ConfigError, match="pip install 'ruptures>=1.1.9'"):
+        find_steps(_series(10, 0.001))
