@@ -176,7 +176,7 @@ def nightly(
 ) -> None:
     """The nightly job: the suite, judged against its history or the stored baseline; summary, report and verdict."""
     from harness.commits import run_nightly
-    from harness.commits._nightly_history import HistoryRequest
+    from harness.commits import HistoryRequest
     from harness.errors import ConfigError
     from harness.report import nightly_figures, run_observer
     from harness.suite import HISTORY_CONTROL, attention_shapes, device_kind, history_settings, nightly_shape_args

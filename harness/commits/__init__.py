@@ -28,6 +28,7 @@ from harness.commits._result import (
     commits_table,
     factors,
 )
+from harness.commits._nightly_history import HistoryOutcome, HistoryRequest
 from harness.commits._nightly import (
     GPU_SPREAD_ALLOWANCE,
     VERDICT_EXIT,
@@ -70,6 +71,8 @@ __all__ = [
     "judge_nightly",
     "load_revision_kernel",
     "GPU_SPREAD_ALLOWANCE",
+    "HistoryOutcome",
+    "HistoryRequest",
     "gpu_change",
     "gpu_identity",
     "machine_warning",

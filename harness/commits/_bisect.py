@@ -24,7 +24,9 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Callable
 
+from harness.analysis import VerdictRule
 from harness.commits._git import Revision, RevisionError, _git, repo_root, resolve_revision
+from harness.commits._session import compare_commits
 from harness.errors import ConfigError
 
 __all__ = ["BisectStep", "BisectResult", "bisect_commits", "commit_line"]
@@ -94,9 +96,6 @@ def bisect_commits(config, *, good: str, bad: str, confirm: bool = True, check_e
                    command: str = "") -> BisectResult:
     """Find the first slower commit between `good` and `bad` (see the module doc). `config` is the CommitsConfig of
     every step (its `revisions` are replaced); `pair(config) -> CommitsResult` runs one step (compare_commits)."""
-    from harness.analysis import VerdictRule
-    from harness.commits._session import compare_commits
-
     run_pair = pair or (lambda cfg: compare_commits(cfg, on_message=on_message, command=command))
     root = repo_root(config.repo)
     g, b = resolve_revision(root, good), resolve_revision(root, bad)

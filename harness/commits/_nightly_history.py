@@ -13,10 +13,14 @@ written: the history stays main's.
 
 from __future__ import annotations
 
+import dataclasses
 import shutil
 import tempfile
 from dataclasses import dataclass
 from pathlib import Path
+
+from harness.history import analyze_history, append_runs, night_files, read_history
+from harness.report import history_markdown, history_page
 
 __all__ = ["HistoryRequest", "HistoryOutcome", "time_control", "judge_history"]
 
@@ -63,9 +67,6 @@ def judge_history(run_dir: Path, *, request: HistoryRequest, threshold: float, o
                   control_dir: Path | None = None, control_warning: str | None = None) -> HistoryOutcome:
     """Append tonight (and its control) to the history, or judge it as the next night without writing, then
     analyse the history: the verdict, the Markdown for the summary, and the dashboard in out_dir/history/."""
-    from harness.history import analyze_history, append_runs, read_history
-    from harness.report import history_markdown, history_page
-
     runs = [(Path(run_dir), "kernel")] + ([(Path(control_dir), "control")] if control_dir else [])
     warnings = [control_warning] if control_warning else []
     appended = None
@@ -78,14 +79,10 @@ def judge_history(run_dir: Path, *, request: HistoryRequest, threshold: float, o
         history_dir = scratch / "history"
         history_dir.mkdir()
         if Path(request.path).is_dir():
-            from harness.history import night_files
-
             for f in night_files(request.path):
                 (history_dir / f.name).symlink_to(f.resolve())
         append_runs(history_dir, runs, night=request.night or "tonight")
     try:
-        import dataclasses
-
         read = dataclasses.replace(read_history(history_dir, flag="--history"), path=Path(request.path))
         analysis = analyze_history(read, threshold=threshold, level=request.level, wanted=request.nights)
     finally:

@@ -19,6 +19,7 @@ import math
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from harness.analysis import t_quantile
 from harness.history._changepoints import PENALTY, Step, find_steps
 from harness.history._series import comparability_key
 from harness.history._verdict import LEVEL, NIGHTS, SeriesVerdict, judge_series
@@ -127,8 +128,6 @@ def _bands(table, column: str) -> tuple[list, list]:
     with None where a row has fewer than two repeats. Vectorized: a history of 50,000 rows takes milliseconds."""
     import numpy as np
     import pyarrow.compute as pc
-
-    from harness.analysis import t_quantile
 
     arr = table.column(column)
     counts = pc.fill_null(pc.list_value_length(arr), 0).to_numpy(zero_copy_only=False).astype(np.int64)

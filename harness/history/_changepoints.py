@@ -23,9 +23,13 @@ freedom; approximate, as a profile likelihood of a change's location is). Its co
 
 from __future__ import annotations
 
+import importlib
 import math
+import sys
 from dataclasses import dataclass
 from typing import Sequence
+
+from harness.errors import ConfigError
 
 __all__ = ["PENALTY", "MIN_SIZE", "Step", "find_steps", "noise_sigma", "require_ruptures"]
 
@@ -71,11 +75,6 @@ def noise_sigma(logs: Sequence[float]) -> float:
 
 def require_ruptures():
     """The ruptures module, or a ConfigError saying how to install it (the `analysis` extra)."""
-    import importlib
-    import sys
-
-    from harness.errors import ConfigError
-
     try:
         return importlib.import_module("ruptures")
     except ImportError:

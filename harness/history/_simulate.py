@@ -32,6 +32,9 @@ from datetime import datetime, timedelta, timezone
 from pathlib import Path
 from typing import Callable, Sequence
 
+from harness.history._series import fingerprint_text, series_key
+from harness.results import read_rows
+
 __all__ = ["NoisePool", "SimEvent", "noise_pool", "simulate_history"]
 
 _BASE_FP = {"device_kind": "cuda", "device_name": "NVIDIA H200", "gpu_serial": "1654000000001", "gpu_uuid": None,
@@ -75,9 +78,6 @@ class SimEvent:
 def noise_pool(run_dirs: Sequence[Path], *, name: str, match: Callable[[dict], bool]) -> NoisePool:
     """The repeats of every run in `run_dirs` whose measurement rows `match` (timed, with in-band cycles), grouped
     by run x kernel x input x shape. A group with one repeat has no deviation to give and is skipped."""
-    from harness.history._series import series_key
-    from harness.results import read_rows
-
     devs, sessions, levels = [], [], []
     shape = None
     for run in run_dirs:
@@ -115,8 +115,6 @@ def simulate_history(pool: NoisePool, *, nights: int, repeats: int = 5, events: 
                      start: datetime = datetime(2027, 1, 1, 2, 23, tzinfo=timezone.utc)) -> list[dict]:
     """History rows (the `history` table's columns) of `nights` nights of the pool's series, and of the control
     series when one is given, with `events` injected; one new commit per night."""
-    from harness.history._series import fingerprint_text, series_key
-
     rng = random.Random(f"{seed}:{pool.name}:{control.name if control else ''}:{nights}:{repeats}")
     rows = []
     for n in range(1, nights + 1):

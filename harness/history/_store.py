@@ -17,7 +17,9 @@ from dataclasses import dataclass
 from datetime import datetime
 from pathlib import Path
 
-from harness.errors import ResultsError
+from harness.errors import ResultsError, ResultsWarning
+from harness.history._series import night_rows
+from harness.results import HISTORY_TABLE, read_files, read_run_rows, write_table_atomic
 
 __all__ = ["History", "append_runs", "read_history", "night_files", "night_label", "NIGHT_PATTERN"]
 
@@ -61,9 +63,6 @@ def append_runs(history_dir: Path, runs: list[tuple[Path, str]], *, night: str |
     """Append one night: the runs given as (run directory, role) pairs, e.g. the suite's run ("kernel") and the
     control's ("control"), into one file. Returns the file, or None when these runs are already in the history
     (appending twice changes nothing). pyarrow only."""
-    from harness.history._series import night_rows
-    from harness.results import HISTORY_TABLE, read_run_rows, write_table_atomic
-
     path = _check_dir(history_dir, flag=flag)
     read = [(read_run_rows(Path(d)), role) for d, role in runs]
     if not read:
@@ -91,8 +90,6 @@ def append_runs(history_dir: Path, runs: list[tuple[Path, str]], *, night: str |
 
 def night_files(history_dir: Path) -> list[Path]:
     """The night files of a history folder, in name order; anything else there is ignored with a warning."""
-    from harness.errors import ResultsWarning
-
     keep, odd = [], []
     for f in sorted(Path(history_dir).iterdir()):
         if f.name.startswith("."):
@@ -108,8 +105,6 @@ def night_files(history_dir: Path) -> list[Path]:
 def read_history(history_dir: Path, *, flag: str = "DIR") -> History:
     """Every night of a history folder, migrated to the current schema (pyarrow only). A folder that is missing
     or holds no night is refused, naming it: reading it as an empty history would pass every verdict."""
-    from harness.results import HISTORY_TABLE, read_files
-
     path = _check_dir(history_dir, flag=flag)
     if not path.is_dir():
         raise ResultsError(f"{flag} {path}: no such folder. Give the folder `bench nightly --history` (or `bench "

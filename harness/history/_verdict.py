@@ -27,7 +27,7 @@ A series' verdict (`judge_series`):
   judge by: an event, not a regression. `too few nights`: fewer than MIN_NIGHTS comparable nights.
 - `not timed`: the series ran tonight but nothing was timed (its status says why).
 
->>> p = predict([100.0, 101.0, 99.0, 100.5, 99.5], 104.0, level=0.99)
+>>> p = predict([100.0, 101.0, 99.0, 100.5, 99.5], 105.0, level=0.99)
 >>> p.outside, round(p.ratio, 4), p.nights
 ('above', 1.04, 5)
 """
@@ -39,6 +39,7 @@ from dataclasses import dataclass
 from typing import Sequence
 
 from harness.analysis import t_quantile
+from harness.history._series import comparability_key
 
 __all__ = ["NIGHTS", "MIN_NIGHTS", "LEVEL", "Prediction", "SeriesVerdict", "predict", "judge_series",
            "simulate_verdicts"]
@@ -181,8 +182,7 @@ def simulate_verdicts(rows_of_history: Sequence[dict], *, threshold: float, leve
                       wanted: int = NIGHTS, role: str = "kernel") -> dict:
     """Judge every night of a simulated history against the nights before it (as `bench nightly --history` would
     have, night after night) and count: nights judged, outside the time / cycles intervals, and each verdict."""
-    from harness.history._series import comparability_key as key
-
+    key = comparability_key
     mine = [r for r in rows_of_history if r["role"] == role]
     out = {"judged": 0, "time outside": 0, "cycles outside": 0, "verdicts": {}, "per_night": []}
     for i, tonight in enumerate(mine):

@@ -11,8 +11,7 @@ import pyarrow.parquet as pq
 import pytest
 from typer.testing import CliRunner
 
-from harness.commits import judge_nightly
-from harness.commits._nightly_history import HistoryRequest
+from harness.commits import HistoryRequest, judge_nightly
 from harness.history import append_runs, night_files
 from harness.results import write_table_atomic
 
