@@ -29,7 +29,7 @@ A series' verdict (`judge_series`):
 
 >>> p = predict([100.0, 101.0, 99.0, 100.5, 99.5], 105.0, level=0.99)
 >>> p.outside, round(p.ratio, 4), p.nights
-('above', 1.04, 5)
+('above', 1.05, 5)
 """
 
 from __future__ import annotations
