@@ -106,9 +106,9 @@ def history_markdown(analysis, *, recent: int = 30, dashboard_url: str | None = 
               and c.night >= (analysis.nights[-recent].index if len(analysis.nights) > recent else 0)]
     body += [cps.to_markdown() if cps.rows else f"No change point in the last {recent} nights.", ""]
     if bisect:
-        body += ["To find the commit of a code change: " + "; ".join(
-            f"`bench bisect -k {c.series.split(' | ')[0]} {c.good_commit[:10]} {c.bad_commit[:10]}`" for c in bisect[:3]),
-            ""]
+        body += ["To find the commit of a code change (at half its size, so each step can resolve it): " + "; ".join(
+            f"`bench bisect --repo . -k {c.series.split(' | ')[0]} --fail-on-slowdown {_half(c)} {c.good_commit[:10]} "
+            f"{c.bad_commit[:10]}`" for c in bisect[:3]), ""]
     if tables[2].rows:
         body += [tables[2].to_markdown(), ""]
     footer = [f"_{len(analysis.nights)} nights, {len(analysis.series)} series; bench history {analysis.path}_"]
@@ -126,6 +126,12 @@ _FIGURE_KEYS = (("time", "time_ms", "time_low_ms", "time_high_ms", 1e-6),
                 ("clock", "clock_mhz", "clock_low_mhz", "clock_high_mhz", 1.0),
                 ("power", "board_power_w", "board_power_low_w", "board_power_high_w", 1.0),
                 ("energy", "energy_per_launch_j", "energy_per_launch_low_j", "energy_per_launch_high_j", 1.0))
+
+
+def _half(c) -> str:
+    """Half the change's size in time (cycles where the time did not step), at least 0.3 %: bisect's threshold."""
+    r = c.ratios.get("time") or c.ratios.get("cycles") or 1.0
+    return f"{max(0.3, round(abs(r - 1) * 50, 1)):g}%"
 
 
 def _pred(p, prefix: str) -> dict:

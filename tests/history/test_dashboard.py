@@ -53,7 +53,7 @@ def test_the_page_puts_the_verdict_first_then_a_plot_per_series(analysis):
 def test_markdown_for_a_pr_comment_and_figures_for_json(analysis):
     md = history_markdown(analysis, dashboard_url="https://example.org/dash")
     assert md.startswith(HISTORY_MARKER) and "## Nightly history: " in md and "Dashboard: https://example.org/dash" in md
-    assert "| series | role | nights |" in md and "bench bisect -k " in md and "driver 580.159.04 -> 590.48.01" in md
+    assert "| series | role | nights |" in md and "bench bisect --repo . -k " in md and "driver 580.159.04 -> 590.48.01" in md
     doc = history_figures(analysis, threshold_source="--fail-on-slowdown 0.5%")
     jsonschema.validate(doc, json.loads(FIGURES_SCHEMA.read_text()))
     rows = doc["tables"]["history_nights"]
