@@ -5,7 +5,8 @@ schema's `history` table. `analyze_history` gives each series' figures over the 
 change points in time, cycles and clock (attributed, told apart from machine and software events, each with
 its commit range) and the verdict of the last night against the nights before it (`judge_series`: a prediction
 interval from the last N comparable nights). `simulate_history` draws nights from recorded repeats, to calibrate
-both on A/A histories.
+both on A/A histories. `bench bisect`, which runs revisions, is harness.commits' (`bisect_commits`): this package
+reads and judges what was measured and runs nothing.
 
 >>> from harness.history import predict
 >>> predict([1.0, 1.01, 0.99], 1.0).nights
