@@ -16,8 +16,9 @@
 # S=4096 (where the quarter pass is a few % of a call: ~8 MiB read and written against a ~0.25 ms call), commits
 # 1..16, commit 11 the quarter pass; GOOD = commit 1, BAD = commit 16, --fail-on-slowdown 1.5 %: the ends, then 4
 # steps (log2 15), each a `bench commits` pair run of 4 interleaved pairs (t(3) = 3.18: a +-0.8 % interval at
-# cuDNN's 0.5 % paired spread, so an unchanged step is `same`, not unresolved), 0.5 s windows, no idle. (The CPU dry run's commit 11 makes 2000 such
-# passes instead and judges at 50 %, 5 pairs a step, so that its noisy timings can resolve and the search run.)
+# cuDNN's 0.5 % paired spread, so an unchanged step is `same`, not unresolved), 0.5 s windows, no idle. (The CPU
+# dry run's commit 11 makes 2000 such passes instead and judges at 50 %, 5 pairs a step, so that its noisy timings
+# can resolve and the search run.)
 # Expected GPU time: ~3 min for the nights, ~3.5 min for bisect (~7 min in all); BUDGET_S (default 540 s) is the
 # hard stop: a step that would start with too little time left is skipped and says so.
 #

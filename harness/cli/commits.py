@@ -178,7 +178,7 @@ def nightly(
     from harness.commits import run_nightly
     from harness.commits import HistoryRequest
     from harness.errors import ConfigError
-    from harness.report import nightly_figures, run_observer
+    from harness.report import history_figures, nightly_figures, run_observer
     from harness.suite import HISTORY_CONTROL, attention_shapes, device_kind, history_settings, nightly_shape_args
     from harness.suite import sustained_config, synthetic_specs
 
@@ -224,7 +224,10 @@ def nightly(
         result = run_nightly(config, out_dir=out, baseline_dir=baseline, threshold=threshold, rule=rule,
                              update_baseline=update_baseline, figures=draw, observer=run_observer(console),
                              command=_command(), history=request)
-        export(console, figures, nightly_figures(result, threshold=threshold))
+        doc = nightly_figures(result, threshold=threshold)
+        if result.history is not None:  # tonight's verdicts against its nights, beside the baseline's comparison
+            doc["tables"]["history_verdicts"] = history_figures(result.history.analysis)["tables"]["history_verdicts"]
+        export(console, figures, doc)
     for w in result.warnings:
         console.print(f"[yellow]warning:[/] {w}", highlight=False)
     color = {"pass": "green", "fail": "red", "not comparable": "red"}.get(result.verdict, "yellow")

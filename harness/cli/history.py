@@ -45,7 +45,7 @@ def history(
     gate: bool = typer.Option(False, "--gate/--no-gate", help="exit with the last night's verdict (1 slower, 2 not "
                                                               "comparable); default: exit 0 after a report"),
 ) -> None:
-    """Every night of a history: trends with bands, change points (cycles vs clock, events apart), last night's verdict."""
+    """Every night of a history: trends, change points (cycles vs clock, events apart), the last night's verdict."""
     from harness.errors import HarnessError
     from harness.history import analyze_history, read_history
     from harness.report import history_figures, history_markdown, history_page, history_tables, verdict_line

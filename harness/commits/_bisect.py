@@ -131,8 +131,8 @@ def bisect_commits(config, *, good: str, bad: str, confirm: bool = True, check_e
             return done("unresolved", f"GOOD against BAD is unresolved at the {rule.threshold:.2%} threshold "
                                       f"({_x(ends)}): more pairs (--repeats, --until-ci) would tell.")
         if ends.verdict != "slower":
-            return done("no change", f"BAD is not slower than GOOD at the {rule.threshold:.2%} threshold ({ends.verdict} "
-                                     f"{_x(ends)}): there is no slowdown to find between them.")
+            return done("no change", f"BAD is not slower than GOOD at the {rule.threshold:.2%} threshold "
+                                     f"({ends.verdict} {_x(ends)}): there is no slowdown to find between them.")
     while hi - lo > 1:
         mid = (lo + hi) // 2
         s = step(at(lo), line[mid], role="step", left=hi - lo - 1)

@@ -32,6 +32,7 @@ from dataclasses import dataclass, field
 from datetime import datetime, timezone
 from pathlib import Path
 
+from harness.commits._nightly_history import judge_history, time_control
 from harness.errors import ResultsError
 
 __all__ = ["NightlyResult", "judge_nightly", "run_nightly", "read_baseline", "store_baseline",
@@ -300,8 +301,6 @@ def judge_nightly(run_dir: Path, *, out_dir: Path, baseline_dir: Path | None, th
     summary = summarize_run(run, rule=rule)
     outcome = None
     if history is not None:  # the job's verdict is the history's; the baseline's comparison (if any) stays beside it
-        from harness.commits._nightly_history import judge_history
-
         outcome = judge_history(run_dir, request=history, threshold=threshold, out_dir=out_dir, control_dir=control_dir,
                                 control_warning=control_warning)
         warnings += list(outcome.warnings)
@@ -364,8 +363,6 @@ def run_nightly(config, *, out_dir: Path, baseline_dir: Path | None, threshold: 
     result = run_sustained(config, observer=observer, command=command)
     control_dir, control_warning = None, None
     if history is not None:
-        from harness.commits._nightly_history import time_control
-
         control_dir, control_warning = time_control(config, history, observer=observer, command=command)
     return judge_nightly(result.path, out_dir=out_dir, baseline_dir=baseline_dir, threshold=threshold,
                          update_baseline=update_baseline, rule=rule, figures=figures, history=history,

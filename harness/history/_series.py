@@ -43,10 +43,10 @@ def shape_label(row: dict) -> str:
     """`B1 H32/8 S16384 d128 causal`; decode: `B16 H32/8 Sq1 Skv32768 d128 causal page16`."""
     s_q, s_kv = row.get("seq_len"), row.get("seq_len_kv") or row.get("seq_len")
     seq = f"S{s_q}" if s_q == s_kv else f"Sq{s_q} Skv{s_kv}"
-    d = f"d{row.get('head_dim_qk')}" + (f"/{row['head_dim_v']}" if row.get("head_dim_v") not in (None, row.get("head_dim_qk"))
-                                         else "")
-    extra = [f"window{row['window']}" if row.get("window") else "", f"page{row['page_size']}" if row.get("page_size") else "",
-             f"varlen {row['varlen']}" if row.get("varlen") else ""]
+    dv = row.get("head_dim_v")
+    d = f"d{row.get('head_dim_qk')}" + (f"/{dv}" if dv not in (None, row.get("head_dim_qk")) else "")
+    extra = [f"window{row['window']}" if row.get("window") else "", f"page{row['page_size']}" if row.get("page_size")
+             else "", f"varlen {row['varlen']}" if row.get("varlen") else ""]
     return " ".join([f"B{row.get('batch')} H{row.get('heads_q')}/{row.get('heads_kv')} {seq} {d}",
                      "causal" if row.get("causal") else "non-causal", *[e for e in extra if e]])
 

@@ -41,7 +41,8 @@ _BASE_FP = {"device_kind": "cuda", "device_name": "NVIDIA H200", "gpu_serial": "
             "host": "gpu-runner-1", "pci_bus_id": "00000000:00:06.0", "driver": "580.159.04", "vbios": "96.00.AF.00.01",
             "power_limit_w": 700.0, "clock_policy": "default", "ecc": "on", "mig": "off"}
 _SOFTWARE = "torch 2.11.0; cuda 13.0; cudnn 91900; triton 3.6.0"
-_PROTOCOL = "window 4 s; warm-in >= 1 s; cap 30 s; idle 2 s; chunk 0.5 s; L2 warm; settle 0.003; trend 0.003; launch graph"
+_PROTOCOL = ("window 4 s; warm-in >= 1 s; cap 30 s; idle 2 s; chunk 0.5 s; L2 warm; settle 0.003; trend 0.003; "
+             "launch graph")
 
 
 @dataclass(frozen=True, kw_only=True)

@@ -165,7 +165,8 @@ def judge_series(series: str, *, role: str, tonight: dict, comparable: Sequence[
         return SeriesVerdict(**kw, verdict=word, sentence=(
             f"{prefix}{word}: time {_x(time)} beyond {thr} {at}; no clock was recorded, so cycles and clock are not "
             f"split; {_control_words(control, time)}"))
-    return SeriesVerdict(**kw, verdict="same", sentence=f"{prefix}same: time {_x(time)} {at} (threshold {threshold:.2%})")
+    return SeriesVerdict(**kw, verdict="same",
+                         sentence=f"{prefix}same: time {_x(time)} {at} (threshold {threshold:.2%})")
 
 
 def _control_words(control: "SeriesVerdict | None", time: Prediction) -> str:

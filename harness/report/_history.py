@@ -60,7 +60,7 @@ def history_tables(analysis, *, recent: int | None = None) -> list[ReportTable]:
         caption=(f"Ratios to the geometric mean of the last {v.wanted} comparable nights (same machine, software "
                  f"and protocol) with the {v.level:.0%} prediction interval; floor: its half-width, the smallest "
                  f"change those nights can call; threshold {v.threshold:.2%}. Cycles decide the code's verdict, the "
-                 f"clock the machine's."), left=2, text_tail=1)
+                 f"clock the machine's"), left=2, text_tail=1)
     first = nights[-recent].index if recent and len(nights) > recent else 0
     cps = [c for s in analysis.series for c in s.change_points if c.night >= first]
     cps.sort(key=lambda c: (-c.night, c.series))
@@ -78,7 +78,7 @@ def history_tables(analysis, *, recent: int | None = None) -> list[ReportTable]:
     events = ReportTable(
         title="Events (machine, software, protocol)", columns=("night", "date", "change"),
         rows=tuple((nights[e.night].label, night_date(nights[e.night]), e.text()) for e in analysis.events),
-        caption="What a night ran on or with, changed from the night before: figures across it are not compared.",
+        caption="What a night ran on or with, changed from the night before: figures across it are not compared",
         left=2, text_tail=1)
     series = ReportTable(
         title="Series", columns=("series", "role", "nights", "time ms", "Mcycles", "clock MHz", "board W",
@@ -87,7 +87,7 @@ def history_tables(analysis, *, recent: int | None = None) -> list[ReportTable]:
                     _n(s.values["cycles"][-1], 1e-6, 3), _n(s.values["clock"][-1], 1, 0),
                     _n(s.values["power"][-1], 1, 0), _n(s.values["energy"][-1], 1e3, 3), str(len(s.change_points)))
                    for s in analysis.series),
-        caption="The last night each series ran: geometric means over its repeats.", left=2)
+        caption="The last night each series ran: geometric means over its repeats", left=2)
     return [verdicts, change, events, series]
 
 

@@ -182,11 +182,13 @@ def _series_svg(k: int, s, analysis, xs_of, sx: float, date_format: str) -> str:
         out.append(f"<g><title>{_E(title)}</title>"
                    f"<rect x='{x_lo - 1.5:.1f}' y='{top}' width='{x_hi - x_lo + 3:.1f}' height='{bottom - top}' "
                    f"fill='{color}' fill-opacity='0.10'/>"
-                   f"<line x1='{x:.1f}' x2='{x:.1f}' y1='{top - 6}' y2='{bottom}' stroke='{color}' stroke-width='1.6'{dash}/>"
+                   f"<line x1='{x:.1f}' x2='{x:.1f}' y1='{top - 6}' y2='{bottom}' stroke='{color}' "
+                   f"stroke-width='1.6'{dash}/>"
                    f"<text x='{x + 3:.1f}' y='{top - 4}' fill='{color}'>{_E(nights[c.night].label)}</text></g>")
     for e in s.events:
         x = xs_of(e.night)
-        out.append(f"<g><title>{_E(f'event at night {nights[e.night].label} ({night_date(nights[e.night])}): {e.text()}')}"
+        what = f"event at night {nights[e.night].label} ({night_date(nights[e.night])}): {e.text()}"
+        out.append(f"<g><title>{_E(what)}"
                    f"</title><path d='M{x:.1f} {top - 12}l5 5l-5 5l-5-5z' fill='#7f7f7f'/></g>")
     ticks = sorted({round(i * (len(nights) - 1) / 6) for i in range(7)}) if len(nights) > 1 else [0]
     for t in ticks:
@@ -272,7 +274,8 @@ def history_page(analysis, *, title: str = "Nightly history") -> str:
     out = ["<!DOCTYPE html><html><head><meta charset='utf-8'>", f"<title>{_E(title)}</title>",
            f"<style>{_CSS}{_CSS_MORE}</style></head><body>", f"<h1>{_E(title)}</h1>",
            f"<p class='header'>{_E(header)}</p>",
-           f"<div class='verdict' style='border-color:{color}'><b style='color:{color}'>{_E(verdict_line(analysis))}</b></div>",
+           f"<div class='verdict' style='border-color:{color}'><b style='color:{color}'>"
+           f"{_E(verdict_line(analysis))}</b></div>",
            f"<div class='scroll'>{tables[0].to_html()}</div>",
            "<p class='header seriesnav'>" + " · ".join(f"<a href='#series{k}'>{_E(s.key)}</a>"
                                                        for k, s in enumerate(analysis.series)) + "</p>",
@@ -281,14 +284,14 @@ def history_page(analysis, *, title: str = "Nightly history") -> str:
            "<h2>Events</h2>", tables[2].to_html() if tables[2].rows else "<p>No event: one machine, software and "
                                                                          "protocol throughout.</p>",
            "<h2>Series</h2>",
-           "<p class='caption'>Per night: the geometric mean over its repeats (line) and, for time, cycles and clock, its "
-           "95 % band (shaded; every figure's band is in --json / --csv); the "
+           "<p class='caption'>Per night: the geometric mean over its repeats (line) and, for time, cycles and clock, "
+           "its 95 % band (shaded; every figure's band is in --json / --csv); the "
            "last night's point in the verdict's colour. Change points: red a regression, green an improvement, "
            "orange the machine (clock, no event recorded), grey dashed an event; the shade is where the change may "
            "be; hover for its size, attribution, events and commit range. Diamonds on top: events.</p>"]
     date_format = _date_format(nights)
     for k, s in enumerate(analysis.series):
-        verdict = f" — {s.verdict.sentence}" if s.verdict else ""
+        verdict = f" — {s.verdict.sentence.rstrip('.')}" if s.verdict else ""
         gone = _panels(s)[1]
         missing = f"; not shown, no value on any night: {', '.join(gone)}" if gone else ""
         out.append(f"<h3 id='series{k}'>{_E(s.key)} <span class='caption'>({s.role}, {len(s.nights)} nights"
