@@ -29,6 +29,8 @@
 # (git-ignored, carried: polars-2.1.0-py3-none-any.whl and polars_runtime_32-2.1.0-cp311-abi3-manylinux_2_17_x86_64
 # .manylinux2014_x86_64.whl, 55 MB) and they are installed into /tmp/site first. ruptures (and scipy) are not
 # needed here: change points are looked for from four nights of a series on, and this history has three. Never changes clocks, power limits or GPU modes; nvidia-smi is only queried.
+# The option strings (PROTO, PREFILL, DECODE, SHAPE, the commands) are split into words on purpose.
+# shellcheck disable=SC2086,SC2012
 # shellcheck source=benchmarks/h200/preamble.sh
 . "$(dirname "$0")/preamble.sh"
 # shellcheck source=benchmarks/h200/sdpa_repo.sh
