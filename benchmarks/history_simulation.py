@@ -122,7 +122,7 @@ def step_delay(history: History, *, night: int, ratio: float, most: int = 10, to
         a = analyze_history(_prefix(history, k), threshold=THRESHOLD)
         kernel = next(s for s in a.series if s.role == "kernel")
         if any(c.lo + 1 - tolerance <= night <= c.hi + 1 + tolerance and "cycles" in c.found_in
-               and (c.ratios["cycles"] - 1) * (ratio - 1) > 0 for c in kernel.change_points):
+               and ((c.ratios["cycles"] or 1.0) - 1) * (ratio - 1) > 0 for c in kernel.change_points):
             return k - night + 1
     return None
 

@@ -213,8 +213,8 @@ def _change_points(s_rows: list[dict], s: SeriesHistory, events: list[Event], pe
         found_in = tuple(m for m in _STEPPED if any(it[3] == m for it in g))
         near = [e for e in events if s.nights[max(lo - 1, 0)] <= e.night <= s.nights[min(hi + 1, len(s.nights) - 1)]]
         inside = [e for e in near if s.nights[lo] <= e.night <= s.nights[hi]]
-        if inside:  # the recorded event is where the change may be: its night is the change's
-            at = s.nights.index(inside[0].night)
+        if inside and bounds[gi] < s.nights.index(inside[0].night) < bounds[gi + 2]:
+            at = s.nights.index(inside[0].night)  # the recorded event is where the change may be: its night is it
         ratios = {m: _segment_ratio(s.values[m], bounds[gi], at, bounds[gi + 2]) for m in _STEPPED}
         # time = cycles / clock: the clock's ratio is reported as after / before too (a lower clock is < 1)
         cyc, clk = ratios.get("cycles"), ratios.get("clock")

@@ -33,9 +33,10 @@ from harness.errors import ConfigError
 
 __all__ = ["PENALTY", "MIN_SIZE", "Step", "find_steps", "noise_sigma", "require_ruptures"]
 
-# Calibrated on simulated 120-night A/A histories of the H200 cuDNN repeats (benchmarks/history_simulation.py):
-# at 4.0 no A/A history of 200 showed a change point in cycles, clock or time, and a +0.3 % step in cycles
-# (2 sigma of a night) was found within 5 nights in the acceptance history.
+# Calibrated on simulated 120-night A/A histories of the H200 cuDNN repeats (benchmarks/history_simulation.py): at
+# 4.0, 1 A/A history in 400 shows a change point in cycles, clock or time (kernel or control), and a +0.3 % step in
+# cycles (2.7 sigma of a night of 10 repeats) is found within 5 nights in 90 % of histories (at 3.0 more are found
+# sooner, but 1-2 % of A/A histories show a step).
 PENALTY = 4.0
 MIN_SIZE = 2  # nights in a segment: a step needs two nights after it, so one odd night is not a change
 _LOCATION_CHI2 = 3.84
