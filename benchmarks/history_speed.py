@@ -11,7 +11,8 @@ through the history store. Then the command a user runs, in a process of its own
     python -m benchmarks.history_speed                    # build the history in a temporary folder, time 3 runs
     python -m benchmarks.history_speed --dir /tmp/h1000   # keep (or reuse) the history there
 
-It prints the load average before and after (other people's work on the machine lengthens the wall time).
+It prints the load average before and after (other people's work on the machine lengthens the wall time) and the
+CPU time the command used (user + system, its own and its threads': what it costs on an idle machine).
 """
 
 from __future__ import annotations
@@ -19,6 +20,7 @@ from __future__ import annotations
 import argparse
 import dataclasses
 import os
+import resource
 import subprocess
 import sys
 import tempfile
@@ -69,19 +71,23 @@ def main(argv=None) -> None:
     out = Path(tmp.name) / "out"
     env = {**os.environ, "OMP_NUM_THREADS": "1"}
     print(f"load average before: {os.getloadavg()}")
-    walls = []
+    walls, cpus = [], []
     for _ in range(args.runs):
+        before = resource.getrusage(resource.RUSAGE_CHILDREN)
         t = time.perf_counter()
         proc = subprocess.run([sys.executable, "-m", "harness", "history", str(folder), "--html", str(out), "--md",
                                str(out / "pr.md"), "--format", "compact"], capture_output=True, text=True, env=env)
         walls.append(time.perf_counter() - t)
+        after = resource.getrusage(resource.RUSAGE_CHILDREN)
+        cpus.append(after.ru_utime - before.ru_utime + after.ru_stime - before.ru_stime)
         if proc.returncode:
             print(proc.stdout[-2000:], proc.stderr[-2000:])
             raise SystemExit(proc.returncode)
     html = out / "index.html"
     print(f"load average after:  {os.getloadavg()}")
     print(f"bench history {NIGHTS} nights x {SERIES} series --html --md: wall {', '.join(f'{w:.2f}' for w in walls)} s "
-          f"(best {min(walls):.2f} s; limit 10 s); index.html {html.stat().st_size / 1e6:.2f} MB (limit 5 MB)")
+          f"(best {min(walls):.2f} s; limit 10 s); CPU {', '.join(f'{c:.2f}' for c in cpus)} s; index.html "
+          f"{html.stat().st_size / 1e6:.2f} MB (limit 5 MB)")
     print(proc.stdout.strip().splitlines()[-1])
 
 

@@ -21,6 +21,13 @@ _BISECT_PROTOCOL = {k: PROTOCOL[k] for k in ("quick", "repeats", "window_s", "id
                                              "until_ci", "max_repeats")}
 
 
+def _quietly(fn) -> None:
+    try:
+        fn()
+    except Exception:  # noqa: BLE001 - a missing ruptures is said by the analysis itself, where it is needed
+        pass
+
+
 def _html_target(path: Path) -> Path:
     """--html OUT/ writes OUT/index.html; a path ending in .html is the file itself."""
     return path if path.suffix.lower() in (".html", ".htm") else path / "index.html"
@@ -47,15 +54,19 @@ def history(
 ) -> None:
     """Every night of a history: trends, change points (cycles vs clock, events apart), the last night's verdict."""
     from harness.errors import HarnessError
-    from harness.history import analyze_history, read_history
+    import threading
+
+    from harness.history import ANALYSIS_COLUMNS, analyze_history, read_history, require_ruptures
     from harness.report import history_figures, history_markdown, history_page, history_tables, verdict_line
     from harness.suite import history_settings
 
     try:  # pyarrow, numpy and (from 4 nights a series on) ruptures: no polars, so a GPU image draws its own dashboard
         console = export_console(figures)
         settings = history_settings(fail_on_slowdown, nights=nights)
-        analysis = analyze_history(read_history(history_dir), threshold=settings.threshold, level=settings.level,
-                                   wanted=settings.nights)
+        # ruptures (and scipy) import in Python while pyarrow reads the nights in C++: the two overlap on two cores
+        threading.Thread(target=lambda: _quietly(require_ruptures), daemon=True).start()
+        history = read_history(history_dir, columns=ANALYSIS_COLUMNS)
+        analysis = analyze_history(history, threshold=settings.threshold, level=settings.level, wanted=settings.nights)
         for table in history_tables(analysis, recent=recent):
             if table.rows:
                 console.print(table.to_rich())

@@ -14,6 +14,7 @@ reads and judges what was measured and runs nothing.
 """
 
 from harness.history._analyze import (
+    ANALYSIS_COLUMNS,
     METRICS,
     NIGHT_EXIT,
     ChangePoint,
@@ -40,6 +41,7 @@ from harness.history._verdict import (
 )
 
 __all__ = [
+    "ANALYSIS_COLUMNS",
     "METRICS",
     "NIGHT_EXIT",
     "ChangePoint",

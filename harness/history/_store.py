@@ -102,9 +102,10 @@ def night_files(history_dir: Path) -> list[Path]:
     return keep
 
 
-def read_history(history_dir: Path, *, flag: str = "DIR") -> History:
+def read_history(history_dir: Path, *, flag: str = "DIR", columns=None) -> History:
     """Every night of a history folder, migrated to the current schema (pyarrow only). A folder that is missing
-    or holds no night is refused, naming it: reading it as an empty history would pass every verdict."""
+    or holds no night is refused, naming it: reading it as an empty history would pass every verdict. `columns`:
+    only these (what `analyze_history` needs: ANALYSIS_COLUMNS), the rest left on disk."""
     path = _check_dir(history_dir, flag=flag)
     if not path.is_dir():
         raise ResultsError(f"{flag} {path}: no such folder. Give the folder `bench nightly --history` (or `bench "
@@ -113,4 +114,5 @@ def read_history(history_dir: Path, *, flag: str = "DIR") -> History:
     if not files:
         raise ResultsError(f"{flag} {path} holds no night (no night-*.parquet file). Run `bench nightly --history "
                            f"{path}` to append the first one.")
-    return History(path=path, table=read_files(files, HISTORY_TABLE), files=tuple(files))
+    return History(path=path, table=read_files(files, HISTORY_TABLE, columns=list(columns) if columns else None),
+                   files=tuple(files))
