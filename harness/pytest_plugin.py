@@ -35,7 +35,8 @@ by the harness's own interval, as `bench compare` does, where `--benchmark-compa
 that share a clock; a test `slower` beyond PCT makes the session exit 1 (`harness.report.saved_comparison`).
 
 Options: --sustained-device, --sustained-quick, --sustained-telemetry, --sustained-results,
---sustained-repeats, --sustained-window-s, --sustained-no-gate, --sustained-allow-busy, --sustained-compare-fail.
+--sustained-repeats, --sustained-window-s, --sustained-no-gate, --sustained-allow-busy, --sustained-compare-fail,
+--sustained-unresolved.
 Importing this module imports pytest only; torch and the harness load when a test uses the fixture.
 """
 
@@ -98,6 +99,9 @@ def pytest_addoption(parser) -> None:
     group.addoption("--sustained-compare-fail", default=None, metavar="PCT",
                     help="with --benchmark-compare: exit 1 when a test is slower than the saved one beyond PCT (e.g. "
                          "2%), judged on its repeats by the harness's interval (not pytest-benchmark's chunk stats)")
+    group.addoption("--sustained-unresolved", default=None, choices=("fail", "pass"),
+                    help="what --sustained-compare-fail does with a test it could not judge at its threshold: fail "
+                         "(the default: the session exits 1) or pass")
 
 
 def _device(config) -> str:
@@ -345,15 +349,45 @@ def pytest_sessionfinish(session, exitstatus) -> None:
         raise pytest.UsageError("--sustained-compare-fail needs --benchmark-compare (the saved benchmarks to judge "
                                 "this session's against).")
     from harness.report import saved_comparison
-    from harness.suite import verdict_rule
+    from harness.suite import unresolved_policy, verdict_rule
 
     rule, threshold = verdict_rule(text, flag="--sustained-compare-fail")
-    mapping = getattr(getattr(config, "_benchmarksession", None), "compared_mapping", None) or {}
+    policy = unresolved_policy(config.getoption("sustained_unresolved", None), flag="--sustained-unresolved")
+    session_ = getattr(config, "_benchmarksession", None)
+    mapping = getattr(session_, "compared_mapping", None) or {}
     saved = {name: bench for benches in mapping.values() for name, bench in benches.items()}
-    sentences, line, failed = saved_comparison(lines, saved, rule=rule, threshold=threshold)
+    root = getattr(getattr(session_, "storage", None), "path", None)
+    sentences, line, failed = saved_comparison(lines, saved, rule=rule, threshold=threshold, unresolved=policy,
+                                               same_code=_same_commit(config, mapping, root))
     config.stash[_VERDICTS] = [*sentences, line]
     if failed and session.exitstatus == 0:  # a slowdown (or nothing compared) fails the session, as a test would
         session.exitstatus = 1
+
+
+def _same_commit(config, mapping: dict, root) -> str:
+    """Why the saved benchmarks and this session are the same code (one clean commit), else "": pytest-benchmark
+    saves each session's commit_info at the top of its JSON file (the keys of `compared_mapping` are those files,
+    relative to its storage folder `root`)."""
+    import json
+
+    try:
+        now = config.hook.pytest_benchmark_generate_commit_info(config=config) or {}
+    except Exception:  # no git, or pytest-benchmark's hook changed: not knowing is "not the same"
+        return ""
+    ids = set()
+    for path in mapping:
+        try:
+            full = Path(path) if root is None or Path(path).is_absolute() else Path(root) / path
+            info = json.loads(full.read_text(encoding="utf-8")).get("commit_info") or {}
+        except (OSError, ValueError):
+            return ""
+        if info.get("dirty") or not info.get("id"):
+            return ""
+        ids.add(info["id"])
+    if not now.get("id") or now.get("dirty") or ids != {now["id"]}:
+        return ""
+    return (f"the saved benchmarks and this session ran the same commit ({now['id'][:12]}): an A/A check of the "
+            f"noise, and no gate fails on it")
 
 
 @pytest.hookimpl(tryfirst=True)  # before pytest-benchmark's summary, which raises on its own regressions

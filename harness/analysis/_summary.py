@@ -20,9 +20,10 @@ from harness.analysis._compare import (
     _timed,
     captured_control_pairs,
     compare_measurements,
+    comparison_pilot,
     comparison_row,
+    sequential_plan,
     shape_text,
-    two_stage_pilot,
 )
 from harness.analysis._decompose import limiter_label
 from harness.analysis._interval import VerdictRule
@@ -61,7 +62,7 @@ def compare_kernels(run, kernel_pairs: Sequence[tuple[str, str]], *, rule: Verdi
                 continue
             out.append(comparison_row(kernel=a, kernel_b=b, input_a=label, input_b=label, rows_a=groups[a],
                                       rows_b=groups[b], rule=rule, design="interleaved", caveats=caveats,
-                                      pilot=two_stage_pilot(run.info), max_clock_mhz=run.info.get("max_sm_clock_mhz")))
+                                      pilot=sequential_plan(run.info), max_clock_mhz=run.info.get("max_sm_clock_mhz")))
     return Comparison(name_a="A", name_b="B", rule=rule, rows=tuple(out), unmatched=tuple(unmatched))
 
 
@@ -90,7 +91,8 @@ def compare_inputs(run, *, pairs: Sequence[tuple[str, str]] = (), rule: VerdictR
         return Comparison(name_a="A", name_b="B", rule=rule, rows=())
     return compare_measurements(m, m, pairs=pairs, rule=rule, name_a="A", name_b="B",
                                 max_clock_mhz=run.info.get("max_sm_clock_mhz"), caveats=run_caveats(run.info),
-                                design=inputs_design(run.info), pilot=two_stage_pilot(run.info))
+                                design=inputs_design(run.info),
+                                pilot=comparison_pilot(run.info, inputs_design(run.info)))
 
 
 @dataclass(frozen=True, kw_only=True)

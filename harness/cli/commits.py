@@ -15,11 +15,14 @@ import typer
 from harness.cli.common_args import CAPTURE, EXPORT, HISTORY, PROTOCOL, RUN, SHAPE, SOURCES, capture_args, export
 from harness.cli.common_args import export_console, suite_inputs
 from harness.cli.common_args import command_line as _command, fail as _fail, protocol_of, shape_args, split_list
-from harness.cli.common_args import fail_on_slowdown_option, reading_runs, renamed_option, with_options
+from harness.cli.common_args import between_runs_option, fail_on_slowdown_option, reading_runs, renamed_option
+from harness.cli.common_args import unresolved_option, with_options
 from harness.errors import ExitCode
 from harness.suite import NIGHTLY_FAIL_ON_SLOWDOWN, NIGHTLY_RESULTS
 
-_COMMITS_PROTOCOL = {k: PROTOCOL[k] for k in ("quick", "window_s", "idle_s")}
+_COMMITS_PROTOCOL = {**{k: PROTOCOL[k] for k in ("quick", "window_s")}, "idle_s": (Optional[float], typer.Option(
+    None, help="idle before each revision's window, seconds (default 0: the revisions run back to back, so each "
+               "window starts from the same hot card)"))}
 
 __all__ = ["commits", "nightly"]
 
@@ -36,6 +39,7 @@ def commits(
     kernel: str = typer.Option(..., "--kernel", "-k", help="kernel name (registered by the repo's harness.kernels "
                                                            "entry point), module:function or file.py:function"),
     fail_on_slowdown: Optional[str] = fail_on_slowdown_option("a revision"),
+    unresolved: Optional[str] = unresolved_option(),
     device: str = typer.Option("cuda:0", help="cpu, cuda:N or cuda:<PCI bus id>: one device for every revision"),
     allow_dirty: bool = typer.Option(False, help="go ahead with uncommitted changes in --repo (recorded; they are not measured)"),
     input_: Optional[List[str]] = typer.Option(None, "--input", "-i", callback=split_list,
@@ -44,13 +48,15 @@ def commits(
                                                     "with more than one)"),
     layout: Optional[str] = SOURCES["layout"][1],
     gqa: Optional[str] = SOURCES["gqa"][1],
-    repeats: Optional[int] = typer.Option(None, help="interleaved repeats per revision (default 3; --quick 2); with "
-                                                     "--until-ci the pilot (default 5)"),
-    until_ci: Optional[str] = typer.Option(None, "--until-ci", help="add interleaved repeats (Stein's two-stage rule) "
-                                                                   "until the interval's half-width is at most this, "
-                                                                   "e.g. 0.25%, or off (default: the verdict's "
-                                                                   "threshold; off with --quick)"),
-    max_repeats: Optional[int] = typer.Option(None, help="cap on interleaved repeats per revision under --until-ci "
+    repeats: Optional[int] = typer.Option(None, help="the pilot: interleaved pairs before look 1 (default 5; with "
+                                                     "--until-ci off 3, --quick 2; at least 5 under a gate)"),
+    until_ci: Optional[str] = typer.Option(None, "--until-ci", help="the sequential design: look 1 after the pilot and, "
+                                                                   "only if a revision is unresolved there, look 2 at "
+                                                                   "--max-repeats pairs; a value (e.g. 0.25%) also "
+                                                                   "asks every half-width to be at most it before "
+                                                                   "stopping; off: one look (default: on; off with "
+                                                                   "--quick)"),
+    max_repeats: Optional[int] = typer.Option(None, help="the pairs of look 2 under the sequential design "
                                                          "(default 10)"),
     max_time_s: Optional[float] = typer.Option(None, help="under --until-ci, begin no pair after the pilot that would "
                                                            "end past this many seconds of timing (imports, compiles "
@@ -64,13 +70,14 @@ def commits(
     from harness.errors import ConfigError, HarnessError
     from harness.report import commits_figures, figures_document, gate_figures
     from harness.config import check_launch
-    from harness.suite import COMMITS_INPUT, attention_shape, kernel_specs, synthetic_specs
-    from harness.suite import until_ci as until_ci_of, verdict_rule
+    from harness.suite import COMMITS_INPUT, attention_shape, commits_protocol, kernel_specs, synthetic_specs
+    from harness.suite import unresolved_policy, until_ci as until_ci_of, verdict_rule
 
     try:
         console = export_console(figures)
         md = renamed_option("--summary", "--md", summary, md, warn=_warn)
         rule, threshold = verdict_rule(fail_on_slowdown)
+        policy = unresolved_policy(unresolved)
         target = until_ci_of(until_ci, default=None if protocol["quick"] else rule.threshold)
         if input_ and len(input_) > 1:
             raise ConfigError(f"--input: `bench commits` times every revision on one input, and got {len(input_)} "
@@ -83,16 +90,18 @@ def commits(
             raise ConfigError("--name: `bench commits` names each revision's run after the revision; leave --name out.")
         config = CommitsConfig(
             repo=repo, kernel=kernel, revisions=tuple(revisions), input=spec, device=device,
-            telemetry=run["telemetry"], protocol=protocol_of({**protocol, "repeats": repeats, "until_ci": target,
-                                                              "max_repeats": max_repeats}),
+            telemetry=run["telemetry"], protocol=commits_protocol(
+                quick=protocol["quick"], gated=threshold is not None, repeats=repeats, until_ci=target,
+                max_repeats=max_repeats, window_s=protocol["window_s"], idle_s=protocol["idle_s"]),
             results_dir=run["results"], launch=run["launch"], gate=run["gate"], allow_dirty=allow_dirty,
             allow_busy=run["allow_busy"], rule=rule, max_time_s=max_time_s,
+            width_target=target if until_ci is not None else None,
         )
         result = compare_commits(config, on_message=lambda text: console.print(f"[dim]{text}[/]", highlight=False),
                                  command=_command())
         runs, rows = commits_figures(result)
         verdict = gate_figures([c.comparison for c in result.comparisons], threshold=threshold,
-                               exit_code_slower=int(ExitCode.REGRESSION))
+                               exit_code_slower=int(ExitCode.REGRESSION), unresolved=policy)
         export(console, figures, figures_document(command="commits", runs=runs, tables={"revisions": rows},
                                                   verdict=verdict))
     except HarnessError as exc:
@@ -116,9 +125,9 @@ def commits(
         console.print(f"history: {len(result.runs)} revision run(s) appended to {history['history']}", highlight=False)
     if md is not None:
         md.parent.mkdir(parents=True, exist_ok=True)
-        md.write_text(commits_markdown(result, threshold=threshold), encoding="utf-8")
+        md.write_text(commits_markdown(result, threshold=threshold, unresolved=policy), encoding="utf-8")
         console.print(f"markdown: {md}", highlight=False)
-    line = commits_gate_line(result, threshold=threshold)
+    line = commits_gate_line(result, threshold=threshold, unresolved=policy)
     color = "bold red" if line.startswith("FAIL") else "yellow" if "NOT RESOLVED" in line else "green"
     console.print(f"[{color}]{line}[/]", highlight=False, soft_wrap=True)
     if verdict is not None and verdict["exit_code"]:
@@ -151,6 +160,8 @@ def nightly(
                                                        "nights; default baseline/, none with --history)"),
     update_baseline: bool = typer.Option(False, help="store tonight's run as the baseline (only when asked for)"),
     fail_on_slowdown: Optional[str] = fail_on_slowdown_option("a kernel x input", default=NIGHTLY_FAIL_ON_SLOWDOWN),
+    unresolved: Optional[str] = unresolved_option(),
+    between_runs_cv: Optional[str] = between_runs_option(),
     kernel: List[str] = SOURCES["kernel"][1],
     layout: Optional[str] = SOURCES["layout"][1],
     gqa: Optional[str] = SOURCES["gqa"][1],
@@ -183,10 +194,13 @@ def nightly(
     from harness.suite import sustained_config, synthetic_specs
 
     with reading_runs("nightly", figures) as console:
-        from harness.suite import kernel_specs, nightly_until_ci, until_ci as until_ci_of, verdict_rule
+        from harness.suite import kernel_specs, nightly_until_ci, unresolved_policy, until_ci as until_ci_of
+        from harness.suite import verdict_rule
 
         out = renamed_option("--out", "--results", out, results, warn=_warn) or NIGHTLY_RESULTS
-        rule, threshold = verdict_rule(fail_on_slowdown, default=NIGHTLY_FAIL_ON_SLOWDOWN)
+        rule, threshold = verdict_rule(fail_on_slowdown, default=NIGHTLY_FAIL_ON_SLOWDOWN,
+                                       between_runs_cv=between_runs_cv)
+        policy = unresolved_policy(unresolved)
         target = until_ci_of(until_ci, default=None if protocol["quick"] else nightly_until_ci(threshold))
         selection = capture_args(capture, files=capture_file)
         selection.check()
@@ -223,7 +237,7 @@ def nightly(
                                   results_dir=out / "runs", run_name="nightly")
         result = run_nightly(config, out_dir=out, baseline_dir=baseline, threshold=threshold, rule=rule,
                              update_baseline=update_baseline, figures=draw, observer=run_observer(console),
-                             command=_command(), history=request)
+                             command=_command(), unresolved=policy, history=request)
         doc = nightly_figures(result, threshold=threshold)
         if result.history is not None:  # tonight's verdicts against its nights, beside the baseline's comparison
             doc["tables"]["history_verdicts"] = history_figures(result.history.analysis)["tables"]["history_verdicts"]

@@ -25,7 +25,7 @@ __all__ = ["console", "fail", "command_line", "SOURCES", "SHAPE", "CAPTURE", "PR
            "HISTORY",
            "with_options", "split_list", "split_ints", "split_sizes", "split_or_none", "export", "export_console", "need_polars", "reading_runs",
            "shape_args", "capture_args", "protocol_of", "suite_inputs", "stopped", "nothing_timed", "split_kernels",
-           "fail_on_slowdown_option", "renamed_option"]
+           "fail_on_slowdown_option", "renamed_option", "unresolved_option", "between_runs_option"]
 
 # Off a terminal rich would fold every table to 80 columns (COLUMNS unset), cutting numbers and names; a log
 # has no width, so tables are drawn at their natural width and lines are never wrapped (README: output).
@@ -227,7 +227,23 @@ def fail_on_slowdown_option(subject: str, *, default: str | None = None):
     what is judged, and the default stated one way (harness.suite owns the default values)."""
     stated = (f"default {default}" if default else "default: none, the verdicts judge at 0.5 % and the exit is 0")
     return typer.Option(None, help=f"exit 1 when {subject} is slower by more than this, its interval excluding 1 "
-                                   f"(e.g. 2%); the verdicts then judge at it ({stated})")
+                                   f"(e.g. 2%); exit 6 when a row cannot be judged at it (see --unresolved); the "
+                                   f"verdicts then judge at it ({stated})")
+
+
+def unresolved_option():
+    """`--unresolved fail|pass`, worded the same in every command that gates."""
+    return typer.Option(None, "--unresolved", help="what the gate does with a row it could not judge at the "
+                                                   "threshold (unresolved, or too few repeats): fail (exit 6; the "
+                                                   "default) or pass (exit 0, the row still named)")
+
+
+def between_runs_option():
+    """`--between-runs-cv`, for the commands that compare separate runs (compare, nightly)."""
+    return typer.Option(None, "--between-runs-cv", help="the coefficient of variation between separate runs of this "
+                                                        "suite (e.g. 0.3%, from A/A nights or bench history); every "
+                                                        "interval between two runs includes it (default: 0.5% on a "
+                                                        "GPU, 5% on a CPU)")
 
 
 def renamed_option(old: str, new: str, old_value, new_value, *, warn):

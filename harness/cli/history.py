@@ -145,5 +145,4 @@ def bisect(
     color = {"found": "bold green", "no change": "yellow", "unresolved": "yellow"}[result.status]
     out.print(f"[{color}]{result.status.upper()}[/]: {result.sentence}", highlight=False, soft_wrap=True)
     if result.status == "unresolved":
-        # not resolved at the threshold: ExitCode.UNRESOLVED (6) where this harness has it (issue 39)
-        raise typer.Exit(int(getattr(ExitCode, "UNRESOLVED", 6)))
+        raise typer.Exit(int(ExitCode.UNRESOLVED))  # not resolved at the threshold

@@ -25,16 +25,14 @@ import time
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING, Callable
+from typing import Callable
 
+from harness.analysis import OPEN, Plan, VerdictRule, compare_runs, paired_decision
 from harness.commits._git import Revision, check_clean, repo_root, resolve_revision, worktrees
 from harness.commits._result import CommitComparison, CommitsResult, RevisionRun
 from harness.config import SustainedProtocol
 from harness.errors import ConfigError, HarnessError, KernelError
 from harness.inputs import InputSpec
-
-if TYPE_CHECKING:
-    from harness.analysis import VerdictRule
 
 __all__ = ["CommitsConfig", "compare_commits", "next_pair_fits", "WorkerError", "Terminated"]
 
@@ -70,6 +68,9 @@ class CommitsConfig:
     # Under --until-ci: no pair is begun after the pilot that would end past this many seconds of timing
     # (counted from the first timed repeat; imports, compiles and gates are not counted). None: no limit.
     max_time_s: float | None = None
+    # --until-ci as the user typed it: look 1 also needs every half-width at most this to stop (None: a verdict
+    # resolved at the threshold is enough; the protocol's until_ci then only switches the sequential design on).
+    width_target: float | None = None
 
     def __post_init__(self) -> None:
         if self.max_time_s is not None:
@@ -217,29 +218,30 @@ def _order(n: int, rep: int) -> list[int]:
 
 def _plan(p: SustainedProtocol) -> str:
     if p.until_ci is None:
-        return f"{p.repeats} interleaved repeat(s)"
-    return (f"a pilot of {p.repeats} interleaved repeat(s), then as many as a +-{p.until_ci:.2%} interval needs "
-            f"(at most {p.max_repeats})")
+        return f"{p.repeats} interleaved repeat(s), one look"
+    return (f"a pilot of {p.repeats} interleaved pairs (look 1), then only if a revision is unresolved there, "
+            f"pairs up to {p.max_repeats} (look 2)")
 
 
-def _two_stage_total(times: dict[int, list[float]], config: CommitsConfig) -> tuple[int, int]:
-    """Stein's second stage: (the repeats to take, at most the cap; the repeats every later revision's paired
-    interval against the first needs for the target width)."""
-    import math
-
-    from harness.analysis import stein_total
-
+def _look_one(times: dict[int, list[float]], config: CommitsConfig) -> list[str]:
+    """Look 1's verdict of every later revision against the first, on the pilot's pairs (what decides whether
+    look 2 is needed: `harness.analysis.paired_decision`, the procedure the final rows use)."""
     p = config.protocol
-    base = times[0]
-    need = p.repeats
+    rule = config.rule or VerdictRule()
+    plan = Plan(pilot=p.repeats, total=p.max_repeats if p.max_repeats and p.max_repeats > p.repeats else None)
+    out = []
     for i in range(1, len(times)):
-        k = min(len(base), len(times[i]), p.repeats)
+        k = min(len(times[0]), len(times[i]), p.repeats)
         if k < 2:
-            return p.repeats, p.repeats  # a revision lost its pilot repeats: nothing to plan from (rows say why)
-        diffs = [math.log(b) - math.log(a) for a, b in zip(base[:k], times[i][:k])]
-        level = (config.rule.level if config.rule else 0.95)
-        need = max(need, stein_total(diffs, target=p.until_ci, level=level, cap=10 ** 6))
-    return min(need, p.max_repeats), need
+            out.append("too few repeats")  # a revision lost its pilot repeats: its row says why
+            continue
+        diffs = [math.log(b) - math.log(a) for a, b in zip(times[0][:k], times[i][:k])]
+        look, verdict = paired_decision(diffs, Plan(pilot=k, total=plan.total if plan.total and plan.total > k
+                                                   else None), rule)
+        half = math.expm1(float(look.crit) * float(look.se))
+        wide = config.width_target is not None and not half <= config.width_target
+        out.append("unresolved" if wide else str(verdict[()]))
+    return out
 
 
 def next_pair_fits(elapsed_s: float, pairs_done: int, max_time_s: float | None) -> bool:
@@ -266,7 +268,6 @@ def compare_commits(config: CommitsConfig, *, on_message: Callable[[str], None] 
     Raises `RevisionError` for a revision git cannot resolve, `DirtyWorktreeError` for uncommitted
     changes (unless `allow_dirty`), and `WorkerError` when a revision's kernel is missing or fails.
     """
-    from harness.analysis import VerdictRule, compare_runs
     from harness.commits._worker import spec_to_json
     from harness.results import read_run_rows
 
@@ -328,21 +329,27 @@ def compare_commits(config: CommitsConfig, *, on_message: Callable[[str], None] 
             started = clock()
             for rep in range(config.protocol.repeats):
                 one_repeat(rep, asked=False)
-            total = need = config.protocol.repeats
-            timed_out = False
+            total = config.protocol.repeats
+            timed_out, looked = False, []
             if config.protocol.until_ci is not None:
-                total, need = _two_stage_total(times, config)
-                on_message(f"pilot of {config.protocol.repeats}: {need} interleaved repeat(s) needed for a "
-                           f"+-{config.protocol.until_ci:.2%} interval"
-                           + (f"; taking {total}, the cap (--max-repeats {config.protocol.max_repeats})" if need > total
-                              else f"; taking {total} (cap {config.protocol.max_repeats})"))
-                for rep in range(config.protocol.repeats, total):
-                    if not next_pair_fits(clock() - started, rep, config.max_time_s):
-                        total, timed_out = rep, True
-                        on_message(f"--max-time-s {config.max_time_s:g}: {rep} pairs in {clock() - started:.0f} s; "
-                                   f"one more would end past the limit")
-                        break
-                    one_repeat(rep, asked=True)
+                looked = _look_one(times, config)
+                open_ = [workers[i + 1].revision.describe() for i, v in enumerate(looked) if v in OPEN]
+                cap = config.protocol.max_repeats
+                if not open_ or cap <= total:
+                    on_message(f"look 1 after the pilot of {total} pairs: " + ", ".join(
+                        f"{workers[i + 1].revision.describe()} {v}" for i, v in enumerate(looked))
+                        + ("; no look 2" if not open_ else f"; no look 2 (--max-repeats {cap})"))
+                else:
+                    on_message(f"look 1 after the pilot of {total} pairs left {', '.join(open_)} unresolved; "
+                               f"timing pairs up to {cap} for look 2")
+                    for rep in range(config.protocol.repeats, cap):
+                        if not next_pair_fits(clock() - started, rep, config.max_time_s):
+                            timed_out = True
+                            on_message(f"--max-time-s {config.max_time_s:g}: {rep} pairs in {clock() - started:.0f} s;"
+                                       f" one more would end past the limit")
+                            break
+                        one_repeat(rep, asked=True)
+                        total = rep + 1
                 for w in workers:
                     w.expect(("more",), timeout=timeout, on_message=on_message)
                     w.send("finish")
@@ -376,14 +383,18 @@ def compare_commits(config: CommitsConfig, *, on_message: Callable[[str], None] 
     info = read[0].info
     adaptive = ""
     if config.protocol.until_ci is not None:
-        widest = max(c.comparison.rows[0].time.resolution or math.inf for c in comparisons)
-        met = widest <= config.protocol.until_ci * (1 + 1e-9)
-        adaptive = (f"--until-ci {config.protocol.until_ci:.2%}: " + (
-            f"target met with {total} interleaved pairs (widest half-width {widest:.2%})" if met else
-            f"stopped at the cap of {total} pairs ("
-            + (f"--max-time-s {config.max_time_s:g}: one more pair would have ended past it" if timed_out
-               else "--max-repeats")
-            + f") with a half-width of {widest:.2%}, wider than the target; {need} pairs were needed"))
+        pilot, cap = config.protocol.repeats, config.protocol.max_repeats
+        if not any(v in OPEN for v in looked):
+            adaptive = f"sequential: look 1 on the pilot's {pilot} pairs decided every revision"
+        elif total == pilot:
+            adaptive = (f"sequential: look 1 on the pilot's {pilot} pairs left a revision unresolved; no look 2: "
+                        + (f"--max-time-s {config.max_time_s:g}: one more pair would have ended past it" if timed_out
+                           else f"--max-repeats {cap} allows no pair after the pilot"))
+        else:
+            adaptive = (f"sequential: look 1 on the pilot's {pilot} pairs left a revision unresolved; look 2 on "
+                        f"{total} pairs (skipped mean)" + (
+                            f", stopped by --max-time-s {config.max_time_s:g} before --max-repeats {cap}"
+                            if timed_out else ""))
     return CommitsResult(
         kernel=done[0]["kernel"], input_label=config.input.label, device=config.device,
         device_name=info.get("device_name") or config.device, repo=root, runs=runs, comparisons=comparisons,
