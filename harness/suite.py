@@ -56,6 +56,7 @@ __all__ = [
     "HistorySettings",
     "history_settings",
     "HISTORY_CONTROL",
+    "HISTORY_CONTROL_GEMM",
     "HISTORY_RECENT",
     "FLOOR_KERNELS",
     "model_error_config",
@@ -196,10 +197,12 @@ def nightly_shape_args(args: "ShapeArgs") -> "ShapeArgs":
 
 # The history's defaults (`bench history`, `bench nightly --history`): the verdict against the last N comparable
 # nights (harness.history.NIGHTS, at its LEVEL), the change points of the last HISTORY_RECENT nights in a PR comment,
-# and the control timed every night beside the suite on a GPU: the bf16 GEMM at its power-capped peak (random
-# operands), whose code never changes with the repository's.
+# and the control timed every night beside the suite: the bf16 GEMM at its power-capped peak (random operands),
+# whose code never changes with the repository's; on the CPU (a dry run) at M = N = K = 256, which takes
+# milliseconds there, not the GPU's 8192 (harness.profiling.peak_registry's default).
 HISTORY_RECENT = 30
-HISTORY_CONTROL = {"cuda": "peak-gemm-bf16-random", "rocm": "peak-gemm-bf16-random", "cpu": None}
+HISTORY_CONTROL = {"cuda": "peak-gemm-bf16-random", "rocm": "peak-gemm-bf16-random", "cpu": "peak-gemm-bf16-random"}
+HISTORY_CONTROL_GEMM = {"cpu": 256}
 
 
 @dataclass(frozen=True, kw_only=True)

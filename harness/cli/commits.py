@@ -179,8 +179,8 @@ def nightly(
                                                                                 "10; at least 3)"),
     history_control: Optional[str] = typer.Option(None, "--history-control", help="with --history: the control timed "
                                                                                   "every night beside the suite (default "
-                                                                                  "peak-gemm-bf16-random on a GPU, none "
-                                                                                  "on the CPU), or none"),
+                                                                                  "peak-gemm-bf16-random; on the CPU at "
+                                                                                  "256^3), or none"),
     append: bool = typer.Option(True, "--append/--no-append", help="with --history: append tonight as a night (--no-append: "
                                                                    "judge it against the history, e.g. a pull request "
                                                                    "against main's nights, and leave the history as it is)"),
@@ -190,7 +190,8 @@ def nightly(
     from harness.commits import HistoryRequest
     from harness.errors import ConfigError
     from harness.report import history_figures, nightly_figures, run_observer
-    from harness.suite import HISTORY_CONTROL, attention_shapes, device_kind, history_settings, nightly_shape_args
+    from harness.suite import HISTORY_CONTROL, HISTORY_CONTROL_GEMM, attention_shapes, device_kind, history_settings
+    from harness.suite import nightly_shape_args
     from harness.suite import sustained_config, synthetic_specs
 
     with reading_runs("nightly", figures) as console:
@@ -220,7 +221,7 @@ def nightly(
             control = history_control or HISTORY_CONTROL[device_kind(device)]
             request = HistoryRequest(path=history["history"], night=history["night"], nights=settings.nights,
                                      level=settings.level, control=None if control in (None, "none") else control,
-                                     append=append)
+                                     control_gemm_size=HISTORY_CONTROL_GEMM.get(device_kind(device)), append=append)
         else:
             given = [f for f, v in (("--night", history["night"]), ("--history-nights", history_nights),
                                     ("--history-control", history_control), ("--no-append", not append)) if v]

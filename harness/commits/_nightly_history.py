@@ -1,9 +1,9 @@
 """`bench nightly --history DIR`: tonight appended to the history as a night, with the control timed beside it, and
 judged against the nights before it (harness.history) instead of against one stored baseline.
 
-The control is timed every night after the suite, with the suite's protocol, device and telemetry: on a GPU the
-bf16 GEMM at its power-capped peak (`peak-gemm-bf16-random`, harness.profiling), whose code never changes with the
-repository's, so a move it shares is the machine's. It is a run of its own, appended to the same night with the
+The control is timed every night after the suite, with the suite's protocol, device and telemetry: the bf16 GEMM
+at its power-capped peak (`peak-gemm-bf16-random`, harness.profiling; a small one on the CPU), whose code never
+changes with the repository's, so a move it shares is the machine's. It is a run of its own, appended to the same night with the
 role `control`. A control that cannot run is said in a warning; the kernels are still judged (by their cycles
 where a clock was recorded, which do not need it).
 
@@ -32,6 +32,7 @@ class HistoryRequest:
     nights: int = 10  # harness.history.NIGHTS; the suite layer decides it
     level: float = 0.99
     control: str | None = None  # a peak kernel timed every night beside the suite; None: no control
+    control_gemm_size: int | None = None  # M = N = K of the control's GEMM (None: harness.profiling's default)
     append: bool = True
 
 
@@ -52,12 +53,13 @@ def time_control(config, request: HistoryRequest, *, observer=None, command: str
     if not request.control:
         return None, None
     from harness.errors import HarnessError
-    from harness.profiling import run_peaks
+    from harness.profiling import peak_registry, run_peaks
 
     try:
+        registry = peak_registry(gemm_size=request.control_gemm_size) if request.control_gemm_size else None
         res = run_peaks(kernels=(request.control,), device=config.device, telemetry=config.telemetry,
                         protocol=config.protocol, results_dir=config.results_dir, run_name="nightly-control",
-                        allow_busy=config.allow_busy, observer=observer, command=command)
+                        registry=registry, allow_busy=config.allow_busy, observer=observer, command=command)
     except HarnessError as exc:
         return None, f"the control {request.control} was not timed: {exc}"
     return Path(res.run.path), None

@@ -101,6 +101,32 @@ def test_nightly_takes_the_decode_options_and_builds_its_history_request(monkeyp
     assert (s.batch, s.seq_len, s.seq_len_kv, s.page_size, s.heads_q, s.heads_kv, s.head_dim_qk) == (16, 1, 512, 16, 8, 2, 64)
     assert seen["config"].protocol.window_s == 0.3 and seen["baseline_dir"] is None
     h = seen["history"]
-    assert (h.path, h.night, h.nights, h.control, h.append) == (tmp_path / "h", "n1", 5, None, True)
+    assert (h.path, h.night, h.nights, h.control, h.append) == (tmp_path / "h", "n1", 5, "peak-gemm-bf16-random", True)
+    assert h.control_gemm_size == 256  # the CPU's control: a GEMM of milliseconds
     res = CliRunner().invoke(app, ["nightly", "--device", "cpu", "--night", "n1"])
     assert res.exit_code == 2 and "--night belong(s) to --history" in res.output
+
+
+def test_the_control_is_the_gemm_peak_with_the_suites_protocol(monkeypatch, tmp_path):
+    import harness.profiling as profiling
+    from harness.commits._nightly_history import time_control
+
+    seen = {}
+
+    class Result:
+        class run:
+            path = tmp_path / "control-run"
+
+    def fake_run_peaks(**kw):
+        seen.update(kw)
+        return Result()
+
+    monkeypatch.setattr(profiling, "run_peaks", fake_run_peaks)
+    config = type("C", (), {"device": "cpu", "telemetry": "auto", "protocol": "P", "results_dir": tmp_path,
+                            "allow_busy": False})()
+    run, warning = time_control(config, HistoryRequest(path=tmp_path, control="peak-gemm-bf16-random",
+                                                       control_gemm_size=256))
+    assert run == tmp_path / "control-run" and warning is None
+    assert seen["kernels"] == ("peak-gemm-bf16-random",) and seen["protocol"] == "P" and seen["device"] == "cpu"
+    assert seen["registry"].get("peak-gemm-bf16-random").extra["work_per_launch"] == 2 * 256**3
+    assert time_control(config, HistoryRequest(path=tmp_path)) == (None, None)  # no control asked for
