@@ -52,6 +52,12 @@ __all__ = [
     "sustained_protocol",
     "sustained_config",
     "nightly_shape",
+    "nightly_shape_args",
+    "HistorySettings",
+    "history_settings",
+    "HISTORY_CONTROL",
+    "HISTORY_CONTROL_GEMM",
+    "HISTORY_RECENT",
     "FLOOR_KERNELS",
     "model_error_config",
     "model_error_kernels",
@@ -179,6 +185,47 @@ def nightly_shape(device: str, *, seq_len: int | None = None, heads=None, heads_
         hkv = None
     return attention_shape(ShapeArgs(heads=hq if heads is None else heads, heads_kv=hkv if heads_kv is None else heads_kv,
                                      seq_len=seq_len), device=device)
+
+
+def nightly_shape_args(args: "ShapeArgs") -> "ShapeArgs":
+    """The shape options of `bench nightly` on synthetic inputs: `bench sustained`'s, with the nightly suite's 32 / 8
+    heads where neither --heads nor --heads-kv (nor --mla) was given."""
+    if args.heads is None and args.heads_kv is None and not args.mla:
+        return dataclasses.replace(args, heads=_NIGHTLY_HEADS[0], heads_kv=_NIGHTLY_HEADS[1])
+    return args
+
+
+# The history's defaults (`bench history`, `bench nightly --history`): the verdict against the last N comparable
+# nights (harness.history.NIGHTS, at its LEVEL), the change points of the last HISTORY_RECENT nights in a PR comment,
+# and the control timed every night beside the suite: the bf16 GEMM at its power-capped peak (random operands),
+# whose code never changes with the repository's; on the CPU (a dry run) at M = N = K = 256, which takes
+# milliseconds there, not the GPU's 8192 (harness.profiling.peak_registry's default).
+HISTORY_RECENT = 30
+HISTORY_CONTROL = {"cuda": "peak-gemm-bf16-random", "rocm": "peak-gemm-bf16-random", "cpu": "peak-gemm-bf16-random"}
+HISTORY_CONTROL_GEMM = {"cpu": 256}
+
+
+@dataclass(frozen=True, kw_only=True)
+class HistorySettings:
+    """How a history is judged: the threshold (and where it came from), the comparable nights, the level."""
+
+    threshold: float
+    threshold_source: str
+    nights: int
+    level: float
+
+
+def history_settings(fail_on_slowdown: str | None, *, nights: int | None = None) -> HistorySettings:
+    """The history's verdict settings: --fail-on-slowdown (default nightly's 2 %) and --history-nights (default
+    harness.history.NIGHTS, at least harness.history.MIN_NIGHTS)."""
+    from harness.history import LEVEL, MIN_NIGHTS, NIGHTS
+
+    rule, threshold = verdict_rule(fail_on_slowdown, default=NIGHTLY_FAIL_ON_SLOWDOWN)
+    if nights is not None and nights < MIN_NIGHTS:
+        raise ConfigError(f"--history-nights {nights}: a prediction interval needs at least {MIN_NIGHTS} comparable "
+                          f"nights (two degrees of freedom). Give {MIN_NIGHTS} or more (default {NIGHTS}).")
+    return HistorySettings(threshold=threshold, threshold_source=rule.threshold_source, nights=nights or NIGHTS,
+                           level=LEVEL)
 
 
 # `bench nightly`'s own defaults: where its outputs go, and its gate (a nightly job judges; compare and commits

@@ -22,6 +22,7 @@ import typer
 from harness.suite import CAPTURES_ROOT, RESULTS_ROOT
 
 __all__ = ["console", "fail", "command_line", "SOURCES", "SHAPE", "CAPTURE", "PROTOCOL", "RECORD", "RUN", "ISOLATE", "EXPORT",
+           "HISTORY",
            "with_options", "split_list", "split_ints", "split_sizes", "split_or_none", "export", "export_console", "need_polars", "reading_runs",
            "shape_args", "capture_args", "protocol_of", "suite_inputs", "stopped", "nothing_timed", "split_kernels",
            "fail_on_slowdown_option", "renamed_option", "unresolved_option", "between_runs_option"]
@@ -197,6 +198,14 @@ ISOLATE = dict(isolation=(str, typer.Option("auto", help="auto (a kernel named m
                                                          "or from a plugin, runs in a process of its own; the bundled "
                                                          "kernels in the run's), process (every kernel in its own), "
                                                          "none (every kernel in the run's process)")))
+# The history store (harness.history): where a run is appended as a night, and that night's label.
+HISTORY = dict(
+    history=(Optional[Path], typer.Option(None, "--history", metavar="DIR",
+                                          help="also append this run to the history in DIR (a folder of night-*.parquet "
+                                               "files, one per night; see `bench history`)")),
+    night=(Optional[str], typer.Option(None, "--night", help="the night's label in --history (default: the run's start "
+                                                             "time); runs given one label are one night")),
+)
 # The figures of the tables as data (harness/report/figures.schema.json).
 EXPORT = dict(
     json_out=(Optional[str], typer.Option(None, "--json", metavar="PATH",

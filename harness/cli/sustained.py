@@ -11,7 +11,8 @@ from typing import Optional
 
 import typer
 
-from harness.cli.common_args import CAPTURE, EXPORT, ISOLATE, PROTOCOL, RUN, SHAPE, SOURCES, command_line, console, fail
+from harness.cli.common_args import CAPTURE, EXPORT, HISTORY, ISOLATE, PROTOCOL, RUN, SHAPE, SOURCES, command_line
+from harness.cli.common_args import console, fail
 from harness.cli.common_args import export, export_console, nothing_timed, protocol_of, stopped, suite_inputs
 from harness.cli.common_args import with_options
 
@@ -20,7 +21,8 @@ __all__ = ["sustained", "sustained_config_from_args", "MULTI_GPU_OPTIONS"]
 MULTI_GPU_OPTIONS = ("--gpus", "--replicate")
 
 
-@with_options(sources=SOURCES, shape=SHAPE, capture=CAPTURE, protocol=PROTOCOL, run=RUN, isolate=ISOLATE, figures=EXPORT)
+@with_options(sources=SOURCES, shape=SHAPE, capture=CAPTURE, protocol=PROTOCOL, run=RUN, isolate=ISOLATE,
+              history=HISTORY, figures=EXPORT)
 def sustained(
     sources: dict,
     shape: dict,
@@ -28,6 +30,7 @@ def sustained(
     protocol: dict,
     run: dict,
     isolate: dict,
+    history: dict,
     figures: dict,
     gpus: Optional[str] = typer.Option(None, help="all, indices (0,2) or PCI bus ids: one worker process per GPU "
                                                   "(instead of --device)"),
@@ -44,6 +47,9 @@ def sustained(
         out = export_console(figures)
         config = _config(out, sources=sources, shape=shape, capture=capture, protocol=protocol, run=run,
                          isolate=isolate)
+        if history["night"] is not None and history["history"] is None:
+            raise ConfigError("--night labels the night in --history, which was not given. Add --history DIR or drop "
+                              "--night.")
         if not sources["kernel"]:  # say which kernels the run chose, and why, before it starts
             from harness.suite import workload_kernels
 
@@ -57,13 +63,16 @@ def sustained(
 
             peaks_read_roof(peaks)  # refused here, before anything runs
         if gpus:
+            if history["history"] is not None:
+                raise ConfigError("--history appends one run of one GPU as a night; with --gpus, `bench merge` the "
+                                  "workers' runs first, or run the nightly suite per GPU.")
             from harness.cli.multigpu import run_multi_and_render
 
             run_multi_and_render(config, gpus=gpus, replicate=replicate, console=out)
         elif replicate:
             raise ConfigError("--replicate runs the suite on every GPU of --gpus; name them with --gpus.")
         else:
-            _run_and_render(config, out, figures, peaks=peaks)
+            _run_and_render(config, out, figures, peaks=peaks, history=history)
     except HarnessError as exc:
         fail(exc)
 
@@ -112,7 +121,7 @@ def _parse_only(sources: dict, shape: dict, capture: dict, protocol: dict, run: 
                    isolate=isolate)
 
 
-def _run_and_render(config, out, figures: dict, *, peaks=None) -> None:
+def _run_and_render(config, out, figures: dict, *, peaks=None, history: dict | None = None) -> None:
     from harness.analysis import aggregate_repeats
     from harness.report import figures_document, provenance, run_observer, sustained_figures, sustained_tables
     from harness.runner import run_sustained
@@ -144,6 +153,11 @@ def _run_and_render(config, out, figures: dict, *, peaks=None) -> None:
     if rows:  # the sentences' rows, verdicts included, for --json / --csv
         tables["inputs"] = comparison_figures(Comparison(name_a="A", name_b="B", rule=rule, rows=tuple(rows)))
     out.print(f"results: {result.path}", highlight=False)
+    if history and history["history"] is not None:
+        from harness.history import append_runs
+
+        night = append_runs(history["history"], [(result.path, "kernel")], night=history["night"])
+        out.print(f"history: {night or 'this run was already in ' + str(history['history'])}", highlight=False)
     export(out, figures, figures_document(command="sustained", runs=[provenance(
         {**result.info, "run_id": result.run_id, "status": result.status}, path=result.path)],
                                           tables=tables))

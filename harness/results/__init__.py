@@ -16,8 +16,8 @@ from harness.results._gpu import (
     with_gpu,
 )
 from harness.results._provenance import file_digest, git_state, host_facts, software_versions, to_json, tree_digest
-from harness.results._read import Run, part_files, read_rows, read_run, read_run_rows, read_table, resolve_run
-from harness.results._schema import SCHEMA_VERSION, TABLES, columns, polars_schema, table_schema
+from harness.results._read import Run, part_files, read_file, read_files, read_rows, read_run, read_run_rows, read_table, resolve_run
+from harness.results._schema import HISTORY_TABLE, SCHEMA_VERSION, TABLES, columns, polars_schema, table_schema
 from harness.results._store import PART_PATTERN, RUN_NAME_MAX, RunWriter, end_abandoned_run, new_run_id, write_table_atomic
 
 __all__ = [
@@ -38,6 +38,7 @@ __all__ = [
     "write_text_atomic",
     "PART_PATTERN",
     "RUN_NAME_MAX",
+    "HISTORY_TABLE",
     "SCHEMA_VERSION",
     "TABLES",
     "Run",
@@ -49,6 +50,8 @@ __all__ = [
     "new_run_id",
     "part_files",
     "polars_schema",
+    "read_file",
+    "read_files",
     "read_run",
     "read_run_rows",
     "read_table",
