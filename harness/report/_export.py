@@ -16,7 +16,7 @@ Needs only the standard library: `bench sustained` writes these on GPU machines 
 
 >>> doc = figures_document(command="sustained", runs=[], tables={"sustained": [{"kernel": "k", "time_ms": 1.5}]})
 >>> doc["schema"], doc["schema_version"], csv_text(doc).splitlines()
-('harness.figures', 2, ['table,kernel,time_ms', 'sustained,k,1.5'])
+('harness.figures', 3, ['table,kernel,time_ms', 'sustained,k,1.5'])
 """
 
 from __future__ import annotations
