@@ -21,6 +21,12 @@ How a child's end becomes the kernel's row (`status` / `error`, never a new sche
 - a hang: the child's watchdog (SIGALRM) stops Python-level hangs itself and reports `timeout`; each
   bounded stretch is announced to the parent, which kills the child (SIGKILL, its whole process group)
   when one outlasts the launch timeout by `grace_s` more: a C call or a GPU kernel that never returns.
+
+Every wait on a child has a deadline: a bounded stretch's, else `quiet_s` (the harness's own work in the
+child: inputs, the gate's fp64 reference), and a child whose process has ended is never waited on (a
+grandchild that kept its stdout open cannot hold the run). A child serves several configurations at once
+(those of one comparison group); when it dies, every configuration it held becomes that kernel's row with
+the cause, as each comes up, and the next configuration prepared starts a new child.
 """
 
 from __future__ import annotations
@@ -67,6 +73,17 @@ def grace_s(timeout_s: float) -> float:
     """How long past the launch timeout the parent waits before it calls a child hung: enough for the
     child's own watchdog to fire and report (milliseconds), bounded so that a C hang is not waited on long."""
     return min(10.0, max(2.0, timeout_s / 2))
+
+
+def quiet_s(timeout_s: float) -> float:
+    """How long the parent waits for a child that is outside any bounded stretch (the harness's own work
+    there: making inputs, the gate's fp64 reference, a checksum) before it calls the child hung: generous,
+    as an fp64 reference on a CPU takes minutes at full size, but never forever."""
+    return max(900.0, 10.0 * timeout_s)
+
+
+# After the child's process has ended, how long its last lines may still take to arrive on the pipe.
+_DRAIN_S = 2.0
 
 
 def _bundled(kernel) -> bool:
@@ -129,6 +146,7 @@ class ChildKernel:
         self._events: queue.Queue = queue.Queue()
         self._tail: collections.deque = collections.deque(maxlen=8)
         self._alive, self._busy = True, False
+        self._held: set = set()  # the configurations prepared in this process (their inputs, their kernel)
         self._err_thread = threading.Thread(target=self._read_stderr, args=(self._proc,), daemon=True)
         self._err_thread.start()
         threading.Thread(target=self._read_events, args=(self._proc, self._events), daemon=True).start()
@@ -175,8 +193,22 @@ class ChildKernel:
             self._kill()
             rc = self._proc.wait()
         self._alive = False
+        self._held.clear()
         self._err_thread.join(timeout=2.0)
         return rc
+
+    def _died(self, rc: int) -> ChildDied:
+        """The death of this child, remembered for the configurations it still held."""
+        self._cause = self._death(rc)
+        self._cause_stage = self.stage
+        return ChildDied(self._cause)
+
+    def _gone(self) -> ChildDied:
+        """A configuration whose process ended before it came up: the earlier death, named with its stage."""
+        cause = getattr(self, "_cause", None) or "its own process ended before this configuration was measured"
+        where = getattr(self, "_cause_stage", "")
+        return ChildDied(f"{cause} (while it ran {where} for another input; this input was prepared in that process "
+                         f"and went with it)" if where else cause)
 
     def _death(self, rc: int) -> str:
         if rc < 0:
@@ -189,17 +221,36 @@ class ChildKernel:
         return f"its own process {cause}{tail}"
 
     def _await(self, want: str) -> dict:
-        """The child's next `want` event, forwarding progress; a failure, a death or a hang is raised."""
-        deadline = what = limit = None
+        """The child's next `want` event, forwarding progress; a failure, a death or a hang is raised. Never
+        waits without a deadline: a bounded stretch's, else `quiet_s`; a process that has ended is reaped."""
+        if not self._alive:
+            raise self._gone()
+        what = limit = None
+        quiet = quiet_s(self.timeout_s)
+        deadline = time.monotonic() + quiet
+        ended_at = None
         self._busy = True
         try:
             while True:
                 try:
                     ev = self._events.get(timeout=0.25)
                 except queue.Empty:
-                    if deadline is not None and time.monotonic() > deadline:
+                    now = time.monotonic()
+                    if self._proc.poll() is not None:
+                        # Ended, but its stdout is still open: a process it started holds the pipe. Its last
+                        # lines have had time to arrive; what is left of its group is killed.
+                        ended_at = ended_at or now
+                        if now - ended_at > _DRAIN_S:
+                            self._kill()
+                            raise self._died(self._reap())
+                        continue
+                    if now > deadline:
                         self._kill()
                         self._reap()
+                        if what is None:
+                            raise ChildHung(
+                                f"its own process sent nothing for {quiet:g} s outside any call of the kernel's "
+                                f"code (stage {self.stage}), so it was killed (SIGKILL)") from None
                         raise ChildHung(
                             f"{what} did not return within the {limit:g} s launch timeout, nor did its own process "
                             f"answer within {grace_s(limit):g} s more: it is stuck where the watchdog cannot reach "
@@ -207,13 +258,14 @@ class ChildKernel:
                             f"(SIGKILL)") from None
                     continue
                 if ev is None:
-                    raise ChildDied(self._death(self._reap()))
+                    raise self._died(self._reap())
                 kind = ev.get("event")
                 if kind == "limit":
                     what, limit = ev["what"], float(ev["s"] or self.timeout_s)
                     deadline = time.monotonic() + limit + grace_s(limit)
                 elif kind == "unlimit":
-                    deadline = None
+                    what = limit = None
+                    deadline = time.monotonic() + quiet
                 elif kind == "stage":
                     self.stage = ev["stage"]
                 elif kind in ("phase", "chunk"):
@@ -221,6 +273,7 @@ class ChildKernel:
                 elif kind == "failed":
                     if ev.get("exiting"):
                         self._reap()
+                        self._cause, self._cause_stage = f"its own process ended after: {ev['error']}", self.stage
                     raise ReportedFailure(ev["status"], ev["error"], gate=ev.get("gate"))
                 elif kind == want:
                     return ev
@@ -274,9 +327,13 @@ class ChildKernel:
             self._await("described")
         self.stage = "prepare"
         self._send({"op": "config", "index": ci, "input": spec.to_dict()})
-        return self._await("ready")["extra"]
+        extra = self._await("ready")["extra"]
+        self._held.add(ci)
+        return extra
 
     def time(self, *, repeat: int, idle_s: float, ci: int | None = None) -> dict:
+        if ci not in self._held:  # prepared in a process that has ended since: never sent to its successor
+            raise self._gone()
         self.stage = f"measure (repeat {repeat})"
         self._send({"op": "measure", "index": ci, "repeat": repeat, "idle_s": idle_s})
         return self._await("timed")["timing"]
@@ -286,6 +343,7 @@ class ChildKernel:
 
     def release(self, ci: int | None = None) -> None:
         """The child drops a configuration's inputs and prepared kernel (every one's without `ci`)."""
+        self._held.discard(ci) if ci is not None else self._held.clear()
         if self._alive:
             self._send({"op": "release", "index": ci})
             try:

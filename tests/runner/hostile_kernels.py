@@ -98,3 +98,10 @@ def writes_inputs_later(q, k, v, is_causal=True, scale=None):
 def honest(q, k, v, is_causal=True, scale=None):
     """Plain attention: a well-behaved user kernel, for endings that are the run's, not the kernel's."""
     return _sdpa(q, k, v, is_causal, scale)
+
+
+def dies_on_quiet_inputs(q, k, v, is_causal=True, scale=None):
+    """Honest on gaussian:1; its process dies (SIGSEGV) on the quieter gaussian:0.1 input (issue 41)."""
+    if float(q.float().std()) < 0.5:
+        ctypes.string_at(0)
+    return _sdpa(q, k, v, is_causal, scale)
