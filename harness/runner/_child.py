@@ -120,7 +120,7 @@ class _Served:
 
     def config(self, op: dict) -> None:
         from harness.inputs import InputSpec, make_inputs
-        from harness.runner._ready import InputsGuard, ready_kernel
+        from harness.runner._ready import InputsGuard, _who, ready_kernel
 
         from harness.kernels import gate_columns
 
@@ -132,8 +132,9 @@ class _Served:
             self._open()
         self.inputs = make_inputs(self.spec, device=self.side.device.torch_device)
         guard = InputsGuard(self.spec, self.inputs)
-        launch, armed, g = ready_kernel(self.side, self.measurer, self.kernel, self.inputs, guard, on_stage=self._stage)
-        self.state = (launch, armed, guard)
+        launch, armed, g, watch = ready_kernel(self.side, self.measurer, self.kernel, self.inputs, guard,
+                                               on_stage=self._stage, who=_who(self.kernel, self.spec))
+        self.state = (launch, armed, guard, watch)
         self.configs[self.index] = (self.spec, self.inputs, self.state)
         self.ch.send(event="ready", extra={**gate_columns(g), **self.measurer.row_extra(armed)})
 
@@ -143,9 +144,9 @@ class _Served:
         self.index = op.get("index")
         self.spec, self.inputs, self.state = self.configs[self.index]
         self.stage = f"measure (repeat {op['repeat']})"
-        launch, armed, guard = self.state
+        launch, armed, guard, watch = self.state
         timing = time_kernel(self.side, self.measurer, self.kernel, launch, armed, self.inputs, guard,
-                             idle_s=op["idle_s"], repeat=op["repeat"])
+                             idle_s=op["idle_s"], repeat=op["repeat"], watch=watch)
         self.ch.send(event="timed", timing=timing)
 
     def release(self, op: dict | None = None) -> None:
