@@ -110,11 +110,13 @@ def _model_error(suite: dict, *, json_path, documents, floor, all_layers, result
 
         with stop_signals(), out.status("model error") as status:  # SIGTERM / SIGHUP end the run as Ctrl-C does
             result = model_error(config, kernels=kernels, floor=floor_kernel, progress=status.update)
-        figures = model_error_summary(result.rows, resamples=resamples)
+        figures = model_error_summary(result.rows, resamples=resamples) if result.rows else []
         title = (f"model error: {result.info.get('device_name')}, {config.documents} documents x {config.seq_len} tokens "
                  f"of {config.text}, vs the model with fp64 attention (floor: {floor_kernel.name})")
-        out.print(model_error_table(figures, title=title, caption="").to_rich())
-        _write_json(json_path, figures)
+        out.print(model_error_table(figures, title=title, caption="", failed=result.failures).to_rich())
+        for why in result.failures.values():
+            out.print(f"[red]failed:[/] {why}", highlight=False)
+        _write_json(json_path, figures + [{"kernel": k, "error": why} for k, why in result.failures.items()])
     except KeyboardInterrupt as exc:
         raise typer.Exit(stopped(out, exc))
     except HarnessError as exc:
@@ -123,6 +125,9 @@ def _model_error(suite: dict, *, json_path, documents, floor, all_layers, result
     out.print(f"run: {result.path}", highlight=False)
     if json_path is not None:
         out.print(f"figures: {json_path}", highlight=False)
+    if result.failures:  # as the per-call `bench error`: the kernel's failure is a user error, exit 2
+        out.print(f"[bold red]{len(result.failures)} kernel(s) failed[/] (see above).", highlight=False)
+        raise typer.Exit(2)
 
 
 @with_options(sources=SOURCES, shape=SHAPE, capture=CAPTURE)
