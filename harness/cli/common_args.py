@@ -21,7 +21,7 @@ import typer
 
 from harness.suite import CAPTURES_ROOT, RESULTS_ROOT
 
-__all__ = ["console", "fail", "command_line", "SOURCES", "SHAPE", "CAPTURE", "PROTOCOL", "RECORD", "RUN", "ISOLATE", "EXPORT",
+__all__ = ["absolute_paths", "console", "fail", "command_line", "SOURCES", "SHAPE", "CAPTURE", "PROTOCOL", "RECORD", "RUN", "ISOLATE", "EXPORT",
            "with_options", "split_list", "split_ints", "split_sizes", "split_or_none", "export", "export_console", "need_polars", "reading_runs",
            "shape_args", "capture_args", "protocol_of", "suite_inputs", "stopped", "nothing_timed", "split_kernels",
            "fail_on_slowdown_option", "renamed_option"]
@@ -261,6 +261,34 @@ def with_options(**groups: dict):
     return decorate
 
 
+# Options that hold a path as a string (`-` is stdout, not a path).
+_STR_PATHS = frozenset({"json_out", "csv_out"})
+
+
+def _absolute(name: str, value):
+    if isinstance(value, Path):
+        return value.absolute()
+    if name in _STR_PATHS and isinstance(value, str) and value not in ("", "-"):
+        return str(Path(value).absolute())
+    if isinstance(value, list) and value and all(isinstance(v, Path) for v in value):
+        return [v.absolute() for v in value]
+    return value
+
+
+def absolute_paths(fn):
+    """A command whose path options (every `Path`, and --json/--csv) are made absolute before it runs: a kernel
+    run in this process that changes directory (`--isolation none`, `bench error`, `bench repro`) cannot move
+    where the command writes. Typer reads the signature of `fn`."""
+
+    @functools.wraps(fn)
+    def command(**kwargs):
+        return fn(**{k: _absolute(k, v) for k, v in kwargs.items()})
+
+    command.__signature__ = inspect.signature(fn)
+    del command.__wrapped__  # typer must see the signature set here, as with_options's
+    return command
+
+
 def console(*, stderr: bool = False):
     """The console of a command: rich on a terminal; off one (pipe, file, CI log, GITHUB_ACTIONS) tables at
     their natural width and no line wrapped, so no number or name is cut."""
@@ -297,9 +325,28 @@ def export_console(export_group: dict):
         # The stream stays referenced here while it is not sys.stdout: a text stream dropped by its last
         # reference closes the file under it (under typer's CliRunner, its captured stdout).
         _RESERVED_STDOUT.append(sys.stdout)
-        out._figures_stdout = sys.stdout
+        out._stdout = sys.stdout
+        out._figures_stdout = _figures_fd(out) or sys.stdout
         sys.stdout = sys.stderr
     return out
+
+
+def _figures_fd(out):
+    """When stdout is the process's fd 1: the figures get a duplicate of it, and fd 1 points at stderr until they
+    are written, so what a kernel in this process writes there (os.write(1, ...), sys.__stdout__, C's printf)
+    cannot land in the JSON or CSV. None where stdout is no file descriptor (a test's captured stream)."""
+    import os
+
+    try:
+        if sys.stdout.fileno() != 1:
+            return None
+        sys.stdout.flush()
+        saved = os.dup(1)
+        os.dup2(2, 1)
+    except (AttributeError, OSError, ValueError):
+        return None
+    out._saved_fd1 = saved
+    return os.fdopen(os.dup(saved), "w", encoding=getattr(sys.stdout, "encoding", None) or "utf-8")
 
 
 _RESERVED_STDOUT: list = []
@@ -318,8 +365,16 @@ def export(out, export_group: dict, doc: dict) -> None:
         raise ResultsError(f"Cannot write the figures: {exc}. Give --json/--csv a path in a writable folder, "
                            f"or - for stdout.") from None
     finally:
+        saved = getattr(out, "_saved_fd1", None)
+        if saved is not None:  # fd 1 is stdout again
+            import os
+
+            figures_stdout.flush()
+            os.dup2(saved, 1)
+            os.close(saved)
+            out._saved_fd1 = None
         if figures_stdout is not None and sys.stdout is sys.stderr:
-            sys.stdout = figures_stdout  # the figures are out: stdout is stdout again
+            sys.stdout = getattr(out, "_stdout", figures_stdout)  # the figures are out: stdout is stdout again
     for path in written:
         out.print(f"figures: {path}", highlight=False)
 

@@ -125,7 +125,8 @@ def model_error_sections(run, *, figures: bool = True, resamples: int = 1000) ->
     per_layer = [f for f in summary if f["scope"] == "layer"]
     out = [Section(title="Model error: KL divergence of the next-token distribution", text=text,
                    tables=(model_error_table(every or per_layer, title="Attention replaced in every layer" if every
-                                             else "Attention replaced per layer", caption="", failed=failed),),
+                                             else "Attention replaced per layer", failed=failed,
+                                             caption=" ".join(failed.values())),),
                    figures=(fig,) if fig is not None else ())]
     if every and per_layer:
         out.append(Section(title="Model error per layer", text="One layer's attention replaced, every other layer's "

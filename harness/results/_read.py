@@ -66,6 +66,45 @@ def resolve_run(text: str | Path, *, results: Path) -> Path:
         + " Give the run's directory, or --results where it is stored.")
 
 
+class DamagedPart(ResultsError):
+    """One file of a run cannot be read as Parquet (cut short, overwritten)."""
+
+
+def _read_parts(files: list[Path], table: str) -> list:
+    """Each part of an analysis table read, a damaged one left out with a ResultsWarning naming it: one bad file
+    must not hide every other measurement of the run (the run's own runs.parquet is never skipped)."""
+    import warnings
+
+    from harness.errors import ResultsWarning
+
+    parts = []
+    for f in files:
+        try:
+            parts.append(_read_arrow(f, table))
+        except DamagedPart as exc:
+            warnings.warn(f"{exc} It is left out: the figures lack what it held (one measurement's {table}).",
+                          ResultsWarning, stacklevel=3)
+            parts.append(None)
+    return parts
+
+
+def _missing_parts(run_dir: Path) -> None:
+    """Warn about a measurement whose chunks, samples or probes part is missing: the store writes all four parts of
+    a measurement under one name, the measurement last, so a missing one was removed after the run."""
+    import warnings
+
+    from harness.errors import ResultsWarning
+
+    names = {t: {f.name for f in part_files(run_dir / t)} for t in ("measurements", "chunks", "samples", "probes")
+             if (run_dir / t).is_dir()}
+    for table in ("chunks", "samples", "probes"):
+        gone = sorted(names.get("measurements", set()) - names.get(table, set()))
+        if gone:
+            warnings.warn(f"{run_dir / table}: {', '.join(gone)} missing (the measurement(s) of the same part name in "
+                          f"measurements/ have no {table}): figures that need their {table} are missing for them.",
+                          ResultsWarning, stacklevel=3)
+
+
 def _read_arrow(path: Path, table: str):
     import pyarrow as pa
     import pyarrow.parquet as pq
@@ -73,7 +112,7 @@ def _read_arrow(path: Path, table: str):
     try:
         arrow = pq.read_table(path)
     except (OSError, pa.ArrowInvalid) as exc:
-        raise ResultsError(f"Results file {path} cannot be read as Parquet ({exc}); the run directory is damaged.") from None
+        raise DamagedPart(f"Results file {path} cannot be read as Parquet ({exc}); the run directory is damaged.") from None
     meta = arrow.schema.metadata or {}
     version = int(meta.get(b"harness_schema_version", b"0"))
     if version > SCHEMA_VERSION:
@@ -167,8 +206,11 @@ def read_table(run_dir: Path, table: str):
                 f"(expected runs.parquet and the folders {', '.join(t for t in TABLES if t != 'runs')})."
             )
         files = part_files(folder)
-    parts = [_read_arrow(f, table) for f in files]
-    if table != "runs":
+    if table == "runs":
+        parts = [_read_arrow(f, table) for f in files]
+    else:
+        read = _read_parts(files, table)
+        files, parts = [f for f, a in zip(files, read) if a is not None], [a for a in read if a is not None]
         parts = _once(files, parts)
     arrow = pa.concat_tables(parts) if parts else table_schema(table).empty_table()
     return pl.from_arrow(arrow)
@@ -185,14 +227,26 @@ def read_run(run_dir: Path | str) -> Run:
     runs = read_table(run_dir, "runs")
     if runs.height != 1:
         raise ResultsError(f"{run_dir}/runs.parquet holds {runs.height} rows; a run directory holds exactly one.")
+    _missing_parts(run_dir)
     return Run(
         path=run_dir,
-        info=runs.row(0, named=True),
+        info=_with_liveness(run_dir, runs.row(0, named=True)),
         measurements=read_table(run_dir, "measurements"),
         chunks=read_table(run_dir, "chunks"),
         samples=read_table(run_dir, "samples"),
         probes=read_table(run_dir, "probes"),
     )
+
+
+def _with_liveness(run_dir: Path, info: dict) -> dict:
+    """A `running` run whose writing process is gone says so in its status_detail (`_owner`); nothing is written."""
+    if info.get("status") == "running":
+        from harness.results._owner import run_process_state
+
+        state, words = run_process_state(run_dir)
+        if state == "gone":
+            info = {**info, "status_detail": "; ".join(x for x in (info.get("status_detail"), words) if x)}
+    return info
 
 
 def read_run_rows(run_dir: Path) -> Run:
@@ -202,7 +256,7 @@ def read_run_rows(run_dir: Path) -> Run:
     runs = read_rows(run_dir, "runs")
     if not runs:
         raise ResultsError(f"{run_dir / 'runs.parquet'} holds no run row; the run directory is damaged.")
-    return Run(path=run_dir, info=runs[0], measurements=read_rows(run_dir, "measurements"), chunks=None,
+    return Run(path=run_dir, info=_with_liveness(run_dir, runs[0]), measurements=read_rows(run_dir, "measurements"), chunks=None,
                samples=None, probes=None)
 
 

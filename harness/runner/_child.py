@@ -20,22 +20,6 @@ import time
 __all__ = ["main"]
 
 
-def _exit_text(exc: BaseException) -> str:
-    if isinstance(exc, SystemExit):
-        return "called sys.exit()" if exc.code is None else f"called sys.exit({exc.code!r})"
-    if isinstance(exc, KeyboardInterrupt):
-        return "raised KeyboardInterrupt"
-    return f"raised {type(exc).__name__} (a BaseException, not an Exception): {exc}"
-
-
-def _where(exc: BaseException) -> str:
-    import traceback
-    from pathlib import Path
-
-    tb = traceback.extract_tb(exc.__traceback__)
-    return f" (at {Path(tb[-1].filename).name}:{tb[-1].lineno})" if tb else ""
-
-
 IMPORT_TIMEOUT_S = 300.0  # a kernel module's own import (a Triton compile at import time is not a launch)
 
 
@@ -204,6 +188,18 @@ def _serve(channel, start: dict) -> int:
         except BaseException as exc:  # noqa: BLE001
             served._failed(exc, exiting=True)
             return 0
+
+
+def _exit_text(exc: BaseException) -> str:
+    from harness.runner._ready import exit_text
+
+    return exit_text(exc)
+
+
+def _where(exc: BaseException) -> str:
+    from harness.runner._ready import where
+
+    return where(exc)
 
 
 def main() -> int:

@@ -255,6 +255,38 @@ def settle_device(side: KernelSide) -> None:
         pass
 
 
+def exit_text(exc: BaseException) -> str:
+    """What a kernel's own BaseException did, as a row says it: "called sys.exit(3)"."""
+    if isinstance(exc, SystemExit):
+        return "called sys.exit()" if exc.code is None else f"called sys.exit({exc.code!r})"
+    if isinstance(exc, KeyboardInterrupt):
+        return "raised KeyboardInterrupt"
+    return f"raised {type(exc).__name__} (a BaseException, not an Exception): {exc}"
+
+
+def where(exc: BaseException) -> str:
+    """Where a kernel's exception was raised: " (at file.py:12)", or "" without a traceback."""
+    import traceback
+    from pathlib import Path
+
+    tb = traceback.extract_tb(exc.__traceback__)
+    return f" (at {Path(tb[-1].filename).name}:{tb[-1].lineno})" if tb else ""
+
+
+class _OwnExit:
+    """Kernel code run in this process: its sys.exit (or another BaseException that is not a stop: Ctrl-C and
+    the stop signals are KeyboardInterrupts) becomes its failure, never the exit status of the run."""
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, kind, exc, tb):
+        if exc is None or isinstance(exc, (Exception, KeyboardInterrupt)):
+            return False
+        raise KernelError(f"it {exit_text(exc)}{where(exc)}, which would have ended the run (it runs in the run's "
+                          f"own process). It is not timed on this input; the run went on with the others") from None
+
+
 def _who(kernel, spec) -> str:
     """How a row's text names the kernel and its input (as runner._loop's `_failure` does)."""
     return f"Kernel {kernel.name!r} on {spec.label} ({spec.shape.label()}, {spec.dtype})"
@@ -277,16 +309,18 @@ class InProcess:
         """The row columns this kernel adds to each of its measurements (gate figures, launch strategy)."""
         from harness.kernels import gate_columns
 
-        launch, armed, g, watch = ready_kernel(self.side, self.measurer, self.kernel, inputs, guard,
-                                               on_stage=self._at, who=_who(self.kernel, spec))
+        with _OwnExit():
+            launch, armed, g, watch = ready_kernel(self.side, self.measurer, self.kernel, inputs, guard,
+                                                   on_stage=self._at, who=_who(self.kernel, spec))
         self._state = (launch, armed, inputs, guard, watch)
         return {**gate_columns(g), **self.measurer.row_extra(armed)}
 
     def time(self, *, repeat: int, idle_s: float, ci: int | None = None) -> dict:
         self.stage = f"measure (repeat {repeat})"
         launch, armed, inputs, guard, watch = self._state
-        return time_kernel(self.side, self.measurer, self.kernel, launch, armed, inputs, guard, idle_s=idle_s,
-                           repeat=repeat, watch=watch)
+        with _OwnExit():
+            return time_kernel(self.side, self.measurer, self.kernel, launch, armed, inputs, guard, idle_s=idle_s,
+                               repeat=repeat, watch=watch)
 
     def settle(self) -> None:
         settle_device(self.side)

@@ -105,3 +105,23 @@ def dies_on_quiet_inputs(q, k, v, is_causal=True, scale=None):
     if float(q.float().std()) < 0.5:
         ctypes.string_at(0)
     return _sdpa(q, k, v, is_causal, scale)
+
+
+_writers: list = []
+
+
+def leaves_a_writer(q, k, v, is_causal=True, scale=None):
+    """Honest output, but its first call leaves a thread that keeps adding to q (issue 41): the next kernel's
+    inputs must not be the ones it writes into."""
+    import threading
+
+    out = _sdpa(q, k, v, is_causal, scale)
+    if not _writers:
+        def write():
+            while True:
+                q.add_(1.0)
+                time.sleep(0.001)
+
+        _writers.append(threading.Thread(target=write, daemon=True))
+        _writers[-1].start()
+    return out
