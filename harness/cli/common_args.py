@@ -290,14 +290,33 @@ def absolute_paths(fn):
 
 
 def console(*, stderr: bool = False):
-    """The console of a command: rich on a terminal; off one (pipe, file, CI log, GITHUB_ACTIONS) tables at
-    their natural width and no line wrapped, so no number or name is cut."""
+    """The console of a command: rich on a terminal, where prose wraps at spaces at the terminal's width; off one
+    (pipe, file, CI log, GITHUB_ACTIONS) tables at their natural width and no line wrapped, so no number or name
+    is cut."""
     from rich.console import Console
 
     c = Console(stderr=stderr)
     if c.is_terminal:
-        return c
+        return _TerminalConsole(stderr=stderr)
     return Console(stderr=stderr, width=_LOG_WIDTH, soft_wrap=True)
+
+
+def _terminal_console_class():
+    from rich.console import Console
+
+    class TerminalConsole(Console):
+        """On a terminal a line is never left for the terminal to break: a sentence asked for unwrapped
+        (`soft_wrap=True`, whole in a log) is wrapped here at spaces, at the terminal's width, where the terminal
+        itself would cut a word or a number (`1.01` / `02`) at its edge."""
+
+        def print(self, *objects, soft_wrap=None, **kwargs):
+            return super().print(*objects, soft_wrap=False, **kwargs)
+
+    return TerminalConsole
+
+
+def _TerminalConsole(**kwargs):
+    return _terminal_console_class()(**kwargs)
 
 
 def export_console(export_group: dict):
