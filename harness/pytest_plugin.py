@@ -103,6 +103,13 @@ def pytest_addoption(parser) -> None:
 def _device(config) -> str:
     spec = config.getoption("sustained_device")
     if spec:
+        from harness.errors import HarnessError
+        from harness.suite import device_kind
+
+        try:
+            device_kind(spec)
+        except HarnessError as exc:  # its text names --device, the CLI's flag; here the flag is --sustained-device
+            raise pytest.UsageError(f"--sustained-device {spec!r}: {str(exc).split(': ', 1)[-1]}") from None
         return spec
     import torch
 

@@ -147,10 +147,17 @@ class _Attention:
         return out.transpose(1, 2).contiguous(), None
 
 
-def _check_kernels(kernels: Sequence, spec, device_kind: str) -> None:
+def _check_kernels(kernels: Sequence, spec, device_kind: str, *, floor=None) -> None:
+    from harness.errors import UnsupportedInputError
+
     for k in kernels:
-        k.check_supports(dtype=KERNEL_DTYPE, head_dim_qk=spec.head_dim_qk, head_dim_v=spec.head_dim_v, causal=True,
-                         device_kind=device_kind)
+        try:
+            k.check_supports(dtype=KERNEL_DTYPE, head_dim_qk=spec.head_dim_qk, head_dim_v=spec.head_dim_v,
+                             causal=True, device_kind=device_kind)
+        except UnsupportedInputError as exc:
+            if floor is not None and k is floor:  # name the flag that chose it
+                raise UnsupportedInputError(f"--floor {k.name!r}: {exc} Pick another --floor.") from None
+            raise
 
 
 def _logits(model, decoder, attention: _Attention, *, ids=None, start: int = 0, hidden=None):
@@ -206,7 +213,7 @@ def model_error(config: ModelErrorConfig, *, kernels: Sequence, floor, progress=
     device = torch_device_name(config.device)
     kind = device.partition(":")[0]
     runs = [(floor, "floor")] + [(k, "kernel") for k in kernels if k.name != floor.name]
-    _check_kernels([k for k, _ in runs], spec, kind)
+    _check_kernels([k for k, _ in runs], spec, kind, floor=floor)
     source = load_text(config.text)
     run = open_run(config, spec, [k for k, _ in runs], device=device)
     t0 = time.perf_counter()

@@ -11,6 +11,7 @@ from pathlib import Path
 from typing import List, Optional
 
 import typer
+from rich.markup import escape
 
 from harness.cli.common_args import CAPTURE, EXPORT, PROTOCOL, RUN, SHAPE, SOURCES, capture_args, export, export_console
 from harness.cli.common_args import command_line as _command, fail as _fail, protocol_of, shape_args, split_list
@@ -87,7 +88,7 @@ def commits(
             results_dir=run["results"], launch=run["launch"], gate=run["gate"], allow_dirty=allow_dirty,
             allow_busy=run["allow_busy"], rule=rule, max_time_s=max_time_s,
         )
-        result = compare_commits(config, on_message=lambda text: console.print(f"[dim]{text}[/]", highlight=False),
+        result = compare_commits(config, on_message=lambda text: console.print(f"[dim]{escape(text)}[/]", highlight=False),
                                  command=_command())
         runs, rows = commits_figures(result)
         verdict = gate_figures([c.comparison for c in result.comparisons], threshold=threshold,

@@ -332,6 +332,9 @@ def export_console(export_group: dict):
     if json_out and csv_out and json_out != "-" and Path(json_out).absolute() == Path(csv_out).absolute():
         raise ConfigError(f"--json and --csv both name {json_out}: the second would overwrite the first. Give each "
                           f"its own file.")
+    for flag, value in (("--json", json_out), ("--csv", csv_out)):
+        if value and value != "-":
+            _check_writable(flag, Path(value))
     from harness.report import TABLE_FORMATS
 
     table_format = export_group.get("table_format", "table")
@@ -369,6 +372,25 @@ def _figures_fd(out):
 
 
 _RESERVED_STDOUT: list = []
+
+
+def _check_writable(flag: str, path: Path) -> None:
+    """Refuse a --json / --csv path that cannot be written before anything runs, not after an hour of measuring."""
+    import os
+
+    from harness.errors import ConfigError
+
+    if path.is_dir():
+        raise ConfigError(f"{flag} {path}: that is a folder; give a file name in it (e.g. {path / 'figures'}"
+                          f"{'.json' if flag == '--json' else '.csv'}).")
+    try:
+        path.parent.mkdir(parents=True, exist_ok=True)
+    except OSError as exc:
+        raise ConfigError(f"{flag} {path}: its folder cannot be made ({exc.strerror or exc}). Give a path in a "
+                          f"writable folder, or - for stdout.") from None
+    if not os.access(path.parent, os.W_OK) or (path.exists() and not os.access(path, os.W_OK)):
+        raise ConfigError(f"{flag} {path}: {'the file' if path.exists() else 'its folder ' + str(path.parent)} is not "
+                          f"writable. Give a path in a writable folder, or - for stdout.")
 
 
 def export(out, export_group: dict, doc: dict) -> None:
@@ -427,7 +449,10 @@ def reading_runs(command: str, export_group: dict):
 
 def fail(exc) -> None:
     """Print a HarnessError's paragraph and exit 2: bad input, never a traceback."""
-    console(stderr=True).print(f"[bold red]error:[/] {exc}", highlight=False)
+    from rich.markup import escape
+
+    # The paragraph is text, not markup: `[project.entry-points."harness.kernels"]` must print as it is.
+    console(stderr=True).print(f"[bold red]error:[/] {escape(str(exc))}", highlight=False)
     raise typer.Exit(2)
 
 

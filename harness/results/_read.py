@@ -54,6 +54,12 @@ def resolve_run(text: str | Path, *, results: Path) -> Path:
     runs = sorted(d for d in results.iterdir() if (d / "runs.parquet").is_file()) if results.is_dir() else []
     named = [d for d in runs if _run_name(d.name) == str(text)]
     if named:
+        newest = [d for d in named if d.name[:15] == named[-1].name[:15]]  # started in the newest run's second
+        if len(newest) > 1:
+            raise ResultsError(
+                f"{str(text)!r} names {len(newest)} runs started in the same second under {results}: "
+                f"{', '.join(d.name for d in newest)}. Their ids cannot say which is newer; give the run id (or its "
+                f"directory) of the one you mean.")
         return named[-1]
     if path.exists():
         raise ResultsError(f"{path} holds no run (no runs.parquet in it). Name a run directory, or a run's --name "

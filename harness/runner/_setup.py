@@ -144,6 +144,10 @@ def set_up_run(config, *, registry=None, device=None, sampler=None, measurer=Non
                                  head_dim_v=spec.shape.head_dim_v, causal=spec.shape.causal, device_kind=device.kind,
                                  shape=spec.shape)
         check_memory(config, device)
+        if getattr(protocol or getattr(config, "protocol", None), "l2", "warm") == "cold":
+            from harness.runner._l2 import check_cold
+
+            check_cold(config.inputs, device)
         checked = _OwnChildrenTolerated(device, {h._proc.pid for h in hosts.values()}) if hosts else device
         busy = check_idle(checked, allow_busy=config.allow_busy)
         ident = device.identity()
