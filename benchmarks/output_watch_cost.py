@@ -6,7 +6,7 @@ Two costs, printed as figures:
    and the new loop with a launch that does almost nothing (so the store is as large a share of a launch as it
    can ever be), interleaved, best of the rounds (the machine is shared: the best is the least disturbed).
 2. After each window (untimed): the row statistics of the last output, the comparison with the gated ones, the
-   NaN poisoning, and one more launch. The statistics and comparison are timed on outputs of the CPU dry-run
+   NaN poisoning and one more launch, v doubled in place (and put back) and one more launch. The statistics and comparison are timed on outputs of the CPU dry-run
    shapes and of a full-size capture's shape (B 1, H 32, S 8192, d 128 bf16); the extra launch is one launch of
    the kernel, whatever it costs.
 
@@ -68,6 +68,19 @@ def store_ns() -> tuple[float, float]:
     return plain * 1e9, kept * 1e9
 
 
+def follow_ms(shape, dtype, rounds: int) -> float:
+    """ms to double v in place and put it back exactly (the launch in between is the kernel's own cost)."""
+    v = torch.randn(*shape).to(dtype)
+    times = []
+    for _ in range(rounds):
+        t0 = time.perf_counter()
+        saved = v.clone()
+        v.mul_(2.0)
+        v.copy_(saved)
+        times.append(time.perf_counter() - t0)
+    return 1e3 * statistics.median(times)
+
+
 def check_ms(shape, dtype, rounds: int) -> tuple[float, float]:
     """(ms for the gated output's statistics, ms for one check of an output) at `shape`."""
     from harness.runner._watch import OutputWatch
@@ -107,8 +120,10 @@ def main() -> None:
             ("full-size capture (B1 H32 S8192 d128 bf16)", (1, 32, 8192, 128), torch.bfloat16)):
         first, check = check_ms(shape, dtype, max(3, args.rounds // 2))
         mib = torch.Size(shape).numel() * torch.finfo(dtype).bits / 8 / 2**20
-        print(f"   {label}, output {mib:.1f} MiB: gated statistics {first:.2f} ms once per kernel x input; "
-              f"check {check:.2f} ms per window (+ one launch for the stale check)")
+        follow = follow_ms(shape, dtype, max(3, args.rounds // 2))
+        print(f"   {label}, output {mib:.1f} MiB: gated statistics {first:.2f} ms once per kernel x input; per window "
+              f"3 checks of {check:.2f} ms (last output, after NaN, after v x 2), v x 2 and back {follow:.2f} ms, and "
+              f"2 launches of the kernel")
 
 
 if __name__ == "__main__":

@@ -103,8 +103,8 @@ def _missing_parts(run_dir: Path) -> None:
 
     names = {t: {f.name for f in part_files(run_dir / t)} for t in ("measurements", "chunks", "samples", "probes")
              if (run_dir / t).is_dir()}
-    for table in ("chunks", "samples", "probes"):
-        gone = sorted(names.get("measurements", set()) - names.get(table, set()))
+    for table in (t for t in ("chunks", "samples", "probes") if t in names):  # a missing folder is refused on read
+        gone = sorted(names.get("measurements", set()) - names[table])
         if gone:
             warnings.warn(f"{run_dir / table}: {', '.join(gone)} missing (the measurement(s) of the same part name in "
                           f"measurements/ have no {table}): figures that need their {table} are missing for them.",

@@ -230,6 +230,10 @@ def time_kernel(side: KernelSide, measurer, kernel, launch, armed, inputs, guard
                 with side.watchdog.limit(what="the check of its output after the window"):
                     watch.check(out, during=what)
                     watch.check_fresh(armed.again, out, during=what)
+                    # Inputs that rotate through copies (--l2 cold) are not the ones scaled; a kernel that copies
+                    # or quantizes its inputs in prepare() declares it and is not expected to follow them.
+                    if getattr(launch, "rotation", 1) == 1 and kernel.extra.get("reads_inputs_at_launch", True):
+                        watch.check_follows(armed.again, inputs, during=what)
                     _sync(side.device)
             except Exception as exc:
                 settle_device(side)

@@ -5,7 +5,8 @@ wrong shape, a cached tensor) once the timed launches start; without a check it 
 reported as complete. So the output of the gate's first call, the one judged against fp64 attention, is kept
 as row statistics (per row of dv values: its sum, sum of |x|, sum of squares and max |x|: 4 numbers per row,
 1/16 to 1/64 of the output's size), and after every timed window the output of its LAST launch is compared
-with them, then poisoned with NaN and recomputed by one more untimed launch (a cached tensor keeps the NaN).
+with them, then poisoned with NaN and recomputed by one more untimed launch (a cached tensor keeps the NaN),
+then v is doubled in place for one more launch, whose output must double (a kept copy does not), and put back.
 
 Nothing is added to the timed launches: the launcher keeps a reference to the output of the last launch of
 each call (one store per call of `launches_per_call` launches, `runner._launch`), and the statistics are
@@ -81,8 +82,9 @@ class OutputWatch:
             f"kernel must compute the same attention on every call. It is not timed on this input from this "
             f"repeat on; earlier repeats passed this same check.")
 
-    def check(self, out, *, during: str) -> None:
-        """Raise OutputChanged unless `out` matches the gated output within the tolerance (module docstring)."""
+    def check(self, out, *, during: str, scale: float = 1.0) -> None:
+        """Raise OutputChanged unless `out` matches the gated output (times `scale`: the output of inputs whose v
+        was scaled so) within the tolerance (module docstring)."""
         import torch
 
         if not self.armed:
@@ -98,8 +100,9 @@ class OutputWatch:
                          during)
         now = row_stats(out.detach())
         s1, sa, s2, amax = self.stats
+        s1, sa, s2, amax = s1 * scale, sa * scale, s2 * scale * scale, amax * scale
         d = float(self.shape[-1]) if self.shape else 1.0
-        e = 2.0 * self.max_diff + 2.0 * _ROUNDOFF.get(str(self.dtype), 2.0**-8) * amax + 1e-30
+        e = 2.0 * self.max_diff * scale + 2.0 * _ROUNDOFF.get(str(self.dtype), 2.0**-8) * amax + 1e-30
         dev1, dev2 = (now[0] - s1).abs(), (now[2] - s2).abs()
         lim1, lim2 = d * e, e * (2.0 * sa + d * e)
         bad = ~((dev1 <= lim1) & (dev2 <= lim2))  # NaN and Inf compare False: they are bad rows
@@ -110,11 +113,14 @@ class OutputWatch:
                                  .nan_to_num(nan=float("inf"))))
         nonfinite = int((~torch.isfinite(now[2])).sum())
         where = _row_index(worst, self.shape[:-1])
+        ref = "gated" if scale == 1.0 else f"expected, {scale:g} x the gated"
         self._refuse(
-            f"the last launch's output differs from the output the gate passed in {n_bad} of {bad.numel()} rows"
+            f"the {'last launch' if scale == 1.0 else 'launch'}'s output differs from "
+            f"{'the output the gate passed' if scale == 1.0 else f'{scale:g} x the output the gate passed'} in {n_bad} of "
+            f"{bad.numel()} rows"
             + (f" ({nonfinite} hold NaN or Inf)" if nonfinite else "")
-            + f"; the worst, row {where}: sum {float(now[0][worst]):.6g} (gated {float(s1[worst]):.6g}), sum of "
-              f"squares {float(now[2][worst]):.6g} (gated {float(s2[worst]):.6g}), allowed to move by "
+            + f"; the worst, row {where}: sum {float(now[0][worst]):.6g} ({ref} {float(s1[worst]):.6g}), sum of "
+              f"squares {float(now[2][worst]):.6g} ({ref} {float(s2[worst]):.6g}), allowed to move by "
               f"{float(lim1[worst]):.3g} and {float(lim2[worst]):.3g} (twice the gate's max |diff| "
               f"{self.max_diff:.3g} plus the output's rounding)", during)
 
@@ -128,6 +134,26 @@ class OutputWatch:
         out.fill_(float("nan"))
         self.check(again(), during=f"one more launch after {during}, its previous output overwritten with NaN "
                                   f"(a stale output: the launch closure returns a cached tensor)")
+
+
+    def check_follows(self, again, inputs, *, during: str) -> None:
+        """Scale v by 2 in place, call `again()` (one more launch, untimed) and check that its output is twice the
+        gated one (attention is linear in v), then put v back exactly as it was: a kernel that stopped computing
+        after the gate and returns a copy of an output it kept fails here. Left out where the check cannot hold:
+        FP8 inputs (x2 may saturate e4m3), MLA (v is part of k)."""
+        import torch
+
+        v = getattr(inputs, "v", None)
+        if (not self.armed or not isinstance(v, torch.Tensor) or not torch.is_floating_point(v) or v.element_size() < 2
+                or getattr(inputs.shape, "latent_kv", False)):
+            return
+        saved = v.clone()
+        try:
+            v.mul_(2.0)
+            self.check(again(), during=f"one more launch after {during} on the same q, k and v scaled by 2 (the output "
+                                      f"must double: a kernel that ignores its inputs returns a kept copy)", scale=2.0)
+        finally:
+            v.copy_(saved)
 
 
 def _row_index(flat: int, lead: tuple) -> str:

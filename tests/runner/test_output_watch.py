@@ -49,6 +49,8 @@ KERNELS = {
     "shape_after_gate": _turns(6, lambda out, cache: out[:, :, :1]),
     "cached_after_gate": _turns(6, lambda out, cache: cache["out"]),
     "one_row_after_gate": _turns(6, lambda out, cache: out.index_fill(2, torch.tensor([5]), 0.0)),
+    # right values, no work: a copy of what it computed before (found by the adversarial pass of issue 41)
+    "copies_after_gate": _turns(6, lambda out, cache: cache["out"].clone()),
     # honest, with a different rounding on every call: within what the gate measured, so never refused
     "jitters": _turns(0, lambda out, cache: out * (1 + 2.0**-23 * torch.randn_like(out).sign())),
 }
@@ -91,6 +93,13 @@ def test_a_cached_tensor_after_the_gate_is_caught_by_the_launch_after_the_window
     assert "one more launch after the last launch of repeat 0's timed window, its previous output overwritten with " \
            "NaN (a stale output" in r["error"]
     assert "(64 hold NaN or Inf)" in r["error"]
+
+
+def test_a_kernel_that_returns_a_kept_copy_after_the_gate_is_caught_when_v_doubles(watched):
+    r = watched[1]["copies_after_gate"]
+    assert r["status"] == "gate_failed", r
+    assert "on the same q, k and v scaled by 2 (the output must double" in r["error"], r["error"]
+    assert "the launch's output differs from 2 x the output the gate passed in 64 of 64 rows" in r["error"]
 
 
 def test_one_changed_row_is_enough(watched):
