@@ -27,6 +27,8 @@ from harness.inputs import AttentionShape, InputSpec, check_source
 
 __all__ = [
     "CAPTURES_ROOT",
+    "SEED_LIMIT",
+    "check_seed",
     "RESULTS_ROOT",
     "NIGHTLY_RESULTS",
     "NIGHTLY_FAIL_ON_SLOWDOWN",
@@ -136,6 +138,18 @@ NIGHTLY_RESULTS = Path("out/nightly")
 NIGHTLY_FAIL_ON_SLOWDOWN = "2%"
 # One input per `bench commits` run: every revision is timed on it, interleaved.
 COMMITS_INPUT = "gaussian:0.1"
+
+
+# Seeds torch's generators take (and the gate adds 7919 to one): 64-bit signed, with room to spare.
+SEED_LIMIT = 2**62
+
+
+def check_seed(seed: int) -> int:
+    """--seed as torch's generators can take it, refused by flag otherwise (2**70 was an internal error)."""
+    if not -SEED_LIMIT < int(seed) < SEED_LIMIT:
+        raise ConfigError(f"--seed {seed}: a seed must lie within +-2**62 (torch's generators are 64-bit). Pick a "
+                          f"smaller one.")
+    return int(seed)
 
 
 def _positive(value, flag: str, *, allow_zero: bool = False):
@@ -297,6 +311,7 @@ def synthetic_specs(sources: Sequence[str] | None, *, shape, dtype: str = "bf16"
     label) of a sweep (`attention_shapes`), sources varying fastest and each named `source point`; every source is
     checked before any run directory exists."""
     sources = DEFAULT_INPUTS if sources is None else tuple(sources)
+    check_seed(seed)
     for s in sources:
         check_source(s, flag="--input")
     points = ((shape, ""),) if isinstance(shape, AttentionShape) else tuple(shape)
@@ -354,6 +369,7 @@ def captured_specs(args: CaptureArgs, *, device: str, seq_len: int | None, dtype
     """A model's captured layers (captured first where missing) each followed by its controls, or the
     explicit capture files with theirs. A control shares the capture's shape and softmax scale, so the
     only difference a kernel sees is the data: the comparison the harness exists for."""
+    check_seed(seed)
     import re
 
     from harness.capture import capture_spec, main_job_defaults, model_input_specs

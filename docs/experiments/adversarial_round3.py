@@ -111,8 +111,8 @@ CASES = [
     ("D5", "path", "--results is a symlink loop",
      f"ln -sfn loopB R/loopA; ln -sfn loopA R/loopB; {S('D5', '-k sdpa-cpu', '--results R/loopA')}", 60),
     ("D6", "path", "report --md into a folder", f"{BENCH} report R/A4/* --md R", 60),
-    ("D7", "path", "--results on a 1 MiB filesystem (tmpfs)",
-     f"mkdir -p R/D7 && mount -t tmpfs -o size=1m tmpfs R/D7 && {S('D7', '-k sdpa-cpu', '--results R/D7 --repeats 3 --window-s 0.5 --telemetry host --sample-period-ms 1')}; "
+    ("D7", "path", "--results on a 160 KiB filesystem (tmpfs): the disk fills mid-run",
+     f"mkdir -p R/D7 && mount -t tmpfs -o size=160k tmpfs R/D7 && {S('D7', '-k sdpa-cpu', '--results R/D7 --repeats 3 --window-s 0.5 --telemetry host --sample-period-ms 1')}; "
      f"ls R/D7/*/; umount R/D7", 120),
     ("D8", "path", "--json and --csv into a new nested folder", S("D8", "-k sdpa-cpu", "--json R/D8/a/b/c.json"), 60),
     # -- E. concurrency ----------------------------------------------------------------------------------------
@@ -127,29 +127,27 @@ CASES = [
      f"{S('E3', '-k sdpa-cpu', '--name done --repeats 2')} > /dev/null 2>&1; "
      f"{BENCH} compare done live --results R/E3; echo exit=$?; sleep 30", 120),
     # -- F. signals at odd moments -----------------------------------------------------------------------------
+    # Signals go to the processes this script started, by pid ($! and its children by `pgrep -P`).
     ("F1", "signal", "SIGTERM while the kernel's module is being imported (5 s import)",
-     f"({S('F1', '-k slowimport.py:attn')} > R/F1.log 2>&1; echo exit=$? >> R/F1.log) & sleep 3; "
-     f"pkill -TERM -f 'results R/F1' ; sleep 4; cat R/F1.log | tail -3; ls R/F1 2>&1; "
-     f"pgrep -f 'harness.runner._child' -a | grep -c slowimport", 60),
+     f"{S('F1', '-k slowimport.py:attn')} > R/F1.log 2>&1 & P=$!; sleep 3; C=$(pgrep -P $P | head -1); "
+     f"kill -TERM $P; wait $P; echo exit=$?; tail -2 R/F1.log; ls R/F1 2>&1; sleep 2; "
+     f"kill -0 $C 2>/dev/null && echo child-alive || echo child-gone", 60),
     ("F2", "signal", "SIGHUP while the kernel's own process measures",
-     f"({S('F2', '-k ret.py:persistent_buffer', '--window-s 5 --warmin-cap-s 5')} > R/F2.log 2>&1; "
-     f"echo exit=$? >> R/F2.log) & sleep 9; pkill -HUP -f 'results R/F2'; sleep 4; tail -3 R/F2.log; "
-     f"{BENCH} list runs --results R/F2", 60),
+     f"{S('F2', '-k ret.py:persistent_buffer', '--window-s 5 --warmin-cap-s 5')} > R/F2.log 2>&1 & P=$!; sleep 9; "
+     f"kill -HUP $P; wait $P; echo exit=$?; tail -2 R/F2.log; {BENCH} list runs --results R/F2", 60),
     ("F3", "signal", "SIGKILL of the run's process while its kernel's process measures",
-     f"({S('F3', '-k ret.py:persistent_buffer', '--window-s 5 --warmin-cap-s 5')} > /dev/null 2>&1 &); sleep 9; "
-     f"pkill -KILL -f 'bench sustained .*results R/F3'; sleep 3; {BENCH} list runs --results R/F3; "
-     f"pgrep -af 'harness.runner._child' | grep -c persistent", 60),
-    ("F4", "signal", "two SIGINTs 50 ms apart during the window",
-     f"({S('F4', '-k sdpa-cpu', '--window-s 5 --warmin-cap-s 5')} > R/F4.log 2>&1; echo exit=$? >> R/F4.log) & "
-     f"sleep 8; pkill -INT -f 'results R/F4'; sleep 0.05; pkill -INT -f 'results R/F4'; sleep 4; tail -2 R/F4.log; "
-     f"{BENCH} list runs --results R/F4", 60),
+     f"{S('F3', '-k ret.py:persistent_buffer', '--window-s 5 --warmin-cap-s 5')} > /dev/null 2>&1 & P=$!; sleep 9; "
+     f"C=$(pgrep -P $P | head -1); kill -KILL $P; sleep 3; {BENCH} list runs --results R/F3; "
+     f"kill -0 $C 2>/dev/null && echo child-alive || echo child-gone", 60),
+    ("F4", "signal", "two SIGINTs 50 ms apart during the window (job control on: a background job hears SIGINT)",
+     f"set -m; {S('F4', '-k sdpa-cpu', '--window-s 5 --warmin-cap-s 5')} > R/F4.log 2>&1 & P=$!; sleep 8; kill -INT $P; "
+     f"sleep 0.05; kill -INT $P; wait $P; echo exit=$?; tail -2 R/F4.log; {BENCH} list runs --results R/F4", 60),
     ("F5", "signal", "SIGSTOP of the kernel's process for 3 s mid-window, then SIGCONT",
-     f"({S('F5', '-k ret.py:persistent_buffer', '--window-s 4 --warmin-cap-s 4')} > R/F5.log 2>&1; "
-     f"echo exit=$? >> R/F5.log) & sleep 8; pkill -STOP -f 'harness.runner._child'; sleep 3; "
-     f"pkill -CONT -f 'harness.runner._child'; sleep 12; tail -3 R/F5.log", 60),
+     f"{S('F5', '-k ret.py:persistent_buffer', '--window-s 4 --warmin-cap-s 4')} > R/F5.log 2>&1 & P=$!; sleep 8; "
+     f"C=$(pgrep -P $P | head -1); kill -STOP $C; sleep 3; kill -CONT $C; wait $P; echo exit=$?; tail -3 R/F5.log", 60),
     ("F6", "signal", "SIGTERM during the gate of an in-process kernel (3 s first call)",
-     f"({S('F6', '-k beh.py:slow_first_call', '--isolation none')} > R/F6.log 2>&1; echo exit=$? >> R/F6.log) & "
-     f"sleep 6; pkill -TERM -f 'results R/F6'; sleep 4; tail -2 R/F6.log; {BENCH} list runs --results R/F6", 60),
+     f"{S('F6', '-k beh.py:slow_first_call', '--isolation none')} > R/F6.log 2>&1 & P=$!; sleep 6; kill -TERM $P; "
+     f"wait $P; echo exit=$?; tail -2 R/F6.log; {BENCH} list runs --results R/F6", 60),
     # -- G. malformed files ------------------------------------------------------------------------------------
     ("G1", "malformed file", "runs.parquet cut in half (report)",
      f"cp -r R/A4 R/G1 && f=$(ls -d R/G1/*)/runs.parquet && head -c 300 $f > $f.x && mv $f.x $f && "

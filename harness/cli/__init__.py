@@ -88,7 +88,7 @@ def _help_width() -> None:
 
     from typer import rich_utils
 
-    if os.environ.get("TERMINAL_WIDTH") or sys.stdout.isatty():
+    if os.environ.get("TERMINAL_WIDTH") or sys.stdout is None or sys.stdout.isatty():
         return
     try:
         columns = int(os.environ.get("COLUMNS") or 0)

@@ -5,15 +5,28 @@
 
 from __future__ import annotations
 
+import errno
+import os
 import sys
 
 __all__ = ["guard_streams"]
 
 
+# What a stream that cannot take more text raises: its reader went away (EPIPE), it is full (/dev/full, a full
+# disk under a redirect: ENOSPC), its file descriptor was closed under it (EBADF: kernel code run in this process),
+# or the device failed (EIO); a closed file object raises ValueError.
+_GONE = (errno.EPIPE, errno.ENOSPC, errno.EBADF, errno.EIO)
+
+
+def _cannot_write(exc: BaseException) -> bool:
+    return isinstance(exc, ValueError) or (isinstance(exc, OSError) and exc.errno in _GONE)
+
+
 class _ReaderSafe:
-    """A text stream that stops writing when its reader has gone (`bench sustained | head -1`): a broken pipe
-    ends the printing, never the run, which goes on measuring and writes its results and its status. The
-    stream's file descriptor is pointed at /dev/null then, so Python's flush at exit cannot fail either."""
+    """A text stream that stops writing when its reader has gone (`bench sustained | head -1`), it is full or its
+    file descriptor was closed: that ends the printing, never the run, which goes on measuring and writes its
+    results and its status (it was marked failed by a progress line written to /dev/full). The stream's file
+    descriptor is pointed at /dev/null then, so Python's flush at exit cannot fail either."""
 
     def __init__(self, stream) -> None:
         self._stream = stream
@@ -23,7 +36,9 @@ class _ReaderSafe:
         if not self.gone:
             try:
                 return self._stream.write(text)
-            except BrokenPipeError:
+            except (OSError, ValueError) as exc:
+                if not _cannot_write(exc):
+                    raise
                 self._went_away()
         return len(text)
 
@@ -31,7 +46,9 @@ class _ReaderSafe:
         if not self.gone:
             try:
                 self._stream.flush()
-            except BrokenPipeError:
+            except (OSError, ValueError) as exc:
+                if not _cannot_write(exc):
+                    raise
                 self._went_away()
 
     def _went_away(self) -> None:
@@ -53,12 +70,25 @@ def guard_streams() -> None:
     """stdout and stderr for a `bench` process: a character the stream's encoding lacks (PYTHONIOENCODING=ascii,
     a C locale) is written as a backslash escape instead of ending the command with an internal error, and a
     reader that went away stops the printing only (`_ReaderSafe`)."""
-    for name in ("stdout", "stderr"):
+    for fd, name in ((1, "stdout"), (2, "stderr")):
         stream = getattr(sys, name)
-        if stream is None or isinstance(stream, _ReaderSafe):
+        if stream is None:  # started with that descriptor closed (`bench ... >&-`): printing goes nowhere
+            stream = _devnull_on(fd)
+            setattr(sys, name, stream)
+        if isinstance(stream, _ReaderSafe):
             continue
         try:
             stream.reconfigure(errors="backslashreplace")
         except (AttributeError, ValueError):
             pass
         setattr(sys, name, _ReaderSafe(stream))
+
+
+def _devnull_on(fd: int):
+    """A text stream on /dev/null at descriptor `fd` (closed at start): a file the command opens later must not
+    get descriptor 1 or 2 and receive its prints."""
+    null = os.open(os.devnull, os.O_WRONLY)
+    if null != fd:
+        os.dup2(null, fd)
+        os.close(null)
+    return open(fd, "w", encoding="utf-8", closefd=False)

@@ -76,7 +76,7 @@ class DamagedPart(ResultsError):
     """One file of a run cannot be read as Parquet (cut short, overwritten)."""
 
 
-def _read_parts(files: list[Path], table: str) -> list:
+def _read_parts(files: list[Path], table: str, damaged: set | None = None) -> list:
     """Each part of an analysis table read, a damaged one left out with a ResultsWarning naming it: one bad file
     must not hide every other measurement of the run (the run's own runs.parquet is never skipped)."""
     import warnings
@@ -91,10 +91,12 @@ def _read_parts(files: list[Path], table: str) -> list:
             warnings.warn(f"{exc} It is left out: the figures lack what it held (one measurement's {table}).",
                           ResultsWarning, stacklevel=3)
             parts.append(None)
+            if damaged is not None:
+                damaged.add(f.name)
     return parts
 
 
-def _missing_parts(run_dir: Path) -> None:
+def _missing_parts(run_dir: Path, left_out: set) -> None:
     """Warn about a measurement whose chunks, samples or probes part is missing: the store writes all four parts of
     a measurement under one name, the measurement last, so a missing one was removed after the run."""
     import warnings
@@ -103,8 +105,9 @@ def _missing_parts(run_dir: Path) -> None:
 
     names = {t: {f.name for f in part_files(run_dir / t)} for t in ("measurements", "chunks", "samples", "probes")
              if (run_dir / t).is_dir()}
+    measured = names.get("measurements", set()) - left_out  # a part left out (damaged, foreign) measured nothing
     for table in (t for t in ("chunks", "samples", "probes") if t in names):  # a missing folder is refused on read
-        gone = sorted(names.get("measurements", set()) - names[table])
+        gone = sorted(measured - names[table])
         if gone:
             warnings.warn(f"{run_dir / table}: {', '.join(gone)} missing (the measurement(s) of the same part name in "
                           f"measurements/ have no {table}): figures that need their {table} are missing for them.",
@@ -121,6 +124,8 @@ def _read_arrow(path: Path, table: str):
         raise DamagedPart(f"Results file {path} cannot be read as Parquet ({exc}); the run directory is damaged.") from None
     meta = arrow.schema.metadata or {}
     version = int(meta.get(b"harness_schema_version", b"0"))
+    if version == 0 and b"harness_table" not in meta:
+        raise DamagedPart(f"{path} is not a harness result (no schema version in it): something else wrote it there.")
     if version > SCHEMA_VERSION:
         raise ResultsError(
             f"{path} was written with results schema v{version}, newer than this harness's v{SCHEMA_VERSION}. "
@@ -194,7 +199,7 @@ def _once(files: list[Path], arrows: list) -> list:
     return keep
 
 
-def read_table(run_dir: Path, table: str):
+def read_table(run_dir: Path, table: str, *, _left_out: set | None = None):
     """All parts of one table as a polars DataFrame (an empty frame with the schema when there are none)."""
     import polars as pl
     import pyarrow as pa
@@ -215,7 +220,7 @@ def read_table(run_dir: Path, table: str):
     if table == "runs":
         parts = [_read_arrow(f, table) for f in files]
     else:
-        read = _read_parts(files, table)
+        read = _read_parts(files, table, _left_out)
         files, parts = [f for f, a in zip(files, read) if a is not None], [a for a in read if a is not None]
         parts = _once(files, parts)
     arrow = pa.concat_tables(parts) if parts else table_schema(table).empty_table()
@@ -233,11 +238,13 @@ def read_run(run_dir: Path | str) -> Run:
     runs = read_table(run_dir, "runs")
     if runs.height != 1:
         raise ResultsError(f"{run_dir}/runs.parquet holds {runs.height} rows; a run directory holds exactly one.")
-    _missing_parts(run_dir)
+    left_out: set = set()
+    measurements = read_table(run_dir, "measurements", _left_out=left_out)
+    _missing_parts(run_dir, left_out)
     return Run(
         path=run_dir,
         info=_with_liveness(run_dir, runs.row(0, named=True)),
-        measurements=read_table(run_dir, "measurements"),
+        measurements=measurements,
         chunks=read_table(run_dir, "chunks"),
         samples=read_table(run_dir, "samples"),
         probes=read_table(run_dir, "probes"),

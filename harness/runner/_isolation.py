@@ -140,9 +140,12 @@ class ChildKernel:
             [_harness_root()] + ([os.environ["PYTHONPATH"]] if os.environ.get("PYTHONPATH") else []))}
         # A session of its own: a Ctrl-C in the terminal reaches the run alone, which then ends its children,
         # and a kill of the group also ends whatever the kernel itself started.
+        # errors="replace": bytes a kernel writes that are not UTF-8 must not stop the thread that drains its
+        # stderr (its pipe then filled, and the kernel, blocked on its next write, was killed as hung).
         self._proc = subprocess.Popen([self._python, "-m", "harness.runner._child"], stdin=subprocess.PIPE,
                                       stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, bufsize=1,
-                                      cwd=self._cwd, env=env, start_new_session=True)
+                                      encoding="utf-8", errors="replace", cwd=self._cwd, env=env,
+                                      start_new_session=True)
         self._events: queue.Queue = queue.Queue()
         self._tail: collections.deque = collections.deque(maxlen=8)
         self._alive, self._busy = True, False
@@ -336,7 +339,15 @@ class ChildKernel:
             raise self._gone()
         self.stage = f"measure (repeat {repeat})"
         self._send({"op": "measure", "index": ci, "repeat": repeat, "idle_s": idle_s})
-        return self._await("timed")["timing"]
+        timing = self._await("timed").get("timing")
+        if not isinstance(timing, dict) or not {"chunks", "phases"} <= timing.keys() and "times" not in timing:
+            # Not what the child writes: something in the kernel's process wrote into the harness's pipe. Its
+            # process can no longer be trusted to answer in order, so it is ended.
+            self._kill()
+            self._reap()
+            raise KernelError("its own process sent a timing the harness did not write (something in the kernel's "
+                              "process wrote into the harness's pipe to it); that process was ended")
+        return timing
 
     def settle(self) -> None:
         pass  # the child waits for its own queued work, or is gone

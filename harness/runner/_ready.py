@@ -118,6 +118,8 @@ def _checked(launch, inputs, kernel, watchdog: Watchdog, device, *, check_output
                 device.synchronize()
         if not check_output:
             return out
+        if isinstance(out, torch.Tensor) and out.requires_grad:
+            out = out.detach()  # judged as values: the gate's in-place checks must not trip autograd
         if not isinstance(out, torch.Tensor):
             raise KernelError(f"its launch returned {type(out).__name__}, not a tensor: the launch closure must "
                               f"return the attention output {what} = {list(want)}")
@@ -225,6 +227,9 @@ def time_kernel(side: KernelSide, measurer, kernel, launch, armed, inputs, guard
         last = getattr(armed, "last", None)
         out = last() if last is not None else None
         if out is not None:
+            import torch
+
+            out = out.detach() if isinstance(out, torch.Tensor) else out
             what = f"the last launch of repeat {repeat}'s timed {'launches' if measurer.kind == 'burst' else 'window'}"
             try:
                 with side.watchdog.limit(what="the check of its output after the window"):
@@ -265,7 +270,8 @@ def exit_text(exc: BaseException) -> str:
         return "called sys.exit()" if exc.code is None else f"called sys.exit({exc.code!r})"
     if isinstance(exc, KeyboardInterrupt):
         return "raised KeyboardInterrupt"
-    return f"raised {type(exc).__name__} (a BaseException, not an Exception): {exc}"
+    text = str(exc)
+    return f"raised {type(exc).__name__} (a BaseException, not an Exception)" + (f": {text}" if text else "")
 
 
 def where(exc: BaseException) -> str:

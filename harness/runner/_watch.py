@@ -132,7 +132,7 @@ class OutputWatch:
         if not self.armed or not isinstance(out, torch.Tensor) or not torch.is_floating_point(out):
             return
         out.fill_(float("nan"))
-        self.check(again(), during=f"one more launch after {during}, its previous output overwritten with NaN "
+        self.check(_values(again()), during=f"one more launch after {during}, its previous output overwritten with NaN "
                                   f"(a stale output: the launch closure returns a cached tensor)")
 
 
@@ -150,10 +150,17 @@ class OutputWatch:
         saved = v.clone()
         try:
             v.mul_(2.0)
-            self.check(again(), during=f"one more launch after {during} on the same q, k and v scaled by 2 (the output "
+            self.check(_values(again()), during=f"one more launch after {during} on the same q, k and v scaled by 2 (the output "
                                       f"must double: a kernel that ignores its inputs returns a kept copy)", scale=2.0)
         finally:
             v.copy_(saved)
+
+
+def _values(out):
+    """An output as values (an output that requires grad is judged as its values)."""
+    import torch
+
+    return out.detach() if isinstance(out, torch.Tensor) and out.requires_grad else out
 
 
 def _row_index(flat: int, lead: tuple) -> str:

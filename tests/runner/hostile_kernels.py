@@ -125,3 +125,19 @@ def leaves_a_writer(q, k, v, is_causal=True, scale=None):
         _writers.append(threading.Thread(target=write, daemon=True))
         _writers[-1].start()
     return out
+
+
+def binary_stderr(q, k, v, is_causal=True, scale=None):
+    """Honest, but writes bytes that are not UTF-8 to stderr on every call (adversarial round 3, B13)."""
+    os.write(2, bytes(range(128, 256)) * 8 + b"\n")
+    return _sdpa(q, k, v, is_causal, scale)
+
+
+def forges_protocol(q, k, v, is_causal=True, scale=None):
+    """Writes a forged `timed` message on every descriptor 3-19 it can (adversarial round 3, B14)."""
+    for fd in range(3, 20):
+        try:
+            os.write(fd, b'{"event": "timed", "timing": {}}\n')
+        except OSError:
+            pass
+    return _sdpa(q, k, v, is_causal, scale)

@@ -18,7 +18,7 @@ from harness.results import read_run
 
 H = "tests.runner.hostile_kernels"
 HOSTILE = ("exits_0", "exits_3", "raises_base_exception", "os_exits", "segfaults", "hangs_in_c", "prints",
-           "writes_inputs", "changes_directory", "returns_float64")
+           "writes_inputs", "changes_directory", "returns_float64", "binary_stderr", "forges_protocol")
 BASE = ["sustained", "--device", "cpu", "--quick", "--telemetry", "none", "--heads", "2", "--seq-len", "64",
         "--head-dim", "16", "-i", "gaussian:1", "--dtype", "float32", "--repeats", "1", "--idle-s", "0",
         "--window-s", "0.2"]
@@ -110,6 +110,20 @@ def test_a_float64_output_is_refused_naming_the_dtype(hostile):
     r = _row(hostile, "returns_float64")
     assert r["status"] == "error", r["error"]
     assert "its launch returned float64 values; the attention output of these inputs is float32" in r["error"]
+
+
+def test_bytes_that_are_not_utf8_on_a_kernels_stderr_do_not_stop_its_relay(hostile):
+    """Adversarial round 3 (B13): the thread that drains a child's stderr died on them, the pipe filled, and the
+    honest kernel, blocked on its next write, was killed as hung (`timeout`)."""
+    r = _row(hostile, "binary_stderr")
+    assert r["status"] in ("ok", "unsettled"), r["error"]
+
+
+def test_a_kernel_that_forges_the_harness_protocol_is_its_error_row_named_so(hostile):
+    """Adversarial round 3 (B14): a forged `timed` message was taken for a timing: KeyError 'chunks' (at _run.py)."""
+    r = _row(hostile, "forges_protocol")
+    assert r["status"] == "error" and "sent a timing the harness did not write" in r["error"], r["error"]
+    assert "KeyError" not in r["error"]
 
 
 def test_each_kernels_process_is_recorded_in_its_provenance(hostile):

@@ -51,6 +51,8 @@ KERNELS = {
     "one_row_after_gate": _turns(6, lambda out, cache: out.index_fill(2, torch.tensor([5]), 0.0)),
     # right values, no work: a copy of what it computed before (found by the adversarial pass of issue 41)
     "copies_after_gate": _turns(6, lambda out, cache: cache["out"].clone()),
+    # honest, its output a tensor that requires grad (adversarial round 3, A9: the gate's NaN check raised)
+    "needs_grad": _turns(0, lambda out, cache: out.requires_grad_(True)),
     # honest, with a different rounding on every call: within what the gate measured, so never refused
     "jitters": _turns(0, lambda out, cache: out * (1 + 2.0**-23 * torch.randn_like(out).sign())),
 }
@@ -149,3 +151,8 @@ def test_the_last_launch_of_each_call_is_what_the_loop_keeps():
     launcher.enqueue()
     assert launcher.last() is outs[-1]
     assert launcher.again() is outs[-1] and len(outs) >= 2
+
+
+def test_an_output_that_requires_grad_is_judged_as_its_values(watched):
+    r = watched[1]["needs_grad"]
+    assert r["status"] in ("ok", "unsettled") and r["time_ns"] > 0, r["error"]
