@@ -150,14 +150,14 @@ CASES = [
      f"wait $P; echo exit=$?; tail -2 R/F6.log; {BENCH} list runs --results R/F6", 60),
     # -- G. malformed files ------------------------------------------------------------------------------------
     ("G1", "malformed file", "runs.parquet cut in half (report)",
-     f"cp -r R/A4 R/G1 && f=$(ls -d R/G1/*)/runs.parquet && head -c 300 $f > $f.x && mv $f.x $f && "
+     f"rm -rf R/G1; cp -r R/A4 R/G1 && f=$(ls -d R/G1/*)/runs.parquet && head -c 300 $f > $f.x && mv $f.x $f && "
      f"{BENCH} report R/G1/*", 60),
     ("G2", "malformed file", "runs.parquet of a future schema version (v99)",
-     f"cp -r R/A4 R/G2 && {sys.executable} -c \"import glob,pyarrow.parquet as pq;p=glob.glob('R/G2/*/runs.parquet')[0];"
+     f"rm -rf R/G2; cp -r R/A4 R/G2 && {sys.executable} -c \"import glob,pyarrow.parquet as pq;p=glob.glob('R/G2/*/runs.parquet')[0];"
      f"t=pq.read_table(p);pq.write_table(t.replace_schema_metadata({{b'harness_schema_version':b'99'}}),p)\" && "
      f"{BENCH} report R/G2/*", 60),
     ("G3", "malformed file", "a measurements part with an unknown column only",
-     f"cp -r R/A4 R/G3 && {sys.executable} -c \"import glob,pyarrow as pa,pyarrow.parquet as pq;"
+     f"rm -rf R/G3; cp -r R/A4 R/G3 && {sys.executable} -c \"import glob,pyarrow as pa,pyarrow.parquet as pq;"
      f"d=glob.glob('R/G3/*/measurements')[0];pq.write_table(pa.table({{'x':[1]}}),d+'/part-00009.parquet')\" && "
      f"{BENCH} report R/G3/*", 60),
     ("G4", "malformed file", "compare a run with itself", f"{BENCH} compare R/A4/* R/A4/*", 60),
@@ -172,7 +172,7 @@ CASES = [
      f"{BENCH} sustained -k sdpa-cpu --model smollm2-135m --layer 3 --seq-len 128 --captures caps2 --device cpu --quick --repeats 1 "
      f"--telemetry none --results R/G6", 300),
     ("G7", "malformed file", "a run folder without its measurements/ (compare)",
-     f"cp -r R/A4 R/G7 && rm -r R/G7/*/measurements && {BENCH} compare R/A4/* R/G7/*", 60),
+     f"rm -rf R/G7; cp -r R/A4 R/G7 && rm -r R/G7/*/measurements && {BENCH} compare R/A4/* R/G7/*", 60),
     # -- H. CLI misuse -----------------------------------------------------------------------------------------
     ("H1", "CLI misuse", "compare with one run", f"{BENCH} compare R/A4/*", 30),
     ("H2", "CLI misuse", "list runs of a folder that does not exist", f"{BENCH} list runs --results R/nowhere", 30),
@@ -182,6 +182,39 @@ CASES = [
      f"{BENCH} report R/A4/* --pair-kernels x=y", 30),
     ("H6", "CLI misuse", "an unknown subcommand", f"{BENCH} sustaned", 30),
     ("H7", "CLI misuse", "--isolation sometimes", S("H7", "-k sdpa-cpu", "--isolation sometimes"), 30),
+    # -- J. other commands and workloads with hostile or plain kernels ------------------------------------------
+    ("J1", "other command", "bench error (per call, run's process) with a kernel that calls sys.exit(3)",
+     f"{BENCH} error -k beh.py:exits_3 -k sdpa-cpu --device cpu --seq-len 64 --heads 2 --head-dim 16 --dtype fp32 "
+     f"-i gaussian:1", 60),
+    ("J2", "other command", "bench repro with a kernel that calls sys.exit(3)",
+     f"{BENCH} repro -k beh.py:exits_3 -k sdpa-cpu --device cpu --seq-len 64 --heads 2 --head-dim 16 --dtype fp32 "
+     f"-i gaussian:1 --launches 5 --interfere none", 60),
+    ("J3", "other command", "bench burst with a kernel that returns zeros after the gate",
+     f"{BENCH} burst -k beh.py:zeros_after_gate -k sdpa-cpu -i gaussian:1 --device cpu --seq-len 64 --heads 2 "
+     f"--head-dim 16 --dtype float32 --telemetry none --warmup 5 --timed 5 --repeats 1 --idle-s 0 --results R/J3", 90),
+    ("J4", "other command", "bench burst, a kernel whose process dies on the second of two inputs",
+     f"{BENCH} burst -k beh.py:dies_on_quiet -k sdpa-cpu -i gaussian:1 -i gaussian:0.1 --device cpu --seq-len 64 "
+     f"--heads 2 --head-dim 16 --dtype float32 --telemetry none --warmup 5 --timed 5 --repeats 2 --idle-s 0 "
+     f"--results R/J4", 120),
+    ("J5", "odd shape", "decode (S_q 1, S_kv 128), a plain function, checked while timed",
+     f"{BENCH} sustained -k ret.py:persistent_buffer -i gaussian:1 --device cpu --quick --seq-len-q 1 --seq-len-kv 128 "
+     f"--heads 4 --heads-kv 2 --head-dim 16 --dtype float32 --repeats 1 --telemetry none --idle-s 0 --window-s 0.1 "
+     f"--results R/J5", 60),
+    ("J6", "odd shape", "paged KV cache (page 16) and varlen with sdpa-kvcache, checked while timed",
+     f"{BENCH} sustained -k sdpa-kvcache -i gaussian:1 --device cpu --quick --seq-len-q 1 --seq-len-kv 128 "
+     f"--page-size 16 --varlen uniform --batch 3 --heads 4 --heads-kv 2 --head-dim 16 --dtype float32 --repeats 1 "
+     f"--telemetry none --idle-s 0 --window-s 0.1 --results R/J6", 60),
+    ("J7", "odd shape", "--l2 cold with an honest plain function (copies rotate: the v x 2 check is left out)",
+     f"{BENCH} sustained -k ret.py:persistent_buffer -i gaussian:1 --device cpu --quick --seq-len 2048 --heads 8 "
+     f"--head-dim 64 --dtype float32 --repeats 1 --telemetry none --idle-s 0 --window-s 0.2 --l2 cold --results R/J7",
+     120),
+    ("J8", "odd shape", "GQA 8/1 with bf16 inputs, an honest plain function",
+     f"{BENCH} sustained -k ret.py:persistent_buffer -i gaussian:1 --device cpu --quick --seq-len 64 --heads 8 "
+     f"--heads-kv 1 --head-dim 16 --dtype bf16 --repeats 2 --telemetry none --idle-s 0 --window-s 0.1 --results R/J8",
+     60),
+    ("J9", "other command", "bench error --model with a kernel that calls sys.exit(3)",
+     f"{BENCH} error --model smollm2-135m --device cpu --documents 2 --no-all-layers --layer 3 -k beh.py:exits_3 "
+     f"--results R/J9", 180),
     # -- I. environment and output streams --------------------------------------------------------------------
     ("I1", "environment", "COLUMNS=abc", f"COLUMNS=abc {S('I1', '-k sdpa-cpu')}", 60),
     ("I2", "environment", "a terminal of COLUMNS=20", f"COLUMNS=20 script -qc \"{S('I2', '-k sdpa-cpu')}\" /dev/null "

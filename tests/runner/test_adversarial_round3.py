@@ -110,3 +110,20 @@ def test_a_base_exception_without_a_message_reads_cleanly():
 
     assert exit_text(GeneratorExit()) == "raised GeneratorExit (a BaseException, not an Exception)"
     assert exit_text(GeneratorExit("why")) == "raised GeneratorExit (a BaseException, not an Exception): why"
+
+
+@pytest.mark.parametrize("command", ["error", "repro"])
+def test_sys_exit_in_a_kernel_under_error_or_repro_is_its_row_and_exit_2(command, monkeypatch):
+    """J1, J2: `bench error` and `bench repro` run kernels in their own process; a kernel's sys.exit(3) became the
+    command's exit status (3, read as an internal error), with nothing printed."""
+    from typer.testing import CliRunner
+
+    from harness.cli import app
+
+    monkeypatch.syspath_prepend(str(ROOT))
+    extra = ["--launches", "3", "--interfere", "none"] if command == "repro" else []
+    res = CliRunner().invoke(app, [command, "-k", "tests.runner.hostile_kernels:exits_3", "-k", "sdpa-cpu", "--device",
+                                   "cpu", "--seq-len", "32", "--heads", "2", "--head-dim", "8", "--dtype", "fp32", "-i",
+                                   "gaussian:1", *extra], env={"COLUMNS": "300"})
+    assert res.exit_code == 2, res.output
+    assert "it called sys.exit(3) (at hostile_kernels.py:" in res.output and "failed (see above)" in res.output

@@ -113,3 +113,22 @@ def exit_in_thread(q, k, v, is_causal=True, scale=None):
 
 def unicode_name_é(q, k, v, is_causal=True, scale=None):
     return _s(q, k, v, is_causal, scale)
+
+
+def exits_3(q, k, v, is_causal=True, scale=None):
+    sys.exit(3)
+
+
+_calls = {"n": 0}
+
+
+def zeros_after_gate(q, k, v, is_causal=True, scale=None):
+    _calls["n"] += 1
+    o = _s(q, k, v, is_causal, scale)
+    return o if _calls["n"] <= 6 else torch.zeros_like(o)
+
+
+def dies_on_quiet(q, k, v, is_causal=True, scale=None):
+    if float(q.float().std()) < 0.5:
+        os.kill(os.getpid(), signal.SIGKILL)
+    return _s(q, k, v, is_causal, scale)
