@@ -68,35 +68,44 @@ def store_ns() -> tuple[float, float]:
     return plain * 1e9, kept * 1e9
 
 
-def follow_ms(shape, dtype, rounds: int) -> float:
+def _sync(device: str) -> None:
+    if device.startswith("cuda"):
+        torch.cuda.synchronize()
+
+
+def follow_ms(shape, dtype, rounds: int, device: str = "cpu") -> float:
     """ms to double v in place and put it back exactly (the launch in between is the kernel's own cost)."""
-    v = torch.randn(*shape).to(dtype)
+    v = torch.randn(*shape, device=device).to(dtype)
     times = []
     for _ in range(rounds):
+        _sync(device)
         t0 = time.perf_counter()
         saved = v.clone()
         v.mul_(2.0)
         v.copy_(saved)
+        _sync(device)
         times.append(time.perf_counter() - t0)
     return 1e3 * statistics.median(times)
 
 
-def check_ms(shape, dtype, rounds: int) -> tuple[float, float]:
+def check_ms(shape, dtype, rounds: int, device: str = "cpu") -> tuple[float, float]:
     """(ms for the gated output's statistics, ms for one check of an output) at `shape`."""
     from harness.runner._watch import OutputWatch
 
     torch.manual_seed(0)
-    out = torch.randn(*shape).to(dtype)
+    out = torch.randn(*shape, device=device).to(dtype)
     later = out.clone()
     firsts, checks = [], []
     for _ in range(rounds):
         w = OutputWatch("k")
+        _sync(device)
         t0 = time.perf_counter()
         w.first(out)
+        _sync(device)
         firsts.append(time.perf_counter() - t0)
         w.arm(type("G", (), {"max_abs_diff": 2e-3})())
         t0 = time.perf_counter()
-        w.check(later, during="bench")
+        w.check(later, during="bench")  # ends in a host read of its verdict: synchronized
         checks.append(time.perf_counter() - t0)
     return 1e3 * statistics.median(firsts), 1e3 * statistics.median(checks)
 
@@ -104,6 +113,7 @@ def check_ms(shape, dtype, rounds: int) -> tuple[float, float]:
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--rounds", type=int, default=7)
+    ap.add_argument("--device", default="cpu", help="where part 2's outputs live (cpu, cuda:0)")
     args = ap.parse_args()
     torch.set_num_threads(1)
     plain, kept = store_ns()
@@ -113,14 +123,14 @@ def main() -> None:
     print(f"   whole calls of a no-op launch (n=2000), best of {args.rounds} interleaved rounds: old loop "
           f"{min(olds):.2f} ns a launch, new loop {min(news):.2f} ns a launch ({min(news) - min(olds):+.2f} ns: noise "
           f"of a shared 2-core machine; the code differs by the one store above)")
-    print("2. after each window (untimed), one thread:")
+    print(f"2. after each window (untimed), on {args.device}" + (" (one thread)" if args.device == "cpu" else "") + ":")
     for label, shape, dtype in (
             ("CPU dry run, SmolLM2 S1024 (B1 H9 d64 fp32)", (1, 9, 1024, 64), torch.float32),
             ("CPU default synthetic (B1 H32 S1024 d128 bf16)", (1, 32, 1024, 128), torch.bfloat16),
             ("full-size capture (B1 H32 S8192 d128 bf16)", (1, 32, 8192, 128), torch.bfloat16)):
-        first, check = check_ms(shape, dtype, max(3, args.rounds // 2))
+        first, check = check_ms(shape, dtype, max(3, args.rounds // 2), args.device)
         mib = torch.Size(shape).numel() * torch.finfo(dtype).bits / 8 / 2**20
-        follow = follow_ms(shape, dtype, max(3, args.rounds // 2))
+        follow = follow_ms(shape, dtype, max(3, args.rounds // 2), args.device)
         print(f"   {label}, output {mib:.1f} MiB: gated statistics {first:.2f} ms once per kernel x input; per window "
               f"3 checks of {check:.2f} ms (last output, after NaN, after v x 2), v x 2 and back {follow:.2f} ms, and "
               f"2 launches of the kernel")
