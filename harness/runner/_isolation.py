@@ -105,6 +105,16 @@ def _harness_root() -> str:
     return str(Path(harness.__file__).resolve().parent.parent)
 
 
+def _stopped(pid: int) -> bool:
+    """Whether process `pid` is stopped (state T in /proc; False where that cannot be read)."""
+    try:
+        with open(f"/proc/{pid}/stat", encoding="ascii", errors="replace") as f:
+            text = f.read()
+        return text[text.rindex(")") + 2:].split()[0] in ("T", "t")
+    except (OSError, ValueError, IndexError):
+        return False
+
+
 def _signal_name(num: int) -> str:
     try:
         return signal.Signals(num).name
@@ -248,8 +258,13 @@ class ChildKernel:
                             raise self._died(self._reap())
                         continue
                     if now > deadline:
+                        stopped = _stopped(self._proc.pid)
                         self._kill()
                         self._reap()
+                        if stopped:  # a hang with a cause the row can name
+                            raise ChildHung(f"its own process was stopped (SIGSTOP or SIGTSTP: its state was T) and did "
+                                            f"not answer within {quiet if what is None else limit + grace_s(limit):g} s, "
+                                            f"so it was killed (SIGKILL)") from None
                         if what is None:
                             raise ChildHung(
                                 f"its own process sent nothing for {quiet:g} s outside any call of the kernel's "

@@ -127,3 +127,26 @@ def test_sys_exit_in_a_kernel_under_error_or_repro_is_its_row_and_exit_2(command
                                    "gaussian:1", *extra], env={"COLUMNS": "300"})
     assert res.exit_code == 2, res.output
     assert "it called sys.exit(3) (at hostile_kernels.py:" in res.output and "failed (see above)" in res.output
+
+
+def test_a_stopped_kernel_process_is_told_from_a_hung_one():
+    """B12: a kernel that SIGSTOPs its own process was reported as stuck in a C call; it is now named as stopped."""
+    import signal
+
+    from harness.runner._isolation import _stopped
+
+    proc = subprocess.Popen(["sleep", "30"])
+    try:
+        assert not _stopped(proc.pid)
+        os.kill(proc.pid, signal.SIGSTOP)
+        for _ in range(100):
+            if _stopped(proc.pid):
+                break
+            import time
+
+            time.sleep(0.01)
+        assert _stopped(proc.pid)
+    finally:
+        proc.kill()
+        proc.wait()
+    assert not _stopped(proc.pid)  # gone: nothing to read
