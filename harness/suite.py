@@ -86,11 +86,11 @@ _SEQ_LEN = {("gpu", False): 16384, ("gpu", True): 8192, ("cpu", False): 1024, ("
 _NIGHTLY_HEADS = (32, 8)
 
 
-def device_kind(device: str) -> str:
-    """`cpu`, `cuda` or `rocm` for a device string (`cuda:0`, `rocm:0000:1b:00.0`, `cpu`)."""
+def device_kind(device: str, *, flag: str = "--device") -> str:
+    """`cpu`, `cuda` or `rocm` for a device string (`cuda:0`, `rocm:0000:1b:00.0`, `cpu`); `flag` names it."""
     kind = str(device).partition(":")[0]
     if kind not in _KERNELS:
-        raise ConfigError(f"--device {device!r}: use cpu, cuda:N, rocm:N, or cuda:/rocm:<PCI bus id>.")
+        raise ConfigError(f"{flag} {device!r}: use cpu, cuda:N, rocm:N, or cuda:/rocm:<PCI bus id>.")
     return kind
 
 

@@ -24,7 +24,7 @@ import os
 import typer
 
 from harness.cli import analysis, capture, commits, kernels, listing, multigpu, profiling, sustained
-from harness.cli.common_args import absolute_paths
+from harness.cli.paths import absolute_paths
 
 __all__ = ["app", "main", "version_text"]
 

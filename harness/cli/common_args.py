@@ -19,9 +19,11 @@ from typing import List, Optional
 
 import typer
 
+from harness.cli.paths import check_writable
+from harness.cli.streams import figures_fd, restore_fd1, terminal_console
 from harness.suite import CAPTURES_ROOT, RESULTS_ROOT
 
-__all__ = ["absolute_paths", "console", "fail", "command_line", "SOURCES", "SHAPE", "CAPTURE", "PROTOCOL", "RECORD", "RUN", "ISOLATE", "EXPORT",
+__all__ = ["console", "fail", "command_line", "SOURCES", "SHAPE", "CAPTURE", "PROTOCOL", "RECORD", "RUN", "ISOLATE", "EXPORT",
            "with_options", "split_list", "split_ints", "split_sizes", "split_or_none", "export", "export_console", "need_polars", "reading_runs",
            "shape_args", "capture_args", "protocol_of", "suite_inputs", "stopped", "nothing_timed", "split_kernels",
            "fail_on_slowdown_option", "renamed_option"]
@@ -261,34 +263,6 @@ def with_options(**groups: dict):
     return decorate
 
 
-# Options that hold a path as a string (`-` is stdout, not a path).
-_STR_PATHS = frozenset({"json_out", "csv_out"})
-
-
-def _absolute(name: str, value):
-    if isinstance(value, Path):
-        return value.absolute()
-    if name in _STR_PATHS and isinstance(value, str) and value not in ("", "-"):
-        return str(Path(value).absolute())
-    if isinstance(value, list) and value and all(isinstance(v, Path) for v in value):
-        return [v.absolute() for v in value]
-    return value
-
-
-def absolute_paths(fn):
-    """A command whose path options (every `Path`, and --json/--csv) are made absolute before it runs: a kernel
-    run in this process that changes directory (`--isolation none`, `bench error`, `bench repro`) cannot move
-    where the command writes. Typer reads the signature of `fn`."""
-
-    @functools.wraps(fn)
-    def command(**kwargs):
-        return fn(**{k: _absolute(k, v) for k, v in kwargs.items()})
-
-    command.__signature__ = inspect.signature(fn)
-    del command.__wrapped__  # typer must see the signature set here, as with_options's
-    return command
-
-
 def console(*, stderr: bool = False):
     """The console of a command: rich on a terminal, where prose wraps at spaces at the terminal's width; off one
     (pipe, file, CI log, GITHUB_ACTIONS) tables at their natural width and no line wrapped, so no number or name
@@ -297,26 +271,8 @@ def console(*, stderr: bool = False):
 
     c = Console(stderr=stderr)
     if c.is_terminal:
-        return _TerminalConsole(stderr=stderr)
+        return terminal_console(stderr=stderr)
     return Console(stderr=stderr, width=_LOG_WIDTH, soft_wrap=True)
-
-
-def _terminal_console_class():
-    from rich.console import Console
-
-    class TerminalConsole(Console):
-        """On a terminal a line is never left for the terminal to break: a sentence asked for unwrapped
-        (`soft_wrap=True`, whole in a log) is wrapped here at spaces, at the terminal's width, where the terminal
-        itself would cut a word or a number (`1.01` / `02`) at its edge."""
-
-        def print(self, *objects, soft_wrap=None, **kwargs):
-            return super().print(*objects, soft_wrap=False, **kwargs)
-
-    return TerminalConsole
-
-
-def _TerminalConsole(**kwargs):
-    return _terminal_console_class()(**kwargs)
 
 
 def export_console(export_group: dict):
@@ -334,7 +290,7 @@ def export_console(export_group: dict):
                           f"its own file.")
     for flag, value in (("--json", json_out), ("--csv", csv_out)):
         if value and value != "-":
-            _check_writable(flag, Path(value))
+            check_writable(flag, Path(value))
     from harness.report import TABLE_FORMATS
 
     table_format = export_group.get("table_format", "table")
@@ -348,49 +304,12 @@ def export_console(export_group: dict):
         # reference closes the file under it (under typer's CliRunner, its captured stdout).
         _RESERVED_STDOUT.append(sys.stdout)
         out._stdout = sys.stdout
-        out._figures_stdout = _figures_fd(out) or sys.stdout
+        out._figures_stdout = figures_fd(out) or sys.stdout
         sys.stdout = sys.stderr
     return out
 
 
-def _figures_fd(out):
-    """When stdout is the process's fd 1: the figures get a duplicate of it, and fd 1 points at stderr until they
-    are written, so what a kernel in this process writes there (os.write(1, ...), sys.__stdout__, C's printf)
-    cannot land in the JSON or CSV. None where stdout is no file descriptor (a test's captured stream)."""
-    import os
-
-    try:
-        if sys.stdout.fileno() != 1:
-            return None
-        sys.stdout.flush()
-        saved = os.dup(1)
-        os.dup2(2, 1)
-    except (AttributeError, OSError, ValueError):
-        return None
-    out._saved_fd1 = saved
-    return os.fdopen(os.dup(saved), "w", encoding=getattr(sys.stdout, "encoding", None) or "utf-8")
-
-
 _RESERVED_STDOUT: list = []
-
-
-def _check_writable(flag: str, path: Path) -> None:
-    """Refuse a --json / --csv path that cannot be written before anything runs, not after an hour of measuring."""
-    import os
-
-    from harness.errors import ConfigError
-
-    if path.is_dir():
-        raise ConfigError(f"{flag} {path}: that is a folder; give a file name in it (e.g. {path / 'figures'}"
-                          f"{'.json' if flag == '--json' else '.csv'}).")
-    try:
-        path.parent.mkdir(parents=True, exist_ok=True)
-    except OSError as exc:
-        raise ConfigError(f"{flag} {path}: its folder cannot be made ({exc.strerror or exc}). Give a path in a "
-                          f"writable folder, or - for stdout.") from None
-    if not os.access(path.parent, os.W_OK) or (path.exists() and not os.access(path, os.W_OK)):
-        raise ConfigError(f"{flag} {path}: {'the file' if path.exists() else 'its folder ' + str(path.parent)} is not "
-                          f"writable. Give a path in a writable folder, or - for stdout.")
 
 
 def export(out, export_group: dict, doc: dict) -> None:
@@ -406,14 +325,7 @@ def export(out, export_group: dict, doc: dict) -> None:
         raise ResultsError(f"Cannot write the figures: {exc}. Give --json/--csv a path in a writable folder, "
                            f"or - for stdout.") from None
     finally:
-        saved = getattr(out, "_saved_fd1", None)
-        if saved is not None:  # fd 1 is stdout again
-            import os
-
-            figures_stdout.flush()
-            os.dup2(saved, 1)
-            os.close(saved)
-            out._saved_fd1 = None
+        restore_fd1(out, figures_stdout)
         if figures_stdout is not None and sys.stdout is sys.stderr:
             sys.stdout = getattr(out, "_stdout", figures_stdout)  # the figures are out: stdout is stdout again
     for path in written:

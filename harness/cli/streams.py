@@ -1,4 +1,5 @@
-"""stdout and stderr of a `bench` process: what a closed reader or a narrow encoding may not do to a run.
+"""stdout and stderr of a `bench` process: what a closed reader or a narrow encoding may not do to a run, what a
+kernel in this process may not write into figures on stdout, and how a terminal wraps a sentence.
 
 `guard_streams()` is called once by `harness.cli.main`, before any command runs.
 """
@@ -9,7 +10,7 @@ import errno
 import os
 import sys
 
-__all__ = ["guard_streams"]
+__all__ = ["guard_streams", "figures_fd", "restore_fd1", "terminal_console"]
 
 
 # What a stream that cannot take more text raises: its reader went away (EPIPE), it is full (/dev/full, a full
@@ -92,3 +93,42 @@ def _devnull_on(fd: int):
         os.dup2(null, fd)
         os.close(null)
     return open(fd, "w", encoding="utf-8", closefd=False)
+
+
+def figures_fd(out):
+    """When stdout is the process's fd 1: the figures get a duplicate of it, and fd 1 points at stderr until they
+    are written (`restore_fd1`), so what a kernel in this process writes there (os.write(1, ...), sys.__stdout__,
+    C's printf) cannot land in the JSON or CSV. None where stdout is no file descriptor (a test's captured stream)."""
+    try:
+        if sys.stdout.fileno() != 1:
+            return None
+        sys.stdout.flush()
+        saved = os.dup(1)
+        os.dup2(2, 1)
+    except (AttributeError, OSError, ValueError):
+        return None
+    out._saved_fd1 = saved
+    return os.fdopen(os.dup(saved), "w", encoding=getattr(sys.stdout, "encoding", None) or "utf-8")
+
+
+def restore_fd1(out, figures) -> None:
+    """fd 1 is stdout again once the figures are written (`figures_fd`)."""
+    saved = getattr(out, "_saved_fd1", None)
+    if saved is not None:
+        figures.flush()
+        os.dup2(saved, 1)
+        os.close(saved)
+        out._saved_fd1 = None
+
+
+def terminal_console(**kwargs):
+    """A rich Console for a terminal where a line is never left for the terminal to break: a sentence asked for
+    unwrapped (`soft_wrap=True`, whole in a log) is wrapped at spaces at the terminal's width, where the terminal
+    itself would cut a word or a number (`1.01` / `02`) at its edge."""
+    from rich.console import Console
+
+    class TerminalConsole(Console):
+        def print(self, *objects, soft_wrap=None, **kw):
+            return super().print(*objects, soft_wrap=False, **kw)
+
+    return TerminalConsole(**kwargs)

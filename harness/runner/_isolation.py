@@ -42,10 +42,10 @@ import threading
 import time
 from pathlib import Path
 
-from harness.errors import KernelError, KernelTimeout, UnknownKernelError
+from harness.errors import KernelError, KernelTimeout
 from harness.runner._ready import ReportedFailure
 
-__all__ = ["ChildKernel", "ChildDied", "ChildHung", "isolated", "grace_s", "start_children"]
+__all__ = ["ChildKernel", "ChildDied", "ChildHung", "isolated", "grace_s", "quiet_s"]
 
 _BUNDLED = "kernels_under_test"
 _SIGNAL_CAUSE = {
@@ -391,46 +391,3 @@ class ChildKernel:
         except OSError:
             pass
         self._reap(timeout=10.0)
-
-
-def start_children(config, *, registry, measurer, protocol, device_kind: str) -> tuple[list, dict]:
-    """The run's kernels (a Kernel each, in order) and the children of those that run in their own process
-    (name -> ChildKernel). Children are started together, then described one by one; a kernel that cannot
-    be imported or described refuses the run (as an unknown kernel does), naming why."""
-    from harness.kernels import default_registry
-
-    by_default = registry is None
-    registry = registry or default_registry()
-    mode = getattr(config, "isolation", "none")
-    kernels: list = []
-    children: list[tuple[int, ChildKernel]] = []
-    try:
-        for i, name in enumerate(config.kernels):
-            if by_default and isolated(name, registry, mode):
-                children.append((i, ChildKernel(name, device=config.device, device_kind=device_kind,
-                                                measurer=measurer.kind, protocol=protocol, gate=config.gate,
-                                                launch=getattr(config, "launch", "auto"))))
-                kernels.append(None)
-            else:
-                kernels.append(registry.get(name))
-        for i, child in children:
-            try:
-                kernels[i] = child.describe()
-            except ReportedFailure as exc:  # the import's own paragraph, written by the child
-                raise UnknownKernelError(str(exc)) from None
-            except ChildDied as exc:
-                raise UnknownKernelError(f"Kernel spec {child.ref!r}: while it was imported, {exc.cause}. Check that "
-                                         f"it imports on its own.") from None
-            except ChildHung as exc:
-                raise UnknownKernelError(f"Kernel spec {child.ref!r}: {exc}.") from None
-    except BaseException:
-        for _, child in children:
-            child.close()
-        raise
-    names = [k.name for k in kernels]
-    twice = sorted({n for n in names if names.count(n) > 1})
-    if twice:
-        for _, child in children:
-            child.close()
-        raise KernelError(f"Two of the kernels named are the same kernel {', '.join(map(repr, twice))}; name each once.")
-    return kernels, {child.kernel.name: child for _, child in children}

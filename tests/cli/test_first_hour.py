@@ -263,11 +263,11 @@ def test_a_narrow_terminal_keeps_every_number_whole(width, table_format):
 
 def test_a_terminal_wraps_a_sentence_at_spaces_within_its_width():
     """Issue 41: the verdict's prose (printed unwrapped, for logs) was cut by a 60-column terminal mid-word."""
-    from harness.cli.common_args import _terminal_console_class
+    from harness.cli.streams import terminal_console
 
     sentence = ("sdpa-cudnn on gaussian:1 (A: gaussian:0.1): B is 1.0 % slower: 0.20 % more cycles and a 0.81 % lower "
                 "clock. Time B/A 1.0102 [1.0053, 1.0151]: ratio of geometric means over 3+3 repeats.")
-    console = _terminal_console_class()(width=60, file=io.StringIO(), force_terminal=True, color_system=None)
+    console = terminal_console(width=60, file=io.StringIO(), force_terminal=True, color_system=None)
     console.print(sentence, highlight=False, soft_wrap=True)
     lines = console.file.getvalue().splitlines()
     assert len(lines) > 1 and max(len(ln.rstrip()) for ln in lines) <= 60

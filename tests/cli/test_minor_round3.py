@@ -81,7 +81,7 @@ def test_a_bad_sustained_device_is_refused_naming_sustained_device():
     from harness.pytest_plugin import _device
 
     config = type("C", (), {"getoption": staticmethod(lambda name: "gpu7")})()
-    with pytest.raises(pytest.UsageError, match=r"^--sustained-device 'gpu7': use cpu, cuda:N"):
+    with pytest.raises(ConfigError, match=r"^--sustained-device 'gpu7': use cpu, cuda:N"):
         _device(config)
 
 

@@ -103,7 +103,7 @@ def test_relative_json_and_csv_stay_where_the_command_started_when_a_kernel_chan
 
 
 def test_absolute_paths_makes_every_path_option_absolute(tmp_path, monkeypatch):
-    from harness.cli.common_args import absolute_paths
+    from harness.cli.paths import absolute_paths
 
     monkeypatch.chdir(tmp_path)
     seen = {}
