@@ -262,18 +262,19 @@ class ChildKernel:
                         self._kill()
                         self._reap()
                         if stopped:  # a hang with a cause the row can name
-                            raise ChildHung(f"its own process was stopped (SIGSTOP or SIGTSTP: its state was T) and did "
-                                            f"not answer within {quiet if what is None else limit + grace_s(limit):g} s, "
-                                            f"so it was killed (SIGKILL)") from None
-                        if what is None:
-                            raise ChildHung(
-                                f"its own process sent nothing for {quiet:g} s outside any call of the kernel's "
-                                f"code (stage {self.stage}), so it was killed (SIGKILL)") from None
-                        raise ChildHung(
-                            f"{what} did not return within the {limit:g} s launch timeout, nor did its own process "
-                            f"answer within {grace_s(limit):g} s more: it is stuck where the watchdog cannot reach "
-                            f"it (a C call, or a GPU kernel that never finishes), so its process was killed "
-                            f"(SIGKILL)") from None
+                            text = (f"its own process was stopped (SIGSTOP or SIGTSTP: its state was T) and did not "
+                                    f"answer within {quiet if what is None else limit + grace_s(limit):g} s, so it "
+                                    f"was killed (SIGKILL)")
+                        elif what is None:
+                            text = (f"its own process sent nothing for {quiet:g} s outside any call of the kernel's "
+                                    f"code (stage {self.stage}), so it was killed (SIGKILL)")
+                        else:
+                            text = (f"{what} did not return within the {limit:g} s launch timeout, nor did its own "
+                                    f"process answer within {grace_s(limit):g} s more: it is stuck where the watchdog "
+                                    f"cannot reach it (a C call, or a GPU kernel that never finishes), so its process "
+                                    f"was killed (SIGKILL)")
+                        self._cause, self._cause_stage = text, self.stage  # for the configurations it held
+                        raise ChildHung(text) from None
                     continue
                 if ev is None:
                     raise self._died(self._reap())
@@ -360,6 +361,7 @@ class ChildKernel:
             # process can no longer be trusted to answer in order, so it is ended.
             self._kill()
             self._reap()
+            self._cause, self._cause_stage = "its own process wrote into the harness's pipe", self.stage
             raise KernelError("its own process sent a timing the harness did not write (something in the kernel's "
                               "process wrote into the harness's pipe to it); that process was ended")
         return timing
