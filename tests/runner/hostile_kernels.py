@@ -112,19 +112,29 @@ _writers: list = []
 
 def leaves_a_writer(q, k, v, is_causal=True, scale=None):
     """Honest output, but its first call leaves a thread that keeps adding to q (issue 41): the next kernel's
-    inputs must not be the ones it writes into."""
+    inputs must not be the ones it writes into. `stop_writers()` ends it (a thread inside a torch op when the
+    interpreter exits aborts the process)."""
     import threading
 
     out = _sdpa(q, k, v, is_causal, scale)
     if not _writers:
+        stop = threading.Event()
+
         def write():
-            while True:
+            while not stop.is_set():
                 q.add_(1.0)
                 time.sleep(0.001)
 
-        _writers.append(threading.Thread(target=write, daemon=True))
-        _writers[-1].start()
+        thread = threading.Thread(target=write, daemon=True)
+        _writers.append((thread, stop))
+        thread.start()
     return out
+
+
+def stop_writers() -> None:
+    for thread, stop in _writers:
+        stop.set()
+        thread.join(timeout=5)
 
 
 def binary_stderr(q, k, v, is_causal=True, scale=None):

@@ -52,7 +52,10 @@ def test_sys_exit_from_kernel_code_in_this_process_is_its_row_not_the_exit_statu
 def test_a_writer_left_running_by_one_kernel_cannot_touch_the_next_kernels_inputs(tmp_path):
     """main: all kernels shared q, k, v; a thread the first kernel left behind kept writing q, and the next, honest
     kernel was refused as "it wrote into its inputs". Each kernel now gets tensors of its own."""
-    res, rows = _run(tmp_path, [hk.leaves_a_writer, hk.honest])
+    try:
+        res, rows = _run(tmp_path, [hk.leaves_a_writer, hk.honest])
+    finally:
+        hk.stop_writers()
     assert rows["leaves_a_writer"]["status"] == "error" and "it wrote into its inputs" in rows["leaves_a_writer"]["error"]
     assert rows["honest"]["status"] in ("ok", "unsettled"), rows["honest"]["error"]
     assert res.status == "complete"
