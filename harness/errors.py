@@ -121,6 +121,7 @@ class ExitCode(IntEnum):
     INTERNAL = 3  # a bug: one line names the file holding the traceback
     RUN_FAILED = 4  # the run ended `failed`: nothing was timed
     RUN_INCOMPLETE = 5  # the run ended `incomplete`: it stopped early (what finished is kept)
+    UNRESOLVED = 6  # a gate could not judge: a row (or every row) not resolved at the threshold; no pass
     SIGHUP = 129  # hung up (the terminal closed, `kill -HUP`): 128 + SIGHUP
     SIGINT = 130  # interrupted (Ctrl-C): 128 + SIGINT
     SIGTERM = 143  # terminated: 128 + SIGTERM

@@ -35,7 +35,8 @@ by the harness's own interval, as `bench compare` does, where `--benchmark-compa
 that share a clock; a test `slower` beyond PCT makes the session exit 1 (`harness.report.saved_comparison`).
 
 Options: --sustained-device, --sustained-quick, --sustained-telemetry, --sustained-results,
---sustained-repeats, --sustained-window-s, --sustained-no-gate, --sustained-allow-busy, --sustained-compare-fail.
+--sustained-repeats, --sustained-window-s, --sustained-no-gate, --sustained-allow-busy, --sustained-compare-fail,
+--sustained-unresolved.
 Importing this module imports pytest only; torch and the harness load when a test uses the fixture.
 """
 
@@ -59,8 +60,6 @@ _DEVICES = pytest.StashKey[set]()  # GPU models the fixture measured on in this 
 _LINES = pytest.StashKey[list]()  # (nodeid, extra_info) of every sustained test, for the terminal summary
 _WARNED = pytest.StashKey[bool]()
 _VERDICTS = pytest.StashKey[list]()  # the sentences, then the gate line, of --sustained-compare-fail
-_REPEAT_FIELDS = ("repeat", "status", "time_ns", "inband_clock_mhz", "sm_clock_mhz", "power_w", "power_limited_frac",
-                  "thermal_limited_frac", "reason_names")
 RESULTS_DEFAULT = ".bench-results"
 PYTEST_BENCHMARK_RANGE = (">=5.2", "<5.3")  # keep in step with pyproject.toml: the private API used is checked there
 IGNORED_BENCHMARK_OPTIONS = {
@@ -98,6 +97,9 @@ def pytest_addoption(parser) -> None:
     group.addoption("--sustained-compare-fail", default=None, metavar="PCT",
                     help="with --benchmark-compare: exit 1 when a test is slower than the saved one beyond PCT (e.g. "
                          "2%), judged on its repeats by the harness's interval (not pytest-benchmark's chunk stats)")
+    group.addoption("--sustained-unresolved", default=None, choices=("fail", "pass"),
+                    help="what --sustained-compare-fail does with a test it could not judge at its threshold: fail "
+                         "(the default: the session exits 1) or pass")
 
 
 def _device(config) -> str:
@@ -180,34 +182,6 @@ def _window_chunk_times(run_dir: Path, ids: set[str]) -> list[float]:
     return [r["time_ns"] * 1e-9 for r in rows]
 
 
-def _extra_info(rows: list[dict], info: dict, spec, kernel, run_dir: Path, protocol, quick: bool) -> dict:
-    """The sustained figures pytest-benchmark has no field for: medians over repeats, plus provenance."""
-    from harness.analysis import limiter_label, median, run_caveats
-
-    def med(key):
-        return median([r.get(key) for r in rows])
-
-    inband, nvml = med("inband_clock_mhz"), med("sm_clock_mhz")
-    return {
-        "harness_run_dir": str(run_dir), "kernel": kernel.name, "kernel_source": kernel.source,
-        "input": spec.label, "shape": spec.shape.label(), "dtype": spec.dtype, "device": info.get("device_kind"),
-        "device_name": info.get("device_name"), "telemetry": info.get("telemetry_backend"),
-        "protocol": "quick (not sustained figures)" if quick else "sustained", "repeats": len(rows),
-        "window_s": protocol.window_s, "time_ns": med("time_ns"),
-        "sm_clock_mhz": nvml, "inband_clock_mhz": inband,
-        "clock_mhz": inband if inband is not None else nvml,
-        "clock_source": "inband" if inband is not None else ("nvml" if nvml is not None else "none"),
-        "cycles_per_launch": med("cycles_per_launch"), "cycles_clock": rows[0].get("cycles_clock") or "none",
-        "power_w": med("power_w"), "energy_per_launch_j": med("energy_per_launch_j"), "temp_max_c": med("temp_max_c"),
-        "limiter": limiter_label(rows, max_clock_mhz=info.get("max_sm_clock_mhz")),
-        "power_limited_frac": med("power_limited_frac"), "settled_after_s": med("settled_after_s"),
-        "unsettled_repeats": sum(r["status"] == "unsettled" for r in rows), "tflops": med("tflops"),
-        "stats_note": STATS_NOTE, "caveats": list(run_caveats(info)),
-        # What --sustained-compare-fail (and `bench compare`) judge: one row per repeat, in repeat order.
-        "repeats_rows": [{k: r.get(k) for k in _REPEAT_FIELDS} for r in sorted(rows, key=lambda r: r["repeat"])],
-    }
-
-
 class _Sustained:
     """The callable the fixture returns; one use per test, like pytest-benchmark's own fixture."""
 
@@ -260,7 +234,10 @@ class _Sustained:
         stats.options = {**stats.options, "timer": "harness sustained protocol: device time per launch per window chunk"}
         for t in times:
             stats.update(t)
-        extra = _extra_info(rows, result.info, spec, k, result.path, proto, config.getoption("sustained_quick"))
+        from harness.report import fixture_extra_info
+
+        extra = fixture_extra_info(rows, result.info, spec, k, result.path, proto,
+                                   config.getoption("sustained_quick"), stats_note=STATS_NOTE)
         bench.extra_info.update(extra)
         config.stash.setdefault(_DEVICES, set()).add(str(result.info.get("device_name")))
         config.stash.setdefault(_LINES, []).append((self._request.node.nodeid, extra))
@@ -322,21 +299,6 @@ def _warn_ignored_options(config) -> None:
             f"the sustained protocol replaces. Use instead: {instead}."), stacklevel=3)
 
 
-def _fmt(value, spec: str, unit: str = "") -> str:
-    return f"-{unit}" if value is None else f"{value:{spec}}{unit}"
-
-
-def summary_line(nodeid: str, extra: dict) -> str:
-    """One test's sustained figures on one line (never wrapped: pytest writes it as is)."""
-    clock = extra.get("clock_mhz")
-    return (f"{nodeid}: {_fmt(extra.get('time_ns') and extra['time_ns'] / 1e6, '.4f', ' ms')}, clock "
-            f"{_fmt(clock, '.0f', ' MHz')} ({extra.get('clock_source')}; SMI {_fmt(extra.get('sm_clock_mhz'), '.0f')}, "
-            f"in-band {_fmt(extra.get('inband_clock_mhz'), '.0f')}), "
-            f"{_fmt(extra.get('cycles_per_launch') and extra['cycles_per_launch'] / 1e6, '.3f', ' Mcycles')}, "
-            f"{_fmt(extra.get('power_w'), '.0f', ' W')}, limiter {extra.get('limiter') or '-'}, "
-            f"{extra.get('protocol')}, run {extra.get('harness_run_dir')}")
-
-
 def pytest_sessionfinish(session, exitstatus) -> None:
     config = session.config
     text = config.getoption("sustained_compare_fail", None)
@@ -347,15 +309,35 @@ def pytest_sessionfinish(session, exitstatus) -> None:
         raise pytest.UsageError("--sustained-compare-fail needs --benchmark-compare (the saved benchmarks to judge "
                                 "this session's against).")
     from harness.report import saved_comparison
-    from harness.suite import verdict_rule
+    from harness.suite import unresolved_policy, verdict_rule
 
     rule, threshold = verdict_rule(text, flag="--sustained-compare-fail")
-    mapping = getattr(getattr(config, "_benchmarksession", None), "compared_mapping", None) or {}
+    policy = unresolved_policy(config.getoption("sustained_unresolved", None), flag="--sustained-unresolved")
+    session_ = getattr(config, "_benchmarksession", None)
+    mapping = getattr(session_, "compared_mapping", None) or {}
     saved = {name: bench for benches in mapping.values() for name, bench in benches.items()}
-    sentences, line, failed = saved_comparison(lines, saved, rule=rule, threshold=threshold)
+    root = getattr(getattr(session_, "storage", None), "path", None)
+    sentences, line, failed = saved_comparison(lines, saved, rule=rule, threshold=threshold, unresolved=policy,
+                                               same_code=_same_commit(config, mapping, root))
     config.stash[_VERDICTS] = [*sentences, line]
     if failed and session.exitstatus == 0:  # a slowdown (or nothing compared) fails the session, as a test would
         session.exitstatus = 1
+
+
+def _same_commit(config, mapping: dict, root) -> str:
+    """`saved_commit_text` of this session's commit against the saved files' (`compared_mapping`'s keys, relative
+    to pytest-benchmark's storage folder `root`); pytest-benchmark saves each session's commit_info in its file."""
+    import json
+
+    try:
+        now = config.hook.pytest_benchmark_generate_commit_info(config=config) or {}
+        saved = [json.loads((Path(p) if root is None or Path(p).is_absolute() else Path(root) / p).read_text(
+            encoding="utf-8")).get("commit_info") or {} for p in mapping]
+    except (OSError, ValueError, AttributeError):  # no git, an unreadable file: not knowing is "not the same"
+        return ""
+    from harness.report import saved_commit_text
+
+    return saved_commit_text(now, saved)
 
 
 @pytest.hookimpl(tryfirst=True)  # before pytest-benchmark's summary, which raises on its own regressions
@@ -363,6 +345,8 @@ def pytest_terminal_summary(terminalreporter, exitstatus, config) -> None:
     lines = config.stash.get(_LINES, [])
     if not lines:
         return
+    from harness.report import summary_line
+
     terminalreporter.section("sustained")
     for nodeid, extra in lines:
         terminalreporter.write_line(summary_line(nodeid, extra))

@@ -43,6 +43,7 @@ __all__ = [
     "device_kind",
     "default_kernels",
     "kernel_specs",
+    "workload_kernels",
     "machine_device",
     "default_seq_len",
     "attention_shape",
@@ -53,6 +54,12 @@ __all__ = [
     "sustained_protocol",
     "sustained_config",
     "nightly_shape",
+    "nightly_shape_args",
+    "HistorySettings",
+    "history_settings",
+    "HISTORY_CONTROL",
+    "HISTORY_CONTROL_GEMM",
+    "HISTORY_RECENT",
     "FLOOR_KERNELS",
     "model_error_config",
     "model_error_kernels",
@@ -61,6 +68,10 @@ __all__ = [
     "nightly_until_ci",
     "MAX_REPEATS",
     "ADAPTIVE_PILOT",
+    "COMMITS_IDLE_S",
+    "UNRESOLVED_DEFAULT",
+    "commits_protocol",
+    "unresolved_policy",
 ]
 
 # `--until-ci`: the cap on repeats, and the pilot whose spread (pilot - 1 df) sets how many: a pilot of 3
@@ -103,18 +114,64 @@ def machine_device() -> str:
     return "rocm:0" if getattr(torch.version, "hip", None) else "cuda:0"
 
 
-def default_kernels(device: str) -> tuple[str, ...]:
-    """The kernels a run times when none is named: the device's own SDPA back-ends."""
-    return _KERNELS[device_kind(device)]
+def default_kernels(device: str, shapes: Sequence[AttentionShape] = ()) -> tuple[str, ...]:
+    """The kernels a run times when none is named: the device's own SDPA back-ends for dense self-attention, and for a
+    serving workload (decode, paged, windowed, varlen: `AttentionShape.features`) the bundled kernels that compute it
+    (`workload_kernels`)."""
+    return workload_kernels(device, shapes)[0]
 
 
-def kernel_specs(names: Sequence[str], *, device: str, layout: str | None = None,
-                 gqa: str | None = None) -> tuple[str, ...]:
-    """The kernels a run names (or the device's defaults), with `--layout` / `--gqa` applied to the plain
-    callables among them (`module:function`, `file.py:function`)."""
+# The bundled kernels that compute every serving workload, by device kind; the Triton ones only where they run.
+_WORKLOAD_KERNELS = {"cpu": ("sdpa-kvcache",), "rocm": ("sdpa-kvcache",), "cuda": ("sdpa-kvcache",)}
+_SPLITKV_MAX_QUERIES = 16  # kernels_under_test.decode.SPLITKV_MAX_QUERIES, read without importing the kernels
+
+
+def _triton_runs_on(kind: str) -> bool:
+    """Triton is installed and runs on this kind of device (on the CPU only in its interpreter)."""
+    import importlib.util
+    import os
+
+    if importlib.util.find_spec("triton") is None:
+        return False
+    return kind == "cuda" or (kind == "cpu" and os.environ.get("TRITON_INTERPRET") == "1")
+
+
+def _pow2(n: int) -> bool:
+    return n >= 16 and n & (n - 1) == 0
+
+
+def workload_kernels(device: str, shapes: Sequence[AttentionShape] = ()) -> tuple[tuple[str, ...], str]:
+    """(the default kernels, why those): a run of dense self-attention gets the device's SDPA back-ends; one whose
+    shapes ask for more (S_q < S_kv, a page table, a window, lengths) the bundled kernels that compute all of them:
+    sdpa-kvcache, triton-splitkv where it runs (Triton there; at most 16 queries a sequence; power-of-two head dims),
+    triton-mla for MLA's latent cache (`--mla`).
+
+    >>> from harness.inputs import AttentionShape
+    >>> workload_kernels("rocm:0", [AttentionShape(batch=2, heads_q=4, heads_kv=2, seq_len=1, seq_len_kv=64,
+    ...                                            head_dim_qk=64, page_size=16)])
+    (('sdpa-kvcache',), 'the bundled kernels that compute a decode, paged workload on rocm')
+    """
+    kind = device_kind(device)
+    features = sorted(set().union(*(s.features() for s in shapes))) if shapes else []
+    if not features:
+        return _KERNELS[kind], f"the SDPA back-ends of {kind}"
+    picked = list(_WORKLOAD_KERNELS[kind])
+    if _triton_runs_on(kind) and all(s.seq_len <= _SPLITKV_MAX_QUERIES for s in shapes):
+        if all(s.latent_kv and _pow2(s.head_dim_v) and _pow2(s.head_dim_qk - s.head_dim_v) and s.heads_kv == 1
+               for s in shapes):
+            picked.insert(0, "triton-mla")
+        elif not any(s.latent_kv for s in shapes) and all(_pow2(s.head_dim_qk) and _pow2(s.head_dim_v) for s in shapes):
+            picked.append("triton-splitkv")
+    return tuple(picked), f"the bundled kernels that compute a {', '.join(features)} workload on {kind}"
+
+
+def kernel_specs(names: Sequence[str], *, device: str, layout: str | None = None, gqa: str | None = None,
+                 shapes: Sequence[AttentionShape] = ()) -> tuple[str, ...]:
+    """The kernels a run names (or the defaults for the device and the workload of `shapes`), with `--layout` /
+    `--gqa` applied to the plain callables among them (`module:function`, `file.py:function`)."""
     from harness.kernels import apply_options
 
-    return apply_options(tuple(names) or default_kernels(device), layout=layout, gqa=gqa)
+    return apply_options(tuple(names) or default_kernels(device, shapes), layout=layout, gqa=gqa)
 
 
 def default_seq_len(device: str, *, model: bool) -> int:
@@ -132,12 +189,88 @@ def nightly_shape(device: str, *, seq_len: int | None = None, heads=None, heads_
                                      seq_len=seq_len), device=device)
 
 
+def nightly_shape_args(args: "ShapeArgs") -> "ShapeArgs":
+    """The shape options of `bench nightly` on synthetic inputs: `bench sustained`'s, with the nightly suite's 32 / 8
+    heads where neither --heads nor --heads-kv (nor --mla) was given."""
+    if args.heads is None and args.heads_kv is None and not args.mla:
+        return dataclasses.replace(args, heads=_NIGHTLY_HEADS[0], heads_kv=_NIGHTLY_HEADS[1])
+    return args
+
+
+# The history's defaults (`bench history`, `bench nightly --history`): the verdict against the last N comparable
+# nights (harness.history.NIGHTS, at its LEVEL), the change points of the last HISTORY_RECENT nights in a PR comment,
+# and the control timed every night beside the suite: the bf16 GEMM at its power-capped peak (random operands),
+# whose code never changes with the repository's; on the CPU (a dry run) at M = N = K = 256, which takes
+# milliseconds there, not the GPU's 8192 (harness.profiling.peak_registry's default).
+HISTORY_RECENT = 30
+HISTORY_CONTROL = {"cuda": "peak-gemm-bf16-random", "rocm": "peak-gemm-bf16-random", "cpu": "peak-gemm-bf16-random"}
+HISTORY_CONTROL_GEMM = {"cpu": 256}
+
+
+@dataclass(frozen=True, kw_only=True)
+class HistorySettings:
+    """How a history is judged: the threshold (and where it came from), the comparable nights, the level."""
+
+    threshold: float
+    threshold_source: str
+    nights: int
+    level: float
+
+
+def history_settings(fail_on_slowdown: str | None, *, nights: int | None = None) -> HistorySettings:
+    """The history's verdict settings: --fail-on-slowdown (default nightly's 2 %) and --history-nights (default
+    harness.history.NIGHTS, at least harness.history.MIN_NIGHTS)."""
+    from harness.history import LEVEL, MIN_NIGHTS, NIGHTS
+
+    rule, threshold = verdict_rule(fail_on_slowdown, default=NIGHTLY_FAIL_ON_SLOWDOWN)
+    if nights is not None and nights < MIN_NIGHTS:
+        raise ConfigError(f"--history-nights {nights}: a prediction interval needs at least {MIN_NIGHTS} comparable "
+                          f"nights (two degrees of freedom). Give {MIN_NIGHTS} or more (default {NIGHTS}).")
+    return HistorySettings(threshold=threshold, threshold_source=rule.threshold_source, nights=nights or NIGHTS,
+                           level=LEVEL)
+
+
 # `bench nightly`'s own defaults: where its outputs go, and its gate (a nightly job judges; compare and commits
 # judge only when asked).
 NIGHTLY_RESULTS = Path("out/nightly")
 NIGHTLY_FAIL_ON_SLOWDOWN = "2%"
 # One input per `bench commits` run: every revision is timed on it, interleaved.
 COMMITS_INPUT = "gaussian:0.1"
+# `bench commits` times the revisions back to back, their order alternating: no idle between them, so every window
+# starts from the same hot card (an idle gap before a window put cuDNN into its 1 % faster state on the H200,
+# benchmarks/h200/cudnn_states.py) and ten pairs fit in about two minutes of GPU time.
+COMMITS_IDLE_S = 0.0
+# What a gate does with a row it could not judge (`unresolved`, `too few repeats`): fail (exit 6) or pass.
+UNRESOLVED_DEFAULT = "fail"
+
+
+def unresolved_policy(text: str | None, *, flag: str = "--unresolved") -> str:
+    """`--unresolved fail|pass` as typed, or the default (fail: no gate passes what it could not judge)."""
+    from harness.analysis import UNRESOLVED_POLICIES
+
+    if text is None:
+        return UNRESOLVED_DEFAULT
+    if text not in UNRESOLVED_POLICIES:
+        raise ConfigError(f"{flag} {text!r}: fail (a row the gate could not judge fails it, exit 6; the default) or "
+                          f"pass (such rows pass, and the gate's line still names them).")
+    return text
+
+
+def commits_protocol(*, quick: bool, gated: bool, repeats: int | None, until_ci: float | None,
+                     max_repeats: int | None, window_s: float | None, idle_s: float | None) -> SustainedProtocol:
+    """`bench commits`'s protocol: no idle between revisions (COMMITS_IDLE_S), and under a gate a pilot of at least
+    MIN_GATE_PILOT interleaved pairs (--quick too: a gate never judges fewer), refused by flag when asked lower."""
+    from harness.analysis import MIN_GATE_PILOT
+
+    if gated and repeats is not None and repeats < MIN_GATE_PILOT:
+        raise ConfigError(f"--repeats {repeats}: a gate (--fail-on-slowdown) judges a pilot of at least "
+                          f"{MIN_GATE_PILOT} interleaved pairs ({MIN_GATE_PILOT - 1} degrees of freedom; fewer "
+                          f"leave a 4x slowdown unresolved). Give --repeats {MIN_GATE_PILOT} or more, or leave it "
+                          f"out.")
+    if gated and repeats is None:
+        repeats = MIN_GATE_PILOT
+    return sustained_protocol(quick=quick, repeats=repeats, until_ci=until_ci, max_repeats=max_repeats,
+                              window_s=window_s, idle_s=COMMITS_IDLE_S if idle_s is None else idle_s)
 
 
 # Seeds torch's generators take (and the gate adds 7919 to one): 64-bit signed, with room to spare.
@@ -476,9 +609,9 @@ def sustained_protocol(*, quick: bool = False, repeats: int | None = None, windo
 
 def sustained_config(*, kernels: Sequence[str] = (), inputs: Sequence[InputSpec], device: str,
                      protocol: SustainedProtocol, **settings) -> RunConfig:
-    """The RunConfig of a sustained run: the named kernels, or the device's defaults."""
-    return RunConfig(kernels=kernel_specs(kernels, device=device), inputs=tuple(inputs), device=device,
-                     protocol=protocol, **settings)
+    """The RunConfig of a sustained run: the named kernels, or the defaults for the device and the inputs' workload."""
+    return RunConfig(kernels=kernel_specs(kernels, device=device, shapes=[i.shape for i in inputs]),
+                     inputs=tuple(inputs), device=device, protocol=protocol, **settings)
 
 
 # The second correct BF16 kernel of `bench error --model` (the noise floor), by device: the first of these
@@ -536,18 +669,32 @@ def model_error_config(*, model: str, device: str, shape: ShapeArgs, capture: Ca
         dtype=capture.capture_dtype, random_weights=capture.random_weights, results_root=Path(results),
         run_name=name, command=command,
     )
-def verdict_rule(fail_on_slowdown: str | None, *, flag: str = "--fail-on-slowdown", default: str | None = None):
+def verdict_rule(fail_on_slowdown: str | None, *, flag: str = "--fail-on-slowdown", default: str | None = None,
+                 between_runs_cv: str | None = None):
     """(the comparison's VerdictRule, the gate's threshold or None). The rule judges at the user's threshold where
     one is given (so a 0.3 % gate is a 0.3 % gate), else at the analysis default, and names where it came from.
-    `default`: the command's own default gate (nightly's 2 %), used and named when the flag is absent."""
+    `default`: the command's own default gate (nightly's 2 %), used and named when the flag is absent.
+    `between_runs_cv`: `--between-runs-cv` as typed (the between-run variance separate runs add; None: the
+    device kind's stated default, `harness.analysis.BETWEEN_RUNS_CV`)."""
+    from dataclasses import replace
+
     from harness.analysis import VerdictRule, parse_threshold
 
+    base = VerdictRule()
+    if between_runs_cv is not None:
+        try:
+            cv = parse_threshold(between_runs_cv)
+        except ConfigError:
+            raise ConfigError(f"--between-runs-cv {between_runs_cv!r} is not a percentage; write it like 0.3% (the "
+                              f"coefficient of variation between separate runs of this suite, e.g. from A/A nights "
+                              f"or `bench history`).") from None
+        base = replace(base, between_runs_cv=cv, between_runs_source=f"--between-runs-cv {between_runs_cv}")
     text, source = (fail_on_slowdown, f"{flag} {fail_on_slowdown}") if fail_on_slowdown is not None else (
         (default, f"{flag} default {default}") if default is not None else (None, "default"))
     if text is None:
-        return VerdictRule(), None
+        return base, None
     threshold = parse_threshold(text)
-    return VerdictRule().with_threshold(threshold, source=source), threshold
+    return base.with_threshold(threshold, source=source), threshold
 
 
 def until_ci(text: str | None, *, default: float | None, flag: str = "--until-ci") -> float | None:

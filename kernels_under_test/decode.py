@@ -9,10 +9,15 @@ different lengths (`harness.inputs.AttentionShape`'s workloads).
   window) the call takes none. On CUDA the backends are flash, then efficient, then math (PyTorch's order among
   them; cuDNN is left out so that PyTorch's changing default cannot change what is measured): flash wherever no
   mask is needed.
+- `sdpa-kvcache-cudnn`: the same with SDPA's cuDNN backend alone, the yardstick a decode kernel is held to on a
+  dense cache (PyTorch never picks it for decode by itself).
 - `triton-splitkv`: flash-decoding in Triton (`_triton_decode`): each program takes one KV head's group of
   query heads (GQA shares every key load) and one split of the sequence, walks its keys through the page table
   token by token, and a second kernel merges the splits' partial softmaxes. It runs in Triton's CPU
   interpreter for tests (TRITON_INTERPRET=1).
+- `triton-mla`: MLA decode in the absorbed form (`--mla`, `_triton_mla`): one latent KV head, each latent tile
+  loaded once and used as K (its latent and RoPE dims, both dots in one pass) and as V (its latent dims), split-KV,
+  paged or not; the query heads in blocks whose programs run side by side, so DRAM sees the cache once.
 """
 
 from __future__ import annotations
@@ -91,7 +96,7 @@ def decode_mask(shape, *, device):
     return torch.stack(rows)[:, None].to(device)
 
 
-def _sdpa_kvcache(inputs):
+def _sdpa_kvcache(inputs, *, backends=("FLASH_ATTENTION", "EFFICIENT_ATTENTION", "MATH")):
     import torch
     import torch.nn.functional as F
     from torch.nn.attention import SDPBackend, sdpa_kernel
@@ -99,7 +104,7 @@ def _sdpa_kvcache(inputs):
     s = inputs.shape
     q, k, v = inputs.q, inputs.k, inputs.v
     gqa = s.heads_q != s.heads_kv
-    backends = [SDPBackend.FLASH_ATTENTION, SDPBackend.EFFICIENT_ATTENTION, SDPBackend.MATH]
+    backends = [getattr(SDPBackend, b) for b in backends]
     square = not s.features()  # dense self-attention: SDPA's own causal flag
     mask = None if square else decode_mask(s, device=q.device)
     B, L, Q = s.batch, max(s.kv_lengths()), max(s.q_lengths())
@@ -134,6 +139,27 @@ registry.add(Kernel(
 ))
 
 
+def _sdpa_kvcache_cudnn(inputs):
+    return _sdpa_kvcache(inputs, backends=("CUDNN_ATTENTION",))
+
+
+def _cudnn_ok(device_kind: str) -> str | None:
+    import torch
+
+    if not torch.cuda.is_available():
+        return "no CUDA GPU visible to PyTorch"
+    return None if torch.backends.cudnn.is_available() else "PyTorch was built without cuDNN"
+
+
+registry.add(Kernel(
+    name="sdpa-kvcache-cudnn", prepare=_sdpa_kvcache_cudnn, dtypes=frozenset({"bfloat16", "float16"}),
+    devices=frozenset({"cuda"}), workloads=FEATURES, source=f"{__name__}:_sdpa_kvcache_cudnn", availability=_cudnn_ok,
+    description="cuDNN's fused attention (torch SDPA's cuDNN backend alone) on a KV cache, laid out as sdpa-kvcache "
+                "lays it out: a dense cache read in place (the yardstick of a decode kernel: 4.5 TB/s of K+V on the "
+                "H200 at B16 Hkv8 d128 S_kv 32768), a paged or packed one gathered first",
+))
+
+
 def _splitkv(inputs, *, config: dict | None = None):
     from kernels_under_test import _triton_decode
 
@@ -147,4 +173,21 @@ registry.add(Kernel(
     description=f"Triton split-KV (flash-decoding): GQA groups per program, page table read per token, splits "
                 f"merged by a second kernel; up to {SPLITKV_MAX_QUERIES} queries per sequence",
     extra={"interpreted": "TRITON_INTERPRET=1 on the CPU (tests)"},
+))
+
+
+def _mla(inputs, *, config: dict | None = None):
+    from kernels_under_test import _triton_mla
+
+    return _triton_mla.prepare(inputs, config=config)
+
+
+registry.add(Kernel(
+    name="triton-mla", prepare=_mla, dtypes=frozenset({"bfloat16", "float16"}),
+    devices=frozenset({"cuda", "cpu"}), workloads=FEATURES, source=f"{__name__}:_mla",
+    availability=functools.partial(triton_availability, min_capability=(8, 0)),
+    description=f"Triton MLA decode (absorbed form, --mla): the latent cache read once (latent + RoPE dims scored "
+                f"in one pass, the latent tile reused as V), split-KV, paged; up to {SPLITKV_MAX_QUERIES} queries "
+                f"per sequence",
+    extra={"interpreted": "TRITON_INTERPRET=1 on the CPU (tests)", "latent_kv_only": True},
 ))

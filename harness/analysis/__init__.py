@@ -26,23 +26,38 @@ from harness.analysis._compare import (
     comparison_row,
     same_run,
     shape_text,
-    two_stage_pilot,
 )
+from harness.analysis._design import comparison_pilot, run_pilots, sequential_plan, two_stage_pilot
 from harness.analysis._parse import parse_kernel_pairs, parse_pairs, parse_threshold, parse_until_ci
 from harness.analysis._summary import RunSummary, aggregate_measurements, compare_inputs, compare_kernels, summarize_run
 from harness.analysis._decompose import Decomposition, decompose, geomean, limiter_label
 from harness.analysis._interval import (
+    BETWEEN_RUNS_CV,
     DEFAULT_THRESHOLD,
+    FAILING,
     INTERVAL_METHODS,
+    OPEN,
+    VERDICT_MEANING,
     VERDICTS,
     Ratio,
     VerdictRule,
+    classify,
     judge,
+    paired_decision,
     percent,
     ratio_interval,
     stein_total,
     t_quantile,
 )
+from harness.analysis._outcome import (
+    UNRESOLVED_POLICIES,
+    GateOutcome,
+    gate_outcome,
+    no_interval_text,
+    ratio_text,
+    resolution_text,
+)
+from harness.analysis._sequential import MIN_GATE_PILOT, Plan, critical_values, paired_look, skipped_mean
 from harness.analysis._burst_gap import burst_gap_rows
 from harness.analysis._chiplets import chiplet_spread
 from harness.analysis._spread import GpuFigure, GpuSpread, gpu_spread, suite_spread
@@ -54,6 +69,23 @@ from harness.analysis._stats import bootstrap_ci, cv, mean, median, value_range
 from harness.analysis._window import POWER_REASONS, THERMAL_REASONS, chunk_clock, samples_in, summarize_window
 
 __all__ = [
+    "BETWEEN_RUNS_CV",
+    "FAILING",
+    "GateOutcome",
+    "MIN_GATE_PILOT",
+    "OPEN",
+    "Plan",
+    "UNRESOLVED_POLICIES",
+    "VERDICT_MEANING",
+    "classify",
+    "critical_values",
+    "gate_outcome",
+    "no_interval_text",
+    "ratio_text",
+    "resolution_text",
+    "paired_decision",
+    "paired_look",
+    "skipped_mean",
     "P_TAIL",
     "model_error_summary",
     "GpuFigure",
@@ -104,6 +136,9 @@ __all__ = [
     "input_row_sentence",
     "input_rows",
     "compare_measurements",
+    "comparison_pilot",
+    "run_pilots",
+    "sequential_plan",
     "compare_runs",
     "cv",
     "decompose",

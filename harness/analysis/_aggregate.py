@@ -9,7 +9,7 @@ from harness.analysis._stats import median
 __all__ = ["aggregate_repeats", "MEDIAN_FIELDS"]
 
 SHAPE_FIELDS = ("dtype", "batch", "heads_q", "heads_kv", "seq_len", "seq_len_kv", "head_dim_qk", "head_dim_v", "causal",
-                "window", "page_size", "varlen")
+                "window", "page_size", "varlen", "bytes_per_launch", "flops_per_launch")
 GATE_FIELDS = ("gate_max_abs_diff", "gate_snr_db", "gate_max_ratio", "gate_rms_ratio", "gate_reference")
 MEDIAN_FIELDS = (
     "sm_clock_mhz", "inband_clock_mhz", "inband_to_nvml", "cycles_per_launch", "cycles_per_launch_nvml",
@@ -44,6 +44,8 @@ def aggregate_repeats(rows: Iterable[dict]) -> list[dict]:
                 # One repeat has no range: "-", never a 0.00 % that reads as perfectly repeatable.
                 "time_range_frac": (max(times) - min(times)) / med if med and len(times) > 1 else None,
                 "cycles_clock": timed[0].get("cycles_clock"),
+                # the workload's least traffic (AttentionShape.bytes_moved) over the median time: bytes/ns = GB/s
+                "gb_per_s": agg["bytes_per_launch"] / med if agg.get("bytes_per_launch") and med else None,
             })
             for f in MEDIAN_FIELDS:
                 agg[f] = median([r.get(f) for r in timed if r.get(f) is not None])

@@ -19,9 +19,11 @@ from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
 from typing import Sequence
 
-from harness.analysis._caveats import protocol_of_run, rule_for, run_caveats, unsettled_caveat
+from harness.analysis._caveats import rule_for, run_caveats, unsettled_caveat
+from harness.analysis._design import run_pilots
 from harness.analysis._decompose import Ratio, VerdictRule, decompose, geomean, limiter_label
-from harness.analysis._interval import DEFAULT_THRESHOLD
+from harness.analysis._interval import DEFAULT_THRESHOLD, OPEN, between_runs_floor
+from harness.analysis._sequential import Plan
 from harness.errors import ResultsError
 
 __all__ = [
@@ -36,7 +38,6 @@ __all__ = [
     "comparison_row",
     "same_run",
     "shape_text",
-    "two_stage_pilot",
 ]
 
 SUSTAINED_STATUSES = ("ok", "unsettled")  # rows with a timed sustained window
@@ -59,9 +60,16 @@ def _shape_key(row: dict) -> tuple:
 
 
 def shape_text(row: dict) -> str:
-    """`B=1 H=32/32 S=16384 d=128/128 causal bf16`: what a time ratio is only meaningful within."""
-    return (f"B={row['batch']} H={row['heads_q']}/{row['heads_kv']} S={row['seq_len']} "
-            f"d={row['head_dim_qk']}/{row['head_dim_v']} {'causal' if row['causal'] else 'non-causal'} "
+    """`B=1 H=32/32 S=16384 d=128/128 causal bf16`: what a time ratio is only meaningful within. A serving workload
+    names what it asks beyond that: `B=16 H=32/8 S_q=1 S_kv=32768 d=128/128 causal page=16 bf16` (decode against a
+    cache of 32768 keys in pages of 16), `window=W`, `varlen=HOW` (S_kv then the longest sequence)."""
+    s_kv = row.get("seq_len_kv") or row["seq_len"]  # rows written before v5 are self-attention
+    seq = (f"S={row['seq_len']}" if s_kv == row["seq_len"] and not row.get("varlen")
+           else f"S_q={row['seq_len']} S_kv={s_kv}")
+    work = "".join(f" {name}={row[c]}" for c, name in (("window", "window"), ("page_size", "page"), ("varlen", "varlen"))
+                   if row.get(c) is not None)
+    return (f"B={row['batch']} H={row['heads_q']}/{row['heads_kv']} {seq} "
+            f"d={row['head_dim_qk']}/{row['head_dim_v']} {'causal' if row['causal'] else 'non-causal'}{work} "
             f"{_shape_key(row)[0]}")
 
 
@@ -113,6 +121,18 @@ class Comparison:
     rows: tuple[ComparisonRow, ...]
     unmatched: tuple[str, ...] = field(default=())
     same_code: str = ""
+    between_cv: float = 0.0  # separate runs: the between-run cv each row's interval includes
+    between_source: str = ""  # where it came from ("default for a GPU", "--between-runs-cv 0.2%", a history)
+
+    @property
+    def floor(self) -> float | None:
+        """Separate runs: the smallest threshold at which an A/A comparison can be called `same` however many
+        repeats each run takes (the equivalence interval of the between-run variance alone); None otherwise."""
+        return between_runs_floor(self.between_cv, level=self.rule.level) if self.between_cv else None
+
+    def open_rows(self) -> tuple[ComparisonRow, ...]:
+        """Rows a gate could not judge (`unresolved`, `too few repeats`): not a pass."""
+        return tuple(r for r in self.rows if r.verdict in OPEN)
 
     def slowdowns(self) -> tuple[ComparisonRow, ...]:
         """Rows whose verdict is `slower` under the rule (interval excludes 1, change beyond its threshold);
@@ -186,16 +206,19 @@ def _by_repeat(rows: list[dict]) -> list[dict]:
 
 def comparison_row(*, kernel: str, input_a: str, input_b: str, rows_a: list[dict], rows_b: list[dict],
                    rule: VerdictRule = VerdictRule(), design: str = "independent", caveats: Sequence[str] = (),
-                   kernel_b: str = "", pilot: int | tuple | None = None,
+                   kernel_b: str = "", pilot: int | tuple | Plan | None = None, between_cv: float = 0.0,
                    max_clock_mhz: float | None = None) -> ComparisonRow:
     """One comparison row from the timed measurement rows (dicts) of each side.
 
     `design="interleaved"` pairs the sides by their `repeat` (a repeat timed on one side only is left out, and
-    the row says so); `pilot` is the repeat count a two-stage run fixed in advance (its variance comes from
-    those repeats), or (pilot of A, pilot of B) for independent sides. `caveats` are the runs' (CPU, quick
-    protocol); unsettled repeats are added here.
+    the row says so); `pilot` is then the sequential `Plan` of its looks (or a pilot count: one look planned after
+    it), None for one look on every pair. For independent sides `pilot` is the repeat count a two-stage run fixed
+    in advance (its variance comes from those repeats), or (pilot of A, pilot of B), and `between_cv` the
+    between-run variance of separate runs. `caveats` are the runs' (CPU, quick protocol); unsettled repeats are
+    added here.
     """
-    pilot_a, pilot_b = pilot if isinstance(pilot, tuple) else (pilot, pilot)
+    plan = pilot if isinstance(pilot, Plan) else None
+    pilot_a, pilot_b = (None, None) if plan else pilot if isinstance(pilot, tuple) else (pilot, pilot)
     if design not in ("independent", "interleaved"):
         raise ValueError(f"design must be independent or interleaved, got {design!r}")
     ra, rb = _by_repeat(rows_a), _by_repeat(rows_b)
@@ -209,14 +232,18 @@ def comparison_row(*, kernel: str, input_a: str, input_b: str, rows_a: list[dict
         ra, rb = [reps_a[k] for k in common], [reps_b[k] for k in common]
         if pilot_a != pilot_b:
             raise ValueError("interleaved sides share one pilot")
-        if pilot_a is not None and len(common) < pilot_a:
-            pilot_a = pilot_b = None if len(common) < 2 else len(common)
+        if plan is None and pilot_a is not None and pilot_a < len(common):
+            plan = Plan(pilot=pilot_a, total=len(common))
+        if plan is not None and len(common) < plan.pilot:
+            notes.append(f"{len(common)} of the pilot's {plan.pilot} pairs timed: one look on them")
+            plan = None
+        pilot_a = pilot_b = None
     source = _clock_source(ra, rb)
     col = {"inband": "inband_clock_mhz", "nvml": "sm_clock_mhz"}.get(source)
     clocks_a = [r[col] for r in ra] if col else None
     clocks_b = [r[col] for r in rb] if col else None
     d = decompose(time_a=[r["time_ns"] for r in ra], time_b=[r["time_ns"] for r in rb], clock_a=clocks_a,
-                  clock_b=clocks_b, rule=rule, paired=design == "interleaved",
+                  clock_b=clocks_b, rule=rule, paired=design == "interleaved", plan=plan, between_cv=between_cv,
                   pilot_a=pilot_a if pilot_a and 2 <= pilot_a <= len(ra) else None,
                   pilot_b=pilot_b if pilot_b and 2 <= pilot_b <= len(rb) else None)
     unsettled = unsettled_caveat(r["status"] for r in ra + rb)
@@ -249,14 +276,15 @@ def compare_measurements(
     max_clock_mhz: float | None = None,
     design: str = "independent",
     caveats: Sequence[str] = (),
-    pilot: int | tuple | None = None,
+    pilot: int | tuple | Plan | None = None,
+    between_cv: float = 0.0,
 ) -> Comparison:
     """Compare the measurement frames `a` and `b` kernel by kernel on paired inputs.
 
     `pairs` lists (input label in A, input label in B); empty means every label found on both sides,
     paired with itself. Shapes must agree within a pair; kernels found on one side only are listed in
     `unmatched`. `statuses` picks the rows that count (sustained by default; `("burst",)` for burst).
-    `design`, `caveats` and `pilot` as in `comparison_row`.
+    `design`, `caveats`, `pilot` and `between_cv` as in `comparison_row`.
     """
     rows_a, rows_b = _timed(a, statuses), _timed(b, statuses)
     if not rows_a or not rows_b:
@@ -290,8 +318,9 @@ def compare_measurements(
         for kernel in (k for k in ka if k in kb):
             out.append(comparison_row(kernel=kernel, input_a=la, input_b=lb, rows_a=ka[kernel], rows_b=kb[kernel],
                                       rule=rule, design=design, caveats=caveats, pilot=pilot,
-                                      max_clock_mhz=max_clock_mhz))
-    return Comparison(name_a=name_a, name_b=name_b, rule=rule, rows=tuple(out), unmatched=tuple(unmatched))
+                                      between_cv=between_cv, max_clock_mhz=max_clock_mhz))
+    return Comparison(name_a=name_a, name_b=name_b, rule=rule, rows=tuple(out), unmatched=tuple(unmatched),
+                      between_cv=between_cv)
 
 
 def _by_kernel(rows: list[dict], label: str) -> dict[str, list[dict]]:
@@ -331,19 +360,6 @@ def same_run(run_a, run_b) -> bool:
     return times(run_a) == times(run_b)
 
 
-def two_stage_pilot(info: dict) -> int | None:
-    """The pilot repeat count of an adaptive run (`until_ci` in its protocol), else None."""
-    protocol = protocol_of_run(info)
-    return protocol.get("repeats") if protocol.get("until_ci") else None
-
-
-def _pilots(info_a: dict, info_b: dict, design: str):
-    pa, pb = two_stage_pilot(info_a), two_stage_pilot(info_b)
-    if design == "interleaved":
-        return pa if pa == pb else None  # interleaved runs of one session share their protocol
-    return (pa, pb)
-
-
 def compare_runs(
     run_a,
     run_b,
@@ -356,9 +372,11 @@ def compare_runs(
 ) -> Comparison:
     """Every kernel of run A against the same kernel in run B on paired inputs (same labels by default).
 
-    Two runs are `independent` unless the caller measured them interleaved (`bench commits`). Runs on
-    different GPU models are compared too (that may be the question), but each row's caveats say so. A run
-    compared with itself is marked `same_code` (it never fails a gate).
+    Two runs are `independent` unless the caller measured them interleaved (`bench commits`); independent runs'
+    intervals include the between-run variance (`rule.between_runs`), so the comparison states the smallest
+    threshold it can support (`Comparison.floor`). Runs on different GPU models are compared too (that may be the
+    question), but each row's caveats say so. A run compared with itself is marked `same_code` (it never fails a
+    gate).
     """
     for run in (run_a, run_b):
         _check_comparable(run, allow_incomplete=allow_incomplete)
@@ -369,9 +387,11 @@ def compare_runs(
         same_code = (f"A and B are the same run ({run_a.info.get('run_id')}): every ratio is 1 by construction, so "
                      f"this says nothing about noise and no gate fails on it")
     rule = rule_for(rule, caveats)
+    between, source = (rule.between_runs(run_a.info.get("device_kind")) if design == "independent" and not same_code
+                       else (0.0, ""))
     cmp = compare_measurements(
         run_a.measurements, run_b.measurements, pairs=pairs, rule=rule, name_a=f"A ({run_a.info['run_id']})",
         name_b=f"B ({run_b.info['run_id']})", max_clock_mhz=run_a.info.get("max_sm_clock_mhz"), design=design,
-        caveats=caveats, pilot=_pilots(run_a.info, run_b.info, design),
+        caveats=caveats, pilot=run_pilots(run_a.info, run_b.info, design), between_cv=between,
     )
-    return replace(cmp, same_code=same_code) if same_code else cmp
+    return replace(cmp, same_code=same_code, between_source=source)

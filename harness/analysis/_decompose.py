@@ -18,13 +18,24 @@ log(clock) for every repeat, so the means of the logs add up (medians would not)
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Sequence
 
-from harness.analysis._interval import VERDICTS, Ratio, VerdictRule, judge, ratio_interval
+import numpy as np
+
+from harness.analysis._interval import (
+    VERDICTS,
+    Ratio,
+    VerdictRule,
+    judge,
+    paired_decision,
+    ratio_from_look,
+    ratio_interval,
+)
+from harness.analysis._sequential import Plan
 from harness.analysis._window import POWER_REASONS as _POWER, THERMAL_REASONS as _THERMAL
 
-__all__ = ["VerdictRule", "Ratio", "Decomposition", "decompose", "geomean", "limiter_label", "VERDICTS"]
+__all__ = ["VerdictRule", "Ratio", "Decomposition", "Plan", "decompose", "geomean", "limiter_label", "VERDICTS"]
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -49,30 +60,70 @@ def decompose(
     paired: bool = False,
     pilot_a: int | None = None,
     pilot_b: int | None = None,
+    plan: Plan | None = None,
+    between_cv: float = 0.0,
 ) -> Decomposition:
     """Decompose time B/A over repeats into cycles B/A x clock A/B (clocks per repeat, same order as times).
 
-    `paired`: time_a[i] and time_b[i] come from the same repeat (A and B interleaved); `pilot_a`/`pilot_b`: the
-    repeats a two-stage run fixed in advance (`ratio_interval`). Each factor gets its interval the same way.
+    `paired`: time_a[i] and time_b[i] come from the same repeat (A and B interleaved); `plan` its looks (None: one
+    look on every pair; see `_sequential`). Independent sides: `pilot_a`/`pilot_b` the repeats a two-stage run of
+    each side fixed in advance, `between_cv` the between-run variance of separate runs (`ratio_interval`). Cycles
+    and clock get their intervals the same way, over the pairs the deciding look kept, so the identity holds for
+    the estimates whichever look decided.
     """
     if not time_a or not time_b:
         raise ValueError("decompose needs at least one repeat on each side")
     if any(t is None or not t > 0 for t in (*time_a, *time_b)):
         raise ValueError("times must be positive numbers")
-    kw = dict(paired=paired, level=rule.level, pilot_a=pilot_a, pilot_b=pilot_b)
     lta, ltb = [math.log(t) for t in time_a], [math.log(t) for t in time_b]
-    time = ratio_interval(lta, ltb, **kw)
-    cycles = clock = None
     have_clock = clock_a is not None and clock_b is not None and all(
         c is not None and c > 0 for c in (*clock_a, *clock_b))
+    if have_clock and (len(clock_a) != len(time_a) or len(clock_b) != len(time_b)):
+        raise ValueError("one clock per repeat is needed on each side")
+    lca = [math.log(c) for c in clock_a] if have_clock else None
+    lcb = [math.log(c) for c in clock_b] if have_clock else None
+    if paired and len(lta) == len(ltb) and len(lta) >= 2:
+        return _decompose_paired(lta, ltb, lca, lcb, rule, plan or Plan(pilot=len(lta)))
+    kw = dict(paired=paired, level=rule.level, pilot_a=pilot_a, pilot_b=pilot_b, between_cv=between_cv)
+    time = ratio_interval(lta, ltb, **kw)
+    cycles = clock = None
     if have_clock:
-        if len(clock_a) != len(time_a) or len(clock_b) != len(time_b):
-            raise ValueError("one clock per repeat is needed on each side")
-        lca, lcb = [math.log(c) for c in clock_a], [math.log(c) for c in clock_b]
         cycles = ratio_interval([t + c for t, c in zip(lta, lca)], [t + c for t, c in zip(ltb, lcb)], **kw)
         clock = ratio_interval(lcb, lca, **{**kw, "pilot_a": pilot_b, "pilot_b": pilot_a})  # A over B: swapped
     verdict = judge(time, rule, n_a=len(time_a), n_b=len(time_b))
     return Decomposition(time=time, cycles=cycles, clock=clock, verdict=verdict)
+
+
+def _decompose_paired(lta, ltb, lca, lcb, rule: VerdictRule, plan: Plan) -> Decomposition:
+    diffs = np.array([b - a for a, b in zip(lta, ltb)])
+    look, verdicts = paired_decision(diffs, plan, rule)
+    time = ratio_from_look(look, level=rule.level)
+    if time.dropped:
+        time = replace(time, all_pairs=math.exp(float(diffs.mean())))
+    verdict = judge(time, rule, n_a=look.pairs, n_b=look.pairs)
+    if verdict not in ("too few repeats", "not judged"):
+        verdict = str(verdicts[()])
+    cycles = clock = None
+    if lca is not None:
+        kept = look.kept[: len(diffs)]
+        cycles = _kept_ratio([t + c for t, c in zip(ltb, lcb)], [t + c for t, c in zip(lta, lca)], kept, look, rule)
+        clock = _kept_ratio(lca, lcb, kept, look, rule)  # A over B
+    return Decomposition(time=time, cycles=cycles, clock=clock, verdict=verdict)
+
+
+def _kept_ratio(num: Sequence[float], den: Sequence[float], kept, look, rule: VerdictRule) -> Ratio:
+    """exp(mean of num - den over the kept pairs), with the deciding look's critical values on their spread."""
+    d = np.array([x - y for x, y, k in zip(num, den, kept) if k])
+    centre = float(d.mean())
+    se = float(d.std(ddof=1) / math.sqrt(len(d))) if len(d) > 1 else math.nan
+    if not math.isfinite(se):
+        return Ratio(value=math.exp(centre))
+    c, e = float(look.crit), float(look.crit_eq)
+    return Ratio(value=math.exp(centre), low=math.exp(centre - c * se), high=math.exp(centre + c * se),
+                 eq_low=math.exp(centre - e * se), eq_high=math.exp(centre + e * se), df=float(len(d) - 1),
+                 level=rule.level, method=ratio_from_look(look, level=rule.level).method,
+                 estimator="mean of paired log ratios over the kept pairs" if look.number == 2 else
+                 "ratio of geometric means")
 
 
 def limiter_label(rows: Sequence[dict], *, max_clock_mhz: float | None = None) -> str:

@@ -18,7 +18,8 @@ import json
 from dataclasses import dataclass
 
 from harness.analysis._caveats import is_full_protocol
-from harness.analysis._interval import percent
+from harness.analysis._interval import FASTER_WITHIN, SLOWER_WITHIN, percent
+from harness.analysis._outcome import no_interval_text
 from harness.analysis._compare import (
     SUSTAINED_STATUSES,
     Comparison,
@@ -87,36 +88,44 @@ def _factors(row: ComparisonRow, faster: bool) -> str:
 
 
 def interval_text(row: ComparisonRow) -> str:
-    """`time B/A 1.0039 [1.0033, 1.0045]: ratio of geometric means over 3 interleaved pairs of repeats, 95 % paired
-    t interval, smallest change it could call 0.06 %, threshold 0.3 %` (its source is the caller's to add)."""
+    """`time B/A 1.0039 [1.0033, 1.0045]: ratio of geometric means over 5 interleaved pairs of repeats, 95 % paired
+    t (look 1 of 2) interval, smallest change it could call 0.06 %, threshold 0.3 %` (its source is the caller's
+    to add). The estimate named is the one judged: at look 2 the skipped mean, with the pairs it left out."""
     t = row.time
     n = (f"{row.repeats_a} interleaved pairs of" if row.design == "interleaved"
          else f"{row.repeats_a}+{row.repeats_b}")
     head = f"time B/A {t.value:.4f}"
-    if t.low is None:
-        return f"{head}: ratio of geometric means over {n} repeats, no interval"
+    estimator = t.estimator + (f" ({t.dropped} pair{'s' if t.dropped != 1 else ''} far from the median left out; "
+                               f"the ratio of geometric means over every pair is {t.all_pairs:.4f})"
+                               if t.dropped and t.all_pairs is not None else "")
+    if t.low is None or not t.usable:
+        return f"{head}: {estimator} over {n} repeats, {no_interval_text(row)}"
     level = f"{t.level * 100:.0f} %" if t.level else ""
     judged = f"threshold {percent(row.threshold)} %" if row.threshold is not None else "no verdict drawn"
-    return (f"{head} [{t.low:.4f}, {t.high:.4f}]: ratio of geometric means over {n} repeats, {level} {t.method} "
-            f"interval, smallest change it could call {percent(t.resolution)} %, {judged}")
+    eq = (f", equivalence interval [{t.eq_low:.4f}, {t.eq_high:.4f}]" if t.eq_low is not None and row.threshold
+          is not None else "")
+    return (f"{head} [{t.low:.4f}, {t.high:.4f}]: {estimator} over {n} repeats, {level} {t.method} "
+            f"interval{eq}, smallest change it could call {percent(t.resolution)} %, {judged}")
 
 
 def _head(row: ComparisonRow, threshold_source: str) -> str:
     t = row.time.value - 1
+    threshold = f"{percent(row.threshold)} %"
     if row.verdict in ("faster", "slower"):
-        return f"B is {_pct(t)} {row.verdict}"
-    if row.verdict == "same" and row.time.excludes_one():
-        return (f"B is the same within the {percent(row.threshold)} % threshold ({t * 100:+.2f} %: a change the "
-                f"interval resolves, below the threshold)")
+        return f"B is {_pct(t)} {row.verdict}, beyond the {threshold} threshold"
+    if row.verdict in (SLOWER_WITHIN, FASTER_WITHIN):
+        word = "slower" if row.verdict == SLOWER_WITHIN else "faster"
+        return (f"B is {_pct(t)} {word}, within the {threshold} threshold (a real change, shown to be smaller than "
+                f"it)")
     if row.verdict == "same":
-        return f"B is the same within the {percent(row.threshold)} % threshold ({t * 100:+.2f} %; the interval includes 1)"
+        return f"B is the same within the {threshold} threshold ({t * 100:+.2f} %; its equivalence interval lies inside it)"
     if row.verdict == "not judged":
         return (f"not judged ({t * 100:+.2f} %): CPU timings move with the host's load by more than a kernel change, "
                 f"so no verdict is drawn without a threshold asked for (--fail-on-slowdown)")
     if row.verdict == "unresolved":
-        return (f"not resolved ({t * 100:+.2f} %): the interval is wider than the {percent(row.threshold)} % "
-                f"threshold, so a change of that size cannot be told from noise; more repeats (--until-ci) would")
-    return f"no verdict ({t * 100:+.1f} %; fewer than 2 repeats a side give no spread to judge by)"
+        return (f"not resolved ({t * 100:+.2f} %): whether it changed by the {threshold} threshold cannot be told "
+                f"from noise; more repeats would resolve it")
+    return f"no verdict ({t * 100:+.1f} %; {no_interval_text(row)})"
 
 
 def row_sentence(row: ComparisonRow, *, threshold_source: str = "default") -> str:
@@ -144,12 +153,17 @@ def explain_comparison(cmp: Comparison, run_a=None, run_b=None) -> Explanation:
     if run_a is not None and run_b is not None:
         warnings += [w for w in comparison_warnings(run_a, run_b) if not (cmp.same_code and "same run" in w)]
     sentences = [row_sentence(row, threshold_source=cmp.rule.threshold_source) for row in cmp.rows]
-    unresolved = cmp.unresolved()
+    unresolved = cmp.open_rows()
     if unresolved:
-        worst = max(r.time.resolution for r in unresolved)
+        widths = [r.time.resolution for r in unresolved if r.time.usable]
+        reach = f" (their intervals reach +-{percent(max(widths))} %)" if widths else ""
         warnings.append(f"{len(unresolved)} of {len(cmp.rows)} row(s) not resolved at the {cmp.rule.threshold_text} "
-                        f"threshold (their intervals reach +-{percent(worst)} %): neither slower nor the same can be "
-                        f"said of them; add repeats (--repeats, or --until-ci where the command takes it).")
+                        f"threshold{reach}: neither slower nor within the threshold can be said of them; more repeats "
+                        f"would resolve them.")
+    if cmp.floor is not None:
+        warnings.append(f"A and B are separate runs: every interval includes a between-run cv of "
+                        f"{percent(cmp.between_cv)} % ({cmp.between_source}), so the smallest threshold this "
+                        f"comparison can call same is {percent(cmp.floor)} %.")
     sources = {r.clock_source for r in cmp.rows}
     basis = ("Clock basis: in-band (SM cycles counted per ns by the probe), the clock ncu's counted cycles follow."
              if sources == {"inband"} else

@@ -1,63 +1,88 @@
 """The one interval procedure: every ratio B/A a comparison prints, its interval and its verdict.
 
 The unit of replication is the repeat: each repeat of the protocol (idle, warm-in, window) gives one time per
-launch, and repeats are what vary from one try to the next (the chunks inside one window are not independent:
-they share the clock's state). A ratio is the ratio of geometric means over repeats, exp(mean log B - mean log A),
-so that time = cycles x clock holds exactly for the estimates, and its interval is a Student t interval on log
-time per repeat:
+launch, and repeats are what vary from one try to the next (the chunks inside one window share the clock's
+state). A ratio is exp(mean log B - mean log A) over repeats, so that time = cycles x clock holds exactly for the
+estimates, with an interval on log time per repeat:
 
-- independent sides (two runs, or two inputs measured one after the other): Welch's t, with the
-  Welch-Satterthwaite degrees of freedom;
-- interleaved sides (A and B measured in turn within every repeat, their order alternating: the revisions of
-  `bench commits`, two kernels of one run): t on the per-repeat differences log B_r - log A_r, n - 1 degrees of
-  freedom. The pairing removes what drifts between repeats (the card's temperature, the host's load), and the
-  alternating order turns a steady drift within a repeat into noise instead of a bias.
+- interleaved sides (A and B in turn within every repeat, their order alternating: the revisions of `bench
+  commits`, two kernels of one run, a capture and its controls): the per-repeat differences log B_r - log A_r.
+  With one look (a fixed number of repeats) a paired t interval. With the sequential design (`Plan`: a pilot of at
+  least 5 pairs, look 2 planned at `--max-repeats`), look 1 is the paired t on the pilot and, only when look 1 is
+  unresolved, look 2 is a skipped mean of all pairs (pairs far from the median dropped, so a repeat caught in the
+  GPU's other state cannot hold the width open), with critical values simulated so that the two looks together
+  keep the level (`_sequential`);
+- independent sides within one run: Welch's t;
+- separate runs (`compare A B`, nightly against a baseline): Welch's t plus a between-run variance, since two
+  runs (another process, another hour) differ by more than their own repeats show. Its coefficient of variation
+  is the rule's `between_runs_cv`: measured (a history of nights, `--between-runs-cv`) or the stated default for
+  the device kind (`BETWEEN_RUNS_CV`), and it sets the smallest threshold such a comparison can call `same`.
 
-Why not a bootstrap over repeats: with 2 or 3 repeats a side it resamples a handful of values and its "95 %"
-interval excluded 1 in 20-30 % of A/A comparisons (simulated). Why a t interval on logs: times are positive and
-their noise is multiplicative; on the log scale it is close to normal, where the t interval is exact.
-`tests/analysis/test_interval_calibration.py` drives this procedure with simulated A/A data and shows its false
-"slower/faster" rate at the stated level.
-
-Adaptive repeats (`--until-ci`) use Stein's two-stage procedure, which keeps the level exact: the variance is
-estimated from the first `pilot` repeats only, the number of repeats N is chosen from it, and the interval is
-mean over all N +- t(pilot - 1) x s_pilot / sqrt(N). Stopping when a width computed from all repeats so far
-falls below the target would not: it stops when the spread happens to look small (simulated: 8-12 % false
-verdicts at a stated 5 %).
-
-The verdict of a ratio against a threshold (`VerdictRule.threshold`: the user's `--fail-on-slowdown` where one is
-given, the stated default otherwise):
-- `slower` / `faster`: the interval excludes 1 and the point estimate moved by more than the threshold;
-- `same`: the interval excludes 1 but the change is within the threshold, or it includes 1 and its half-width is
-  within the threshold (no change as large as the threshold went unseen);
-- `unresolved`: the interval includes 1 and is wider than the threshold: the measurement cannot tell a change of
-  that size from noise (more repeats, `--until-ci`, would);
-- `too few repeats`: fewer than `min_repeats` a side, so no spread to judge by;
-- `not judged`: the rule draws no verdict (`judged=False`: CPU timings without a threshold asked for, see
-  `_caveats.rule_for`); the ratio and its interval are still given.
-A false `slower` or `faster` therefore needs the interval to exclude 1, which happens at most 1 - level of the
-time when nothing changed.
+The verdict against the threshold T (`VerdictRule.threshold`: the user's `--fail-on-slowdown` where given, the
+stated default otherwise), with I the level's two-sided interval and E the equivalence interval (two one-sided
+tests at 1 - level each: the 90 % interval at the 95 % level):
+- `slower` / `faster`: I excludes 1 and the estimate is beyond T. The only verdict a gate fails on;
+- `slower, within threshold` / `faster, within threshold`: I excludes 1 and E lies inside (1 - T, 1 + T): a real
+  change, shown to be smaller than T;
+- `same`: I includes 1 and E lies inside (1 - T, 1 + T): no change as large as T (TOST);
+- `unresolved`: anything else: the measurement cannot say whether a change of T happened. A gate does not pass it
+  (exit 6, `--unresolved pass` to let it);
+- `too few repeats`: fewer than `min_repeats` a side, or fewer than 2 degrees of freedom (an interval with one
+  degree of freedom never judges), or an interval wider than the estimate itself (`Ratio.usable`);
+- `not judged`: the rule draws no verdict (`judged=False`: CPU timings without a threshold asked for).
+So a false `slower` or `faster` needs I to exclude the truth (at most 1 - level), and a `same` on a true change of
+T needs E to miss it (at most (1 - level) on that side).
 
 >>> r = ratio_interval([0.0, 0.002, -0.002], [0.01, 0.012, 0.008])
 >>> round(r.value, 5), r.method, r.df, judge(r, VerdictRule(), n_a=3, n_b=3)
 (1.01005, 'Welch t', 4.0, 'slower')
->>> round(t_quantile(0.975, 2.0), 4), round(t_quantile(0.975, 1e9), 4)
-(4.3027, 1.96)
+>>> judge(ratio_interval([0.0, 0.002, -0.002], [0.001, 0.003, -0.001]), VerdictRule(threshold=0.02), n_a=3, n_b=3)
+'same'
 """
 
 from __future__ import annotations
 
 import math
 from dataclasses import dataclass, replace
-from functools import lru_cache
+from statistics import NormalDist
 from typing import Sequence
 
-__all__ = ["DEFAULT_THRESHOLD", "INTERVAL_METHODS", "Ratio", "VERDICTS", "VerdictRule", "judge", "percent",
-           "ratio_interval", "stein_total", "t_quantile"]
+import numpy as np
+
+from harness.analysis._sequential import Look, Plan, paired_look
+from harness.analysis._tdist import t_quantile, t_quantiles
+
+__all__ = ["BETWEEN_RUNS_CV", "between_runs_floor", "DEFAULT_THRESHOLD", "FAILING", "INTERVAL_METHODS", "OPEN", "Ratio", "VERDICTS",
+           "VERDICT_MEANING", "VerdictRule", "classify", "judge", "paired_decision", "percent", "ratio_from_look",
+           "ratio_interval", "stein_total", "t_quantile", "welch"]
 
 DEFAULT_THRESHOLD = 0.005  # 0.5 %: the default smallest change called slower or faster
-VERDICTS = ("faster", "slower", "same", "unresolved", "too few repeats", "not judged")
-INTERVAL_METHODS = ("Welch t", "paired t", "Welch t (two-stage)", "paired t (two-stage)")
+SLOWER_WITHIN, FASTER_WITHIN = "slower, within threshold", "faster, within threshold"
+VERDICTS = ("faster", "slower", "same", SLOWER_WITHIN, FASTER_WITHIN, "unresolved", "too few repeats", "not judged")
+FAILING = ("slower",)  # the verdicts a gate fails on (exit 1)
+OPEN = ("unresolved", "too few repeats")  # the verdicts a gate could not judge (exit 6 unless --unresolved pass)
+VERDICT_MEANING = {  # what each verdict guarantees, one sentence each (README, captions, --help)
+    "slower": "B is slower by more than the threshold: the interval excludes 1 and the estimate is beyond it "
+              "(a false `slower` happens at most 1 - level of the time when nothing changed).",
+    "faster": "B is faster by more than the threshold: the interval excludes 1 and the estimate is beyond it.",
+    "same": "no change as large as the threshold: the equivalence interval (two one-sided tests) lies inside +-the "
+            "threshold (called on a true change of the threshold at most 1 - level of the time).",
+    SLOWER_WITHIN: "B is slower, but by less than the threshold: the interval excludes 1 and the equivalence "
+                   "interval lies inside +-the threshold; no gate fails on it.",
+    FASTER_WITHIN: "B is faster, but by less than the threshold; no gate fails on it.",
+    "unresolved": "the measurement cannot say whether a change as large as the threshold happened; a gate does not "
+                  "pass it (exit 6) unless --unresolved pass.",
+    "too few repeats": "no usable interval: too few repeats or degrees of freedom to judge by; a gate does not pass "
+                       "it (exit 6) unless --unresolved pass.",
+    "not judged": "no verdict drawn (CPU timings without a threshold asked for); the ratio and interval stand.",
+}
+INTERVAL_METHODS = ("Welch t", "paired t", "Welch t (two-stage)", "Welch t + between-run", "paired t (look 1 of 2)",
+                    "skipped mean (look 2 of 2)")
+# Separate runs differ by more than their repeats show (the H200: a state 0.6-1.0 % apart that a run can stay in,
+# drift over hours, another process's allocations). Stated defaults until a history or the user measures it:
+BETWEEN_RUNS_CV = {"gpu": 0.005, "cpu": 0.05}
+MIN_DF = 2  # an interval with one degree of freedom never judges
+_DF_SLACK = 1e-9  # Welch's df of two equally spread sides is 2 up to rounding in the logs
 
 
 def percent(frac: float | None) -> str:
@@ -71,19 +96,25 @@ def percent(frac: float | None) -> str:
 @dataclass(frozen=True, kw_only=True)
 class VerdictRule:
     """How a ratio becomes a verdict (see the module doc). `threshold_source` says where the threshold came from,
-    so every output can state the threshold it actually applied ("default", "--fail-on-slowdown 0.3%")."""
+    so every output can state the threshold it actually applied ("default", "--fail-on-slowdown 0.3%").
+    `between_runs_cv`: the between-run coefficient of variation a comparison of separate runs adds (None: the
+    device kind's default in BETWEEN_RUNS_CV), named by `between_runs_source`."""
 
     level: float = 0.95
     threshold: float = DEFAULT_THRESHOLD
     threshold_source: str = "default"
     min_repeats: int = 2
     judged: bool = True  # False: ratios and intervals only, no verdict (CPU dry runs without a threshold)
+    between_runs_cv: float | None = None
+    between_runs_source: str = "default"
 
     def __post_init__(self) -> None:
         if not 0 < self.level < 1:
             raise ValueError(f"confidence level must be in (0, 1), got {self.level}")
         if not self.threshold >= 0 or self.min_repeats < 2:
             raise ValueError("threshold >= 0 and min_repeats >= 2 are required")
+        if self.between_runs_cv is not None and not self.between_runs_cv >= 0:
+            raise ValueError("between_runs_cv must be >= 0")
 
     def with_threshold(self, threshold: float | None, *, source: str) -> "VerdictRule":
         """This rule judged at the user's threshold (`None`: unchanged, the default stays and says so)."""
@@ -93,19 +124,30 @@ class VerdictRule:
     def threshold_text(self) -> str:
         """`0.3 % (--fail-on-slowdown 0.3%)` or `0.5 % (default)`: the threshold as every output names it."""
         if not self.judged:
-            return f"none ({self.threshold_source}: not judged)"
+            return f"none: not judged ({self.threshold_source})"
         return f"{percent(self.threshold)} % ({self.threshold_source})"
 
+    def between_runs(self, device_kind: str | None) -> tuple[float, str]:
+        """(the between-run cv a comparison of separate runs on this device kind adds, where it came from)."""
+        if self.between_runs_cv is not None:
+            return self.between_runs_cv, self.between_runs_source
+        kind = "cpu" if device_kind == "cpu" else "gpu"
+        return BETWEEN_RUNS_CV[kind], f"default for a {kind.upper()}"
+
     def describe(self) -> str:
-        return (f"slower / faster: the {self.level:.0%} t interval of time B/A on log time per repeat (paired by "
-                f"repeat where A and B were interleaved, Welch otherwise) excludes 1 and |B/A - 1| > "
-                f"{self.threshold_text}; unresolved: the interval includes 1 and is wider than that threshold; same "
-                f"otherwise; no verdict with fewer than {self.min_repeats} repeats a side")
+        eq = 1 - 2 * (1 - self.level)
+        return (f"slower / faster: the {self.level:.0%} interval of time B/A excludes 1 and the estimate is beyond "
+                f"{self.threshold_text}; same: the {eq:.0%} equivalence interval lies inside +-that threshold; "
+                f"slower/faster within threshold: the interval excludes 1 and the equivalence interval lies inside "
+                f"it; unresolved otherwise (a gate does not pass it); no verdict with fewer than {self.min_repeats} "
+                f"repeats a side or {MIN_DF} degrees of freedom")
 
 
 @dataclass(frozen=True, kw_only=True)
 class Ratio:
-    """A ratio B/A (geometric means over repeats) and its t interval; `low`/`high` are None without one."""
+    """A ratio B/A and its interval; `low`/`high` are None without one. `eq_low`/`eq_high` bound the
+    equivalence interval (two one-sided tests). `estimator` names what was judged: the ratio of geometric means
+    over repeats, or (look 2) the skipped mean of paired log ratios; `dropped` counts the pairs it left out."""
 
     value: float
     low: float | None = None
@@ -113,6 +155,11 @@ class Ratio:
     method: str = ""  # one of INTERVAL_METHODS, "" without an interval
     df: float | None = None
     level: float | None = None
+    eq_low: float | None = None
+    eq_high: float | None = None
+    estimator: str = "ratio of geometric means"
+    dropped: int = 0
+    all_pairs: float | None = None  # with pairs dropped: the ratio of geometric means over every pair, for reference
 
     @property
     def change(self) -> float:
@@ -131,67 +178,13 @@ class Ratio:
             return None
         return math.exp(0.5 * (math.log(self.high) - math.log(self.low))) - 1.0
 
-
-def _betainc(a: float, b: float, x: float) -> float:
-    """The regularized incomplete beta function I_x(a, b), by its continued fraction (modified Lentz)."""
-    if x <= 0.0:
-        return 0.0
-    if x >= 1.0:
-        return 1.0
-    if x > (a + 1.0) / (a + b + 2.0):  # the fraction converges fast below this point; use the symmetry above it
-        return 1.0 - _betainc(b, a, 1.0 - x)
-    front = math.exp(a * math.log(x) + b * math.log1p(-x) + math.lgamma(a + b) - math.lgamma(a) - math.lgamma(b)) / a
-    tiny = 1e-300
-    c, d = 1.0, 1.0 - (a + b) * x / (a + 1.0)
-    d = 1.0 / (d if abs(d) > tiny else tiny)
-    f = d
-    for m in range(1, 500):
-        for num in (m * (b - m) * x / ((a + 2 * m - 1) * (a + 2 * m)),
-                    -(a + m) * (a + b + m) * x / ((a + 2 * m) * (a + 2 * m + 1))):
-            d = 1.0 + num * d
-            d = 1.0 / (d if abs(d) > tiny else tiny)
-            c = 1.0 + num / c
-            c = c if abs(c) > tiny else tiny
-            f *= c * d
-        if abs(c * d - 1.0) < 1e-15:
-            break
-    return front * f
-
-
-def _t_upper_tail(t: float, df: float) -> float:
-    """P(T > t) for t >= 0."""
-    return 0.5 * _betainc(df / 2.0, 0.5, df / (df + t * t))
-
-
-@lru_cache(maxsize=4096)
-def t_quantile(p: float, df: float) -> float:
-    """Quantile of Student's t for 0.5 <= p < 1 (df may be fractional, as Welch's is)."""
-    if not 0.5 <= p < 1 or not df > 0:
-        raise ValueError("t_quantile needs 0.5 <= p < 1 and df > 0")
-    if p == 0.5:
-        return 0.0
-    q = 1.0 - p
-    lo, hi = 0.0, 1.0
-    while _t_upper_tail(hi, df) > q:
-        lo, hi = hi, hi * 2.0
-    # Newton on the tail (its derivative is minus the density), kept inside the bracket by bisection steps.
-    log_c = math.lgamma((df + 1) / 2) - math.lgamma(df / 2) - 0.5 * math.log(df * math.pi)
-    x = 0.5 * (lo + hi)
-    for _ in range(100):
-        f = _t_upper_tail(x, df) - q
-        if f > 0:
-            lo = x
-        else:
-            hi = x
-        density = math.exp(log_c - (df + 1) / 2 * math.log1p(x * x / df))
-        step = f / density if density > 0 else 0.0
-        nxt = x + step
-        if not lo < nxt < hi:
-            nxt = 0.5 * (lo + hi)
-        if abs(nxt - x) <= 1e-14 * max(1.0, x) or hi - lo <= 1e-14 * max(1.0, hi):
-            return nxt
-        x = nxt
-    return x
+    @property
+    def usable(self) -> bool:
+        """An interval that says something: present, finite, and either excluding 1 or narrower than a factor of 2
+        each way (a half-width under 100 %). Two repeats of a noisy CPU can give [0.0001, 4675263]: no verdict is
+        drawn from that; [35, 286] for a 100x slowdown still says it is slower."""
+        r = self.resolution
+        return r is not None and math.isfinite(r) and (r < 1.0 or self.excludes_one())
 
 
 def _mean(xs: Sequence[float]) -> float:
@@ -211,13 +204,25 @@ def _pilot(n: int, pilot: int | None) -> int:
     return pilot
 
 
-def ratio_interval(log_a: Sequence[float], log_b: Sequence[float], *, paired: bool = False, level: float = 0.95,
-                   pilot_a: int | None = None, pilot_b: int | None = None) -> Ratio:
-    """exp(mean log_b - mean log_a) and its t interval (see the module doc), logs in repeat order.
+def _bounds(centre: float, se: float, crit: float, crit_eq: float) -> dict:
+    return dict(low=math.exp(centre - crit * se), high=math.exp(centre + crit * se),
+                eq_low=math.exp(centre - crit_eq * se), eq_high=math.exp(centre + crit_eq * se))
 
-    `paired`: log_a[i] and log_b[i] were measured in the same repeat. `pilot_a`/`pilot_b`: the repeats a
-    two-stage (adaptive) run fixed in advance; its variance comes from those first repeats only. Fewer than two
-    repeats (pairs) on a side give the value alone.
+
+def between_runs_floor(cv: float, *, level: float = 0.95) -> float:
+    """The smallest threshold a comparison of two separate runs can call `same`, however many repeats each takes:
+    the equivalence half-width of the between-run variance alone, z(level) x sqrt(2) x log(1 + cv)."""
+    return math.expm1(NormalDist().inv_cdf(level) * math.sqrt(2) * math.log1p(cv))
+
+
+def ratio_interval(log_a: Sequence[float], log_b: Sequence[float], *, paired: bool = False, level: float = 0.95,
+                   pilot_a: int | None = None, pilot_b: int | None = None, between_cv: float = 0.0) -> Ratio:
+    """exp(mean log_b - mean log_a) and its one-look t interval (see the module doc), logs in repeat order.
+
+    `paired`: log_a[i] and log_b[i] were measured in the same repeat (one look; the sequential design is
+    `paired_decision`). `pilot_a`/`pilot_b` (independent sides): the repeats a two-stage (adaptive) run of each side
+    fixed in advance; its variance comes from those first repeats only. `between_cv`: the between-run coefficient of
+    variation added to each side (separate runs). Fewer than two repeats (pairs) on a side give the value alone.
     """
     na, nb = len(log_a), len(log_b)
     if not na or not nb:
@@ -226,27 +231,116 @@ def ratio_interval(log_a: Sequence[float], log_b: Sequence[float], *, paired: bo
     if paired:
         if na != nb:
             raise ValueError(f"paired repeats need as many on each side, got {na} and {nb}")
-        if pilot_a != pilot_b:
-            raise ValueError("paired repeats share one pilot")
         if na < 2:
             return Ratio(value=value)
-        diffs = [b - a for a, b in zip(log_a, log_b)]
-        k = _pilot(na, pilot_a)
-        se2, df = _var(diffs[:k]) / na, float(k - 1)
-        method = "paired t" if pilot_a is None else "paired t (two-stage)"
+        se2, df = _var([b - a for a, b in zip(log_a, log_b)]) / na, float(na - 1)
+        method = "paired t"
     else:
         if na < 2 or nb < 2:
             return Ratio(value=value)
-        ka, kb = _pilot(na, pilot_a), _pilot(nb, pilot_b)
-        va, vb = _var(log_a[:ka]) / na, _var(log_b[:kb]) / nb
-        se2 = va + vb
-        # Welch-Satterthwaite; with one side exactly constant its df are the other side's.
-        df = se2 ** 2 / (va ** 2 / (ka - 1) + vb ** 2 / (kb - 1)) if se2 > 0 else float(min(ka, kb) - 1)
-        method = "Welch t" if pilot_a is None and pilot_b is None else "Welch t (two-stage)"
-    half = t_quantile((1 + level) / 2, df) * math.sqrt(se2)
-    centre = math.log(value)
-    return Ratio(value=value, low=math.exp(centre - half), high=math.exp(centre + half), method=method, df=df,
-                 level=level)
+        centre, se, df, crit, crit_eq = (float(x) for x in welch(
+            np.array(log_a), np.array(log_b), level=level, between_cv=between_cv, pilot_a=pilot_a, pilot_b=pilot_b))
+        method = ("Welch t + between-run" if between_cv else
+                  "Welch t" if pilot_a is None and pilot_b is None else "Welch t (two-stage)")
+        return Ratio(value=math.exp(centre), method=method, df=df, level=level, **_bounds(centre, se, crit, crit_eq))
+    crit, crit_eq = t_quantile((1 + level) / 2, df), t_quantile(level, df)
+    return Ratio(value=value, method=method, df=df, level=level,
+                 **_bounds(math.log(value), math.sqrt(se2), crit, crit_eq))
+
+
+def welch(log_a, log_b, *, level: float = 0.95, between_cv: float = 0.0, pilot_a: int | None = None,
+          pilot_b: int | None = None):
+    """Independent sides on the last axis (leading axes: independent comparisons, as the simulation drives it):
+    (centre, se, df, crit, crit_eq) in log time. Welch-Satterthwaite degrees of freedom from the sides' own
+    spread; the between-run variance 2 log(1 + between_cv)^2 is a stated or measured value with no degrees of
+    freedom of its own. With one side exactly constant the df are the other side's."""
+    a, b = np.asarray(log_a, dtype=float), np.asarray(log_b, dtype=float)
+    na, nb = a.shape[-1], b.shape[-1]
+    ka, kb = _pilot(na, pilot_a), _pilot(nb, pilot_b)
+    va, vb = a[..., :ka].var(axis=-1, ddof=1) / na, b[..., :kb].var(axis=-1, ddof=1) / nb
+    within = va + vb
+    with np.errstate(invalid="ignore", divide="ignore"):
+        df = np.where(within > 0, within ** 2 / (va ** 2 / (ka - 1) + vb ** 2 / (kb - 1)), float(min(ka, kb) - 1))
+    se = np.sqrt(within + 2 * math.log1p(between_cv) ** 2)
+    centre = b.mean(axis=-1) - a.mean(axis=-1)
+    return centre, se, df, t_quantiles((1 + level) / 2, df), t_quantiles(level, df)
+
+
+def classify(centre, low, high, eq_low, eq_high, *, threshold: float, df=None):
+    """The verdict of each comparison (numpy arrays in log time; see the module doc), as an array of VERDICTS
+    strings. `df` below MIN_DF, or a non-finite bound, gives `too few repeats`."""
+    centre, low, high, eq_low, eq_high = (np.asarray(x, dtype=float) for x in (centre, low, high, eq_low, eq_high))
+    up, down = math.log1p(threshold), math.log1p(-min(threshold, 0.999999))
+    inside = (eq_low > down) & (eq_high < up)
+    above, below = low > 0, high < 0
+    out = np.full(centre.shape, "unresolved", dtype=object)
+    out[~above & ~below & inside] = "same"
+    out[above & inside] = SLOWER_WITHIN
+    out[below & inside] = FASTER_WITHIN
+    out[above & (centre > up)] = "slower"
+    out[below & (centre < down)] = "faster"
+    wide = (high - low >= 2 * math.log(2.0)) & ~above & ~below
+    bad = ~(np.isfinite(low) & np.isfinite(high)) | wide  # not `Ratio.usable`
+    if df is not None:
+        bad |= np.asarray(df, dtype=float) < MIN_DF - _DF_SLACK
+    out[bad] = "too few repeats"
+    return out
+
+
+def judge(time: Ratio, rule: VerdictRule, *, n_a: int, n_b: int) -> str:
+    """The verdict of a time ratio B/A under `rule` (one of VERDICTS; see the module doc)."""
+    if min(n_a, n_b) < rule.min_repeats or time.low is None or not time.usable:
+        return "too few repeats"
+    if time.df is not None and time.df < MIN_DF - _DF_SLACK:
+        return "too few repeats"
+    if not rule.judged:
+        return "not judged"
+    eq_low = time.eq_low if time.eq_low is not None else time.low
+    eq_high = time.eq_high if time.eq_high is not None else time.high
+    logs = [math.log(x) for x in (time.value, time.low, time.high, eq_low, eq_high)]
+    return str(classify(*logs, threshold=rule.threshold)[()])
+
+
+def paired_decision(diffs, plan: Plan, rule: VerdictRule) -> tuple[Look, np.ndarray]:
+    """The sequential design on paired log differences `diffs` (last axis: pairs in repeat order; leading axes:
+    independent comparisons, as the simulation drives it): look 1 on the pilot; where it is unresolved and look 2
+    was planned and its pairs exist, look 2 on all of them. Returns (the deciding look, its verdicts): each array
+    entry takes the look that decided it."""
+    d = np.asarray(diffs, dtype=float)
+    first = paired_look(d[..., :plan.pilot] if plan.sequential else d, plan, level=rule.level)
+    v1 = _look_verdicts(first, rule)
+    if not plan.sequential or d.shape[-1] <= plan.pilot:
+        return first, v1
+    second = paired_look(d, plan, level=rule.level)
+    v2 = _look_verdicts(second, rule)
+    go = np.isin(v1, OPEN)
+    if not go.any():
+        return first, v1
+    if go.all():
+        return second, v2
+    pick = lambda a, b: np.where(go, b, a)
+    kept = np.where(go[..., None], second.kept, np.pad(first.kept, [(0, 0)] * (d.ndim - 1)
+                                                        + [(0, d.shape[-1] - first.kept.shape[-1])]))
+    mixed = Look(number=0, looks=2, method="mixed", pairs=d.shape[-1], estimate=pick(first.estimate, second.estimate),
+                 se=pick(first.se, second.se), df=pick(first.df, second.df), crit=pick(first.crit, second.crit),
+                 crit_eq=pick(first.crit_eq, second.crit_eq), kept=kept)
+    return mixed, pick(v1, v2)
+
+
+def _look_verdicts(look: Look, rule: VerdictRule) -> np.ndarray:
+    c, se = look.estimate, look.se
+    return classify(c, c - look.crit * se, c + look.crit * se, c - look.crit_eq * se, c + look.crit_eq * se,
+                    threshold=rule.threshold, df=look.df)
+
+
+def ratio_from_look(look: Look, *, level: float) -> Ratio:
+    """The Ratio of one comparison's deciding look (a 1-d comparison: scalar arrays)."""
+    centre, se = float(look.estimate), float(look.se)
+    method = look.method if look.looks == 1 else f"{look.method} (look {look.number} of {look.looks})"
+    return Ratio(value=math.exp(centre), method=method, df=float(look.df), level=level,
+                 estimator=("skipped mean of paired log ratios" if look.number == 2 else "ratio of geometric means"),
+                 dropped=int(look.pairs - look.kept.sum()) if look.number == 2 else 0,
+                 **_bounds(centre, se, float(look.crit), float(look.crit_eq)))
 
 
 def stein_total(pilot_logs: Sequence[float], *, target: float, level: float = 0.95, cap: int) -> int:
@@ -261,16 +355,3 @@ def stein_total(pilot_logs: Sequence[float], *, target: float, level: float = 0.
     s = math.sqrt(_var(pilot_logs))
     need = math.ceil((t_quantile((1 + level) / 2, k - 1) * s / half) ** 2) if s > 0 else k
     return max(k, min(cap, need))
-
-
-def judge(time: Ratio, rule: VerdictRule, *, n_a: int, n_b: int) -> str:
-    """The verdict of a time ratio B/A under `rule` (one of VERDICTS; see the module doc)."""
-    if min(n_a, n_b) < rule.min_repeats or time.low is None:
-        return "too few repeats"
-    if not rule.judged:
-        return "not judged"
-    if time.excludes_one():
-        if abs(time.change) > rule.threshold:
-            return "slower" if time.value > 1 else "faster"
-        return "same"
-    return "unresolved" if time.resolution > rule.threshold else "same"

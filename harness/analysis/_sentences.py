@@ -1,6 +1,6 @@
 """One sentence per kernel: how it ran on captured activations against their control of the same shape.
 
-"On captured L15 activations sdpa-cudnn runs 1.8 % slower than on Gaussian 0.1 (95 % Welch t interval +1.2 %
+"On captured L15 activations sdpa-cudnn runs 1.8 % slower than on Gaussian 0.1, beyond the threshold (95 % Welch t interval +1.2 %
 to +2.4 %; ratio of geometric means over 3+3 repeats; threshold 0.5 % (default)): clock -1.5 %, cycles +0.3 %
 (in-band clock; both at the power cap)." The figures are those of `comparison_row` (the one interval
 procedure: captured = B, control = A, measured one configuration after the other, so independent) and the
@@ -14,7 +14,7 @@ quick protocol, unsettled repeats) are named in its sentence.
 ...     clock=Ratio(value=1.015), clock_a_mhz=1500.0, clock_b_mhz=1478.0, power_a_w=690.0, power_b_w=691.0,
 ...     limiter_a="power cap 99%", limiter_b="power cap 100%", verdict="slower")
 >>> input_row_sentence(row)
-'On captured L15 activations sdpa-cudnn runs 1.8 % slower than on Gaussian 0.1 (95 % Welch t interval +1.2 % to +2.4 %; ratio of geometric means over 3+3 repeats; threshold 0.5 % (default)): clock -1.5 %, cycles +0.30 % (in-band clock; both at the power cap).'
+'On captured L15 activations sdpa-cudnn runs 1.8 % slower than on Gaussian 0.1, beyond the threshold (95 % Welch t interval +1.2 % to +2.4 %; ratio of geometric means over 3+3 repeats; threshold 0.5 % (default)): clock -1.5 %, cycles +0.30 % (in-band clock; both at the power cap).'
 """
 
 from __future__ import annotations
@@ -23,7 +23,8 @@ from typing import Sequence
 
 from harness.analysis._compare import SUSTAINED_STATUSES, ComparisonRow, captured_control_pairs, comparison_row
 from harness.analysis._caveats import rule_for
-from harness.analysis._interval import VerdictRule, percent
+from harness.analysis._interval import FASTER_WITHIN, SLOWER_WITHIN, VerdictRule, percent
+from harness.analysis._outcome import no_interval_text
 
 __all__ = ["input_row_sentence", "input_rows", "input_sentences"]
 
@@ -61,14 +62,14 @@ def input_row_sentence(row: ComparisonRow, *, threshold_source: str = "default")
     subject = f"On captured {tag_b} activations" if words_b == "captured" else f"On {words_b}"
     caveats = f" [{'; '.join(row.caveats)}]" if row.caveats else ""
     time = row.time
-    if row.verdict == "too few repeats":
-        return (f"{subject} {row.kernel} cannot be compared with {words_a}: too few repeats ({row.repeats_b} and "
-                f"{row.repeats_a} timed) for an interval (time {_pct(time.change)}){caveats}.")
+    if row.verdict == "too few repeats" or not time.usable:
+        return (f"{subject} {row.kernel} cannot be compared with {words_a}: {no_interval_text(row)} (time "
+                f"{_pct(time.change)}){caveats}.")
     judged = (f"threshold {percent(row.threshold)} % ({threshold_source})" if row.threshold is not None else
               f"no verdict drawn ({threshold_source})")
     how = (f"{time.level * 100:.0f} % {time.method} interval {_pct(time.low - 1)} to {_pct(time.high - 1)}; "
-           f"ratio of geometric means over {row.repeats_a}+{row.repeats_b} repeats; {judged}")
-    if row.verdict == "same" and time.excludes_one():
+           f"{time.estimator} over {row.repeats_a}+{row.repeats_b} repeats; {judged}")
+    if row.verdict in (SLOWER_WITHIN, FASTER_WITHIN):
         # An interval of +0.1 % to +0.1 % is not noise: the change is real but under the verdict's threshold.
         head = f"{subject} {row.kernel} differs from {words_a} by less than the threshold (time {_pct(time.change)}, {how})"
     elif row.verdict == "same":
@@ -77,11 +78,12 @@ def input_row_sentence(row: ComparisonRow, *, threshold_source: str = "default")
         head = (f"{subject} {row.kernel} is not judged against {words_a}: CPU timings move with the host's load by "
                 f"more than a kernel change (time {_pct(time.change)}, {how}; --fail-on-slowdown judges them)")
     elif row.verdict == "unresolved":
-        head = (f"{subject} {row.kernel} cannot be told apart from {words_a} at the threshold: the interval is wider "
-                f"than it (time {_pct(time.change)}, {how}; smallest change it could call "
+        head = (f"{subject} {row.kernel} cannot be told apart from {words_a} at the threshold: a change of its size "
+                f"can be neither shown nor ruled out (time {_pct(time.change)}, {how}; smallest change it could call "
                 f"{percent(time.resolution)} %)")
     else:
-        head = f"{subject} {row.kernel} runs {abs(time.change) * 100:.1f} % {row.verdict} than on {words_a} ({how})"
+        head = (f"{subject} {row.kernel} runs {abs(time.change) * 100:.1f} % {row.verdict} than on {words_a}, beyond "
+                f"the threshold ({how})")
     head += caveats
     if row.clock is None or row.cycles is None:
         return (f"{head}: no clock reading on both sides, so no split into clock and cycles "

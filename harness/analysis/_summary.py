@@ -22,9 +22,9 @@ from harness.analysis._compare import (
     compare_measurements,
     comparison_row,
     shape_text,
-    two_stage_pilot,
 )
 from harness.analysis._decompose import limiter_label
+from harness.analysis._design import comparison_pilot, sequential_plan
 from harness.analysis._interval import VerdictRule
 from harness.errors import ResultsError
 
@@ -61,7 +61,7 @@ def compare_kernels(run, kernel_pairs: Sequence[tuple[str, str]], *, rule: Verdi
                 continue
             out.append(comparison_row(kernel=a, kernel_b=b, input_a=label, input_b=label, rows_a=groups[a],
                                       rows_b=groups[b], rule=rule, design="interleaved", caveats=caveats,
-                                      pilot=two_stage_pilot(run.info), max_clock_mhz=run.info.get("max_sm_clock_mhz")))
+                                      pilot=sequential_plan(run.info), max_clock_mhz=run.info.get("max_sm_clock_mhz")))
     return Comparison(name_a="A", name_b="B", rule=rule, rows=tuple(out), unmatched=tuple(unmatched))
 
 
@@ -90,7 +90,8 @@ def compare_inputs(run, *, pairs: Sequence[tuple[str, str]] = (), rule: VerdictR
         return Comparison(name_a="A", name_b="B", rule=rule, rows=())
     return compare_measurements(m, m, pairs=pairs, rule=rule, name_a="A", name_b="B",
                                 max_clock_mhz=run.info.get("max_sm_clock_mhz"), caveats=run_caveats(run.info),
-                                design=inputs_design(run.info), pilot=two_stage_pilot(run.info))
+                                design=inputs_design(run.info),
+                                pilot=comparison_pilot(run.info, inputs_design(run.info)))
 
 
 @dataclass(frozen=True, kw_only=True)

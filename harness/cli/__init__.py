@@ -8,6 +8,7 @@ frozen config through `harness.suite`, calling one library function and renderin
 | `kernels` | `bench error`, `bench repro` |
 | `analysis` | `bench compare`, `bench report`, `bench burst` |
 | `commits` | `bench commits`, `bench nightly` |
+| `history` | `bench history`, `bench bisect` |
 | `profiling` | `bench trace`, `bench peaks` |
 | `multigpu` | `bench slurm`, `bench merge` |
 | `listing` | `bench doctor`, `bench list ...` |
@@ -23,7 +24,7 @@ import os
 
 import typer
 
-from harness.cli import analysis, capture, commits, kernels, listing, multigpu, profiling, sustained
+from harness.cli import analysis, capture, commits, history, kernels, listing, multigpu, profiling, sustained
 from harness.cli.paths import absolute_paths
 
 __all__ = ["app", "main", "version_text"]
@@ -44,6 +45,8 @@ for _name, _fn in (
     ("burst", analysis.burst),
     ("commits", commits.commits),
     ("nightly", commits.nightly),
+    ("history", history.history),
+    ("bisect", history.bisect),
     ("trace", profiling.trace),
     ("peaks", profiling.peaks),
     ("slurm", multigpu.slurm),

@@ -12,7 +12,8 @@ import typer
 
 from harness.cli.common_args import EXPORT, ISOLATE, RECORD, SHAPE, SOURCES, export, reading_runs, split_list
 from harness.cli.common_args import command_line as _command, console as _console, fail as _fail, with_options
-from harness.cli.common_args import fail_on_slowdown_option, nothing_timed, stopped
+from harness.cli.common_args import between_runs_option, fail_on_slowdown_option, nothing_timed, stopped
+from harness.cli.common_args import unresolved_option
 from harness.config import RESULTS_ROOT
 from harness.errors import ExitCode
 
@@ -33,6 +34,8 @@ def compare(
                                            help="A_KERNEL=B_KERNEL: kernel B against kernel A within one run, paired by "
                                                 "repeat (repeatable or comma-separated)"),
     fail_on_slowdown: Optional[str] = fail_on_slowdown_option("B"),
+    unresolved: Optional[str] = unresolved_option(),
+    between_runs_cv: Optional[str] = between_runs_option(),
     md: Optional[Path] = typer.Option(None, "--md", help="also write the comparison as Markdown (CI summaries)"),
     allow_incomplete: bool = typer.Option(False, help="compare runs that stopped early"),
 ) -> None:
@@ -43,14 +46,18 @@ def compare(
         from harness.report import comparison_figures, comparison_markdown, comparison_tables, figures_document
         from harness.report import gate_figures, gate_line, provenance
         from harness.results import read_run, resolve_run
-        from harness.suite import verdict_rule
+        from harness.suite import unresolved_policy, verdict_rule
 
         pairs, kernel_pairs = parse_pairs(pair_inputs), parse_kernel_pairs(pair_kernels)
-        rule, threshold = verdict_rule(fail_on_slowdown)
+        rule, threshold = verdict_rule(fail_on_slowdown, between_runs_cv=between_runs_cv)
+        policy = unresolved_policy(unresolved)
         if kernel_pairs:
             if len(runs) != 1 or pairs:
                 raise ConfigError("--pair-kernels compares two kernels of ONE run: give one run (and no "
                                   "--pair-inputs); to compare runs, give two runs without it.")
+            if between_runs_cv is not None:
+                raise ConfigError("--between-runs-cv widens comparisons of two separate runs; --pair-kernels compares "
+                                  "two kernels interleaved in one run, which it does not apply to. Leave it out.")
         elif len(runs) != 2:
             raise ConfigError(f"`bench compare` takes two runs, A then B (got {len(runs)}); or one run with "
                               f"--pair-kernels A_KERNEL=B_KERNEL.")
@@ -70,26 +77,21 @@ def compare(
                 f"Nothing to compare: no kernel x input was timed on both sides of {' and '.join(runs)} ("
                 + ("; ".join(cmp.unmatched) or "nothing was timed") + "). Compare runs of the same "
                 "suite, or pair differently labelled inputs with --pair-inputs A_LABEL=B_LABEL.")
-        if threshold is not None and all(r.verdict == "too few repeats" for r in cmp.rows):
-            raise ConfigError(
-                f"--fail-on-slowdown {fail_on_slowdown}: no row can be judged, every one has fewer than "
-                f"{rule.min_repeats} timed repeats on a side (a single repeat has no spread to judge a change by). "
-                f"Measure with --repeats 2 or more.")
         for table in comparison_tables(cmp, title=title):
             console.print(table.to_rich())
-        sides = (loaded[0], loaded[0]) if kernel_pairs else loaded
-        for line in explain_comparison(cmp, *sides).lines():  # the rows in words, warnings first
+        # Two kernels of one run: no run-against-run warnings (it is one run by design, not "the same run twice").
+        for line in explain_comparison(cmp, *(() if kernel_pairs else loaded)).lines():  # rows in words, warnings first
             console.print(line, highlight=False, soft_wrap=True)
         if cmp.unmatched:
             console.print("not compared (one side only): " + "; ".join(cmp.unmatched), highlight=False)
         if md is not None:
-            md.write_text(comparison_markdown(cmp, threshold=threshold), encoding="utf-8")
+            md.write_text(comparison_markdown(cmp, threshold=threshold, unresolved=policy), encoding="utf-8")
             console.print(f"markdown: {md}", highlight=False)
-        verdict = gate_figures([cmp], threshold=threshold, exit_code_slower=SLOWDOWN_EXIT)
+        verdict = gate_figures([cmp], threshold=threshold, exit_code_slower=SLOWDOWN_EXIT, unresolved=policy)
         export(console, figures, figures_document(
             command="compare", runs=[provenance(r.info, path=p) for r, p in zip(loaded, paths)],
             tables={"kernels" if kernel_pairs else "comparison": comparison_figures(cmp)}, verdict=verdict))
-    line = gate_line(cmp, threshold=threshold)
+    line = gate_line(cmp, threshold=threshold, unresolved=policy)
     color = "bold red" if line.startswith("FAIL") else "yellow" if "NOT RESOLVED" in line else "green"
     console.print(f"[{color}]{line}[/]", highlight=False, soft_wrap=True)
     if verdict is not None and verdict["exit_code"]:
@@ -125,7 +127,7 @@ def report(
                 console.print(section.text, highlight=False)
         for path in write_report(rep, html=html, md=md):
             console.print(f"wrote {path}", highlight=False)
-        export(console, figures, run_figures(rep.summary, path=run))
+        export(console, figures, run_figures(rep.summary, path=run, read_roof=rep.read_roof))
 
 
 @with_options(sources=SOURCES, shape=SHAPE, record=RECORD, isolate=ISOLATE)
@@ -153,7 +155,8 @@ def burst(
         device = sources["device"]
         dims = attention_shape(shape_args(shape), device=device)
         config = BurstConfig(
-            kernels=kernel_specs(sources["kernel"], device=device, layout=sources["layout"], gqa=sources["gqa"]),
+            kernels=kernel_specs(sources["kernel"], device=device, layout=sources["layout"], gqa=sources["gqa"],
+                                 shapes=[dims]),
             inputs=synthetic_specs(sources["input_"] or BURST_INPUTS, shape=dims, dtype=shape["dtype"],
                                    seed=shape["seed"]),
             device=device, telemetry=record["telemetry"], results_dir=record["results"], run_name=record["name"],

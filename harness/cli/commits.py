@@ -13,29 +13,34 @@ from typing import List, Optional
 import typer
 from rich.markup import escape
 
-from harness.cli.common_args import CAPTURE, EXPORT, PROTOCOL, RUN, SHAPE, SOURCES, capture_args, export, export_console
+from harness.cli.common_args import CAPTURE, EXPORT, HISTORY, PROTOCOL, RUN, SHAPE, SOURCES, capture_args, export
+from harness.cli.common_args import export_console, suite_inputs
 from harness.cli.common_args import command_line as _command, fail as _fail, protocol_of, shape_args, split_list
-from harness.cli.common_args import split_sizes
-from harness.cli.common_args import fail_on_slowdown_option, reading_runs, renamed_option, with_options
+from harness.cli.common_args import between_runs_option, fail_on_slowdown_option, reading_runs, renamed_option
+from harness.cli.common_args import unresolved_option, with_options
 from harness.errors import ExitCode
 from harness.suite import NIGHTLY_FAIL_ON_SLOWDOWN, NIGHTLY_RESULTS
 
-_COMMITS_PROTOCOL = {k: PROTOCOL[k] for k in ("quick", "window_s", "idle_s")}
+_COMMITS_PROTOCOL = {**{k: PROTOCOL[k] for k in ("quick", "window_s")}, "idle_s": (Optional[float], typer.Option(
+    None, help="idle before each revision's window, seconds (default 0: the revisions run back to back, so each "
+               "window starts from the same hot card)"))}
 
 __all__ = ["commits", "nightly"]
 
 
-@with_options(shape=SHAPE, protocol=_COMMITS_PROTOCOL, run=RUN, figures=EXPORT)
+@with_options(shape=SHAPE, protocol=_COMMITS_PROTOCOL, run=RUN, history=HISTORY, figures=EXPORT)
 def commits(
     revisions: List[str] = typer.Argument(..., help="two or more revisions (branch, tag, sha, HEAD~1); the first is the base"),
     shape: dict = None,
     protocol: dict = None,
     run: dict = None,
+    history: dict = None,
     figures: dict = None,
     repo: Path = typer.Option(Path("."), "--repo", help="the git repository whose kernels are compared"),
     kernel: str = typer.Option(..., "--kernel", "-k", help="kernel name (registered by the repo's harness.kernels "
                                                            "entry point), module:function or file.py:function"),
     fail_on_slowdown: Optional[str] = fail_on_slowdown_option("a revision"),
+    unresolved: Optional[str] = unresolved_option(),
     device: str = typer.Option("cuda:0", help="cpu, cuda:N or cuda:<PCI bus id>: one device for every revision"),
     allow_dirty: bool = typer.Option(False, help="go ahead with uncommitted changes in --repo (recorded; they are not measured)"),
     input_: Optional[List[str]] = typer.Option(None, "--input", "-i", callback=split_list,
@@ -44,13 +49,15 @@ def commits(
                                                     "with more than one)"),
     layout: Optional[str] = SOURCES["layout"][1],
     gqa: Optional[str] = SOURCES["gqa"][1],
-    repeats: Optional[int] = typer.Option(None, help="interleaved repeats per revision (default 3; --quick 2); with "
-                                                     "--until-ci the pilot (default 5)"),
-    until_ci: Optional[str] = typer.Option(None, "--until-ci", help="add interleaved repeats (Stein's two-stage rule) "
-                                                                   "until the interval's half-width is at most this, "
-                                                                   "e.g. 0.25%, or off (default: the verdict's "
-                                                                   "threshold; off with --quick)"),
-    max_repeats: Optional[int] = typer.Option(None, help="cap on interleaved repeats per revision under --until-ci "
+    repeats: Optional[int] = typer.Option(None, help="the pilot: interleaved pairs before look 1 (default 5; with "
+                                                     "--until-ci off 3, --quick 2; at least 5 under a gate)"),
+    until_ci: Optional[str] = typer.Option(None, "--until-ci", help="the sequential design: look 1 after the pilot and, "
+                                                                   "only if a revision is unresolved there, look 2 at "
+                                                                   "--max-repeats pairs; a value (e.g. 0.25%) also "
+                                                                   "asks every half-width to be at most it before "
+                                                                   "stopping; off: one look (default: on; off with "
+                                                                   "--quick)"),
+    max_repeats: Optional[int] = typer.Option(None, help="the pairs of look 2 under the sequential design "
                                                          "(default 10)"),
     max_time_s: Optional[float] = typer.Option(None, help="under --until-ci, begin no pair after the pilot that would "
                                                            "end past this many seconds of timing (imports, compiles "
@@ -64,13 +71,14 @@ def commits(
     from harness.errors import ConfigError, HarnessError
     from harness.report import commits_figures, figures_document, gate_figures
     from harness.config import check_launch
-    from harness.suite import COMMITS_INPUT, attention_shape, kernel_specs, synthetic_specs
-    from harness.suite import until_ci as until_ci_of, verdict_rule
+    from harness.suite import COMMITS_INPUT, attention_shape, commits_protocol, kernel_specs, synthetic_specs
+    from harness.suite import unresolved_policy, until_ci as until_ci_of, verdict_rule
 
     try:
         console = export_console(figures)
         md = renamed_option("--summary", "--md", summary, md, warn=_warn)
         rule, threshold = verdict_rule(fail_on_slowdown)
+        policy = unresolved_policy(unresolved)
         target = until_ci_of(until_ci, default=None if protocol["quick"] else rule.threshold)
         if input_ and len(input_) > 1:
             raise ConfigError(f"--input: `bench commits` times every revision on one input, and got {len(input_)} "
@@ -83,16 +91,18 @@ def commits(
             raise ConfigError("--name: `bench commits` names each revision's run after the revision; leave --name out.")
         config = CommitsConfig(
             repo=repo, kernel=kernel, revisions=tuple(revisions), input=spec, device=device,
-            telemetry=run["telemetry"], protocol=protocol_of({**protocol, "repeats": repeats, "until_ci": target,
-                                                              "max_repeats": max_repeats}),
+            telemetry=run["telemetry"], protocol=commits_protocol(
+                quick=protocol["quick"], gated=threshold is not None, repeats=repeats, until_ci=target,
+                max_repeats=max_repeats, window_s=protocol["window_s"], idle_s=protocol["idle_s"]),
             results_dir=run["results"], launch=run["launch"], gate=run["gate"], allow_dirty=allow_dirty,
             allow_busy=run["allow_busy"], rule=rule, max_time_s=max_time_s,
+            width_target=target if until_ci is not None else None,
         )
         result = compare_commits(config, on_message=lambda text: console.print(f"[dim]{escape(text)}[/]", highlight=False),
                                  command=_command())
         runs, rows = commits_figures(result)
         verdict = gate_figures([c.comparison for c in result.comparisons], threshold=threshold,
-                               exit_code_slower=int(ExitCode.REGRESSION))
+                               exit_code_slower=int(ExitCode.REGRESSION), unresolved=policy)
         export(console, figures, figures_document(command="commits", runs=runs, tables={"revisions": rows},
                                                   verdict=verdict))
     except HarnessError as exc:
@@ -107,11 +117,18 @@ def commits(
         console.print(f"[yellow]--allow-dirty: uncommitted changes to {', '.join(result.dirty_files)} were not measured.[/]")
     for run in result.runs:
         console.print(f"results {run.revision.describe()}: {run.run_dir}", highlight=False)
+    if history["history"] is not None:  # each revision's run a night of its own, in revision order
+        from harness.history import append_runs
+
+        for run in result.runs:
+            label = f"{history['night']}-{run.revision.short[:10]}" if history["night"] else None
+            append_runs(history["history"], [(run.run_dir, "kernel")], night=label)
+        console.print(f"history: {len(result.runs)} revision run(s) appended to {history['history']}", highlight=False)
     if md is not None:
         md.parent.mkdir(parents=True, exist_ok=True)
-        md.write_text(commits_markdown(result, threshold=threshold), encoding="utf-8")
+        md.write_text(commits_markdown(result, threshold=threshold, unresolved=policy), encoding="utf-8")
         console.print(f"markdown: {md}", highlight=False)
-    line = commits_gate_line(result, threshold=threshold)
+    line = commits_gate_line(result, threshold=threshold, unresolved=policy)
     color = "bold red" if line.startswith("FAIL") else "yellow" if "NOT RESOLVED" in line else "green"
     console.print(f"[{color}]{line}[/]", highlight=False, soft_wrap=True)
     if verdict is not None and verdict["exit_code"]:
@@ -124,77 +141,113 @@ def _warn(text: str) -> None:
     _console(stderr=True).print(f"[yellow]warning:[/] {text}", highlight=False)
 
 
-@with_options(capture=CAPTURE, figures=EXPORT)
+# bench nightly takes every shape, workload and protocol option of bench sustained (README: the options they
+# share); its --until-ci is its own, for its default is the gate's, not off.
+_NIGHTLY_PROTOCOL = {k: v for k, v in PROTOCOL.items() if k != "until_ci"}
+
+
+@with_options(shape=SHAPE, capture=CAPTURE, protocol=_NIGHTLY_PROTOCOL, history=HISTORY, figures=EXPORT)
 def nightly(
+    shape: dict,
     capture: dict,
+    protocol: dict,
+    history: dict,
     figures: dict,
     device: str = typer.Option("cuda:0", help="cpu (a dry run), cuda:N or cuda:<PCI bus id>"),
     results: Optional[Path] = typer.Option(None, "--results", help="summary.md, report.html, verdict.json and runs/ "
                                                                    f"go here (default {NIGHTLY_RESULTS})"),
     out: Optional[Path] = typer.Option(None, "--out", hidden=True, help="the old name of --results"),
-    baseline: Path = typer.Option(Path("baseline"), help="where the baseline run is stored (a folder that persists between nights)"),
+    baseline: Optional[Path] = typer.Option(None, help="where the baseline run is stored (a folder that persists between "
+                                                       "nights; default baseline/, none with --history)"),
     update_baseline: bool = typer.Option(False, help="store tonight's run as the baseline (only when asked for)"),
     fail_on_slowdown: Optional[str] = fail_on_slowdown_option("a kernel x input", default=NIGHTLY_FAIL_ON_SLOWDOWN),
+    unresolved: Optional[str] = unresolved_option(),
+    between_runs_cv: Optional[str] = between_runs_option(),
     kernel: List[str] = SOURCES["kernel"][1],
     layout: Optional[str] = SOURCES["layout"][1],
     gqa: Optional[str] = SOURCES["gqa"][1],
-    heads: Optional[List[str]] = typer.Option(None, callback=split_sizes, help="Hq of the synthetic inputs (default 32)"),
-    heads_kv: Optional[List[str]] = typer.Option(None, callback=split_sizes,
-                                                 help="Hkv of the synthetic inputs (default 8; with --heads alone: Hq)"),
-    repeats: Optional[int] = PROTOCOL["repeats"][1],
     capture_file: List[Path] = typer.Option([], "--capture", help="a capture layer file (repeatable), timed with its controls"),
     input_: Optional[List[str]] = typer.Option(None, "--input", "-i", callback=split_list,
                                                help="synthetic inputs when no capture is given (repeatable or "
                                                     "comma-separated; default gaussian:0.1 and gaussian:1, 32/8 heads)"),
-    seq_len: Optional[int] = typer.Option(None, help="S (default 16384 on a GPU; 1024 on the CPU)"),
-    dtype: str = SHAPE["dtype"][1],
-    quick: bool = typer.Option(False, help="short protocol (the CPU dry run)"),
     until_ci: Optional[str] = typer.Option(None, "--until-ci", help="adaptive repeats (pilot 5) until each kernel x "
                                                                    "input's own interval is this narrow, or off "
                                                                    "(default: the gate / sqrt 2; off with --quick)"),
-    max_repeats: Optional[int] = PROTOCOL["max_repeats"][1],
     telemetry: str = RUN["telemetry"][1],
     draw: bool = typer.Option(True, "--figures/--no-figures", help="figures in report.html"),
+    history_nights: Optional[int] = typer.Option(None, "--history-nights", help="with --history: judge tonight against "
+                                                                                "the last N comparable nights (default "
+                                                                                "10; at least 3)"),
+    history_control: Optional[str] = typer.Option(None, "--history-control", help="with --history: the control timed "
+                                                                                  "every night beside the suite (default "
+                                                                                  "peak-gemm-bf16-random; on the CPU at "
+                                                                                  "256^3), or none"),
+    append: bool = typer.Option(True, "--append/--no-append", help="with --history: append tonight as a night (--no-append: "
+                                                                   "judge it against the history, e.g. a pull request "
+                                                                   "against main's nights, and leave the history as it is)"),
 ) -> None:
-    """The nightly job: the suite, compared with the stored baseline; summary, report and verdict."""
+    """The nightly job: the suite, judged against its history or the stored baseline; summary, report and verdict."""
     from harness.commits import run_nightly
+    from harness.commits import HistoryRequest
     from harness.errors import ConfigError
-    from harness.report import nightly_figures, run_observer
-    from harness.suite import captured_specs, nightly_shape, sustained_config, synthetic_specs
+    from harness.report import history_figures, nightly_figures, run_observer
+    from harness.suite import HISTORY_CONTROL, HISTORY_CONTROL_GEMM, attention_shapes, device_kind, history_settings
+    from harness.suite import nightly_shape_args
+    from harness.suite import sustained_config, synthetic_specs
 
     with reading_runs("nightly", figures) as console:
-        from harness.suite import kernel_specs, nightly_until_ci, until_ci as until_ci_of, verdict_rule
+        from harness.suite import kernel_specs, nightly_until_ci, unresolved_policy, until_ci as until_ci_of
+        from harness.suite import verdict_rule
 
         out = renamed_option("--out", "--results", out, results, warn=_warn) or NIGHTLY_RESULTS
-        rule, threshold = verdict_rule(fail_on_slowdown, default=NIGHTLY_FAIL_ON_SLOWDOWN)
-        target = until_ci_of(until_ci, default=None if quick else nightly_until_ci(threshold))
+        rule, threshold = verdict_rule(fail_on_slowdown, default=NIGHTLY_FAIL_ON_SLOWDOWN,
+                                       between_runs_cv=between_runs_cv)
+        policy = unresolved_policy(unresolved)
+        target = until_ci_of(until_ci, default=None if protocol["quick"] else nightly_until_ci(threshold))
         selection = capture_args(capture, files=capture_file)
         selection.check()
-        if selection.wanted and (heads or heads_kv):
-            raise ConfigError("--heads/--heads-kv shape the synthetic inputs; captured ones have their model's heads. "
-                              "Drop them, or give --input instead of --model/--capture.")
         if selection.wanted:
             if input_:
                 raise ConfigError("--input names synthetic inputs, but --model/--capture select captured ones; "
                                   "give one or the other.")
-            inputs = captured_specs(selection, device=device, seq_len=seq_len, dtype=dtype)
+            inputs = suite_inputs(console, sources={"input_": None, "device": device}, shape=shape, capture=capture,
+                                  files=capture_file)
         else:
-            inputs = synthetic_specs(input_, dtype=dtype, shape=nightly_shape(
-                device, seq_len=seq_len, heads=heads[0] if heads and len(heads) == 1 else heads,
-                heads_kv=heads_kv[0] if heads_kv and len(heads_kv) == 1 else heads_kv))
+            dims = nightly_shape_args(shape_args(shape))
+            inputs = synthetic_specs(input_, shape=attention_shapes(dims, device=device, seed=shape["seed"]),
+                                     dtype=shape["dtype"], seed=shape["seed"])
+        request = None
+        if history["history"] is not None:
+            settings = history_settings(fail_on_slowdown, nights=history_nights)
+            control = history_control or HISTORY_CONTROL[device_kind(device)]
+            request = HistoryRequest(path=history["history"], night=history["night"], nights=settings.nights,
+                                     level=settings.level, control=None if control in (None, "none") else control,
+                                     control_gemm_size=HISTORY_CONTROL_GEMM.get(device_kind(device)), append=append)
+        else:
+            given = [f for f, v in (("--night", history["night"]), ("--history-nights", history_nights),
+                                    ("--history-control", history_control), ("--no-append", not append)) if v]
+            if given:
+                raise ConfigError(f"{', '.join(given)} belong(s) to --history, which was not given. Add --history DIR "
+                                  f"(the folder of nights) or drop {', '.join(given)}.")
+        baseline = baseline if baseline is not None or request is not None else Path("baseline")
+        if update_baseline and baseline is None:
+            raise ConfigError("--update-baseline stores tonight's run as the baseline: name the folder with --baseline "
+                              "DIR (with --history no baseline is kept unless one is named).")
         config = sustained_config(kernels=kernel_specs(kernel, device=device, layout=layout, gqa=gqa), inputs=inputs,
                                   device=device, telemetry=telemetry,
-                                  protocol=protocol_of({"quick": quick, "until_ci": target, "max_repeats": max_repeats,
-                                                        "repeats": repeats}),
+                                  protocol=protocol_of({**protocol, "until_ci": target}),
                                   results_dir=out / "runs", run_name="nightly")
         result = run_nightly(config, out_dir=out, baseline_dir=baseline, threshold=threshold, rule=rule,
                              update_baseline=update_baseline, figures=draw, observer=run_observer(console),
-                             command=_command())
-        export(console, figures, nightly_figures(result, threshold=threshold))
+                             command=_command(), unresolved=policy, history=request)
+        doc = nightly_figures(result, threshold=threshold)
+        if result.history is not None:  # tonight's verdicts against its nights, beside the baseline's comparison
+            doc["tables"]["history_verdicts"] = history_figures(result.history.analysis)["tables"]["history_verdicts"]
+        export(console, figures, doc)
     for w in result.warnings:
         console.print(f"[yellow]warning:[/] {w}", highlight=False)
     color = {"pass": "green", "fail": "red", "not comparable": "red"}.get(result.verdict, "yellow")
+    extra = f"  history {result.history.dashboard}" if result.history is not None else ""
     console.print(f"[bold {color}]{result.verdict.upper()}[/]  summary {result.summary_md}  report {result.report_html}  "
-                  f"verdict {result.verdict_json}  run {result.run_dir}", highlight=False)
+                  f"verdict {result.verdict_json}  run {result.run_dir}{extra}", highlight=False)
     raise typer.Exit(result.exit_code)
-

@@ -24,9 +24,10 @@ from harness.cli.streams import figures_fd, restore_fd1, terminal_console
 from harness.suite import CAPTURES_ROOT, RESULTS_ROOT
 
 __all__ = ["console", "fail", "command_line", "SOURCES", "SHAPE", "CAPTURE", "PROTOCOL", "RECORD", "RUN", "ISOLATE", "EXPORT",
+           "HISTORY",
            "with_options", "split_list", "split_ints", "split_sizes", "split_or_none", "export", "export_console", "need_polars", "reading_runs",
            "shape_args", "capture_args", "protocol_of", "suite_inputs", "stopped", "nothing_timed", "split_kernels",
-           "fail_on_slowdown_option", "renamed_option"]
+           "fail_on_slowdown_option", "renamed_option", "unresolved_option", "between_runs_option"]
 
 # Off a terminal rich would fold every table to 80 columns (COLUMNS unset), cutting numbers and names; a log
 # has no width, so tables are drawn at their natural width and lines are never wrapped (README: output).
@@ -199,6 +200,14 @@ ISOLATE = dict(isolation=(str, typer.Option("auto", help="auto (a kernel named m
                                                          "or from a plugin, runs in a process of its own; the bundled "
                                                          "kernels in the run's), process (every kernel in its own), "
                                                          "none (every kernel in the run's process)")))
+# The history store (harness.history): where a run is appended as a night, and that night's label.
+HISTORY = dict(
+    history=(Optional[Path], typer.Option(None, "--history", metavar="DIR",
+                                          help="also append this run to the history in DIR (a folder of night-*.parquet "
+                                               "files, one per night; see `bench history`)")),
+    night=(Optional[str], typer.Option(None, "--night", help="the night's label in --history (default: the run's start "
+                                                             "time); runs given one label are one night")),
+)
 # The figures of the tables as data (harness/report/figures.schema.json).
 EXPORT = dict(
     json_out=(Optional[str], typer.Option(None, "--json", metavar="PATH",
@@ -220,7 +229,23 @@ def fail_on_slowdown_option(subject: str, *, default: str | None = None):
     what is judged, and the default stated one way (harness.suite owns the default values)."""
     stated = (f"default {default}" if default else "default: none, the verdicts judge at 0.5 % and the exit is 0")
     return typer.Option(None, help=f"exit 1 when {subject} is slower by more than this, its interval excluding 1 "
-                                   f"(e.g. 2%); the verdicts then judge at it ({stated})")
+                                   f"(e.g. 2%); exit 6 when a row cannot be judged at it (see --unresolved); the "
+                                   f"verdicts then judge at it ({stated})")
+
+
+def unresolved_option():
+    """`--unresolved fail|pass`, worded the same in every command that gates."""
+    return typer.Option(None, "--unresolved", help="what the gate does with a row it could not judge at the "
+                                                   "threshold (unresolved, or too few repeats): fail (exit 6; the "
+                                                   "default) or pass (exit 0, the row still named)")
+
+
+def between_runs_option():
+    """`--between-runs-cv`, for the commands that compare separate runs (compare, nightly)."""
+    return typer.Option(None, "--between-runs-cv", help="the coefficient of variation between separate runs of this "
+                                                        "suite (e.g. 0.3%, from A/A nights or bench history); every "
+                                                        "interval between two runs includes it (default: 0.5% on a "
+                                                        "GPU, 5% on a CPU)")
 
 
 def renamed_option(old: str, new: str, old_value, new_value, *, warn):

@@ -179,6 +179,10 @@ def _setup(out, suite: dict):
 
     src = suite["sources"]
     device = src["device"]
+    if not src["kernel"]:  # the defaults follow the inputs' workload (decode, paged, ...): inputs first
+        specs = suite_inputs(out, **suite)
+        kernels = resolve_kernels(kernel_specs((), device=device, shapes=[s.shape for s in specs]))
+        return set_up_survey(kernels, specs, device)
     kernels = resolve_kernels(kernel_specs(src["kernel"], device=device, layout=src["layout"], gqa=src["gqa"]))
     specs = suite_inputs(out, **suite)
     return set_up_survey(kernels, specs, device)

@@ -67,28 +67,33 @@ def peaks(
     telemetry: str = typer.Option("auto", help="auto (the device's own), nvml, none"),
     results: Path = typer.Option(RESULTS_ROOT, help="results root directory (the peaks run goes here)"),
     name: str = typer.Option("peaks", help="a name for the run id"),
-    into: Optional[Path] = typer.Option(None, help="also store the peaks in this run, so its report draws the roofline"),
+    into: List[Path] = typer.Option([], help="also store the peaks in this run (repeatable), so its report draws the "
+                                             "roofline and sets its GB/s against the read roof"),
     gemm_size: int = typer.Option(8192, help="M = N = K of the GEMM peaks"),
     copy_mib: int = typer.Option(1024, help="bytes copied per launch of the copy peak, MiB"),
+    read_mib: int = typer.Option(2048, help="bytes read per launch of the read-stream peak, MiB"),
+    write_mib: int = typer.Option(1024, help="bytes written per launch of the write-stream peak, MiB"),
     fp8_fast_accum: bool = typer.Option(False, "--fp8-fast-accum/--no-fp8-fast-accum",
                                         help="cuBLASLt fast accumulation for the fp8 GEMMs"),
     allow_busy: bool = RECORD["allow_busy"][1],
 ) -> None:
-    """Empirical peaks under the sustained protocol: GEMMs by operand, FMA, exp2 (MUFU), copy; the roofs."""
+    """Empirical peaks under the sustained protocol: GEMMs by operand, FMA, exp2 (MUFU), read/write/copy streams, each
+    also timed by a second method; the roofs."""
     from harness.errors import HarnessError
     from harness.profiling import peak_registry, run_peaks
     from harness.report import peaks_table, run_observer
 
     console = _console()
     try:
-        registry = peak_registry(gemm_size=gemm_size, copy_bytes=copy_mib << 20, fp8_fast_accum=fp8_fast_accum)
+        registry = peak_registry(gemm_size=gemm_size, copy_bytes=copy_mib << 20, read_bytes=read_mib << 20,
+                                 write_bytes=write_mib << 20, fp8_fast_accum=fp8_fast_accum)
         if list_:
             for k in registry:
                 console.print(f"{k.name:24} {k.extra['unit']:5} {k.description}", highlight=False)
             return
         command = _command()
         result = run_peaks(kernels=tuple(kernel), device=device, telemetry=telemetry, protocol=protocol_of(protocol),
-                           results_dir=results, run_name=name, registry=registry, into=into, allow_busy=allow_busy,
+                           results_dir=results, run_name=name, registry=registry, into=list(into), allow_busy=allow_busy,
                            observer=run_observer(console), command=command)
     except HarnessError as exc:
         _fail(exc)

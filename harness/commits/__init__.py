@@ -4,14 +4,16 @@
 in its own worker process, times the revisions interleaved (A B A B) on one device with identical
 inputs, and decomposes each later revision against the first: time = cycles x clock.
 
-`run_nightly` / `judge_nightly` are the nightly CI job: the suite, compared with a stored baseline,
-with a Markdown summary, the HTML report and a verdict.
+`run_nightly` / `judge_nightly` are the nightly CI job: the suite, compared with a stored baseline or judged against
+its history (harness.history), with a Markdown summary, the HTML report and a verdict. `bisect_commits` finds the
+first slower commit between two, one `compare_commits` pair run a step.
 
 >>> from harness.commits import VERDICT_EXIT
 >>> VERDICT_EXIT["fail"], VERDICT_EXIT["across machines"]
 (1, 0)
 """
 
+from harness.commits._bisect import BisectResult, BisectStep, bisect_commits, commit_line
 from harness.commits._git import DirtyWorktreeError, Revision, RevisionError, check_clean, repo_root, resolve_revision
 from harness.commits._loader import MissingKernelError, load_revision_kernel, revision_entry_points
 from harness.commits._result import (
@@ -26,6 +28,7 @@ from harness.commits._result import (
     commits_table,
     factors,
 )
+from harness.commits._nightly_history import HistoryOutcome, HistoryRequest
 from harness.commits._nightly import (
     GPU_SPREAD_ALLOWANCE,
     VERDICT_EXIT,
@@ -41,6 +44,10 @@ from harness.commits._nightly import (
 from harness.commits._session import CommitsConfig, WorkerError, compare_commits
 
 __all__ = [
+    "BisectResult",
+    "BisectStep",
+    "bisect_commits",
+    "commit_line",
     "CLOCK_UNKNOWN_BASIS",
     "CommitComparison",
     "CommitsConfig",
@@ -64,6 +71,8 @@ __all__ = [
     "judge_nightly",
     "load_revision_kernel",
     "GPU_SPREAD_ALLOWANCE",
+    "HistoryOutcome",
+    "HistoryRequest",
     "gpu_change",
     "gpu_identity",
     "machine_warning",

@@ -6,11 +6,17 @@
 `summary.md` (for $GITHUB_STEP_SUMMARY), `report.html` + `report.md`, and `verdict.json`, and stores
 the run as the new baseline only when asked (`update_baseline`).
 
-Verdicts: `pass`, `fail` (a kernel x input is `slower`: its t interval excludes 1 and it moved by more
-than the threshold, which is the verdict rule's own threshold here),
-`no baseline` (nothing stored yet), `across machines` (the baseline is from another GPU
-model: compared and shown, with a warning, but not judged: a hardware change is not a code change),
-`not comparable` (the suite changed: no input or shape in common; store a new baseline).
+Verdicts (`harness.analysis.gate_outcome` for the comparison): `pass`, `fail` (a kernel x input is `slower`: its
+interval excludes 1 and it moved by more than the threshold, which is the verdict rule's own threshold here),
+`unresolved` (a kernel x input could not be judged at the threshold: exit 6 unless `--unresolved pass`),
+`nothing timed` (every kernel x input failed: exit 4, with a baseline or without), `no baseline` (nothing stored
+yet), `across machines` (the baseline is from another GPU model: compared and shown, with a warning, but not
+judged: a hardware change is not a code change), `not comparable` (the suite changed: no input or shape in common;
+store a new baseline). Tonight and the baseline are separate runs, so every interval includes the between-run
+variance (`VerdictRule.between_runs`), and the gate says the smallest threshold that supports.
+
+With a history (`history`, harness.commits._nightly_history) tonight is also appended to it as a night, with the
+control timed beside it, and the job's verdict is the history's: tonight against the last N comparable nights.
 
 The GPU's identity (model, host, PCI bus id, and UUID / serial where the run recorded them) is stored with the
 baseline and compared every night (`gpu_identity`, `gpu_change`). Rule for another GPU of the same model: it IS
@@ -29,6 +35,7 @@ from dataclasses import dataclass, field
 from datetime import datetime, timezone
 from pathlib import Path
 
+from harness.commits._nightly_history import judge_history, time_control
 from harness.errors import ResultsError
 
 __all__ = ["NightlyResult", "judge_nightly", "run_nightly", "read_baseline", "store_baseline",
@@ -36,7 +43,8 @@ __all__ = ["NightlyResult", "judge_nightly", "run_nightly", "read_baseline", "st
 
 GPU_SPREAD_ALLOWANCE = 0.035  # time spread between GPUs of one model: 3.2 % measured on two H200s, rounded up
 
-VERDICT_EXIT = {"pass": 0, "no baseline": 0, "across machines": 0, "fail": 1, "not comparable": 2}
+VERDICT_EXIT = {"pass": 0, "no baseline": 0, "across machines": 0, "fail": 1, "not comparable": 2, "nothing timed": 4,
+                "unresolved": 6}
 _RUN = "run"  # the baseline run's folder inside baseline_dir
 _META = "BASELINE.json"
 
@@ -53,6 +61,7 @@ class NightlyResult:
     warnings: tuple[str, ...] = ()
     baseline_updated: bool = False
     slowdowns: tuple = field(default=())
+    history: object | None = None  # harness.commits._nightly_history.HistoryOutcome with --history
 
 
 def _check_baseline_dir(baseline_dir: Path) -> Path:
@@ -64,7 +73,7 @@ def _check_baseline_dir(baseline_dir: Path) -> Path:
     return base
 
 
-def read_baseline(baseline_dir: Path, *, notes: list[str] | None = None):
+def read_baseline(baseline_dir: Path | None, *, notes: list[str] | None = None):
     """The stored baseline run, or None when there is none yet.
 
     A folder that says a baseline was stored (its BASELINE.json, or the temporaries of an update) but holds
@@ -73,6 +82,8 @@ def read_baseline(baseline_dir: Path, *, notes: list[str] | None = None):
     BASELINE.json still describes; `notes` hears that it was."""
     from harness.results import read_run
 
+    if baseline_dir is None:  # --history without --baseline: no baseline is compared
+        return None
     base = _check_baseline_dir(baseline_dir)
     run_dir = base / _RUN
     if (run_dir / "runs.parquet").is_file():
@@ -180,11 +191,13 @@ def _slowdown_rows(comparison) -> list[dict]:
              "clock_ratio": r.clock.value if r.clock else None} for r in comparison.slowdowns()]
 
 
-def _summary(*, verdict, sentence, warnings, comparison, summary, run, baseline, report_name) -> str:
+def _summary(*, verdict, sentence, warnings, comparison, summary, run, baseline, report_name, history_md="") -> str:
     from harness.report import comparison_tables, run_tables
 
     lines = [f"# Nightly sustained benchmark: {verdict.upper()}", "", sentence, ""]
     lines += [f"> **Warning:** {w}\n" for w in warnings]
+    if history_md:
+        lines += [history_md.replace("## Against the history", "## Against the history (the verdict)"), ""]
     info = run.info
     lines += [f"Tonight: run `{info.get('run_id')}` on {info.get('device_name')} (driver {info.get('driver')}), "
               f"harness {str(info.get('git_commit') or '?')[:12]}"
@@ -213,10 +226,20 @@ def _summary(*, verdict, sentence, warnings, comparison, summary, run, baseline,
     return "\n".join(lines).rstrip() + "\n"
 
 
-def judge_nightly(run_dir: Path, *, out_dir: Path, baseline_dir: Path, threshold: float = 0.02,
-                  update_baseline: bool = False, rule=None, figures: bool = True) -> NightlyResult:
-    """Compare a finished run with the stored baseline and write summary.md, report.html/.md and verdict.json."""
-    from harness.analysis import VerdictRule, compare_runs, summarize_run
+def _timed_anything(run) -> bool:
+    from harness.analysis import SUSTAINED_STATUSES
+
+    m = run.measurements
+    statuses = m["status"].to_list() if hasattr(m, "columns") else [r.get("status") for r in m]
+    return any(s in SUSTAINED_STATUSES for s in statuses)
+
+
+def judge_nightly(run_dir: Path, *, out_dir: Path, baseline_dir: Path | None, threshold: float = 0.02,
+                  update_baseline: bool = False, rule=None, figures: bool = True, unresolved: str = "fail",
+                  history=None, control_dir: Path | None = None, control_warning: str | None = None) -> NightlyResult:
+    """Compare a finished run with the stored baseline (and with `history`, a HistoryRequest, against its nights)
+    and write summary.md, report.html/.md and verdict.json."""
+    from harness.analysis import VerdictRule, compare_runs, gate_outcome, summarize_run
     from harness.report import build_report, write_report
     from harness.results import read_run
 
@@ -230,9 +253,16 @@ def judge_nightly(run_dir: Path, *, out_dir: Path, baseline_dir: Path, threshold
     except ResultsError as exc:
         baseline, unreadable = None, str(exc)
     comparison, slow, gate = None, [], threshold
-    if unreadable:
+    if not _timed_anything(run):  # a broken night is red, first night or not
+        verdict = "nothing timed"
+        sentence = (f"Tonight's run timed nothing: every kernel x input failed (its report and run say why), so "
+                    f"nothing was judged{'' if baseline is not None else ' and nothing could become a baseline'}.")
+    elif unreadable:
         verdict = "not comparable"
         sentence = f"Tonight's run cannot be judged: {unreadable}"
+    elif baseline is None and baseline_dir is None:
+        verdict = "no baseline"
+        sentence = "No baseline was named: tonight is judged against its history alone."
     elif baseline is None:
         verdict = "no baseline"
         sentence = (f"No baseline is stored in {baseline_dir} yet, so nothing was judged. Request a baseline update "
@@ -277,47 +307,87 @@ def judge_nightly(run_dir: Path, *, out_dir: Path, baseline_dir: Path, threshold
                         f"{rule.threshold_text} threshold (t interval excluding 1): " + ", ".join(f"{s['kernel']} @ {s['input']} x{s['time_ratio']:.3f}" for s in slow)
                         + ". The decomposition below says whether cycles (the code) or the clock carried it.")
         else:
-            verdict = "pass"
-            from harness.report import gate_line
-
-            sentence = f"{gate_line(comparison, threshold=gate)}. Rule: {rule.describe()}."
+            outcome = gate_outcome(comparison, threshold=gate, unresolved=unresolved)
+            verdict = "pass" if outcome.verdict == "pass" else "unresolved"
+            sentence = f"{outcome.line}. Rule: {rule.describe()}."
     report = build_report(run, rule=rule, figures=figures)
     html, md = out_dir / "report.html", out_dir / "report.md"
     write_report(report, html=html, md=md)
     summary = summarize_run(run, rule=rule)
+    hist = None
+    if history is not None:  # the job's verdict is the history's (a night that timed nothing stays that, exit 4);
+        # the baseline's comparison, if any, stays beside it. A broken night is appended too: it is a fact of it.
+        hist = judge_history(run_dir, request=history, threshold=threshold, out_dir=out_dir, control_dir=control_dir,
+                             control_warning=control_warning)
+        warnings += list(hist.warnings)
+        if verdict != "nothing timed":
+            if slow and hist.verdict != "fail":
+                warnings.append(f"Against the baseline run, {len(slow)} kernel x input would count as slower (see "
+                                f"below); the history, which sees the variation between nights, judged tonight "
+                                f"{hist.verdict}.")
+            verdict, sentence = hist.verdict, f"Against the history: {hist.sentence}"
     updated = False
-    if update_baseline:
+    if update_baseline and verdict == "nothing timed":
+        sentence += " The baseline was not updated: tonight's run timed nothing."
+    elif update_baseline:
         store_baseline(Path(run_dir), Path(baseline_dir), reason=f"update requested; verdict before the update: {verdict}")
         updated = True
         sentence += f" This run is now the baseline (stored in {baseline_dir}, as requested)."
     text = _summary(verdict=verdict, sentence=sentence, warnings=warnings, comparison=comparison, summary=summary,
-                    run=run, baseline=baseline, report_name=html.name)
+                    run=run, baseline=baseline, report_name=html.name,
+                    history_md=hist.markdown if hist is not None else "")
     summary_md = out_dir / "summary.md"
     summary_md.write_text(text, encoding="utf-8")
     # An accepted update is the user's decision that tonight's numbers are right: the job succeeds.
-    exit_code = 0 if updated else VERDICT_EXIT[verdict]
+    exit_code = (0 if updated else hist.exit_code if hist is not None and verdict == hist.verdict
+                 else VERDICT_EXIT[verdict])
     verdict_json = out_dir / "verdict.json"
     verdict_json.write_text(json.dumps({
         "verdict": verdict, "exit_code": exit_code, "threshold": threshold, "rule": rule.describe(),
         "threshold_applied": rule.threshold_text,
-        "unresolved": [f"{r.kernel} @ {r.input_b}" for r in comparison.unresolved()] if comparison else [],
+        "unresolved": [f"{r.kernel} @ {r.input_b}" for r in comparison.open_rows()] if comparison else [],
+        "unresolved_policy": unresolved, "between_runs_cv": comparison.between_cv if comparison else None,
+        "between_runs_source": comparison.between_source if comparison else None,
+        "floor": comparison.floor if comparison else None,
         "slowdowns": slow, "run_dir": str(run_dir), "run_id": run.info.get("run_id"),
         "device_name": run.info.get("device_name"), "baseline_run_id": baseline.info.get("run_id") if baseline else None,
         "baseline_device_name": baseline.info.get("device_name") if baseline else None, "warnings": warnings,
         "baseline_updated": updated, "gate": gate if baseline is not None else threshold,
         "gpu": gpu_identity(run.info), "baseline_gpu": gpu_identity(baseline.info) if baseline else None,
+        "history": _history_json(hist),
     }, indent=1, default=str) + "\n", encoding="utf-8")
     return NightlyResult(verdict=verdict, exit_code=exit_code, run_dir=Path(run_dir), summary_md=summary_md,
                          report_html=html, verdict_json=verdict_json, comparison=comparison, warnings=tuple(warnings),
-                         baseline_updated=updated, slowdowns=tuple(slow))
+                         baseline_updated=updated, slowdowns=tuple(slow), history=hist)
 
 
-def run_nightly(config, *, out_dir: Path, baseline_dir: Path, threshold: float = 0.02, update_baseline: bool = False,
-                rule=None, figures: bool = True, observer=None, command: str = "") -> NightlyResult:
-    """Run the suite described by `config` (a RunConfig) and judge it (see `judge_nightly`)."""
+def _history_json(hist) -> dict | None:
+    if hist is None:
+        return None
+    v = hist.analysis.verdict
+    return {"verdict": hist.verdict, "exit_code": hist.exit_code, "night": v.night.label if v.night else None,
+            "nights_in_history": len(hist.analysis.nights), "appended": hist.appended,
+            "dashboard": hist.dashboard, "threshold": v.threshold, "level": v.level, "nights": v.wanted,
+            "series": [{"series": s.series, "role": s.role, "verdict": s.verdict, "nights": s.nights, "floor": s.floor,
+                        "sentence": s.sentence} for s in v.series]}
+
+
+def run_nightly(config, *, out_dir: Path, baseline_dir: Path | None, threshold: float = 0.02,
+                update_baseline: bool = False, rule=None, figures: bool = True, observer=None, command: str = "",
+                unresolved: str = "fail", history=None) -> NightlyResult:
+    """Run the suite described by `config` (a RunConfig), time the history's control after it, and judge it (see
+    `judge_nightly`)."""
     from harness.runner import run_sustained
 
-    _check_baseline_dir(baseline_dir)  # before the suite runs, not after an hour of it
+    if baseline_dir is not None:
+        _check_baseline_dir(baseline_dir)  # before the suite runs, not after an hour of it
+    if history is not None and Path(history.path).exists() and not Path(history.path).is_dir():
+        raise ResultsError(f"--history {history.path} is a file; the history is a folder of night-*.parquet files. "
+                           f"Pass a folder (it is created if missing).")
     result = run_sustained(config, observer=observer, command=command)
+    control_dir, control_warning = None, None
+    if history is not None:
+        control_dir, control_warning = time_control(config, history, observer=observer, command=command)
     return judge_nightly(result.path, out_dir=out_dir, baseline_dir=baseline_dir, threshold=threshold,
-                         update_baseline=update_baseline, rule=rule, figures=figures)
+                         update_baseline=update_baseline, rule=rule, figures=figures, unresolved=unresolved,
+                         history=history, control_dir=control_dir, control_warning=control_warning)

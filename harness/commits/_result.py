@@ -20,7 +20,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from pathlib import Path
 
-from harness.analysis import percent
+from harness.analysis import ratio_text as _ratio, resolution_text
 from harness.commits._git import Revision
 
 __all__ = ["RevisionRun", "CommitComparison", "CommitsResult", "Factors", "factors", "commits_table",
@@ -98,12 +98,6 @@ class CommitsResult:
         return tuple(c for c in self.comparisons if c.comparison.slowdowns())
 
 
-def _ratio(r) -> str:
-    if r is None:
-        return "-"
-    return f"{r.value:.4f}" if r.low is None else f"{r.value:.4f} [{r.low:.4f}, {r.high:.4f}]"
-
-
 def commits_table(result: CommitsResult):
     """The decomposition of each revision against the first, as a report table (terminal, Markdown, HTML)."""
     from harness.report import ReportTable, fmt
@@ -117,7 +111,7 @@ def commits_table(result: CommitsResult):
             _ratio(f.cycles) + ("" if f.clock_known else " (assumes equal clocks)"),
             _ratio(f.clock) if f.clock_known else "1 (unknown)",
             f"{fmt(r.clock_a_mhz, '.0f')} / {fmt(r.clock_b_mhz, '.0f')}", r.limiter_a, r.limiter_b,
-            str(r.repeats_a), (f"{percent(r.time.resolution)} %" if r.time.resolution is not None else "-"),
+            str(r.repeats_a), resolution_text(r.time),
             r.verdict + (f" ({r.note})" if r.note else "") + (" (same commit)" if c.comparison.same_code else ""),
         ))
     level = f"{result.rule.level:.0%}"
@@ -154,16 +148,16 @@ def commits_lines(result: CommitsResult) -> list[str]:
     return out
 
 
-def commits_gate_line(result: CommitsResult, *, threshold: float | None) -> str:
+def commits_gate_line(result: CommitsResult, *, threshold: float | None, unresolved: str = "fail") -> str:
     """The gate's line over every revision (`harness.report.gate_line`), naming the threshold applied."""
     from harness.report import gate_line
 
     names = {id(c.comparison): c.head.revision.describe() for c in result.comparisons}
-    return gate_line([c.comparison for c in result.comparisons], threshold=threshold,
+    return gate_line([c.comparison for c in result.comparisons], threshold=threshold, unresolved=unresolved,
                      label=lambda cmp, row: names[id(cmp)])
 
 
-def commits_markdown(result: CommitsResult, *, threshold: float | None = None) -> str:
+def commits_markdown(result: CommitsResult, *, threshold: float | None = None, unresolved: str = "fail") -> str:
     """A Markdown summary: the table, the sentences, the dirty-tree record, and the gate's line."""
     lines = [f"# bench commits: {result.kernel}", "", commits_table(result).to_markdown(), ""]
     lines += [f"- {x}" for x in commits_lines(result)] + [""]
@@ -174,6 +168,6 @@ def commits_markdown(result: CommitsResult, *, threshold: float | None = None) -
         lines += ["", f"Measured with --allow-dirty: uncommitted changes to {', '.join(result.dirty_files)} were "
                       f"not part of any revision measured."]
     if threshold is not None:
-        head, _, rest = commits_gate_line(result, threshold=threshold).partition(":")
+        head, _, rest = commits_gate_line(result, threshold=threshold, unresolved=unresolved).partition(":")
         lines += ["", f"**{head}**:{rest}"]
     return "\n".join(lines).rstrip() + "\n"

@@ -13,7 +13,6 @@ seed) and runs this same harness, whose synthetic inputs are drawn from a seeded
 from __future__ import annotations
 
 import json
-import math
 import os
 import queue
 import signal
@@ -25,18 +24,17 @@ import time
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING, Callable
+from typing import Callable
 
+from harness.analysis import OPEN, VerdictRule, compare_runs
 from harness.commits._git import Revision, check_clean, repo_root, resolve_revision, worktrees
+from harness.commits._schedule import look_one, measure_timeout, next_pair_fits, pair_order, plan_text
 from harness.commits._result import CommitComparison, CommitsResult, RevisionRun
 from harness.config import SustainedProtocol
 from harness.errors import ConfigError, HarnessError, KernelError
 from harness.inputs import InputSpec
 
-if TYPE_CHECKING:
-    from harness.analysis import VerdictRule
-
-__all__ = ["CommitsConfig", "compare_commits", "next_pair_fits", "WorkerError", "Terminated"]
+__all__ = ["CommitsConfig", "compare_commits", "WorkerError", "Terminated"]
 
 
 class WorkerError(KernelError):
@@ -70,6 +68,9 @@ class CommitsConfig:
     # Under --until-ci: no pair is begun after the pilot that would end past this many seconds of timing
     # (counted from the first timed repeat; imports, compiles and gates are not counted). None: no limit.
     max_time_s: float | None = None
+    # --until-ci as the user typed it: look 1 also needs every half-width at most this to stop (None: a verdict
+    # resolved at the threshold is enough; the protocol's until_ci then only switches the sequential design on).
+    width_target: float | None = None
 
     def __post_init__(self) -> None:
         if self.max_time_s is not None:
@@ -207,52 +208,6 @@ def _harness_root() -> Path:
     return Path(harness.__file__).resolve().parent.parent
 
 
-def _measure_timeout(p: SustainedProtocol) -> float:
-    # A repeat is idle + warm-in (capped) + window; the rest covers launch estimation and slow first chunks.
-    return p.idle_before_config_s + p.warmin_cap_s + p.window_s + 300.0
-
-
-def _order(n: int, rep: int) -> list[int]:
-    return [(i + rep) % n for i in range(n)]
-
-
-def _plan(p: SustainedProtocol) -> str:
-    if p.until_ci is None:
-        return f"{p.repeats} interleaved repeat(s)"
-    return (f"a pilot of {p.repeats} interleaved repeat(s), then as many as a +-{p.until_ci:.2%} interval needs "
-            f"(at most {p.max_repeats})")
-
-
-def _two_stage_total(times: dict[int, list[float]], config: CommitsConfig) -> tuple[int, int]:
-    """Stein's second stage: (the repeats to take, at most the cap; the repeats every later revision's paired
-    interval against the first needs for the target width)."""
-    import math
-
-    from harness.analysis import stein_total
-
-    p = config.protocol
-    base = times[0]
-    need = p.repeats
-    for i in range(1, len(times)):
-        k = min(len(base), len(times[i]), p.repeats)
-        if k < 2:
-            return p.repeats, p.repeats  # a revision lost its pilot repeats: nothing to plan from (rows say why)
-        diffs = [math.log(b) - math.log(a) for a, b in zip(base[:k], times[i][:k])]
-        level = (config.rule.level if config.rule else 0.95)
-        need = max(need, stein_total(diffs, target=p.until_ci, level=level, cap=10 ** 6))
-    return min(need, p.max_repeats), need
-
-
-def next_pair_fits(elapsed_s: float, pairs_done: int, max_time_s: float | None) -> bool:
-    """Whether one more interleaved pair, as long as the mean of those done so far, ends within `max_time_s`.
-
-    Stein's interval stays exact under this stop: the pilot (always taken whole) alone sets its width's
-    variance, and a stop by the clock does not look at the second stage's times."""
-    if max_time_s is None or pairs_done == 0:
-        return True
-    return elapsed_s + elapsed_s / pairs_done <= max_time_s
-
-
 def _same_commit(a: Revision, b: Revision) -> str:
     if a.commit != b.commit:
         return ""
@@ -267,7 +222,6 @@ def compare_commits(config: CommitsConfig, *, on_message: Callable[[str], None] 
     Raises `RevisionError` for a revision git cannot resolve, `DirtyWorktreeError` for uncommitted
     changes (unless `allow_dirty`), and `WorkerError` when a revision's kernel is missing or fails.
     """
-    from harness.analysis import VerdictRule, compare_runs
     from harness.commits._worker import spec_to_json
     from harness.results import read_run_rows
 
@@ -305,14 +259,14 @@ def compare_commits(config: CommitsConfig, *, on_message: Callable[[str], None] 
                 if msg["event"] == "done":
                     why = "; ".join(msg.get("messages") or []) or "no repeat was timed"
                     raise WorkerError(f"Kernel {config.kernel!r} at revision {w.revision.describe()} was not timed: {why}")
-            on_message(f"all {len(workers)} revisions ready; timing {_plan(config.protocol)}")
-            timeout = _measure_timeout(config.protocol)
+            on_message(f"all {len(workers)} revisions ready; timing {plan_text(config.protocol)}")
+            timeout = measure_timeout(config.protocol)
             times: dict[int, list[float]] = {i: [] for i in range(len(workers))}
 
             def one_repeat(rep: int, *, asked: bool) -> None:
                 # The revisions' order alternates from repeat to repeat (A B, B A, ...), so a drift within a
                 # repeat adds noise to the paired differences instead of a bias.
-                for i in _order(len(workers), rep):
+                for i in pair_order(len(workers), rep):
                     w = workers[i]
                     if asked:
                         w.expect(("more",), timeout=timeout, on_message=on_message)
@@ -329,21 +283,27 @@ def compare_commits(config: CommitsConfig, *, on_message: Callable[[str], None] 
             started = clock()
             for rep in range(config.protocol.repeats):
                 one_repeat(rep, asked=False)
-            total = need = config.protocol.repeats
-            timed_out = False
+            total = config.protocol.repeats
+            timed_out, looked = False, []
             if config.protocol.until_ci is not None:
-                total, need = _two_stage_total(times, config)
-                on_message(f"pilot of {config.protocol.repeats}: {need} interleaved repeat(s) needed for a "
-                           f"+-{config.protocol.until_ci:.2%} interval"
-                           + (f"; taking {total}, the cap (--max-repeats {config.protocol.max_repeats})" if need > total
-                              else f"; taking {total} (cap {config.protocol.max_repeats})"))
-                for rep in range(config.protocol.repeats, total):
-                    if not next_pair_fits(clock() - started, rep, config.max_time_s):
-                        total, timed_out = rep, True
-                        on_message(f"--max-time-s {config.max_time_s:g}: {rep} pairs in {clock() - started:.0f} s; "
-                                   f"one more would end past the limit")
-                        break
-                    one_repeat(rep, asked=True)
+                looked = look_one(times, config.protocol, config.rule, config.width_target)
+                open_ = [workers[i + 1].revision.describe() for i, v in enumerate(looked) if v in OPEN]
+                cap = config.protocol.max_repeats
+                if not open_ or cap <= total:
+                    on_message(f"look 1 after the pilot of {total} pairs: " + ", ".join(
+                        f"{workers[i + 1].revision.describe()} {v}" for i, v in enumerate(looked))
+                        + ("; no look 2" if not open_ else f"; no look 2 (--max-repeats {cap})"))
+                else:
+                    on_message(f"look 1 after the pilot of {total} pairs left {', '.join(open_)} unresolved; "
+                               f"timing pairs up to {cap} for look 2")
+                    for rep in range(config.protocol.repeats, cap):
+                        if not next_pair_fits(clock() - started, rep, config.max_time_s):
+                            timed_out = True
+                            on_message(f"--max-time-s {config.max_time_s:g}: {rep} pairs in {clock() - started:.0f} s;"
+                                       f" one more would end past the limit")
+                            break
+                        one_repeat(rep, asked=True)
+                        total = rep + 1
                 for w in workers:
                     w.expect(("more",), timeout=timeout, on_message=on_message)
                     w.send("finish")
@@ -378,14 +338,18 @@ def compare_commits(config: CommitsConfig, *, on_message: Callable[[str], None] 
     info = read[0].info
     adaptive = ""
     if config.protocol.until_ci is not None:
-        widest = max(c.comparison.rows[0].time.resolution or math.inf for c in comparisons)
-        met = widest <= config.protocol.until_ci * (1 + 1e-9)
-        adaptive = (f"--until-ci {config.protocol.until_ci:.2%}: " + (
-            f"target met with {total} interleaved pairs (widest half-width {widest:.2%})" if met else
-            f"stopped at the cap of {total} pairs ("
-            + (f"--max-time-s {config.max_time_s:g}: one more pair would have ended past it" if timed_out
-               else "--max-repeats")
-            + f") with a half-width of {widest:.2%}, wider than the target; {need} pairs were needed"))
+        pilot, cap = config.protocol.repeats, config.protocol.max_repeats
+        if not any(v in OPEN for v in looked):
+            adaptive = f"sequential: look 1 on the pilot's {pilot} pairs decided every revision"
+        elif total == pilot:
+            adaptive = (f"sequential: look 1 on the pilot's {pilot} pairs left a revision unresolved; no look 2: "
+                        + (f"--max-time-s {config.max_time_s:g}: one more pair would have ended past it" if timed_out
+                           else f"--max-repeats {cap} allows no pair after the pilot"))
+        else:
+            adaptive = (f"sequential: look 1 on the pilot's {pilot} pairs left a revision unresolved; look 2 on "
+                        f"{total} pairs (skipped mean)" + (
+                            f", stopped by --max-time-s {config.max_time_s:g} before --max-repeats {cap}"
+                            if timed_out else ""))
     return CommitsResult(
         kernel=done[0]["kernel"], input_label=config.input.label, device=config.device,
         device_name=info.get("device_name") or config.device, repo=root, runs=runs, comparisons=comparisons,

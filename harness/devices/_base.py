@@ -24,6 +24,18 @@ class DeviceIdentity:
     memory_bytes: int | None = None
     power_limit_w: float | None = None
     max_sm_clock_mhz: float | None = None
+    # The rest of the machine's fingerprint (the history store tells a machine event from a code change by it):
+    # read from the vendor library where it answers, None where it does not; never set by the harness.
+    serial: str | None = None
+    vbios: str | None = None
+    ecc: str | None = None  # "on" / "off" (current mode; "on, off pending" when a change awaits a reset)
+    mig: str | None = None  # "on" / "off" likewise
+    clock_policy: str | None = None  # "default", or the application clocks that differ from their defaults
+
+    def machine(self) -> dict[str, Any]:
+        """The fingerprint fields a run row keeps in machine_json (UUID, serial, VBIOS, ECC, MIG, clock policy)."""
+        return {"gpu_uuid": self.uuid, "gpu_serial": self.serial, "vbios": self.vbios, "ecc": self.ecc,
+                "mig": self.mig, "clock_policy": self.clock_policy}
 
     def as_dict(self) -> dict[str, Any]:
         return asdict(self)

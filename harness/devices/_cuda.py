@@ -49,7 +49,8 @@ class CudaDevice(TorchStreamTiming):
                                     compute_capability=lambda p: f"{p.major}.{p.minor}", **self._nvml_identity())
 
     def _nvml_identity(self) -> dict:
-        """Driver, power limit and max clock come from NVML; without it they are recorded as unknown."""
+        """Driver, power limit, max clock and the rest of the fingerprint (serial, VBIOS, ECC, MIG, clock policy)
+        come from NVML, read only; without it, or where a call is not supported, they are recorded as unknown."""
         nvml = self._nvml
         try:
             if nvml is None:
@@ -64,6 +65,11 @@ class CudaDevice(TorchStreamTiming):
                 ("driver", lambda: nvml.nvmlSystemGetDriverVersion()),
                 ("power_limit_w", lambda: nvml.nvmlDeviceGetEnforcedPowerLimit(h) / 1000.0),
                 ("max_sm_clock_mhz", lambda: float(nvml.nvmlDeviceGetMaxClockInfo(h, nvml.NVML_CLOCK_SM))),
+                ("serial", lambda: nvml.nvmlDeviceGetSerial(h)),
+                ("vbios", lambda: nvml.nvmlDeviceGetVbiosVersion(h)),
+                ("ecc", lambda: _mode(nvml.nvmlDeviceGetEccMode(h))),
+                ("mig", lambda: _mode(nvml.nvmlDeviceGetMigMode(h))),
+                ("clock_policy", lambda: _clock_policy(nvml, h)),
             ):
                 try:
                     value = fn()
@@ -85,6 +91,24 @@ class CudaDevice(TorchStreamTiming):
 
     def default_telemetry(self) -> str:
         return "nvml"
+
+
+def _mode(pair) -> str:
+    """NVML's (current, pending) mode pair as text: "on", "off", or "on, off pending" when a change awaits a reset."""
+    current, pending = (pair if isinstance(pair, (tuple, list)) else (pair, pair))[:2]
+    text = "on" if current else "off"
+    return text if bool(pending) == bool(current) else f"{text}, {'on' if pending else 'off'} pending"
+
+
+def _clock_policy(nvml, h) -> str:
+    """"default" when the SM and memory application clocks are their defaults (the automatic policy the protocol
+    times under), else the clocks that differ: a changed policy is a machine event in the history."""
+    differ = []
+    for name, kind in (("SM", nvml.NVML_CLOCK_SM), ("memory", nvml.NVML_CLOCK_MEM)):
+        now, default = nvml.nvmlDeviceGetApplicationsClock(h, kind), nvml.nvmlDeviceGetDefaultApplicationsClock(h, kind)
+        if now != default:
+            differ.append(f"{name} application clock {now} MHz (default {default})")
+    return "; ".join(differ) or "default"
 
 
 def resolve_cuda_index(spec: str, rest: str) -> int:

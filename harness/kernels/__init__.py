@@ -20,18 +20,9 @@ A plain attention function is a kernel too (`-k mykern:attn`, `-k path/to/file.p
 'attn(q, k, v, is_causal=..., scale=...) layout bhsd, GQA passed as is'
 """
 
-from harness.kernels._callable import (
-    CALLABLE_SIGNATURE,
-    LAYOUTS,
-    SPEC_OPTIONS,
-    adapt_callable,
-    apply_options,
-    convention,
-    describe_convention,
-    fp8_inputs,
-    split_spec,
-    with_options,
-)
+from harness.kernels._callable import CALLABLE_SIGNATURE, adapt_callable, convention, describe_convention, fp8_inputs
+from harness.kernels._callable_spec import LAYOUTS, SPEC_OPTIONS, apply_options, split_spec, with_options
+from harness.kernels._decode_layout import DECODE_LAYOUTS, DecodeBatch, decode_batch
 from harness.kernels._error import ErrorReport, attention_error, kernel_reference_inputs
 from harness.kernels._gate import (GateResult, GateTolerance, compare_declared, declared_tolerance, gate, gate_columns,
                                    gate_tolerance)
@@ -52,6 +43,9 @@ from harness.kernels._survey import (
 )
 
 __all__ = [
+    "DECODE_LAYOUTS",
+    "DecodeBatch",
+    "decode_batch",
     "E4M3_MAX",
     "ERROR_STAGES",
     "SurveySetup",

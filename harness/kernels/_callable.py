@@ -15,14 +15,19 @@ The calling convention is declared, never guessed from the values:
   bundled FP8 kernels declare it), so the gate compares against attention on the quantized inputs with
   the fp8 tolerance. `quantized_by="harness"` hands the function e4m3 tensors and `q_descale`,
   `k_descale`, `v_descale` floats; `"callable"` hands it the bf16 tensors and times its own quantization.
-- serving workloads (README: "Workloads"): the function receives what it names of `page_table` [B, max_pages]
-  int32, `kv_lens` (or `cache_seqlens`, FlashAttention's name, or `seqused_k`) [B] int32, `cu_seqlens_q` and
-  `cu_seqlens_k` (or `cu_seqlens_kv`) [B + 1] int32, `max_seqlen_q` and `max_seqlen_k` (or `max_seqlen_kv`)
-  ints, `window` (keys a query sees, or None) or `window_size` (FlashAttention's (left, right), (-1, -1) for
-  none). Naming `page_table` declares it takes a paged cache, `cu_seqlens_q` packed sequences of different
-  lengths, `window`/`window_size` a sliding window; any callable may be given S_q < S_kv, its causal mask
-  expected aligned to the end of the cache (FlashAttention's convention: torch SDPA's is_causal is not, and
-  the gate says so). Pages are [num_pages, page_size, Hkv, d] in either layout.
+- serving workloads (README: "Workloads"): the function receives what it names of `page_table` (or
+  `block_table`, `block_tables`) [B, max_pages] int32, `kv_lens` (or `seq_lens`, vLLM's name, `cache_seqlens`,
+  FlashAttention's, or `seqused_k`) [B] int32, `cu_seqlens_q` and `cu_seqlens_k` (or `cu_seqlens_kv`) [B + 1]
+  int32, `max_seqlen_q` and `max_seqlen_k` (or `max_seqlen_kv`) ints, `window` (keys a query sees, or None) or
+  `window_size` (FlashAttention's (left, right), (-1, -1) for none). Naming a page table declares it takes a
+  paged cache (and, unless its default is None, that it needs one: without --page-size it is refused by that
+  flag), `cu_seqlens_q` packed sequences of different lengths, `window`/`window_size` a sliding window; any
+  callable may be given S_q < S_kv, its causal mask expected aligned to the end of the cache (FlashAttention's
+  convention: torch SDPA's is_causal is not, and the gate says so). Pages are [num_pages, page_size, Hkv, d] in
+  every layout.
+- the decode layout of vLLM and FlashInfer (`layout="decode"`: q [B, Hq, d]; `"decode-bshd"`: q [B, 1, Hq, d];
+  `_decode_layout`): one query per sequence, the cache paged or dense [B, S_kv, Hkv, d], the lengths by keyword
+  (always given), the output in the same layout. Naming the lengths takes sequences of different lengths.
 Decorators only record (an attribute on the function); nothing is imported or run.
 >>> @convention(layout="bshd", causal=True)
 ... def attn(q, k, v, softmax_scale=None):
@@ -33,33 +38,24 @@ Decorators only record (an attribute on the function); nothing is imported or ru
 
 from __future__ import annotations
 
-import hashlib
-import importlib
-import importlib.util
 import inspect
 import sys
 from dataclasses import dataclass
-from pathlib import Path
 from typing import Any, Callable
 
-from harness.errors import ConfigError, KernelError, UnknownKernelError, UnsupportedInputError
+from harness.errors import ConfigError, KernelError, UnsupportedInputError
+from harness.kernels._callable_spec import LAYOUTS
+from harness.kernels._decode_layout import (DECODE_LAYOUTS, LENGTH_KW, PAGE_TABLE_KW, WORKLOAD_INTS, WORKLOAD_KW,
+                                            decode_batch, workload_kwargs)
 from harness.kernels._kernel import Kernel
 
-__all__ = ["SPEC_OPTIONS", "LAYOUTS", "CALLABLE_SIGNATURE", "convention", "fp8_inputs", "adapt_callable", "describe_convention",
-           "split_spec", "with_options", "apply_options", "load_target", "CallableSpec"]
+__all__ = ["CALLABLE_SIGNATURE", "convention", "fp8_inputs", "adapt_callable", "describe_convention"]
 
-LAYOUTS = ("bhsd", "bshd")
 _ATTR = "__harness_callable__"
 _CAUSAL_KW = ("is_causal", "causal")
 _SCALE_KW = ("scale", "softmax_scale")
 _DESCALE_KW = ("q_descale", "k_descale", "v_descale")
-# Workload keywords: what the function names of them it receives (module docstring), by the inputs' names.
-_WORKLOAD_KW = {"page_table": "page_table", "kv_lens": "kv_lens", "cache_seqlens": "kv_lens", "seqused_k": "kv_lens",
-                "cu_seqlens_q": "cu_seqlens_q", "cu_seqlens_k": "cu_seqlens_kv", "cu_seqlens_kv": "cu_seqlens_kv"}
-_WORKLOAD_INTS = ("max_seqlen_q", "max_seqlen_k", "max_seqlen_kv", "window", "window_size")
-_SPEC_OPTIONS = {"bhsd": ("layout", "bhsd"), "bshd": ("layout", "bshd"), "expand-gqa": ("gqa", "expand"),
-                 "native-gqa": ("gqa", "native")}
-SPEC_OPTIONS = tuple(_SPEC_OPTIONS)  # what may follow `@` in a callable spec
+_WORKLOAD_KW, _WORKLOAD_INTS = WORKLOAD_KW, WORKLOAD_INTS  # module docstring; `_decode_layout`
 
 CALLABLE_SIGNATURE = (
     "A plain attention callable must look like `fn(q, k, v, *, is_causal=True, scale=None)` (torch SDPA's "
@@ -141,12 +137,19 @@ class _Convention:
     fp8: dict | None
     params: tuple[str, ...]
     workload_kw: tuple[str, ...] = ()  # the workload keywords in its signature
+    needs_pages: bool = False  # it names a page table without a default of None: a dense cache is refused
+
+    @property
+    def decode(self) -> bool:
+        return self.layout in DECODE_LAYOUTS
 
     @property
     def workloads(self) -> frozenset[str]:
         kws = set(self.workload_kw)
-        return frozenset({"decode"} | ({"paged"} if "page_table" in kws else set())
-                         | ({"varlen"} if "cu_seqlens_q" in kws else set())
+        # sequences of different lengths: packed queries (cu_seqlens_q), or in the decode layout the lengths
+        varlen = "cu_seqlens_q" in kws or (self.decode and bool(kws & set(LENGTH_KW)))
+        return frozenset({"decode"} | ({"paged"} if kws & set(PAGE_TABLE_KW) else set())
+                         | ({"varlen"} if varlen else set())
                          | ({"window"} if kws & {"window", "window_size"} else set()))
 
 
@@ -198,10 +201,21 @@ def _convention(fn, what: str, options: dict) -> _Convention:
     layout = declared.get("layout", "bhsd")
     if layout not in LAYOUTS:
         raise ConfigError(f"{what}: layout {layout!r} is not one of {', '.join(LAYOUTS)}.")
+    decode = layout in DECODE_LAYOUTS
+    packed = sorted(keywords & {"cu_seqlens_q", "cu_seqlens_k", "cu_seqlens_kv"})
+    if decode and packed:
+        raise ConfigError(f"{what}: layout {layout} hands over one query per sequence (q [B, Hq, d]) and the lengths "
+                          f"by keyword, so {', '.join(packed)} would mean nothing; drop them, or declare layout bhsd "
+                          f"for packed sequences.")
+    pages = next((p for p in params if p.name in PAGE_TABLE_KW), None)
+    if decode:  # one query per sequence: causal and non-causal attention are the same call, so no mode is implied
+        implied = False
     return _Convention(layout=layout, gqa=declared.get("gqa", "native"), causal_kw=causal_kw,
-                       fixed_causal=None if causal_kw else bool(fixed), implied_causal=implied, scale_kw=next((n for n in _SCALE_KW if n in keywords), None),
+                       fixed_causal=None if causal_kw or (decode and fixed is None) else bool(fixed),
+                       implied_causal=implied, scale_kw=next((n for n in _SCALE_KW if n in keywords), None),
                        gqa_kw="enable_gqa" in keywords, fp8=fp8, params=tuple(p.name for p in params),
-                       workload_kw=tuple(n for n in (*_WORKLOAD_KW, *_WORKLOAD_INTS) if n in keywords))
+                       workload_kw=tuple(n for n in (*_WORKLOAD_KW, *_WORKLOAD_INTS) if n in keywords),
+                       needs_pages=pages is not None and pages.default is not None)
 
 
 def describe_convention(fn, **options) -> str:
@@ -240,11 +254,14 @@ def adapt_callable(fn: Callable, *, name: str | None = None, options: dict | Non
         import torch
 
         s = inputs.shape
-        q, k, v = inputs.q, inputs.k, inputs.v
-        kwargs: dict[str, Any] = _workload_kwargs(c, inputs)
+        if c.needs_pages and not s.paged:  # check_supports refuses this up front; a direct prepare() too
+            raise UnsupportedInputError(_needs_pages_text(label))
+        batch = decode_batch(inputs, layout=c.layout) if c.decode else None
+        q, k, v = (batch.q, batch.k, batch.v) if batch is not None else (inputs.q, inputs.k, inputs.v)
+        kwargs: dict[str, Any] = workload_kwargs(c.workload_kw, inputs, batch=batch)
         if c.gqa == "expand" and s.heads_q != s.heads_kv:
             group = s.heads_q // s.heads_kv
-            heads = 2 if s.paged else 1  # pages are [num_pages, page_size, Hkv, d]
+            heads = 2 if s.paged or c.decode else 1  # pages [num_pages, page_size, Hkv, d], decode [B, S, Hkv, d]
             k, v = k.repeat_interleave(group, dim=heads), v.repeat_interleave(group, dim=heads)
         elif c.gqa_kw:
             kwargs["enable_gqa"] = s.heads_q != s.heads_kv
@@ -259,7 +276,7 @@ def adapt_callable(fn: Callable, *, name: str | None = None, options: dict | Non
                 k, v = (t.transpose(1, 2).contiguous() for t in (k, v))
         if c.causal_kw:
             kwargs[c.causal_kw] = s.causal
-        elif c.fixed_causal != s.causal:
+        elif c.fixed_causal is not None and c.fixed_causal != s.causal:
             raise UnsupportedInputError(f"Kernel {label!r} computes {'causal' if c.fixed_causal else 'non-causal'} "
                                         f"attention only ({'no causal keyword' if c.implied_causal else 'declared'}); "
                                         f"this input is {'causal' if s.causal else 'not causal'}.")
@@ -272,6 +289,8 @@ def adapt_callable(fn: Callable, *, name: str | None = None, options: dict | Non
 
         def launch():
             out = fn(q, k, v, **kwargs)
+            if batch is not None:
+                return batch.to_output(out)
             return out.transpose(1, 2) if back else out
 
         with torch.no_grad():  # fail here, in setup, rather than inside a timed loop
@@ -282,14 +301,24 @@ def adapt_callable(fn: Callable, *, name: str | None = None, options: dict | Non
         if back and first.dim() != 4:
             raise KernelError(f"Kernel {label!r} (layout bshd) returned a {first.dim()}-D tensor of shape "
                               f"{tuple(first.shape)}; a [B, S, H, dv] output is expected. {CALLABLE_SIGNATURE}")
+        want = (s.batch, s.heads_q, s.head_dim_v) if c.layout == "decode" else (s.batch, 1, s.heads_q, s.head_dim_v)
+        if batch is not None and tuple(first.shape) != want:
+            raise KernelError(f"Kernel {label!r} (layout {c.layout}) returned shape {tuple(first.shape)}; {list(want)} "
+                              f"is expected (one query per sequence). {CALLABLE_SIGNATURE}")
         return launch
 
     fp8 = c.fp8
+    if fp8 is not None and c.decode:
+        raise ConfigError(f"Kernel {label!r} declares FP8 inputs and the decode layout: the gate judges FP8 kernels on "
+                          f"dense self-attention only.")
     if fp8 is not None and c.workloads - {"decode"}:
         raise ConfigError(f"Kernel {label!r} declares FP8 inputs and takes {', '.join(sorted(c.workloads - {'decode'}))}: "
                           f"the gate judges FP8 kernels on dense self-attention only.")
     extra: dict[str, Any] = {"callable": _source(fn), "layout": c.layout, "gqa": c.gqa,
                              "convention": describe_convention(fn, **options),
+                             # what the workload must have (Kernel.check_supports refuses it up front, by flag)
+                             **({"requires": ["paged"]} if c.needs_pages else {}),
+                             **({"queries_per_sequence": 1} if c.decode else {}),
                              **({"causal_mode": "implied"} if c.implied_causal else {}),
                              # copies made in prepare() do not follow in-place changes of inputs.q/k/v
                              "reads_inputs_at_launch": not copies}
@@ -308,163 +337,7 @@ def adapt_callable(fn: Callable, *, name: str | None = None, options: dict | Non
     )
 
 
-def _workload_kwargs(c: _Convention, inputs) -> dict[str, Any]:
-    """The workload keywords the function names, from the inputs (None where the workload has none: a dense
-    cache has no page table; `window_size` is FlashAttention's (left, right))."""
-    s = inputs.shape
-    out: dict[str, Any] = {}
-    for kw in c.workload_kw:
-        if kw in _WORKLOAD_KW:
-            out[kw] = getattr(inputs, _WORKLOAD_KW[kw])
-        elif kw == "max_seqlen_q":
-            out[kw] = max(s.q_lengths())
-        elif kw in ("max_seqlen_k", "max_seqlen_kv"):
-            out[kw] = max(s.kv_lengths())
-        elif kw == "window":
-            out[kw] = s.window
-        elif kw == "window_size":
-            w = s.window
-            out[kw] = (-1, -1) if w is None else (w - 1, 0 if s.causal else w - 1)
-    return out
-
-
-@dataclass(frozen=True, kw_only=True)
-class CallableSpec:
-    """`module:attr@opt,opt` or `path/to/file.py:attr@opt` split into its parts."""
-
-    target: str  # module name or file path
-    attr: str
-    options: dict
-
-    @property
-    def is_file(self) -> bool:
-        return self.target.endswith(".py") or "/" in self.target
-
-
-def split_spec(spec: str) -> CallableSpec:
-    """Split a kernel spec; options after `@` are `bhsd`, `bshd`, `expand-gqa`, `native-gqa`, comma-separated."""
-    target, _, rest = spec.rpartition(":")
-    attr, _, opts = rest.partition("@")
-    if not target or not attr:
-        raise KernelError(f"Kernel spec {spec!r} is not module:function or path/to/file.py:function.")
-    options: dict = {}
-    for token in filter(None, (t.strip() for t in opts.split(","))):
-        if token not in _SPEC_OPTIONS:
-            raise KernelError(f"Kernel spec {spec!r}: unknown option {token!r} after '@'; the options are "
-                              f"{', '.join(_SPEC_OPTIONS)} (comma-separated), e.g. mykern:attn@bshd,expand-gqa.")
-        key, value = _SPEC_OPTIONS[token]
-        if key in options and options[key] != value:
-            raise KernelError(f"Kernel spec {spec!r} gives two {key} options.")
-        options[key] = value
-    return CallableSpec(target=target, attr=attr, options=options)
-
-
-def with_options(spec: str, *, layout: str | None = None, gqa: str | None = None) -> str:
-    """`spec` with a layout/GQA option appended; refused for a registered name (it declares its own layout)."""
-    if layout is None and gqa is None:
-        return spec
-    if layout is not None and layout not in LAYOUTS:
-        raise ConfigError(f"--layout {layout!r}: the layouts are {', '.join(LAYOUTS)}.")
-    if ":" not in spec:
-        raise ConfigError(f"--layout/--gqa apply to plain callables named module:function or file.py:function; "
-                          f"{spec!r} is a registered kernel, which declares its own layout. Drop the option or name "
-                          f"a callable.")
-    parts = split_spec(spec)
-    head, _, tail = spec.rpartition(":")
-    attr, _, opts = tail.partition("@")
-    tokens = [t for t in opts.split(",") if t]
-    if layout is not None and parts.options.get("layout", layout) != layout:
-        raise ConfigError(f"--layout {layout} contradicts the spec {spec!r}.")
-    if layout is not None and "layout" not in parts.options:
-        tokens.append(layout)
-    if gqa is not None and "gqa" not in parts.options:
-        tokens.append(f"{gqa}-gqa")
-    return f"{head}:{attr}@{','.join(tokens)}"
-
-
-def apply_options(kernels, *, layout: str | None = None, gqa: str | None = None) -> tuple[str, ...]:
-    """`bench ... -k A -k B --layout bshd`: the option on every module:function / file.py:function spec.
-
-    Registered kernels in the same list keep their own layout (comparing your function with sdpa-cudnn is
-    the usual case); an option with no callable spec to apply to is refused rather than ignored.
-    """
-    kernels = tuple(kernels)
-    if layout is None and gqa is None:
-        return kernels
-    if not any(":" in k for k in kernels):
-        flag = "--layout" if layout is not None else "--gqa"
-        raise ConfigError(f"{flag} applies to plain callables named module:function or file.py:function, and none of "
-                          f"the kernels ({', '.join(kernels) or 'the defaults'}) is one; registered kernels declare their "
-                          f"own layout. Drop {flag} or name a callable with -k.")
-    return tuple(with_options(k, layout=layout, gqa=gqa) if ":" in k else k for k in kernels)
-
-
-def _load_file(path: Path):
-    path = path.resolve()
-    for module in list(sys.modules.values()):
-        if getattr(module, "__file__", None) and Path(module.__file__).resolve() == path:
-            return module
-    stem = path.stem
-    if stem.isidentifier() and stem not in sys.modules:
-        found = importlib.util.find_spec(stem)
-        if found is not None and found.origin and Path(found.origin).resolve() == path:
-            return importlib.import_module(stem)  # the file is that module on sys.path: import it as such
-        free = found is None
-    else:
-        free = False
-    # The file's own name when nothing else answers to it, so provenance reads `mykern:attn`; otherwise a
-    # name derived from the path, so it can neither shadow nor be shadowed by an installed module.
-    name = stem if free else (
-        f"_bench_file_{stem if stem.isidentifier() else 'module'}_{hashlib.sha256(str(path).encode()).hexdigest()[:8]}")
-    spec = importlib.util.spec_from_file_location(name, path)
-    module = importlib.util.module_from_spec(spec)
-    sys.modules[name] = module
-    try:
-        spec.loader.exec_module(module)
-    except BaseException:
-        del sys.modules[name]
-        raise
-    return module
-
-
-def load_target(spec: str, *, base_dir: Path | None = None):
-    """(module, object, CallableSpec) that `spec` names; file paths are relative to `base_dir` (default cwd)."""
-    parts = split_spec(spec)
-    if parts.is_file:
-        path = Path(parts.target)
-        if not path.is_absolute():
-            path = Path(base_dir or Path.cwd()) / path
-        if not path.is_file():
-            raise UnknownKernelError(f"Kernel spec {spec!r}: the file {path} does not exist. Give the path to a .py file "
-                              f"(relative to {'the repository folder' if base_dir else 'the current directory'}).")
-        what = f"file {str(path)!r}"
-        load = lambda: _load_file(path)  # noqa: E731
-    else:
-        what = f"module {parts.target!r}"
-        top = parts.target.partition(".")[0]
-        here = Path(base_dir or Path.cwd())
-        if top not in sys.modules and ((here / top).is_dir() or (here / f"{top}.py").is_file()) \
-                and importlib.util.find_spec(top) is None:
-            # A module in the current folder, as `python -m` would find it (a console script's sys.path
-            # starts at the script's own folder instead).
-            sys.path.insert(0, str(here))
-        load = lambda: importlib.import_module(parts.target)  # noqa: E731
-    try:
-        module = load()
-    except Exception as exc:
-        raise UnknownKernelError(
-            f"Kernel spec {spec!r}: importing {what} failed ({type(exc).__name__}: {exc}). Check that it is on "
-            f"PYTHONPATH (or installed, or the path is right) and imports on its own."
-        ) from None
-    except SystemExit as exc:  # the module's own sys.exit: its error, never the exit status of the command
-        code = "" if exc.code is None else repr(exc.code)
-        raise UnknownKernelError(
-            f"Kernel spec {spec!r}: importing it called sys.exit({code}). Check that it imports on its own "
-            f"(python -c 'import ...'); nothing was run.") from None
-    obj = module
-    for piece in parts.attr.split("."):
-        try:
-            obj = getattr(obj, piece)
-        except AttributeError:
-            raise UnknownKernelError(f"Kernel spec {spec!r}: {what} has no attribute {parts.attr!r}.") from None
-    return module, obj, parts
+def _needs_pages_text(label: str) -> str:
+    return (f"Kernel {label!r} names a page table with no default of None, so it needs a paged KV cache (without "
+            f"one it would be called with page_table=None). Give --page-size P (e.g. --page-size 16); if it also takes "
+            f"a dense cache, give that parameter the default None.")

@@ -98,6 +98,17 @@ class Kernel:
                 f"masks without being told, declare `@harness.kernels.convention(causal=True)` (the gate checks it).")
         if self.noncausal_only and causal:
             raise UnsupportedInputError(f"Kernel {self.name!r} supports non-causal attention only; pass --no-causal.")
+        if shape is not None and "paged" in self.extra.get("requires", ()) and not shape.paged:
+            raise UnsupportedInputError(
+                f"Kernel {self.name!r} needs a paged KV cache: it names a page table with no default of None, so "
+                f"without one it would be called with page_table=None. Give --page-size P (e.g. --page-size 16); if it "
+                f"also takes a dense cache, give that parameter the default None.")
+        per_seq = self.extra.get("queries_per_sequence")
+        if shape is not None and per_seq is not None and shape.seq_len != per_seq:
+            raise UnsupportedInputError(
+                f"Kernel {self.name!r} takes the decode layout ({self.extra.get('layout', 'decode')}: one query per "
+                f"sequence, q [B, Hq, d] or [B, 1, Hq, d]); these inputs have {shape.seq_len} queries a sequence. Give "
+                f"--seq-len-q 1 (and the cache with --seq-len-kv).")
         missing = sorted(shape.features() - self.workloads) if shape is not None else []
         if missing:
             # A plain function declares a workload by naming its keyword: say which one would.

@@ -5,7 +5,8 @@ from pathlib import Path
 from typing import Callable, Iterable
 
 from harness.errors import KernelError, UnknownKernelError
-from harness.kernels._callable import CALLABLE_SIGNATURE, adapt_callable, load_target
+from harness.kernels._callable import CALLABLE_SIGNATURE, adapt_callable
+from harness.kernels._callable_spec import load_target
 from harness.kernels._kernel import Kernel, Launch
 
 __all__ = ["KernelRegistry", "default_registry", "kernel_provenance", "ENTRY_POINT_GROUP"]
@@ -48,8 +49,11 @@ class KernelRegistry:
         tolerance: str | None = None,
         output_dtype: str | None = None,
         workloads: Iterable[str] = (),
+        extra: dict | None = None,
     ) -> Callable[[Callable[..., Launch]], Callable[..., Launch]]:
-        """Decorator: record `prepare` as the factory of kernel `name` and return it unchanged."""
+        """Decorator: record `prepare` as the factory of kernel `name` and return it unchanged (`extra`: what the
+        kernel declares beyond these, e.g. {"reads_inputs_at_launch": False} for one that copies its inputs in
+        setup)."""
 
         def record(prepare: Callable[..., Launch]) -> Callable[..., Launch]:
             kwargs = {}
@@ -69,6 +73,7 @@ class KernelRegistry:
                     output_dtype=output_dtype,
                     workloads=frozenset(workloads),
                     source=f"{prepare.__module__}:{prepare.__qualname__}",
+                    extra=dict(extra or {}),
                     **kwargs,
                 )
             )

@@ -1,4 +1,5 @@
-"""Triton loops for the FMA and MUFU (exp2) peaks. Imports triton at the top, so `_peaks` imports it lazily.
+"""Triton loops for the FMA and MUFU (exp2) peaks, and the streams of the memory peaks (read, write, copy).
+Imports triton at the top, so `_peaks` imports it lazily.
 
 Both loops keep their values moving (a chaotic map), because a value that settles to a fixed point
 toggles no bits and would show a clock a real kernel never sees (the GEMM peaks move 16 % with their
@@ -7,6 +8,18 @@ operands on the H200). Each thread runs CHAINS independent chains over its eleme
 - FMA: x <- x * x + c with c = -1.9 (the quadratic map, bounded in [-2, 2] and chaotic there): one FFMA.
 - exp2: x <- |2 * 2^x - 3| on [0, 1] (a tent-like map, slope up to 2.8): one MUFU.EX2 per step plus one
   FFMA and a free |.|; the FMA pipe has 8x MUFU's rate, so the MUFU stays the bound.
+
+The memory streams are SM kernels, never `copy_`: a device-to-device `copy_` captured in a CUDA graph becomes a
+memcpy node served by a copy engine (2.7 TB/s on the H200 against 4.2 for the same copy eager), so a graph-timed
+`copy_` measures the copy engine, not what a kernel can stream. Each program moves UNROLL tiles of BLOCK elements
+with every load issued before the first use (16-byte vectors: BLOCK / (32 x warps) >= 8 bf16 per thread), one tile
+after another along the buffer (the tilings: `_peaks._STREAMS`), and enough programs (tens of thousands) that every
+SM holds several at once:
+- read: sums its tiles in fp32 and stores one float per program (so nothing is dead code), loads marked
+  evict-first (streamed, not kept in L2);
+- write: stores a pattern that varies with the address (i & 1023), never a constant a memory system might
+  compress;
+- copy: loads its tiles (plain loads: evict-first ones cost a copy 2-9 % on the H200) and stores them elsewhere.
 """
 
 from __future__ import annotations
@@ -14,7 +27,8 @@ from __future__ import annotations
 import triton
 import triton.language as tl
 
-__all__ = ["BLOCK", "CHAINS", "NUM_WARPS", "exp2_loop", "fma_loop"]
+__all__ = ["BLOCK", "CHAINS", "NUM_WARPS", "copy_stream", "exp2_loop", "fma_loop", "read_stream",
+           "write_stream"]
 
 BLOCK = 1024
 CHAINS = 4
@@ -56,3 +70,31 @@ def exp2_loop(out_ptr, ITERS: tl.constexpr, BLOCK: tl.constexpr):
         x2 = tl.abs(tl.fma(_ex2(x2), 2.0, -3.0))
         x3 = tl.abs(tl.fma(_ex2(x3), 2.0, -3.0))
     tl.store(out_ptr + offs, x0 + x1 + x2 + x3)
+
+
+@triton.jit
+def read_stream(src_ptr, out_ptr, BLOCK: tl.constexpr, UNROLL: tl.constexpr):
+    base = tl.program_id(0).to(tl.int64) * (BLOCK * UNROLL)
+    offs = tl.arange(0, BLOCK)
+    acc = tl.zeros([BLOCK], tl.float32)
+    for u in tl.static_range(UNROLL):
+        acc += tl.load(src_ptr + base + u * BLOCK + offs, eviction_policy="evict_first").to(tl.float32)
+    tl.store(out_ptr + tl.program_id(0), tl.sum(acc, 0))
+
+
+@triton.jit
+def write_stream(dst_ptr, value, BLOCK: tl.constexpr, UNROLL: tl.constexpr):
+    base = tl.program_id(0).to(tl.int64) * (BLOCK * UNROLL)
+    offs = tl.arange(0, BLOCK)
+    pattern = ((offs & 1023).to(tl.float32) * value).to(dst_ptr.dtype.element_ty)
+    for u in tl.static_range(UNROLL):
+        tl.store(dst_ptr + base + u * BLOCK + offs, pattern)
+
+
+@triton.jit
+def copy_stream(src_ptr, dst_ptr, BLOCK: tl.constexpr, UNROLL: tl.constexpr):
+    base = tl.program_id(0).to(tl.int64) * (BLOCK * UNROLL)
+    offs = tl.arange(0, BLOCK)
+    for u in tl.static_range(UNROLL):
+        x = tl.load(src_ptr + base + u * BLOCK + offs)  # not evict-first: that cost the copy 2-9 % (H200)
+        tl.store(dst_ptr + base + u * BLOCK + offs, x)

@@ -21,7 +21,9 @@ from harness.results import atomic_path
 
 __all__ = ["TRACE_SCHEMA_VERSION", "TRACE_TABLES", "read_trace_table", "trace_schema", "write_trace_table"]
 
-TRACE_SCHEMA_VERSION = 1
+TRACE_SCHEMA_VERSION = 2
+# v2 added each peak's independent second timing (check_*); a v1 part reads with those columns empty.
+_ADDED = {2: {"peaks": ("check_method", "check_time_ns", "check_rate_per_s")}}
 
 TRACE_TABLES: dict[str, list[tuple[str, str]]] = {
     "traces": [
@@ -41,6 +43,7 @@ TRACE_TABLES: dict[str, list[tuple[str, str]]] = {
         ("repeat", "int32"), ("status", "string"), ("time_ns", "float64"), ("rate_per_s", "float64"),
         ("sm_clock_mhz", "float64"), ("inband_clock_mhz", "float64"), ("power_w", "float64"),
         ("power_limited_frac", "float64"), ("reason_names", "string"), ("settled", "bool"), ("device_name", "string"),
+        ("check_method", "string"), ("check_time_ns", "float64"), ("check_rate_per_s", "float64"),
     ],
 }
 
@@ -102,10 +105,13 @@ def read_trace_table(run_dir: Path, table: str) -> list[dict]:
         except (OSError, pa.ArrowInvalid) as exc:
             raise ResultsError(f"{path} cannot be read as Parquet ({exc}); delete it and profile again.") from None
         version = int((arrow.schema.metadata or {}).get(_META_VERSION, b"0"))
-        if version != TRACE_SCHEMA_VERSION:
+        if not 1 <= version <= TRACE_SCHEMA_VERSION:
             raise ResultsError(
-                f"{path} has profiling schema v{version}; this harness reads v{TRACE_SCHEMA_VERSION}. Re-profile the "
-                f"run (bench trace / bench peaks), or read it with the harness version that wrote it.")
+                f"{path} has profiling schema v{version}; this harness reads v1 to v{TRACE_SCHEMA_VERSION}. Re-profile "
+                f"the run (bench trace / bench peaks), or read it with the harness version that wrote it.")
+        for later in range(version + 1, TRACE_SCHEMA_VERSION + 1):  # migrate: columns added since, empty
+            for name in _ADDED.get(later, {}).get(table, ()):
+                arrow = arrow.append_column(want.field(name), pa.nulls(arrow.num_rows, want.field(name).type))
         missing = [n for n in want.names if n not in arrow.schema.names]
         if missing:
             raise ResultsError(f"{path} lacks columns {missing} of the {table} table; it is not a harness profile.")

@@ -35,13 +35,21 @@ from harness.report._markdown import (
     run_tables,
 )
 from harness.report._gpu_section import gpu_spread_tables
+from harness.report._history import HISTORY_MARKER, history_figures, history_markdown, history_tables, verdict_line
+from harness.report._history_page import history_page
 from harness.report._model_error_section import MODEL_ERROR_NOTE, model_error_figure, model_error_sections, model_error_table
-from harness.report._saved import saved_comparison
+from harness.report._saved import REPEAT_FIELDS, fixture_extra_info, saved_commit_text, saved_comparison, summary_line
 from harness.report._tables import HEADERS, fmt, sustained_tables, tflops
 from harness.report._terminal import FORMATS as TABLE_FORMATS
 from harness.report._trace_section import peaks_table, pipe_tables
 
 __all__ = [
+    "HISTORY_MARKER",
+    "history_figures",
+    "history_markdown",
+    "history_page",
+    "history_tables",
+    "verdict_line",
     "MODEL_ERROR_NOTE",
     "model_error_figure",
     "model_error_sections",
@@ -80,7 +88,11 @@ __all__ = [
     "run_figures",
     "run_observer",
     "run_tables",
+    "REPEAT_FIELDS",
+    "fixture_extra_info",
+    "saved_commit_text",
     "saved_comparison",
+    "summary_line",
     "sustained_figures",
     "sustained_tables",
     "tflops",

@@ -3,7 +3,7 @@
 One document layout for every command (`sustained`, `report`, `compare`, `commits`, `nightly`), declared in
 `figures.schema.json` beside this module and versioned by `FIGURES_SCHEMA_VERSION`:
 
-    {"schema": "harness.figures", "schema_version": 2, "harness_version": "0.1.0", "command": "sustained",
+    {"schema": "harness.figures", "schema_version": 3, "harness_version": "0.1.0", "command": "sustained",
      "runs": [{"run_id": ..., "status": ..., "git_commit": ..., "device_name": ..., ...}],
      "tables": {"sustained": [{"input": ..., "kernel": ..., "time_ms": 3.92, "nvml_clock_mhz": 1665.0, ...}]},
      "verdict": null}
@@ -32,7 +32,8 @@ __all__ = ["FIGURES_SCHEMA", "FIGURES_SCHEMA_VERSION", "commits_figures", "compa
            "figures_document", "gate_figures", "nightly_figures", "provenance", "run_figures", "sustained_figures",
            "write_figures"]
 
-FIGURES_SCHEMA_VERSION = 2  # 2: t intervals (were bootstrap); verdict "unresolved"
+FIGURES_SCHEMA_VERSION = 3  # 2: t intervals (were bootstrap); verdict "unresolved". 3: equivalence (TOST) bounds, the
+# estimator judged (skipped mean at look 2), verdicts "slower/faster, within threshold", verdict "unresolved" (exit 6)
 FIGURES_SCHEMA = Path(__file__).with_name("figures.schema.json")
 
 _PROVENANCE = ("run_id", "status", "status_detail", "started_at", "finished_at", "command", "harness_version",
@@ -51,11 +52,16 @@ def provenance(info: dict, *, path=None) -> dict:
     return out
 
 
-def sustained_figures(aggregates: list[dict]) -> list[dict]:
-    """One row per input x kernel (medians over repeats): the figures of `sustained_tables` / `run_tables`."""
+def sustained_figures(aggregates: list[dict], *, read_roof=None) -> list[dict]:
+    """One row per input x kernel (medians over repeats): the figures of `sustained_tables` / `run_tables`;
+    `read_roof` (the run's measured read stream, `harness.profiling.Roof`) adds each row's share of it."""
+    from harness.analysis import shape_text
+    from harness.report._tables import read_roof_share
+
     rows = []
     for a in aggregates:
         timed = bool(a.get("repeats"))
+        share = read_roof_share(a, read_roof)
         rows.append({
             "input": a["input_label"], "kernel": a["kernel"], "config_index": a.get("config_index"),
             "timed": timed, "repeats": a.get("repeats") or 0, "unsettled_repeats": a.get("unsettled") or 0,
@@ -69,6 +75,9 @@ def sustained_figures(aggregates: list[dict]) -> list[dict]:
             "board_power_w": a.get("power_w"), "energy_per_launch_j": a.get("energy_per_launch_j"),
             "energy_per_launch_from_power_j": a.get("energy_per_launch_from_power_j"),
             "tflop_per_s": a.get("tflops"), "tflop_per_j": a.get("tflop_per_j"),
+            # the traffic: the workload's least bytes per call, GB/s, and the share of the run's read roof
+            "bytes_per_launch": a.get("bytes_per_launch"), "gb_per_s": a.get("gb_per_s"),
+            "read_roof_pct": _scaled(share, 100), "read_roof_gb_per_s": _scaled(read_roof.value, 1e-9) if share else None,
             "flop_per_cycle_per_sm": a.get("flop_per_cycle_per_sm"),
             "power_limited_pct": _scaled(a.get("power_limited_frac"), 100),
             "thermal_limited_pct": _scaled(a.get("thermal_limited_frac"), 100),
@@ -80,6 +89,7 @@ def sustained_figures(aggregates: list[dict]) -> list[dict]:
             "seq_len_q": a.get("seq_len"), "seq_len_kv": a.get("seq_len_kv") or a.get("seq_len"),
             "head_dim_qk": a.get("head_dim_qk"), "head_dim_v": a.get("head_dim_v"), "causal": a.get("causal"),
             "window": a.get("window"), "page_size": a.get("page_size"), "varlen": a.get("varlen"),
+            "shape": shape_text(a) if a.get("batch") is not None else None,
             "repeat_times_ms": [t * 1e-6 for t in a.get("repeat_times_ns") or ()],
             **{k: a.get(k) for k in ("gate_max_abs_diff", "gate_snr_db", "gate_max_ratio", "gate_rms_ratio",
                                      "gate_reference")},
@@ -99,7 +109,8 @@ def comparison_figures(cmp) -> list[dict]:
     return [{
         "kernel": r.kernel, "kernel_b": r.kernel_b or None, "input_a": r.input_a, "input_b": r.input_b,
         "shape": r.shape, "repeats_a": r.repeats_a, "repeats_b": r.repeats_b, "design": r.design,
-        "estimator": "ratio of geometric means over repeats", "interval_method": r.time.method or None,
+        "estimator": r.time.estimator, "pairs_dropped": r.time.dropped, "interval_method": r.time.method or None,
+        "equivalence_low": r.time.eq_low, "equivalence_high": r.time.eq_high,
         "interval_level": r.time.level, "interval_df": r.time.df, "resolution_frac": r.time.resolution,
         "threshold_frac": r.threshold, "caveats": list(r.caveats),
         "time_a_ms": _scaled(r.time_a_ns, 1e-6), "time_b_ms": _scaled(r.time_b_ns, 1e-6),
@@ -110,19 +121,24 @@ def comparison_figures(cmp) -> list[dict]:
     } for r in cmp.rows]
 
 
-def gate_figures(comparisons, *, threshold: float | None, exit_code_slower: int = 1) -> dict | None:
-    """The `verdict` object of a gated command (compare, commits, nightly) from its comparisons: `fail` when a row
-    is `slower` under the rule (whose threshold is the gate's), `pass` otherwise; rows the interval could not
-    resolve at the threshold, and comparisons of the same code, are listed. None without a threshold."""
-    if threshold is None:
+def gate_figures(comparisons, *, threshold: float | None, exit_code_slower: int = 1,
+                 unresolved: str = "fail") -> dict | None:
+    """The `verdict` object of a gated command (compare, commits, nightly) from its comparisons (`gate_outcome`:
+    `fail` on a `slower` row, `unresolved` when a row could not be judged or nothing was compared, `pass`
+    otherwise), with the rows of each kind and the comparisons of the same code. None without a threshold."""
+    from harness.analysis import gate_outcome
+
+    outcome = gate_outcome(comparisons, threshold=threshold, unresolved=unresolved)
+    if outcome is None:
         return None
-    slow = [(c, r) for c in comparisons for r in c.slowdowns()]
     rule = comparisons[0].rule if comparisons else None
+    exit_code = exit_code_slower if outcome.verdict == "fail" else outcome.exit_code
     return {
-        "verdict": "fail" if slow else "pass", "exit_code": exit_code_slower if slow else 0,
+        "verdict": outcome.verdict, "exit_code": exit_code, "line": outcome.line,
         "threshold_frac": threshold, "threshold_source": rule.threshold_source if rule else None,
-        "slower": [f"{r.subject} @ {r.input_b}" for _, r in slow],
-        "unresolved": [f"{r.subject} @ {r.input_b}" for c in comparisons for r in c.unresolved()],
+        "unresolved_policy": unresolved,
+        "slower": [f"{r.subject} @ {r.input_b}" for _, r in outcome.slower],
+        "unresolved": [f"{r.subject} @ {r.input_b}" for _, r in outcome.open],
         "same_code": [c.same_code for c in comparisons if c.same_code],
     }
 
@@ -151,10 +167,10 @@ def figures_document(*, command: str, runs: list[dict], tables: dict[str, list[d
             "verdict": verdict}
 
 
-def run_figures(summary, *, path=None, command: str = "report") -> dict:
-    """The figures of one run's report (an `analysis.RunSummary`): its sustained table, the inputs compared,
-    burst figures where there are any."""
-    tables = {"sustained": sustained_figures(summary.sustained)}
+def run_figures(summary, *, path=None, command: str = "report", read_roof=None) -> dict:
+    """The figures of one run's report (an `analysis.RunSummary`): its sustained table (with each row's share of
+    `read_roof`, the run's measured read stream), the inputs compared, burst figures where there are any."""
+    tables = {"sustained": sustained_figures(summary.sustained, read_roof=read_roof)}
     if summary.inputs.rows:
         tables["inputs"] = comparison_figures(summary.inputs)
     if summary.kernels is not None and summary.kernels.rows:
@@ -177,7 +193,7 @@ def nightly_figures(result, *, threshold: float | None = None) -> dict:
     doc["verdict"] = {"verdict": result.verdict, "exit_code": result.exit_code, "threshold_frac": threshold,
                       "threshold_source": cmp.rule.threshold_text if cmp is not None else None,
                       "slower": [f"{s.get('kernel')} @ {s.get('input')}" for s in result.slowdowns],
-                      "unresolved": [f"{r.subject} @ {r.input_b}" for r in cmp.unresolved()] if cmp is not None else []}
+                      "unresolved": [f"{r.subject} @ {r.input_b}" for r in cmp.open_rows()] if cmp is not None else []}
     return doc
 
 

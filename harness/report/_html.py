@@ -28,7 +28,7 @@ td.num,th.num{text-align:right;font-variant-numeric:tabular-nums;white-space:now
 .caption,.figcap{color:#555;font-size:12px;max-width:1100px;margin:2px 0 10px}
 .banner{background:#fff3cd;border:1px solid #e0c36c;padding:8px 12px;margin:10px 0}
 .header{color:#444;font-size:13px}img{max-width:100%;border:1px solid #eee}.scroll{overflow-x:auto}
-td:first-child{white-space:nowrap}td.prose,th.prose{min-width:16em}
+td:first-child,td.key{white-space:nowrap}td.prose,th.prose{min-width:16em}
 
 """
 
@@ -40,6 +40,7 @@ class Report:
     summary: object  # RunSummary
     figures: dict[str, Figure]
     sections: list[Section]
+    read_roof: object = None  # harness.profiling.Roof: the run's measured read stream, where it has peaks
 
 
 def report_header(summary) -> str:
@@ -123,12 +124,17 @@ def build_report(run, *, rule=None, figures: bool = True, kernel_pairs=()) -> Re
     from harness.report._sweep_section import sweep_section
 
     sweep = sweep_section(view, figures=figures)  # runs whose shapes differ: figures against the swept variable
-    extra = ([sweep] if sweep is not None else []) + model + extra
-    figs.update({f.key: f for sec in extra for f in sec.figures})
-    sections = run_sections(summary, figures=figs)
+    extra = model + extra
+    figs.update({f.key: f for sec in extra + ([sweep] if sweep is not None else []) for f in sec.figures})
+    from harness.profiling import run_read_roof
+
+    read_roof = run_read_roof(run.path)
+    sections = run_sections(summary, figures=figs, read_roof=read_roof)
     if model and not summary.sustained and not summary.burst:  # a `bench error --model` run: no timing sections
         sections = sections[-1:]
     sections[-1:-1] = extra  # before Provenance
+    if sweep is not None:  # a sweep run is read for its sweep: it opens the report, before the per-point tables
+        sections.insert(0, sweep)
     from harness.report._gpu_section import gpu_spread_section
 
     spread = gpu_spread_section(run)  # runs over several GPUs only
@@ -138,7 +144,8 @@ def build_report(run, *, rule=None, figures: bool = True, kernel_pairs=()) -> Re
     header = report_header(summary)
     if model and not summary.sustained:
         header = _model_error_header(run)
-    return Report(title=f"Run {summary.run_id}", header=header, summary=summary, figures=figs, sections=sections)
+    return Report(title=f"Run {summary.run_id}", header=header, summary=summary, figures=figs, sections=sections,
+                  read_roof=read_roof)
 
 
 def _model_error_header(run) -> str:

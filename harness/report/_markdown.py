@@ -10,8 +10,9 @@ import html as _html
 import json
 from dataclasses import dataclass, field
 
-from harness.analysis import percent
-from harness.report._tables import HEADERS as H, fmt, tflops
+from harness.analysis import ratio_text as _ratio, resolution_text
+from harness.report._tables import HEADERS as H, fmt, tflops, traffic_caption, traffic_cells
+from harness.report._terminal import PROSE
 
 __all__ = [
     "Figure",
@@ -54,8 +55,14 @@ class ReportTable:
                        text_tail=sum(1 for i in keep if i >= len(self.columns) - self.text_tail),
                        omitted="not shown, no value in any row: " + ", ".join(self.columns[i] for i in gone))
 
-    def _captions(self) -> str:
-        return "; ".join(x for x in (self.caption, self.omitted) if x)
+    def captions(self, *, caption: bool = True) -> str:
+        """The caption and the note of left-out columns, each a sentence of its own (a caption ending in "."
+        followed by "; not shown ..." read ".;"); `caption=False`: the note alone (--format compact)."""
+        parts = [x.strip() for x in ((self.caption if caption else ""), self.omitted) if x and x.strip()]
+        out = parts[0] if parts else ""
+        for p in parts[1:]:
+            out += (" " if out.endswith(".") else "; ") + p
+        return out
 
     def _left(self, i: int) -> bool:
         return i < self.left or i >= len(self.columns) - self.text_tail
@@ -77,8 +84,8 @@ class ReportTable:
         lines = ([f"**{self.title}**", ""] if self.title else []) + [
             "| " + " | ".join(esc[0]) + " |", "| " + " | ".join(align) + " |"]
         lines += ["| " + " | ".join(r) + " |" for r in esc[1:]]
-        if self._captions():
-            lines += ["", f"_{self._captions()}_"]
+        if self.captions():
+            lines += ["", f"_{self.captions()}_"]
         return "\n".join(lines)
 
     def to_html(self) -> str:
@@ -87,12 +94,18 @@ class ReportTable:
         e = _html.escape
         # Trailing prose (limiter, verdict) keeps a readable width: squeezed beside nowrap numbers, its header
         # stood a dozen lines tall (the H200 fixture's decomposition table).
-        cls = [' class="prose"' if i >= len(self.columns) - self.text_tail else '' if self._left(i) else ' class="num"'
+        # Key columns (a kernel's or an input's name) never wrap: a browser breaks "sdpa-kvcache-cudnn" at its hyphens
+        # in a wide table otherwise. Prose among them (a provenance value) may.
+        def key(i):
+            prose = self.columns[i] in PROSE or self.columns[i] in self.prose_columns
+            return ' class="key"' if i > 0 and not prose else ''
+
+        cls = [' class="prose"' if i >= len(self.columns) - self.text_tail else key(i) if self._left(i) else ' class="num"'
                for i in range(len(self.columns))]
         head = "".join(f"<th{cls[i]}>{e(c)}</th>" for i, c in enumerate(self.columns))
         body = "".join("<tr>" + "".join(f"<td{cls[i]}>{e(c)}</td>" for i, c in enumerate(r)) + "</tr>"
                        for r in self.rows)
-        cap = f'<p class="caption">{e(self._captions())}</p>' if self._captions() else ""
+        cap = f'<p class="caption">{e(self.captions())}</p>' if self.captions() else ""
         head_html = f"<h3>{e(self.title)}</h3>" if self.title else ""
         return (f"{head_html}<div class='scroll'><table><thead><tr>{head}</tr></thead><tbody>{body}"
                 f"</tbody></table></div>{cap}")
@@ -112,14 +125,6 @@ class Section:
     text: str = ""
     tables: tuple[ReportTable, ...] = ()
     figures: tuple[Figure, ...] = field(default=())
-
-
-def _ratio(r) -> str:
-    if r is None:
-        return "-"
-    if r.low is None:
-        return f"{r.value:.4f}"
-    return f"{r.value:.4f} [{r.low:.4f}, {r.high:.4f}]"
 
 
 def _methods(cmp) -> str:
@@ -146,7 +151,7 @@ def comparison_tables(cmp, *, title: str = "B vs A", input_columns: tuple[str, s
         _ratio(r.time), _ratio(r.cycles), _ratio(r.clock),
         f"{fmt(r.clock_a_mhz, '.0f')} / {fmt(r.clock_b_mhz, '.0f')}" + (" (NVML)" if r.clock_source == "nvml" else ""),
         r.limiter_a if r.limiter_a == r.limiter_b else f"{r.limiter_a} / {r.limiter_b}",
-        (f"{percent(r.time.resolution)} %" if r.time.resolution is not None else "-"),
+        resolution_text(r.time),
         r.verdict + (f" ({r.note})" if r.note else ""),
     ) for r in cmp.rows)
     sources = {r.clock_source for r in cmp.rows}
@@ -171,8 +176,9 @@ def comparison_tables(cmp, *, title: str = "B vs A", input_columns: tuple[str, s
     )]
 
 
-def run_tables(summary) -> list[ReportTable]:
-    """Per kernel x input figures (medians over repeats), then what was not timed."""
+def run_tables(summary, *, read_roof=None) -> list[ReportTable]:
+    """Per kernel x input figures (medians over repeats), then what was not timed; `read_roof` (the run's measured
+    read stream, a `harness.profiling.Roof`) sets each row's GB/s against it."""
     timed = [a for a in summary.sustained if a.get("repeats")]
     ref = summary.reference_inputs
     tag = {a["input_label"]: (" (ref)" if a["input_label"] in ref else "") for a in timed}
@@ -197,15 +203,16 @@ def run_tables(summary) -> list[ReportTable]:
                      "busy time / window wall time"),
         ))
         tables.append(ReportTable(
-            title="Sustained: power, energy and limiter", text_tail=1,
+            title="Sustained: power, energy, traffic and limiter", text_tail=1,
             columns=tuple(H[k] for k in ("input", "kernel", "board_power_w", "energy_per_launch_j",
-                                         "energy_per_launch_from_power_j", "tflop_per_s", "tflop_per_j",
+                                         "energy_per_launch_from_power_j", "bytes_per_launch", "gb_per_s",
+                                         "read_roof_pct", "tflop_per_s", "tflop_per_j",
                                          "flop_per_cycle_per_sm", "power_limited_pct", "thermal_limited_pct",
                                          "temp_max_c", "limiters")),
             rows=tuple((
                 a["input_label"] + tag[a["input_label"]], a["kernel"], fmt(a.get("power_w"), ".0f"),
                 fmt(a.get("energy_per_launch_j"), ".4g"), fmt(a.get("energy_per_launch_from_power_j"), ".4g"),
-                tflops(a.get("tflops")), fmt(a.get("tflop_per_j"), ".3f"),
+                *traffic_cells(a, read_roof), tflops(a.get("tflops")), fmt(a.get("tflop_per_j"), ".3f"),
                 fmt(a.get("flop_per_cycle_per_sm"), ".0f"),
                 fmt(a.get("power_limited_frac"), ".0f", scale=100, suffix=" %"),
                 fmt(a.get("thermal_limited_frac"), ".0f", scale=100, suffix=" %"), fmt(a.get("temp_max_c"), ".0f"),
@@ -213,7 +220,7 @@ def run_tables(summary) -> list[ReportTable]:
             ) for a in timed),
             caption=("J/launch: from the board's energy counter over the window; J/launch (W x t): from mean power x "
                      "time (both kept: they should agree); limited = share of window time the driver reported "
-                     "the limit"),
+                     "the limit; " + traffic_caption(read_roof)),
         ))
     failed = [a for a in summary.sustained if not a.get("repeats")]
     if failed:
@@ -310,40 +317,31 @@ def burst_tables(burst, *, bvs=None) -> list[ReportTable]:
     return tables
 
 
-def gate_line(comparisons, *, threshold: float | None, label=None) -> str:
-    """The gate's one line (`PASS` / `FAIL`, and what it could not resolve), naming the threshold it applied;
-    every command that gates prints it, and its exit status follows the same rows (`gate_figures`).
+def gate_line(comparisons, *, threshold: float | None, label=None, unresolved: str = "fail") -> str:
+    """The gate's one line (`FAIL` / `NOT RESOLVED` / `PASS`), naming the threshold it applied; every command that
+    gates prints it, and its exit status follows the same rows (`gate_figures`; both are `gate_outcome`'s).
 
     `comparisons`: a `Comparison` or several (commits: one per later revision); `label(cmp, row)` names a row."""
-    cmps = list(comparisons) if isinstance(comparisons, (list, tuple)) else [comparisons]
-    label = label or (lambda cmp, r: f"{r.subject} on {r.input_b}")
-    rule_text = cmps[0].rule.threshold_text if cmps else "?"
-    if threshold is None:
-        return f"no gate (verdicts at the {rule_text} threshold; --fail-on-slowdown sets one)"
-    slow = [(c, r) for c in cmps for r in c.slowdowns()]
-    if slow:
-        return (f"FAIL: {len(slow)} slower beyond the {rule_text} threshold: " + "; ".join(
-            f"{label(c, r)} {r.time.change:+.2%} [{r.time.low - 1:+.2%}, {r.time.high - 1:+.2%}]" for c, r in slow))
-    line = f"PASS: nothing slower beyond the {rule_text} threshold ({sum(len(c.rows) for c in cmps)} compared)"
-    same = [c.same_code for c in cmps if c.same_code]
-    if same:
-        line += " (" + "; ".join(same) + ")"
-    open_ = [(c, r) for c in cmps for r in c.unresolved()]
-    if open_:
-        line += ("; NOT RESOLVED at that threshold (interval wider than it, includes 1): " + "; ".join(
-            f"{label(c, r)} {r.time.change:+.2%} +-{r.time.resolution:.2%}" for c, r in open_)
-            + "; more repeats would resolve them")
-    return line
+    from harness.analysis import gate_outcome
+
+    outcome = gate_outcome(comparisons, threshold=threshold, unresolved=unresolved, label=label)
+    if outcome is None:
+        cmps = list(comparisons) if isinstance(comparisons, (list, tuple)) else [comparisons]
+        rule = cmps[0].rule if cmps else None
+        judged = (f"verdicts at the {rule.threshold_text} threshold" if rule is not None and rule.judged else
+                  f"no verdicts ({rule.threshold_source})" if rule is not None else "no verdicts")
+        return f"no gate ({judged}; --fail-on-slowdown sets one)"
+    return outcome.line
 
 
-def comparison_markdown(cmp, *, threshold: float | None = None) -> str:
+def comparison_markdown(cmp, *, threshold: float | None = None, unresolved: str = "fail") -> str:
     """`bench compare` as Markdown (for a CI summary): the table, what was left out, the gate's line."""
     out = [f"# {cmp.name_b} vs {cmp.name_a}", ""]
     out += [t.to_markdown() + "\n" for t in comparison_tables(cmp, title="time = cycles / clock")]
     if cmp.unmatched:
         out += ["Not compared (on one side only): " + "; ".join(cmp.unmatched), ""]
     if threshold is not None:
-        head, _, rest = gate_line(cmp, threshold=threshold).partition(":")
+        head, _, rest = gate_line(cmp, threshold=threshold, unresolved=unresolved).partition(":")
         out.append(f"**{head}**:{rest}")
     return "\n".join(out).rstrip() + "\n"
 
@@ -363,11 +361,11 @@ def _inputs_text(cmp) -> str:
             f"{'in-band' if r.clock_source == 'inband' else 'NVML'}).")
 
 
-def run_sections(summary, *, figures: dict | None = None) -> list[Section]:
+def run_sections(summary, *, figures: dict | None = None, read_roof=None) -> list[Section]:
     """The report of one run as sections; `figures` maps a figure key to its `Figure` (none: tables only)."""
     figs = figures or {}
     pick = lambda *keys: tuple(figs[k] for k in keys if k in figs)  # noqa: E731
-    tables = run_tables(summary)
+    tables = run_tables(summary, read_roof=read_roof)
     sections = [Section(title="Sustained results", tables=tuple(t for t in tables if t.title != "Not timed"))]
     cmp = summary.inputs
     if cmp.rows:

@@ -1,17 +1,23 @@
-"""The sweep section of a report: time, GB/s and TFLOP/s against the swept shape variable.
+"""The sweep section of a report: time, GB/s and TFLOP/s against the swept shape variable. A sweep run's report
+opens with it (`build_report`): the sweep is what such a run is for.
 
 A run whose timed rows differ in a shape column (batch, heads, S_q, S_kv, head dims, window, page size, varlen:
 a sweep, `bench sustained --seq-len-kv 1024,4096,...`) gets one table row per kernel x input source x sweep
 point and one figure of three panels against the variable with the most values (the others, and each kernel
-and source, make the series). GB/s is the run's own `bytes_per_launch` (the least traffic of the workload, see
-`AttentionShape.bytes_moved`) over the median time; TFLOP/s its FLOPs over it. Where the run holds empirical
-peaks (`bench peaks --into RUN`), each row is also put as a share of the measured copy bandwidth and of the
-bf16 GEMM rate. Runs written before schema v5 have no bytes: their GB/s is "-".
+and source, make the series). Each point shows its repeats' spread (min, max and range = (max - min) / median;
+the time panel draws min-max bars), times in plain microseconds. GB/s is the run's own `bytes_per_launch` (the
+least traffic of the workload, see `AttentionShape.bytes_moved`) over the median time; TFLOP/s its FLOPs over it.
+Where the run holds empirical peaks (`bench peaks --into RUN`), each row is also put as a share of the measured
+read roof (the read stream; a copy in runs measured before it existed) and of the bf16 GEMM rate. Runs written
+before schema v5 have no bytes: their GB/s is "-".
 """
 
 from __future__ import annotations
 
+import math
 from statistics import median
+
+from pathlib import Path
 
 from harness.report._markdown import Figure, ReportTable, Section
 from harness.report._tables import fmt
@@ -38,12 +44,28 @@ def sweep_points(rows) -> tuple[list[str], list[dict]]:
         groups.setdefault(key, []).append(r)
     out = []
     for (kernel, source, *_), rs in groups.items():
-        t = median(r["time_ns"] for r in rs)
+        times = [r["time_ns"] for r in rs]
+        t = median(times)
         nbytes, flops = rs[0].get("bytes_per_launch"), rs[0].get("flops_per_launch")
         out.append({"kernel": kernel, "input_source": source, **{c: rs[0].get(c) for c, _ in SWEEP_COLUMNS},
-                    "repeats": len(rs), "time_ns": t, "gb_per_s": nbytes / t if nbytes else None,
+                    "repeats": len(rs), "time_ns": t, "time_min_ns": min(times), "time_max_ns": max(times),
+                    "time_range_frac": (max(times) - min(times)) / t if t else None,
+                    "gb_per_s": nbytes / t if nbytes else None,
                     "tflop_per_s": flops / t * 1e-3 if flops else None, "bytes_per_launch": nbytes})
     return swept, out
+
+
+def plain_us(ns) -> str:
+    """Microseconds as a plain number of four significant digits, never an exponent: 38640, 469.7, 5.312.
+
+    >>> plain_us(3.8640e7), plain_us(469_712.0), plain_us(5312.4), plain_us(None)
+    ('38640', '469.7', '5.312', '-')
+    """
+    if ns is None:
+        return "-"
+    us = ns / 1e3
+    digits = max(0, 3 - math.floor(math.log10(abs(us)))) if us else 0
+    return f"{us:.{digits}f}"
 
 
 def _x_column(swept: list[str], points: list[dict]) -> str:
@@ -51,40 +73,49 @@ def _x_column(swept: list[str], points: list[dict]) -> str:
     return max(reversed(swept), key=lambda c: len({p[c] for p in points}))
 
 
-def _roofs(run) -> tuple[float | None, float | None]:
-    """(copy bytes/s, bf16 GEMM FLOP/s) from the run's stored peaks, None where it has none."""
-    from harness.profiling import read_trace_table, roofs_from_peaks
+def _roofs(run) -> tuple:
+    """(the read roof, a `Roof` in bytes/s, bf16 GEMM FLOP/s) from the run's stored peaks, None where it has none."""
+    from harness.profiling import read_roof, read_trace_table, roofs_from_peaks
 
-    try:
-        roofs = roofs_from_peaks(read_trace_table(run.path, "peaks"))
-    except Exception:  # a run without peaks (or a damaged peaks table): no roof columns
+    if not (Path(run.path) / "peaks").is_dir():
         return None, None
-    copy = max((r.value for r in roofs if r.kind == "memory"), default=None)
+    roofs = roofs_from_peaks(read_trace_table(run.path, "peaks"))  # a damaged table is an error, not a silent "-"
     gemm = max((r.value for r in roofs if r.kind == "compute" and "bf16" in r.label), default=None)
-    return copy, gemm
+    return read_roof(roofs), gemm
 
 
 def _label(value) -> str:
     return "none" if value is None else str(value)
 
 
-def sweep_table(swept: list[str], points: list[dict], *, copy_roof=None, gemm_roof=None) -> ReportTable:
+def sweep_table(swept: list[str], points: list[dict], *, read_roof=None, gemm_roof=None) -> ReportTable:
     short = dict(SWEEP_COLUMNS)
-    roofs = [("% of copy", copy_roof, "gb_per_s", 1e9), ("% of bf16 GEMM", gemm_roof, "tflop_per_s", 1e12)]
+    memory = read_roof.value if read_roof is not None else None
+    label = read_roof.label if read_roof is not None else "read"
+    roofs = [(f"% of {label}", memory, "gb_per_s", 1e9), ("% of bf16 GEMM", gemm_roof, "tflop_per_s", 1e12)]
     roofs = [r for r in roofs if r[1]]
     rows = tuple((
         p["kernel"], p["input_source"] or "-", *(_label(p[c]) for c in swept), str(p["repeats"]),
-        fmt(p["time_ns"], ".4g", scale=1e-3), fmt(p["gb_per_s"], ".4g"), fmt(p["tflop_per_s"], ".4g"),
+        plain_us(p["time_ns"]), plain_us(p.get("time_min_ns")), plain_us(p.get("time_max_ns")),
+        fmt(p.get("time_range_frac"), ".2f", scale=100, suffix=" %"),
+        fmt(p["gb_per_s"], ".4g"), fmt(p["tflop_per_s"], ".4g"),
         *(fmt(p[key] * unit / roof if p[key] is not None else None, ".1%") for _, roof, key, unit in roofs),
     ) for p in points)
+    roof_text = ""
+    if roofs:
+        roof_text = "; % of the run's empirical peaks"
+        if read_roof is not None:
+            clock = f" at {read_roof.clock_mhz:.0f} MHz" if read_roof.clock_mhz else ""
+            roof_text += f" ({read_roof.label}: {read_roof.value / 1e9:.0f} GB/s{clock})"
     return ReportTable(
         title="Sweep", left=2 + len(swept),
-        columns=("kernel", "input", *(short[c] for c in swept), "repeats", "median us", "GB/s", "TFLOP/s",
-                 *(name for name, *_ in roofs)),
+        columns=("kernel", "input", *(short[c] for c in swept), "repeats", "median us", "min us", "max us", "range",
+                 "GB/s", "TFLOP/s", *(name for name, *_ in roofs)),
         rows=rows,
-        caption=("median over repeats; GB/s = the workload's least traffic (q, the visible K/V once per KV head, the "
-                 "output, the page table and lengths) / time; TFLOP/s = its FLOPs (visible query-key pairs, a causal "
-                 "query's own key counted half) / time" + ("; % of the run's empirical peaks" if roofs else "")))
+        caption=("median over repeats, with the fastest and slowest repeat and range = (max - min) / median; GB/s = "
+                 "the workload's least traffic (q, the visible K/V once per KV head, the output, the page table and "
+                 "lengths) / time; TFLOP/s = its FLOPs (visible query-key pairs, a causal query's own key counted "
+                 "half) / time" + roof_text))
 
 
 def sweep_figure(swept: list[str], points: list[dict]) -> Figure | None:
@@ -108,8 +139,12 @@ def sweep_figure(swept: list[str], points: list[dict]) -> Figure | None:
         label = " / ".join([key[0], key[1] or "-", *(f"{short[c]} {_label(v)}" for c, v in zip(others, key[2:]))])
         for ax, field, scale in zip(axes[0], ("time_ns", "gb_per_s", "tflop_per_s"), (1e-3, 1, 1)):
             ys = [p[field] * scale if p[field] is not None else float("nan") for p in ps]
-            ax.plot(xs, ys, marker=markers[i % len(markers)], label=label if field == "time_ns" else None)
-    for ax, title in zip(axes[0], ("time per launch (us, median)", "GB/s (least traffic / time)",
+            line, = ax.plot(xs, ys, marker=markers[i % len(markers)], label=label if field == "time_ns" else None)
+            if field == "time_ns":  # each point's spread over its repeats: min to max
+                lo = [(p["time_ns"] - p.get("time_min_ns", p["time_ns"])) * scale for p in ps]
+                hi = [(p.get("time_max_ns", p["time_ns"]) - p["time_ns"]) * scale for p in ps]
+                ax.errorbar(xs, ys, yerr=[lo, hi], fmt="none", ecolor=line.get_color(), capsize=3, lw=1)
+    for ax, title in zip(axes[0], ("time per launch (us, median; bars: min-max)", "GB/s (least traffic / time)",
                                    "TFLOP/s")):
         ax.set_title(title)
         ax.set_xlabel(short[x])
@@ -134,9 +169,9 @@ def sweep_section(run, *, figures: bool = True) -> Section | None:
     swept, points = sweep_points(rows)
     if not swept:
         return None
-    copy_roof, gemm_roof = _roofs(run)
+    read_roof, gemm_roof = _roofs(run)
     figs = (sweep_figure(swept, points),) if figures else ()
     return Section(title="Sweep", text=(f"The run sweeps {', '.join(dict(SWEEP_COLUMNS)[c] for c in swept)}: "
-                                        f"time, bandwidth and throughput of each point."),
-                   tables=(sweep_table(swept, points, copy_roof=copy_roof, gemm_roof=gemm_roof),),
+                                        f"time (with its spread over repeats), bandwidth and throughput of each point."),
+                   tables=(sweep_table(swept, points, read_roof=read_roof, gemm_roof=gemm_roof),),
                    figures=tuple(f for f in figs if f is not None))

@@ -108,7 +108,7 @@ class TerminalTable:
         compact = getattr(console, "table_format", "table") == "compact"
         terminal = console.is_terminal
         keep = list(range(len(t.columns)))
-        caption = "; ".join(x for x in ((t.caption if not compact else ""), t.omitted) if x)
+        caption = t.captions(caption=not compact)
         width = options.max_width
         if self._span(keep, compact=compact) <= width:
             yield self._rich(keep, title=t.title, caption=caption, compact=compact, terminal=terminal)

@@ -68,8 +68,11 @@ def pipe_tables(traces: Sequence[dict], gpm: dict | None = None) -> list[ReportT
 
 
 def peaks_table(rows: Sequence[dict]) -> ReportTable:
-    """Medians over repeats per peak kernel: the achieved rate with its clock and power."""
+    """Medians over repeats per peak kernel: the achieved rate with its clock and power, and the same peak timed by
+    its independent second method beside it, the two flagged where they differ by more than 3 %."""
     from statistics import median
+
+    from harness.profiling import DISAGREE_FRAC, check_disagreement
 
     by: dict[str, list[dict]] = {}
     for r in rows:
@@ -80,22 +83,34 @@ def peaks_table(rows: Sequence[dict]) -> ReportTable:
         vals = [r[key] for r in rs if r.get(key) is not None]
         return median(vals) if vals else None
 
-    out = []
+    out, flagged = [], []
     for k, rs in by.items():
         name, scale = unit.get(rs[0]["unit"], (rs[0]["unit"] + "/s", 1.0))
-        rate = med(rs, "rate_per_s")
-        out.append((k.removeprefix("peak-"), rs[0]["operands"], f"{fmt(rate, '.1f', scale=scale)} {name}",
+        digits = ".2f" if rs[0]["unit"] == "byte" else ".1f"
+        rate, check = med(rs, "rate_per_s"), med(rs, "check_rate_per_s")
+        diff = check_disagreement(rate, check)
+        flag = "-" if diff is None else ("DISAGREE" if abs(diff) > DISAGREE_FRAC else "agree")
+        if flag == "DISAGREE":
+            flagged.append(k.removeprefix("peak-"))
+        out.append((k.removeprefix("peak-"), rs[0]["operands"], f"{fmt(rate, digits, scale=scale)} {name}",
                     fmt(med(rs, "time_ns"), ".4f", scale=1e-6), fmt(med(rs, "sm_clock_mhz"), ".0f"),
                     fmt(med(rs, "inband_clock_mhz"), ".0f"), fmt(med(rs, "power_w"), ".0f"),
-                    fmt(med(rs, "power_limited_frac"), ".0f", scale=100, suffix=" %"), str(len(rs))))
+                    fmt(med(rs, "power_limited_frac"), ".0f", scale=100, suffix=" %"), str(len(rs)),
+                    f"{fmt(check, digits, scale=scale)} {name}" if check else "-", fmt(diff, "+.1%"), flag,
+                    next((r["check_method"] for r in rs if r.get("check_method")), "-")))
+    caption = ("each peak timed like a kernel under test: idle, warm-in until settled, a timed window (CUDA-graph "
+               "replays where a graph captures); medians over repeats. second method: the same peak timed "
+               "independently right after (the copy: the runtime's eager copy_; the others: the same kernel in an "
+               f"eager loop, timed with device events); DISAGREE: the two differ by more than {DISAGREE_FRAC:.0%}, so "
+               "one of them is not measuring what it says. Random vs zero operands show how much the data moves the "
+               "clock; copy bytes count the read and the write.")
+    if flagged:
+        caption = f"DISAGREE: {', '.join(flagged)}. " + caption
     return ReportTable(
         title="Empirical peaks (sustained)", left=2,
         columns=("peak", "operands", "achieved", "ms/launch", "NVML MHz", "in-band MHz", "board W", "power-limited",
-                 "repeats"),
-        rows=tuple(out),
-        caption=("each peak timed like a kernel under test: idle, warm-in until settled, a timed window; medians over "
-                 "repeats. Random vs zero operands show how much the data moves the clock; copy bytes count the "
-                 "read and the write."),
+                 "repeats", "second method", "sustained / second - 1", "methods", "second method is"),
+        rows=tuple(out), caption=caption, prose_columns=("second method is",),
     )
 
 
@@ -104,8 +119,15 @@ def roofline_points(measurements: Sequence[dict], traces: Sequence[dict] = ()) -
     bytes (q, k, v read once, o written once, at the input dtype's size)."""
     from harness.profiling import RooflinePoint, gpm_medians
 
+    from statistics import median
+
     dram = {(t["kernel"], t["input_label"]): t["dram_bytes"] for t in traces if t.get("dram_bytes")}
     shapes = {(m["kernel"], m["input_label"]): m for m in measurements}
+    clocks: dict[tuple, list[float]] = {}
+    for m in measurements:  # the kernel's own clock in its windows: in-band where probed, else NVML's
+        c = m.get("inband_clock_mhz") or m.get("sm_clock_mhz")
+        if c and m.get("time_ns"):
+            clocks.setdefault((m["kernel"], m["input_label"]), []).append(c)
     out = []
     for key, g in gpm_medians(measurements).items():
         if not g.get("tflops") or not g.get("flops_per_launch"):
@@ -120,7 +142,8 @@ def roofline_points(measurements: Sequence[dict], traces: Sequence[dict] = ()) -
             elems = b * s * (m["heads_q"] * dq + m["heads_kv"] * (dq + dv) + m["heads_q"] * dv)
             nbytes, note = elems * _ELEM_BYTES.get(m["dtype"], 2), "compulsory bytes"
         out.append(RooflinePoint(label=f"{key[0]} / {key[1]}", intensity=g["flops_per_launch"] / nbytes,
-                                 flops_per_s=g["tflops"] * 1e12, note=note))
+                                 flops_per_s=g["tflops"] * 1e12, note=note,
+                                 clock_mhz=median(clocks[key]) if clocks.get(key) else None))
     return out
 
 
@@ -162,10 +185,12 @@ def trace_sections(run, *, figures: bool = True) -> list[Section]:
         if figures and (any(r.kind in ("compute", "memory") for r in roofs) or points):
             figs = (Figure(key="roofline", title="Roofline with the empirical roofs",
                            caption=("roofs (dark blue: bf16 GEMM, purple: fp8 GEMM, grey: FP32 FMA, brown dash-dot: "
-                                    "MUFU exp2 at the kernels' head dim, black: copy bandwidth) measured under the "
-                                    "sustained protocol (solid: random operands, dashed: constant, dotted: zero); "
-                                    "points: this run's kernels at their sustained TFLOP/s, labelled with their % of "
-                                    "the roof that governs them"),
+                                    "MUFU exp2 at the kernels' head dim, black: the read stream's bandwidth, else the "
+                                    "highest memory roof) measured under the sustained protocol, each labelled with "
+                                    "the clock it ran at (solid: random operands, dashed: constant, dotted: zero); "
+                                    "points: this run's kernels at their sustained TFLOP/s and own clock, labelled "
+                                    "with their % of the roof that governs them (GEMM and exp2 roofs scaled to the "
+                                    "kernel's clock) and their GB/s as a % of the read roof"),
                            png=roofline_figure_png(roofs=roofs, points=points, rows=rows)),)
         tables = (peaks_table(peaks),) + ((roofline_table(rows),) if rows else ())
         sections.append(Section(title="Empirical peaks and roofline", tables=tables, figures=figs))

@@ -8,7 +8,7 @@ from pathlib import Path
 from harness.errors import ResultsError
 from harness.results._schema import MIGRATIONS, OPTIONAL_TABLES, SCHEMA_VERSION, TABLES, table_schema
 
-__all__ = ["Run", "part_files", "read_run", "read_run_rows", "read_rows", "read_table", "resolve_run"]
+__all__ = ["Run", "part_files", "read_file", "read_files", "read_run", "read_run_rows", "read_rows", "read_table", "resolve_run"]
 
 
 @dataclass(frozen=True, eq=False)
@@ -145,6 +145,45 @@ def _read_arrow(path: Path, table: str):
     if missing:
         raise ResultsError(f"{path} lacks columns {missing} of the {table} table; the file is not a harness result.")
     return arrow.select(want.names).cast(want)
+
+
+def read_file(path: Path, table: str):
+    """One Parquet file of `table` as a pyarrow Table of the current schema: its version checked, migrated when
+    older, refused when newer (pyarrow only). The history store reads its nights with it."""
+    return _read_arrow(Path(path), table)
+
+
+def read_files(paths: list[Path], table: str, *, columns: list[str] | None = None):
+    """Many Parquet files of one table as one pyarrow Table of the current schema (or of `columns` of it), read as
+    `read_file` would but in bulk: every file's version is read from its footer first; the files of the current
+    version are scanned together (pyarrow's dataset reader: one pass, not a reader a file), older ones are migrated
+    one by one, a newer or foreign one is refused naming it. The history store reads its nights with it."""
+    import pyarrow as pa
+    import pyarrow.dataset as ds
+    import pyarrow.parquet as pq
+
+    want = table_schema(table)
+    names = columns or want.names
+    current, older = [], []
+    for path in map(Path, paths):
+        try:
+            meta = pq.read_schema(path).metadata or {}
+        except (OSError, pa.ArrowInvalid) as exc:
+            raise ResultsError(f"Results file {path} cannot be read as Parquet ({exc}); remove or restore it.") from None
+        version = int(meta.get(b"harness_schema_version", b"0"))
+        if meta.get(b"harness_table", table.encode()) != table.encode():
+            raise ResultsError(f"{path} holds the {meta[b'harness_table'].decode()} table, not {table}: it is not part "
+                               f"of this store. Move it elsewhere.")
+        (current if version == SCHEMA_VERSION else older).append(path)
+    parts = [_read_arrow(p, table).select(names) for p in older]  # migrated, or refused when newer
+    if current:
+        try:
+            parts.append(ds.dataset([str(p) for p in current], format="parquet", schema=want).to_table(columns=names))
+        except (OSError, pa.ArrowInvalid, pa.ArrowTypeError):
+            parts += [_read_arrow(p, table).select(names) for p in current]  # one by one: the error names the file
+    if not parts:
+        return want.empty_table().select(names)
+    return pa.concat_tables(parts) if len(parts) > 1 else parts[0]
 
 
 def _never_written(run_dir: Path, table: str) -> bool:

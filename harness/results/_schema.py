@@ -3,7 +3,8 @@
 Tables: `runs` (one row: provenance and protocol), `measurements` (kernel x input x repeat),
 `chunks` (every warm-in and window chunk), `samples` (every telemetry sample), `probes` (in-band clock
 readings), `model_error` (`bench error --model`: one row per kernel x scope x document, every token's
-KL divergence and top-1 agreement kept). The schema is declared once in Arrow types so the device machine, which has pyarrow but
+KL divergence and top-1 agreement kept). `history` (v6) is not a table of a run: it is the nightly history store's
+(harness.history), one file per night with one row per series, written and migrated by the same rules. The schema is declared once in Arrow types so the device machine, which has pyarrow but
 not polars, writes exactly what the analysis side reads as polars frames (`polars_schema`).
 """
 
@@ -11,9 +12,9 @@ from __future__ import annotations
 
 from functools import lru_cache
 
-__all__ = ["SCHEMA_VERSION", "TABLES", "OPTIONAL_TABLES", "table_schema", "polars_schema", "MIGRATIONS"]
+__all__ = ["SCHEMA_VERSION", "TABLES", "OPTIONAL_TABLES", "HISTORY_TABLE", "table_schema", "polars_schema", "MIGRATIONS"]
 
-SCHEMA_VERSION = 5
+SCHEMA_VERSION = 6
 
 _COLUMNS: dict[str, list[tuple[str, str]]] = {
     "runs": [
@@ -29,6 +30,9 @@ _COLUMNS: dict[str, list[tuple[str, str]]] = {
         # v3: how busy the host was before and after (CPU runs), and what the timings are (a CPU's are not
         # sustained-clock figures).
         ("contention_json", "string"), ("timing_note", "string"),
+        # v6: the machine's fingerprint beyond model, driver and power limit (JSON): GPU UUID and serial, VBIOS,
+        # ECC and MIG modes, the clock policy (application clocks against their defaults), read, never set.
+        ("machine_json", "string"),
     ],
     "measurements": [
         ("run_id", "string"), ("measurement_id", "string"), ("config_index", "int32"), ("input_label", "string"),
@@ -94,9 +98,35 @@ _COLUMNS: dict[str, list[tuple[str, str]]] = {
         ("kl_mean_nats", "float64"), ("kl_max_nats", "float64"), ("top1_agreement", "float64"),
         ("kl_nats", "list<float32>"), ("top1_match", "list<bool>"),
     ],
+    # v6, the history store (harness.history): one row per series (kernel x input x shape x dtype) per night.
+    # Figures are geometric means over the night's repeats, with every repeat's value in the *_repeats lists (the
+    # interval bands and the between-night variance come from them); `clock_mhz` is the clock the cycles were
+    # counted with (`cycles_clock`: inband or nvml). The fingerprint, software and code columns say what a night
+    # ran on and with; a change in any of them between two nights is an event, not a regression.
+    "history": [
+        ("night", "string"), ("night_started_at", "string"), ("run_id", "string"), ("run_status", "string"),
+        ("role", "string"), ("series", "string"), ("kernel", "string"), ("kernel_source", "string"),
+        ("input_label", "string"), ("input_source", "string"), ("dtype", "string"), ("batch", "int32"),
+        ("heads_q", "int32"), ("heads_kv", "int32"), ("seq_len", "int32"), ("seq_len_kv", "int32"),
+        ("head_dim_qk", "int32"), ("head_dim_v", "int32"), ("causal", "bool"), ("window", "int32"),
+        ("page_size", "int32"), ("varlen", "string"), ("status", "string"), ("repeats", "int32"),
+        ("unsettled", "int32"), ("time_ns", "float64"), ("time_ns_repeats", "list<float64>"),
+        ("cycles_per_launch", "float64"), ("cycles_repeats", "list<float64>"), ("cycles_clock", "string"),
+        ("clock_mhz", "float64"), ("clock_mhz_repeats", "list<float64>"), ("sm_clock_mhz", "float64"),
+        ("power_w", "float64"), ("power_w_repeats", "list<float64>"), ("energy_per_launch_j", "float64"),
+        ("energy_per_launch_j_repeats", "list<float64>"), ("temp_max_c", "float64"), ("power_limited_frac", "float64"),
+        ("device_kind", "string"), ("device_name", "string"), ("gpu_uuid", "string"), ("gpu_serial", "string"),
+        ("host", "string"), ("pci_bus_id", "string"), ("driver", "string"), ("vbios", "string"),
+        ("power_limit_w", "float64"), ("clock_policy", "string"), ("ecc", "string"), ("mig", "string"),
+        ("fingerprint", "string"), ("software", "string"), ("protocol", "string"), ("git_commit", "string"),
+        ("git_dirty", "bool"), ("kernel_commit", "string"), ("kernel_dirty", "bool"),
+    ],
 }
 
-TABLES: tuple[str, ...] = tuple(_COLUMNS)
+# Tables of a run directory (`RunWriter`, `read_run`); the history table is the history store's.
+HISTORY_TABLE = "history"
+TABLES: tuple[str, ...] = tuple(t for t in _COLUMNS if t != HISTORY_TABLE)
+
 
 V2_CHIPLET_COLUMNS = ("chiplet_count", "chiplet_spread_mhz", "chiplet_spread_frac", "slowest_chiplet",
                       "slowest_chiplet_share")
@@ -169,8 +199,24 @@ def _v4_to_v5(table: str, arrow):
     return arrow
 
 
+V6_RUNS_COLUMNS = ("machine_json",)
+
+
+def _v5_to_v6(table: str, arrow):
+    """v5 recorded no machine fingerprint beyond model, driver and power limit: machine_json is null (unknown, not
+    "none"). The history table is new in v6."""
+    import pyarrow as pa
+
+    if table != "runs":
+        return arrow
+    for name in V6_RUNS_COLUMNS:
+        if name not in arrow.schema.names:
+            arrow = arrow.append_column(name, pa.nulls(arrow.num_rows, type=pa.string()))
+    return arrow
+
+
 # Migrations on read: from_version -> function(table_name, arrow_table) -> arrow_table of from_version+1.
-MIGRATIONS: dict[int, object] = {1: _v1_to_v2, 2: _v2_to_v3, 3: _v3_to_v4, 4: _v4_to_v5}
+MIGRATIONS: dict[int, object] = {1: _v1_to_v2, 2: _v2_to_v3, 3: _v3_to_v4, 4: _v4_to_v5, 5: _v5_to_v6}
 
 
 def _arrow_type(name: str):

@@ -198,6 +198,7 @@ def run_info_row(config, setup: RunSetup, *, command: str, protocol) -> dict:
         "notes": getattr(config, "notes", ""),
         "contention_json": to_json({"before": setup.contention}) if setup.contention is not None else None,
         "timing_note": CPU_TIMING_NOTE if ident.kind == "cpu" else None,
+        "machine_json": to_json(ident.machine()),
     }
 
 

@@ -52,8 +52,9 @@ def test_the_interval_is_a_pure_function_and_brackets_the_estimate():
 @pytest.mark.parametrize("b_over_a, spread, verdict", [
     (1.02, 0.001, "slower"),   # interval excludes 1, change 2 % > 0.5 %
     (0.98, 0.001, "faster"),
-    (1.003, 0.0002, "same"),   # interval excludes 1 but |change| 0.3 % is under the 0.5 % threshold
-    (1.0, 0.0002, "same"),     # the interval holds 1 and is narrower than the threshold: resolved, no change
+    (1.003, 0.0002, "slower, within threshold"),  # a real 0.3 % change, its equivalence interval inside 0.5 %
+    (0.997, 0.0002, "faster, within threshold"),
+    (1.0, 0.0002, "same"),     # the interval holds 1 and the equivalence interval lies inside +-0.5 %
     (1.01, 0.05, "unresolved"),  # 1 % slower on average but repeats scatter by 5 %: wider than the threshold
 ])
 def test_verdict_rule(b_over_a, spread, verdict):
@@ -100,9 +101,10 @@ def test_rule_bounds_each_refused_alone():
 def test_rule_description_gives_every_parameter():
     rule = VerdictRule(level=0.9, min_repeats=3).with_threshold(0.01, source="--fail-on-slowdown 1%")
     text = rule.describe()
-    assert text.startswith("slower / faster: the 90% t interval of time B/A on log time per repeat (paired by ")
-    assert "excludes 1 and |B/A - 1| > 1 % (--fail-on-slowdown 1%); unresolved: " in text
-    assert text.endswith("no verdict with fewer than 3 repeats a side")
+    assert text.startswith("slower / faster: the 90% interval of time B/A excludes 1 and the estimate is beyond 1 % "
+                           "(--fail-on-slowdown 1%); same: the 80% equivalence interval lies inside +-that threshold")
+    assert "unresolved otherwise (a gate does not pass it)" in text
+    assert text.endswith("no verdict with fewer than 3 repeats a side or 2 degrees of freedom")
     assert VerdictRule().with_threshold(None, source="x") == VerdictRule()
 
 
@@ -138,20 +140,21 @@ def test_a_missing_or_zero_clock_gives_no_cycles_or_clock_factor():
         assert d.cycles is None and d.clock is None and d.time.value == pytest.approx(geomean([1.2, 1.3]) / geomean([1.0, 1.1]))
 
 
-def test_a_change_exactly_at_the_threshold_is_not_a_verdict():
+def test_a_change_exactly_at_the_threshold_is_not_a_slowdown_beyond_it():
     ta, tb = [1.0, 1.0001, 0.9999], [1.01, 1.0101, 1.0099]
     change = decompose(time_a=ta, time_b=tb).time.change
-    assert decompose(time_a=ta, time_b=tb, rule=VerdictRule(threshold=change)).verdict == "same"
+    # Real (the interval excludes 1) but not beyond the threshold, nor shown within it: its size is unresolved.
+    assert decompose(time_a=ta, time_b=tb, rule=VerdictRule(threshold=change)).verdict == "unresolved"
     assert decompose(time_a=ta, time_b=tb, rule=VerdictRule(threshold=math.nextafter(change, 0))).verdict == "slower"
 
 
-def test_unresolved_turns_same_exactly_at_the_resolution():
+def test_unresolved_turns_same_exactly_where_the_equivalence_interval_fits():
     ta, tb = [1.0, 1.01, 0.99], [1.0, 1.012, 0.992]
     r = decompose(time_a=ta, time_b=tb).time
-    assert not r.excludes_one()
-    assert decompose(time_a=ta, time_b=tb, rule=VerdictRule(threshold=r.resolution)).verdict == "same"
-    assert decompose(time_a=ta, time_b=tb,
-                     rule=VerdictRule(threshold=math.nextafter(r.resolution, 0))).verdict == "unresolved"
+    assert not r.excludes_one() and r.eq_low < 1 < r.eq_high and r.low < r.eq_low and r.eq_high < r.high
+    edge = max(r.eq_high - 1, 1 - r.eq_low)  # the smallest threshold whose +-band holds the equivalence interval
+    assert decompose(time_a=ta, time_b=tb, rule=VerdictRule(threshold=edge)).verdict == "unresolved"
+    assert decompose(time_a=ta, time_b=tb, rule=VerdictRule(threshold=edge * (1 + 1e-9))).verdict == "same"
 
 
 def test_limiter_label_at_its_thresholds():

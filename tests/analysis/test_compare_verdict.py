@@ -37,6 +37,7 @@ def test_slowdowns_are_the_rows_whose_verdict_is_slower():
     cmp = Comparison(name_a="A", name_b="B", rule=VerdictRule(), rows=rows)
     assert [r.kernel for r in cmp.slowdowns()] == ["slow"]
     assert [r.kernel for r in cmp.unresolved()] == ["noisy"]
+    assert [r.kernel for r in cmp.open_rows()] == ["noisy", "few"]  # what a gate cannot pass
     aa = Comparison(name_a="A", name_b="B", rule=VerdictRule(), rows=rows, same_code="A and B are one run")
     assert aa.slowdowns() == ()  # an A/A check never fails a gate
 
@@ -45,7 +46,10 @@ def test_a_04_percent_slowdown_fails_a_03_gate_and_passes_a_05_gate():
     # Issue 35's H200 figures: B/A 1.0039 [1.0033, 1.0045] over 3 interleaved repeats.
     row = _row("k", "?", 1.0039)
     time = Ratio(value=1.0039, low=1.0033, high=1.0045, method="paired t", level=0.95, df=2.0)
-    for text, verdict in (("0.3%", "slower"), ("0.5%", "same"), ("0.4%", "same"), ("0.38%", "slower")):
+    # At 0.5 % the change is real and shown to be under the gate; at 0.4 % the estimate is under it but the
+    # interval reaches past it: the size is not resolved, so the gate cannot pass it either.
+    for text, verdict in (("0.3%", "slower"), ("0.5%", "slower, within threshold"), ("0.4%", "unresolved"),
+                          ("0.38%", "slower")):
         rule, threshold = verdict_rule(text)
         assert threshold == parse_threshold(text) and rule.threshold == threshold
         assert rule.threshold_source == f"--fail-on-slowdown {text}"
@@ -74,7 +78,7 @@ def test_the_verdict_comes_from_the_interval_and_the_threshold():
     assert d.time.value > 1.04 and not d.time.excludes_one() and d.verdict == "unresolved"
     tight_a, tight_b = [1.0, 1.0001, 0.9999], [1.003, 1.0031, 1.0029]  # +0.3 %: significant, below 0.5 %
     d = decompose(time_a=tight_a, time_b=tight_b)
-    assert d.time.excludes_one() and d.verdict == "same"
+    assert d.time.excludes_one() and d.verdict == "slower, within threshold"
     d = decompose(time_a=tight_a, time_b=[1.006, 1.0061, 1.0059])
     assert d.verdict == "slower"
     assert decompose(time_a=[1.006, 1.0061, 1.0059], time_b=tight_a).verdict == "faster"
@@ -112,12 +116,13 @@ def test_every_verdict_is_one_of_the_published_names():
 
     import dataclasses
 
+    base = [1.0, 1.0001, 0.9999]
     seen = {decompose(time_a=a, time_b=b).verdict for a, b in (
-        ([1.0, 1.0001], [1.1, 1.1001]), ([1.1, 1.1001], [1.0, 1.0001]), ([1.0, 1.2], [1.0, 1.2]), ([1.0], [2.0]),
-        ([1.0, 1.0001], [1.0, 1.0001]))}
-    seen.add(decompose(time_a=[1.0, 1.01], time_b=[2.0, 2.01],
+        (base, [x * 1.1 for x in base]), ([x * 1.1 for x in base], base), ([1.0, 1.2, 0.9], [1.0, 1.2, 0.95]),
+        ([1.0], [2.0]), (base, base), (base, [x * 1.003 for x in base]), (base, [x * 0.997 for x in base]))}
+    seen.add(decompose(time_a=[1.0, 1.01, 1.0], time_b=[2.0, 2.01, 2.0],
                        rule=dataclasses.replace(VerdictRule(), judged=False)).verdict)
-    assert seen == set(VERDICTS) and len(VERDICTS) == 6
+    assert seen == set(VERDICTS) and len(VERDICTS) == 8
 
 
 def test_shape_text_names_what_a_ratio_is_meaningful_within():

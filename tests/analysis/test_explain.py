@@ -6,6 +6,7 @@ import dataclasses
 import json
 from types import SimpleNamespace
 
+import numpy as np
 import polars as pl
 import pytest
 import typer
@@ -27,9 +28,21 @@ QUICK = FIXTURES / "h200" / "20261130-063427-smollm2-gate-612c47"
 SMOLLM2 = FIXTURES / "h200" / "20261130-043801-smollm2-217172"
 
 
+def _three(run):
+    """The run with a third repeat, the geometric mean of its two (time, clocks, power): every geometric mean and
+    so every ratio stays what the fixture measured, and a Welch interval gets the 2 degrees of freedom a verdict
+    needs (the fixture's two repeats a side give it one: no verdict, `test_two_repeats_give_no_usable_interval`)."""
+    m = run.measurements
+    geo = lambda col: float(np.exp(np.log(np.array(m[col].to_list(), dtype=float)).mean()))
+    third = m.head(1).with_columns(
+        pl.lit(2).cast(m["repeat"].dtype).alias("repeat"),
+        *[pl.lit(geo(c)).cast(m[c].dtype).alias(c) for c in ("time_ns", "inband_clock_mhz", "sm_clock_mhz", "power_w")])
+    return _with(run, measurements=pl.concat([m, third]))
+
+
 @pytest.fixture(scope="module")
 def commits():
-    return read_run(COMMITS_BASE), read_run(COMMITS_HEAD)
+    return _three(read_run(COMMITS_BASE)), _three(read_run(COMMITS_HEAD))
 
 
 def _with(run, path=None, measurements=None, **info):
@@ -49,7 +62,9 @@ def test_commits_sentence_is_computed_from_the_rows(commits):
     assert "(B reached the power cap)" in s
     assert "A: 1729 MHz in-band, 599 W, no limiter; B: 1605 MHz in-band, 692 W, power cap 100%" in s
     assert "NVML" not in s  # one clock basis in the row
-    assert ex.basis.startswith("Clock basis: in-band") and ex.warnings == ()
+    assert ex.basis.startswith("Clock basis: in-band")
+    assert ex.warnings == ("A and B are separate runs: every interval includes a between-run cv of 0.5 % (default "
+                           "for a GPU), so the smallest threshold this comparison can call same is 1.2 %.",)
 
 
 def test_sentence_directions_follow_the_factors(commits):
@@ -106,7 +121,8 @@ def test_shape_difference_warns(commits):
     a, b = commits
     other = b.measurements.with_columns(pl.lit(8192).cast(pl.Int32).alias("seq_len"))
     (w,) = comparison_warnings(a, _with(b, measurements=other))
-    assert w.startswith("shapes differ: A has B=1 H=32/32 S=16384") and "S=8192" in w
+    # B's rows keep S_kv 16384 (schema v5): 8192 queries against 16384 keys, and the text says so
+    assert w.startswith("shapes differ: A has B=1 H=32/32 S=16384") and "S_q=8192 S_kv=16384" in w
 
 
 def test_t_quantile_matches_tables():
@@ -122,25 +138,28 @@ def test_the_sentence_names_estimator_interval_threshold_and_resolution(commits)
     row = compare_runs(a, b).rows[0]
     (s,) = explain_comparison(compare_runs(a, b), a, b).sentences
     assert (f"Time B/A {row.time.value:.4f} [{row.time.low:.4f}, {row.time.high:.4f}]: ratio of geometric means "
-            f"over 2+2 repeats, 95 % Welch t interval, smallest change it could call "
-            f"{row.time.resolution * 100:.2g} %, threshold 0.5 % (default)") in s
+            f"over 3+3 repeats, 95 % Welch t + between-run interval, equivalence interval [{row.time.eq_low:.4f}, "
+            f"{row.time.eq_high:.4f}], smallest change it could call {row.time.resolution * 100:.2g} %, threshold "
+            f"0.5 % (default)") in s
     gated = compare_runs(a, b, rule=VerdictRule().with_threshold(0.4, source="--fail-on-slowdown 40%"))
     (g,) = explain_comparison(gated, a, b).sentences
-    assert "B is the same within the 40 % threshold" in g and "threshold 40 % (--fail-on-slowdown 40%)" in g
+    assert "B is 29.7 % faster, within the 40 % threshold" in g and "threshold 40 % (--fail-on-slowdown 40%)" in g
 
 
-def test_an_unresolved_row_is_said_so_and_warned(commits):
-    a, _ = commits
+def test_an_unresolved_row_is_said_so_and_warned():
+    a = read_run(COMMITS_BASE)
     t = a.measurements["time_ns"].to_list()
     base = a.measurements.with_columns(pl.Series("time_ns", [t[0], t[0] * 1.008]))
     slow = a.measurements.with_columns(pl.Series("time_ns", [t[0] * 1.011, t[0] * 1.019]))
     ra = _with(a, measurements=base, run_id="ra")
     rb = _with(a, measurements=slow, run_id="rb", path=COMMITS_HEAD)
-    cmp = compare_runs(ra, rb)
-    # Two repeats a side, 1.5 % apart with 0.4 % spread: Welch (df ~2) cannot resolve 0.5 %.
+    cmp = compare_runs(_three(ra), _three(rb))
+    # Three repeats a side, about 1 % apart with 0.4 % spread: Welch cannot resolve 0.5 %.
     assert cmp.rows[0].verdict == "unresolved"
     ex = explain_comparison(cmp, ra, rb)
-    assert "not resolved (+1.10 %): the interval is wider than the 0.5 % threshold" in ex.sentences[0]
+    assert ("not resolved (+1.10 %): whether it changed by the 0.5 % threshold cannot be told from noise; more "
+            "repeats would resolve it") in ex.sentences[0]
+    assert "--until-ci" not in ex.sentences[0]  # the sentence serves pytest too, which has no such flag
     assert any(w.startswith("1 of 1 row(s) not resolved at the 0.5 % (default) threshold") for w in ex.warnings)
 
 
@@ -152,7 +171,7 @@ def test_caveats_are_named_in_the_sentence(commits):
     assert "not judged (-29.68 %): CPU timings move with the host's load" in s and "no verdict drawn" in s
     gated = VerdictRule().with_threshold(0.05, source="--fail-on-slowdown 5%")
     (g,) = explain_comparison(compare_runs(a, cpu, rule=gated), a, cpu).sentences
-    assert "B is 29.7 % faster [CPU timings (not sustained-clock figures)]" in g
+    assert "B is 29.7 % faster, beyond the 5 % threshold [CPU timings (not sustained-clock figures)]" in g
     quick = _with(b, protocol_json=json.dumps({**json.loads(b.info["protocol_json"]), "settle_chunk_tol": 0.05}))
     (q,) = explain_comparison(compare_runs(a, quick), a, quick).sentences
     assert "[quick protocol (looser settle rule)]" in q
@@ -163,8 +182,17 @@ def test_one_repeat_gives_no_verdict(commits):
     one = lambda r, rid: _with(r, measurements=r.measurements.head(1), run_id=rid)
     ra, rb = one(a, "x"), one(b, "y")
     ex = explain_comparison(compare_runs(ra, rb), ra, rb)
-    assert "no verdict" in ex.sentences[0] and "fewer than 2 repeats" in ex.sentences[0]
-    assert "no interval" in ex.sentences[0]
+    assert "no verdict" in ex.sentences[0] and "no usable interval (1+1 repeats): add repeats" in ex.sentences[0]
+
+
+def test_two_repeats_give_no_usable_interval():
+    # The fixture's two repeats a side: Welch's df is below 2, its interval spans a factor of ~1.2 either way;
+    # the sentence says so instead of printing it as a verdict (issue 39: "[0.0001, 4675263.0284]").
+    a, b = read_run(COMMITS_BASE), read_run(COMMITS_HEAD)
+    row = compare_runs(a, b).rows[0]
+    assert row.verdict == "too few repeats" and row.time.df < 2
+    (s,) = explain_comparison(compare_runs(a, b), a, b).sentences
+    assert "no verdict (-29.7 %; no usable interval (2+2 repeats): add repeats)" in s
 
 
 def test_cli_prints_sentence_and_warning(commits):
@@ -174,10 +202,10 @@ def test_cli_prints_sentence_and_warning(commits):
     app.command()(compare)
     res = CliRunner().invoke(app, [str(COMMITS_BASE), str(COMMITS_HEAD)], env={"COLUMNS": "300"})
     assert res.exit_code == 0, res.output
-    assert "29.7 % faster: 34.7 % fewer cycles, part given back by a 7.2 % lower clock (B reached the power cap)" \
-        in res.output
+    assert ("no verdict (-29.7 %; no usable interval (2+2 repeats): add repeats): 34.7 % fewer cycles, part given "
+            "back by a 7.2 % lower clock (B reached the power cap)") in res.output
     res = CliRunner().invoke(app, [str(COMMITS_BASE), str(COMMITS_BASE), "--fail-on-slowdown", "0.1%"],
                              env={"COLUMNS": "300"})
     assert res.exit_code == 0 and "WARNING: A and B are the same run" in res.output
-    assert "PASS: nothing slower beyond the 0.1 % (--fail-on-slowdown 0.1%) threshold (1 compared) (A and B are the " \
-           "same run" in res.output
+    assert "PASS: nothing slower beyond the 0.1 % (--fail-on-slowdown 0.1%) threshold (1 compared: 1 same) (A and B " \
+           "are the same run" in res.output

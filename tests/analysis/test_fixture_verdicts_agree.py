@@ -25,8 +25,17 @@ from harness.results import read_run
 from harness.suite import verdict_rule
 
 H200 = FIXTURES / "h200"
-HEAD = {"slower": r"B is [0-9.]+ % slower", "faster": r"B is [0-9.]+ % faster", "same": r"B is the same within",
-        "unresolved": r"not resolved \(", "too few repeats": r"no verdict \(", "not judged": r"not judged \("}
+HEAD = {"slower": r"B is [0-9.]+ % slower, beyond", "faster": r"B is [0-9.]+ % faster, beyond",
+        "same": r"B is the same within", "slower, within threshold": r"B is [0-9.]+ % slower, within",
+        "faster, within threshold": r"B is [0-9.]+ % faster, within", "unresolved": r"not resolved \(",
+        "too few repeats": r"no verdict \(", "not judged": r"not judged \("}
+OPEN = ("unresolved", "too few repeats")
+
+
+def _exit(rows: list[dict]) -> int:
+    """What every gate exits with (harness.analysis.gate_outcome): 1 on a slower row, else 6 on a row it could
+    not judge, else 0."""
+    return 1 if any(r["verdict"] == "slower" for r in rows) else 6 if any(r["verdict"] in OPEN for r in rows) else 0
 
 
 def _commit_pairs() -> list[tuple[Path, Path]]:
@@ -57,6 +66,7 @@ def _check(rows_json: list[dict], sentences: list[str], table_verdicts: list[str
     assert len(rows_json) == len(sentences) == len(table_verdicts) > 0
     for row, sentence, cell in zip(rows_json, sentences, table_verdicts):
         assert cell.split(" (")[0] == row["verdict"], (cell, row["verdict"])
+        assert row["verdict"] in HEAD
         assert re.search(HEAD[row["verdict"]], sentence), (row["verdict"], sentence)
         for other, pattern in HEAD.items():
             if other != row["verdict"]:
@@ -80,15 +90,17 @@ def test_compare_cli_table_sentence_json_and_exit_agree(pair, gate, tmp_path):
     res = CliRunner().invoke(app, args, env={"COLUMNS": "300"})
     doc = json.loads(js.read_text())
     rows = doc["tables"]["comparison"]
-    sentences = [line for line in res.output.splitlines() if re.match(r"^\S+ on \S+.*: (B is|not resolved|no verdict)", line)]
+    sentences = [line for line in res.output.splitlines()
+                 if re.match(r"^\S+ on \S+.*: (B is|not resolved|no verdict)", line)]
     _check(rows, sentences, _md_verdicts(md.read_text()))
     slower = [r for r in rows if r["verdict"] == "slower"]
-    assert doc["verdict"]["exit_code"] == res.exit_code == (1 if slower else 0), res.output
-    assert doc["verdict"]["verdict"] == ("fail" if slower else "pass")
+    code = _exit(rows)
+    assert doc["verdict"]["exit_code"] == res.exit_code == code, res.output
+    assert doc["verdict"]["verdict"] == {1: "fail", 6: "unresolved", 0: "pass"}[code]
     assert doc["verdict"]["slower"] == [f"{r['kernel']} @ {r['input_b']}" for r in slower]
-    assert doc["verdict"]["unresolved"] == [f"{r['kernel']} @ {r['input_b']}" for r in rows if r["verdict"] == "unresolved"]
-    last = [line for line in res.output.splitlines() if line.startswith(("PASS", "FAIL"))][-1]
-    assert last.startswith("FAIL" if slower else "PASS") and f"threshold" in last
+    assert doc["verdict"]["unresolved"] == [f"{r['kernel']} @ {r['input_b']}" for r in rows if r["verdict"] in OPEN]
+    last = [line for line in res.output.splitlines() if line.startswith(("PASS", "FAIL", "NOT RESOLVED"))][-1]
+    assert last.startswith({1: "FAIL", 6: "NOT RESOLVED", 0: "PASS"}[code]) and "threshold" in last
     assert all(r["threshold_frac"] == pytest.approx(float(gate.rstrip("%")) / 100) for r in rows)
 
 
@@ -102,8 +114,8 @@ def test_commits_pairs_judged_interleaved_agree(pair, gate):
     (table,) = comparison_tables(cmp)
     _check(rows, list(explain_comparison(cmp, a, b).sentences), [r[-1] for r in table.rows])
     verdict = gate_figures([cmp], threshold=threshold)
-    assert verdict["exit_code"] == (1 if any(r["verdict"] == "slower" for r in rows) else 0)
-    assert gate_line(cmp, threshold=threshold).startswith("FAIL" if verdict["exit_code"] else "PASS")
+    assert verdict["exit_code"] == _exit(rows)
+    assert gate_line(cmp, threshold=threshold).startswith({1: "FAIL", 6: "NOT RESOLVED", 0: "PASS"}[_exit(rows)])
 
 
 def test_each_runs_input_comparison_agrees_in_table_words_and_json():

@@ -71,15 +71,16 @@ def test_cold_l2_costs_only_where_the_cache_fits_in_l2():
 
 def test_a_captured_smollm2_cache_decodes_as_fast_as_its_control():
     """Memory-bound decode does not care what the cache holds: captured layer 15 and its Gaussian control, timed
-    in turn each repeat, agree; paged, split-KV resolves it to +-0.1 %."""
+    in turn each repeat, agree; paged, split-KV's interval is +-0.1 %. Two pairs of repeats (one degree of
+    freedom) draw no verdict under today's rule (issue 39), however narrow the interval."""
     dense = {r.kernel: r for r in compare_inputs(read_run_rows(H200 / CAPTURED)).rows}
     paged = {r.kernel: r for r in compare_inputs(read_run_rows(H200 / CAPTURED_PAGED)).rows}
     assert set(dense) == set(paged) == {"sdpa-kvcache", "triton-splitkv"}
     for row in (*dense.values(), *paged.values()):
         assert row.input_a == "L15:gaussian:0.1" and row.input_b == "L15:captured"
-        assert row.time.low < 1 < row.time.high and row.verdict in ("same", "unresolved")
+        assert row.time.low < 1 < row.time.high and row.verdict == "too few repeats" and row.repeats_a == 2
     split = paged["triton-splitkv"]
-    assert split.verdict == "same" and split.time.resolution < 0.0011
+    assert split.time.resolution < 0.0011
     assert read_run_rows(H200 / CAPTURED).info["status"] == "complete"
 
 

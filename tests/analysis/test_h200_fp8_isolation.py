@@ -68,7 +68,9 @@ def test_every_fp8_kernel_that_passed_the_gate_was_timed_and_split_into_cycles_a
     assert summma.time.value == pytest.approx(summma.cycles.value * summma.clock.value, rel=1e-12)
     assert round(summma.time.value, 3) == 1.008 and round(summma.cycles.value, 3) == 1.065
     assert round(summma.clock.value, 3) == 0.947  # cuDNN at the power cap, summma below it
-    assert by["triton-fp8-exact"].verdict == "slower" and by["triton-fp8-exact"].cycles.value > 1.4
+    # Two interleaved pairs: no verdict (one degree of freedom), the +36 % is in the ratio and its cycles.
+    assert by["triton-fp8-exact"].verdict == "too few repeats" and by["triton-fp8-exact"].time.low > 1.2
+    assert by["triton-fp8-exact"].cycles.value > 1.4
     # Captured against its control: the FP8 kernels' clocks and cycles do not move with the data.
     for row in compare_inputs(run).rows:
         if row.kernel in FP8_KERNELS:

@@ -9,6 +9,10 @@ command, `--idle-s 0 --window-s 3`, cap 12; the script's 330 s limit stopped it 
 before its last pair, so its runs are `incomplete` and are read as such. Session 3 (`verdicts-max-time`, code
 980b86d; the device's copy of the tree recorded its stale HEAD 6990fc8 with git_dirty): one command per
 revision, a pilot of 5, `--window-s 1 --idle-s 0`, `--max-time-s 150`: both resolved within 3 minutes.
+
+The logs and JSON files are what the commands printed then (Stein's two-stage rule, issue 30). The rows are
+recomputed here with today's procedure (issue 39: the sequential design, look 1 the paired t on the pilot, look 2
+a skipped mean, `same` by equivalence), whose verdicts are asserted beside what was printed.
 """
 
 from __future__ import annotations
@@ -44,16 +48,18 @@ def _row(a: str, b: str, *, gate: str = "0.3%", design: str = "interleaved"):
 
 def test_session_1_five_pairs_cannot_resolve_a_03_percent_gate_and_say_so():
     quarter, comment = _row(*S1_QUARTER), _row(*S1_COMMENT)
-    for row, value, low, high in ((quarter, 1.0051, 0.9967, 1.0135), (comment, 0.9987, 0.9825, 1.0153)):
+    for row, value, low, high in ((quarter, 1.0063, 0.9748, 1.0388), (comment, 0.9987, 0.9504, 1.0495)):
         assert row.verdict == "unresolved" and row.repeats_a == row.repeats_b == 5
-        assert row.time.method == "paired t (two-stage)" and row.time.df == 2.0  # the pilot's 3 pairs
+        # The pilot of 3 (look 1) was wide; look 2 on the 5 pairs still is: a pilot that small buys little.
+        assert row.time.method == "skipped mean (look 2 of 2)"
         assert (round(row.time.value, 4), round(row.time.low, 4), round(row.time.high, 4)) == (value, low, high)
         assert row.limiter_a.startswith("power cap") and row.clock_source == "inband"
-    # What the command printed and exported is this: exit 0, NOT RESOLVED named in the gate's line.
+    # What the command printed and exported then: exit 0, NOT RESOLVED named in the gate's line. Today's gate
+    # exits 6 on such rows (no pass on what it could not judge).
     for name, row in (("quarter", quarter), ("comment", comment)):
         doc = json.loads((LOGS / "verdicts-5pairs" / f"verdicts-{name}.json").read_text())
         (stored,) = doc["tables"]["revisions"]
-        assert stored["verdict"] == row.verdict and stored["time_b_over_a_low"] == pytest.approx(row.time.low)
+        assert stored["verdict"] == row.verdict
         assert doc["verdict"]["exit_code"] == 0 and doc["verdict"]["unresolved"]
         log = (LOGS / "verdicts-5pairs" / f"verdicts-{name}.log").read_text()
         assert "NOT RESOLVED at that threshold" in log and f"exit status of bench commits base {name}: 0" in log
@@ -63,19 +69,22 @@ def test_session_1_five_pairs_cannot_resolve_a_03_percent_gate_and_say_so():
 def test_session_2_eleven_pairs_call_the_quarter_pass_slower_and_it_is_all_cycles():
     row = _row(S2_BASE, S2_QUARTER)
     assert row.verdict == "slower" and row.repeats_a == 11  # base's 12th repeat has no quarter partner
-    assert (round(row.time.value, 4), round(row.time.low, 4), round(row.time.high, 4)) == (1.0134, 1.0084, 1.0184)
-    assert round(row.cycles.value, 4) == 1.0133 and abs(row.clock.value - 1) < 0.001  # the code, not the clock
+    assert row.time.method == "paired t (look 1 of 2)"  # the pilot's 3 pairs already excluded 1, beyond 0.3 %
+    assert (round(row.time.value, 4), round(row.time.low, 4), round(row.time.high, 4)) == (1.0139, 1.0005, 1.0274)
+    assert round(row.cycles.value, 4) == 1.0136 and abs(row.clock.value - 1) < 0.001  # the code, not the clock
     assert "repeat(s) 11 timed on one side only" in row.note and "left out of the pairing" in row.note
-    # At a 2 % gate the same measurement is a real change below the threshold: same, and no failure.
-    assert _row(S2_BASE, S2_QUARTER, gate="2%").verdict == "same"
+    # At a 2 % gate look 1 cannot place it; look 2 shows a real change below the threshold, so no failure.
+    at2 = _row(S2_BASE, S2_QUARTER, gate="2%")
+    assert at2.verdict == "slower, within threshold" and at2.time.method == "skipped mean (look 2 of 2)"
+    assert round(at2.time.value, 4) == 1.0118 and at2.time.eq_high < 1.02
 
 
-def test_session_2_the_comment_only_copy_is_not_called_different():
+def test_session_2_the_comment_only_copy_is_the_same_once_the_other_state_is_left_out():
     row = _row(S2_BASE, S2_COMMENT)
-    assert row.verdict == "unresolved" and row.repeats_a == 12 and row.time.low < 1 < row.time.high
-    # Stein's interval keeps the pilot's spread (3 pairs, df 2); the 12 pairs alone would give a narrower one,
-    # which is exactly the width that would not hold its level if the pilot chose the number of pairs.
-    assert row.time.resolution > 0.006
+    # 12 pairs; the base's windows step between two states 0.6 % apart (next test), so the pilot's paired t is
+    # wide. Look 2 leaves out the 5 pairs whose sides landed in different states, and the rest agree to 0.1 %.
+    assert row.verdict == "same" and row.repeats_a == 12 and row.time.method == "skipped mean (look 2 of 2)"
+    assert row.time.dropped == 5 and row.time.eq_low > 0.997 and row.time.eq_high < 1.003
 
 
 def test_cudnn_time_steps_between_two_states_from_window_to_window():
@@ -96,16 +105,18 @@ def test_the_together_log_shows_the_plan_and_the_stop():
     assert {read_run_rows(H200 / d).info["status"] for d in (S2_BASE, S2_QUARTER, S2_COMMENT)} == {"incomplete"}
 
 
-@pytest.mark.parametrize("name, runs, verdict, figures, code", [
-    ("quarter", S3_QUARTER, "slower", (1.0117, 1.0088, 1.0146), 1),
-    ("comment", S3_COMMENT, "same", (1.0005, 0.9976, 1.0034), 0)])
-def test_session_3_a_pilot_of_5_and_short_windows_resolve_the_03_percent_gate_in_3_minutes(name, runs, verdict,
-                                                                                         figures, code):
+@pytest.mark.parametrize("name, runs, verdict, now, figures, code", [
+    ("quarter", S3_QUARTER, "slower", "slower", (1.0121, 1.0073, 1.0169), 1),
+    ("comment", S3_COMMENT, "same", "unresolved", (1.0005, 0.9936, 1.0075), 0)])
+def test_session_3_a_pilot_of_5_and_short_windows(name, runs, verdict, now, figures, code):
     row = _row(*runs)
-    assert row.verdict == verdict and row.repeats_a == row.repeats_b == 9
-    assert row.time.method == "paired t (two-stage)" and row.time.df == 4.0  # the pilot's 5 pairs
+    assert row.verdict == now and row.repeats_a == row.repeats_b == 9
+    # The quarter pass is slower at look 1 (the pilot's 5 pairs); the comment-only copy reaches look 2, where its
+    # 1 s windows (a pair's sd about 0.4 %) leave the 0.3 % equivalence unshown: unresolved, not "same". Stein's
+    # rule had called it same on the same 9 pairs (printed below).
+    assert row.time.method == ("paired t (look 1 of 2)" if now == "slower" else "skipped mean (look 2 of 2)")
     assert (round(row.time.value, 4), round(row.time.low, 4), round(row.time.high, 4)) == figures
-    assert row.time.resolution <= 0.003 and abs(row.clock.value - 1) < 0.002  # the clock did not carry it
+    assert abs(row.clock.value - 1) < 0.004  # the clock did not carry it
     assert {read_run_rows(H200 / d).info["status"] for d in runs} == {"complete"}
     doc = json.loads((LOGS / "verdicts-max-time" / f"verdicts-{name}.json").read_text())
     (stored,) = doc["tables"]["revisions"]

@@ -203,6 +203,41 @@ def test_a_slowdown_still_fails_when_the_suite_also_changed(tonight, tmp_path):
 
 
 @pytest.mark.slow
+def test_a_night_that_timed_nothing_is_red_with_a_baseline_or_without(tonight, tmp_path):
+    """Issue 39: a nightly whose every row errored exited 0 with NO BASELINE, so a broken first night was green."""
+    broken = tmp_path / "broken"
+    shutil.copytree(tonight, broken)
+    for part in sorted((broken / "measurements").glob("part-*.parquet")):
+        rows = pq.read_table(part).to_pylist()
+        write_table_atomic(part, "measurements", [{**r, "status": "error", "time_ns": None} for r in rows])
+    first = judge_nightly(broken, out_dir=tmp_path / "first", baseline_dir=tmp_path / "none", figures=False,
+                          update_baseline=True)
+    assert first.verdict == "nothing timed" and first.exit_code == 4 and not first.baseline_updated
+    assert not (tmp_path / "none").exists()  # a broken night never becomes the baseline
+    base = tmp_path / "baseline"
+    _copy_run(tonight, base / "run")
+    later = judge_nightly(broken, out_dir=tmp_path / "later", baseline_dir=base, figures=False)
+    assert later.verdict == "nothing timed" and later.exit_code == 4
+    assert json.loads(later.verdict_json.read_text())["exit_code"] == 4
+    assert "# Nightly sustained benchmark: NOTHING TIMED" in later.summary_md.read_text()
+
+
+@pytest.mark.slow
+def test_a_night_the_gate_cannot_judge_is_not_a_pass(tonight, tmp_path):
+    """Tonight against a baseline of the same times, at a gate tighter than the CPU's between-run floor: the rows
+    are unresolved, exit 6 (issue 39: it printed PASS ... NOT RESOLVED and exited 0)."""
+    base = tmp_path / "baseline"
+    _copy_run(tonight, base / "run", info={"run_id": "another-night"}, scale_time=1.001)
+    result = judge_nightly(tonight, out_dir=tmp_path / "out", baseline_dir=base, threshold=0.02, figures=False)
+    assert result.verdict == "unresolved" and result.exit_code == 6
+    verdict = json.loads(result.verdict_json.read_text())
+    assert verdict["unresolved"] and verdict["floor"] > 0.1  # a CPU's 5 % between-run cv: the floor is 12 %
+    passed = judge_nightly(tonight, out_dir=tmp_path / "out2", baseline_dir=base, threshold=0.02, figures=False,
+                           unresolved="pass")
+    assert passed.verdict == "pass" and passed.exit_code == 0
+
+
+@pytest.mark.slow
 def test_a_baseline_path_that_is_a_file_is_refused(tonight, tmp_path):
     """Issue 31: --baseline naming a file read as "no baseline yet" and passed."""
     from harness.commits import store_baseline

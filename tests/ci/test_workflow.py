@@ -10,6 +10,7 @@ import pytest
 
 ROOT = Path(__file__).resolve().parents[2]
 WORKFLOW = ROOT / "ci" / "nightly.yml"
+PR_WORKFLOW = ROOT / "ci" / "pr-history.yml"
 
 
 def _actionlint() -> str:
@@ -22,7 +23,7 @@ def _actionlint() -> str:
 
 def test_actionlint_passes():
     exe = _actionlint()
-    proc = subprocess.run([exe, "-config-file", str(ROOT / "ci" / "actionlint.yaml"), str(WORKFLOW)],
+    proc = subprocess.run([exe, "-config-file", str(ROOT / "ci" / "actionlint.yaml"), str(WORKFLOW), str(PR_WORKFLOW)],
                           capture_output=True, text=True, cwd=ROOT, timeout=120)
     if proc.returncode not in (0, 1):  # 0 clean, 1 problems found; anything else: actionlint itself failed
         pytest.skip(f"actionlint could not run (status {proc.returncode}): {proc.stderr.strip()[:300]}")
@@ -46,6 +47,22 @@ def test_workflow_shape():
     paths = " ".join(s["with"]["path"] for s in uploads)
     assert "report.html" in paths and "runs/" in paths and all(s["if"] == "always()" for s in uploads)
     assert wf["permissions"] == {"contents": "read"}
+    assert '--history "$BENCH_HISTORY_DIR"' in script  # tonight judged against its nights, and appended
+
+
+def test_the_pr_workflow_keeps_one_comment_and_leaves_the_history_alone():
+    yaml = pytest.importorskip("yaml")
+    from harness.report import HISTORY_MARKER
+
+    wf = yaml.safe_load(PR_WORKFLOW.read_text())
+    assert wf["permissions"] == {"contents": "read", "pull-requests": "write"}
+    assert wf["concurrency"]["group"] == yaml.safe_load(WORKFLOW.read_text())["concurrency"]["group"]  # one GPU
+    steps = wf["jobs"]["against-history"]["steps"]
+    run = next(s["run"] for s in steps if "ci/nightly.sh" in s.get("run", ""))
+    assert "--no-append" in run and '--history "$BENCH_HISTORY_DIR"' in run
+    comment = next(s for s in steps if "gh api" in s.get("run", ""))
+    assert HISTORY_MARKER in comment["run"] and "-X PATCH" in comment["run"] and "-X POST" in comment["run"]
+    assert "${{" not in comment["run"]  # the PR number reaches the script through env
 
 
 def test_script_writes_the_job_summary():

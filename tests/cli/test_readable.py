@@ -72,8 +72,12 @@ def test_compare_piped_keeps_every_figure_whole_and_exports_json_and_csv(tmp_pat
     doc = json.loads(js.read_text())
     validate(doc)
     assert doc["command"] == "compare" and [r["run_id"] for r in doc["runs"]] == [RUN_A.name, RUN_B.name]
+    line = doc["verdict"].pop("line")
     assert doc["verdict"] == {"verdict": "pass", "exit_code": 0, "threshold_frac": 0.5, "slower": [],
-                              "threshold_source": "--fail-on-slowdown 50%", "unresolved": [], "same_code": []}
+                              "threshold_source": "--fail-on-slowdown 50%", "unresolved": [], "same_code": [],
+                              "unresolved_policy": "fail"}
+    assert line.startswith("PASS: nothing slower beyond the 50 % (--fail-on-slowdown 50%) threshold (2 compared")
+    assert line in out  # the gate's line as printed
     rows = doc["tables"]["comparison"]
     assert {r["kernel"] for r in rows} == {"sdpa-cudnn", "sdpa-flash"}
     for r in rows:  # each row's figures, as the table formats them, on one line with its kernel and inputs
@@ -100,7 +104,7 @@ def test_compare_json_to_stdout_sends_the_tables_to_stderr():
 
 def test_compare_fail_is_a_verdict_exit_1_in_the_json_too(tmp_path):
     js = tmp_path / "cmp.json"
-    code, out = piped("compare", str(RUN_A), str(RUN_B), "--pair-inputs", "gaussian:0.1=gaussian:1",
+    code, out = piped("compare", str(RUN_A), str(RUN_B), "--pair-inputs", "gaussian:0.1=gaussian:1", "--between-runs-cv", "0%",
                       "--fail-on-slowdown", "0.1%", "--json", str(js))
     doc = json.loads(js.read_text())
     validate(doc)

@@ -46,6 +46,10 @@ def cpu_args(command: str, results: Path) -> list[str]:
     args = shlex.split(command)[1:]
     args = ["sdpa-cpu" if a == "sdpa-cudnn" else a for a in args]
     extra = list(CPU) + ([] if "--heads" in args else ["--heads", "4"])
+    if "--seq-len-kv" in args:  # a decode command: its cache shortened instead of --seq-len given, one input
+        args[args.index("--seq-len-kv") + 1] = "64"
+        extra = [a for i, a in enumerate(extra) if a != "--seq-len" and (i == 0 or extra[i - 1] != "--seq-len")]
+        extra += [] if "-i" in args else ["-i", "gaussian:1"]
     return [*args, *extra, "--results", str(results)]
 
 

@@ -79,7 +79,7 @@ def test_compare_with_nothing_in_common_exits_2_and_names_every_unmatched_row(tm
     code, out = bench("compare", str(a), str(b), "--fail-on-slowdown", "2%")
     assert code == 2 and "share no input label" in out, out
     code, out = bench("compare", str(a), str(b), "--fail-on-slowdown", "2%", "--pair-inputs", "gaussian:0.1=gaussian:1")
-    assert code in (0, 1), out  # paired: compared, a verdict
+    assert code in (0, 1, 6), out  # paired: compared, a verdict (6: not resolved at 2 % between separate runs)
     code, out = bench("compare", str(a), str(b), "--fail-on-slowdown", "2%", "--pair-inputs", "gaussian:0.1=absent")
     assert code == 2 and "has no timed input 'absent'" in out, out
     # The same input in both, but no kernel in common: every row is unmatched, and a gate on nothing fails.

@@ -93,21 +93,21 @@ def test_inside_a_subfolder_repository(tmp_path, quiet_cpu):
     top = tmp_path / "big"
     folder = make_repo(top, "kernels/attention")
     (top / "other.txt").write_text("edited, uncommitted\n")
-    # Adaptive repeats end to end: a pilot of 3 pairs, then Stein's second stage up to 4. Three times the work is
-    # never `same` or `faster`; whether 4 pairs resolve it depends on the CPU's load (a loaded 2-core machine has
-    # run one worker 4x slower than the other for a whole session), so slower (exit 1) or unresolved (exit 0).
-    code, out = bench("commits", "--repo", str(folder), "--kernel", "mykern.py:attn", *SMALL, "--repeats", "3",
-                      "--until-ci", "40%", "--max-repeats", "4", "--results", str(tmp_path / "results"),
+    # The sequential design end to end: a pilot of 5 pairs (look 1), look 2 at 6 only if look 1 is unresolved.
+    # Three times the work is never `same` or `faster`; whether it is resolved depends on the CPU's load (a loaded
+    # 2-core machine has run one worker 4x slower than the other for a whole session): slower (exit 1) or
+    # unresolved (exit 6), never a pass.
+    code, out = bench("commits", "--repo", str(folder), "--kernel", "mykern.py:attn", *SMALL, "--repeats", "5",
+                      "--until-ci", "40%", "--max-repeats", "6", "--results", str(tmp_path / "results"),
                       "--fail-on-slowdown", "2%", "--json", str(tmp_path / "c.json"), "one", "main")
     (row,) = json.loads((tmp_path / "c.json").read_text())["tables"]["revisions"]
-    assert (code, row["verdict"]) in ((1, "slower"), (0, "unresolved")), out
-    assert "pilot of 3: " in out and "interleaved repeat(s) needed for a +-40.00% interval; taking " in out
-    assert ("--until-ci 40.00%: target met with " in out) or ("--until-ci 40.00%: stopped at the cap of 4 pairs" in out)
+    assert (code, row["verdict"]) in ((1, "slower"), (6, "unresolved")), out
+    assert "look 1 after the pilot of 5 pairs" in out and "sequential: look 1 on the pilot's 5 pairs" in out
     protocols = [json.loads(pq_info(r)["protocol_json"]) for r in (tmp_path / "results").iterdir()]
-    assert all(p["until_ci"] == 0.4 and p["max_repeats"] == 4 and p["repeats"] == 3 for p in protocols)
-    assert "paired t (two-stage) interval" in out
-    assert ("FAIL: 1 slower beyond the 2 % (--fail-on-slowdown 2%) threshold: main (" in out if code else
-            "NOT RESOLVED at that threshold" in out) and "uncommitted" not in out
+    assert all(p["until_ci"] == 0.4 and p["max_repeats"] == 6 and p["repeats"] == 5 for p in protocols)
+    assert "(look 1 of 2) interval" in out or "(look 2 of 2) interval" in out
+    assert ("FAIL: 1 slower beyond the 2 % (--fail-on-slowdown 2%) threshold: main (" in out if code == 1 else
+            "NOT RESOLVED: " in out) and "uncommitted" not in out
     files = {json.loads(pq_info(r)["kernel_sources_json"])["mykern.py:attn"]["file"]
              for r in (tmp_path / "results").iterdir()}
     assert all(f.endswith("kernels/attention/mykern.py") for f in files) and len(files) == 2

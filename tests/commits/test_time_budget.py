@@ -3,7 +3,7 @@
 import pytest
 
 from harness.commits import CommitsConfig
-from harness.commits._session import next_pair_fits
+from harness.commits._schedule import next_pair_fits
 from harness.config import SustainedProtocol
 from harness.errors import ConfigError
 from harness.inputs import AttentionShape, InputSpec
@@ -33,8 +33,8 @@ def test_the_limit_is_refused_without_adaptive_repeats_and_below_zero():
 
 @pytest.mark.slow
 def test_the_adaptive_stage_ends_at_the_limit_and_says_so(kernel_repo, quiet_cpu, tmp_path):
-    """A target no CPU pilot meets (0.01 %) and a limit the pilot alone uses up: the pairs stop at the pilot's 2,
-    and the note names --max-time-s, not --max-repeats, as what stopped them."""
+    """A target no CPU pilot meets (0.01 %) and a limit the pilot alone uses up: the pairs stop at the pilot's 2
+    (look 1 left the revision open), and the note names --max-time-s, not --max-repeats, as what stopped them."""
     from commits_repo import SMALL
     from typer.testing import CliRunner
 
@@ -47,4 +47,5 @@ def test_the_adaptive_stage_ends_at_the_limit_and_says_so(kernel_repo, quiet_cpu
     out = " ".join(res.output.split())
     assert res.exit_code == 0, out
     assert "--max-time-s 0.5: 2 pairs in " in out and "one more would end past the limit" in out
-    assert "stopped at the cap of 2 pairs (--max-time-s 0.5: one more pair would have ended past it)" in out
+    assert ("sequential: look 1 on the pilot's 2 pairs left a revision unresolved; no look 2: --max-time-s 0.5: one "
+            "more pair would have ended past it") in out

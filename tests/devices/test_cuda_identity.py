@@ -19,9 +19,11 @@ class RecordedNvml:
     """NVML's answers for that GPU; `fail` names calls that raise, as on a driver without them."""
 
     NVML_CLOCK_SM = 1
+    NVML_CLOCK_MEM = 2
 
-    def __init__(self, fail=(), init_fails=False):
+    def __init__(self, fail=(), init_fails=False, app_sm=1980):
         self.fail, self.init_fails, self.calls, self.shut = set(fail), init_fails, [], False
+        self.app_sm = app_sm  # the SM application clock now (its default is 1980 MHz)
 
     def _call(self, name, value):
         self.calls.append(name)
@@ -52,6 +54,25 @@ class RecordedNvml:
         assert clock == self.NVML_CLOCK_SM
         return self._call("clock", 1980)
 
+    # The fingerprint's other fields (values of the kind NVML returns; this H200's were not recorded).
+    def nvmlDeviceGetSerial(self, h):
+        return self._call("serial", b"1654123456789")
+
+    def nvmlDeviceGetVbiosVersion(self, h):
+        return self._call("vbios", "96.00.AF.00.01")
+
+    def nvmlDeviceGetEccMode(self, h):
+        return self._call("ecc", (1, 1))
+
+    def nvmlDeviceGetMigMode(self, h):
+        return self._call("mig", [0, 1])
+
+    def nvmlDeviceGetApplicationsClock(self, h, kind):
+        return self._call("app_clock", self.app_sm if kind == self.NVML_CLOCK_SM else 4800)
+
+    def nvmlDeviceGetDefaultApplicationsClock(self, h, kind):
+        return self._call("default_app_clock", 1980 if kind == self.NVML_CLOCK_SM else 4800)
+
 
 @pytest.fixture
 def h200(monkeypatch):
@@ -65,7 +86,8 @@ def test_identity_is_what_the_h200_run_stored(h200):
     assert ident.as_dict() == {
         "kind": "cuda", "index": 0, "name": "NVIDIA H200", "pci_bus_id": "00000000:00:06.0", "uuid": "GPU-0f3c2a",
         "driver": "580.159.04", "runtime": "cuda 13.0", "compute_capability": "9.0", "sm_count": 132,
-        "memory_bytes": 150109880320, "power_limit_w": 700.0, "max_sm_clock_mhz": 1980.0}
+        "memory_bytes": 150109880320, "power_limit_w": 700.0, "max_sm_clock_mhz": 1980.0, "serial": "1654123456789",
+        "vbios": "96.00.AF.00.01", "ecc": "on", "mig": "off, on pending", "clock_policy": "default"}
     assert nvml.calls[0] == "by_pci" and nvml.shut  # found by bus id, NVML shut down after
 
 
@@ -91,3 +113,13 @@ def test_a_missing_nvml_answer_is_unknown_not_made_up(h200):
     none = CudaDevice("cuda:0", 0, nvml=RecordedNvml(init_fails=True)).identity()
     assert (none.driver, none.power_limit_w, none.max_sm_clock_mhz) == (None, None, None)
     assert none.sm_count == 132  # torch's part is still there
+
+
+def test_the_fingerprint_names_a_changed_clock_policy_and_unknowns_stay_unknown(h200):
+    ident = CudaDevice("cuda:0", 0, nvml=RecordedNvml(app_sm=1755)).identity()
+    assert ident.clock_policy == "SM application clock 1755 MHz (default 1980)"
+    assert ident.machine() == {"gpu_uuid": "GPU-0f3c2a", "gpu_serial": "1654123456789", "vbios": "96.00.AF.00.01",
+                               "ecc": "on", "mig": "off, on pending",
+                               "clock_policy": "SM application clock 1755 MHz (default 1980)"}
+    old = CudaDevice("cuda:0", 0, nvml=RecordedNvml(fail={"serial", "vbios", "ecc", "mig", "app_clock"})).identity()
+    assert (old.serial, old.vbios, old.ecc, old.mig, old.clock_policy) == (None,) * 5

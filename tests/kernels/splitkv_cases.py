@@ -22,6 +22,11 @@ CASES = {
                                   config=dict(block_n=16, max_splits=8)),
     "splits varlen paged 8": dict(batch=3, seq_len=2, seq_len_kv=90, kv_lens=(90, 3, 47), page_size=8,
                                   config=dict(block_n=16, max_splits=8)),
+    # the grid with the KV heads fastest (a paged candidate)
+    "heads first paged 4": dict(batch=3, seq_len=2, seq_len_kv=90, kv_lens=(90, 3, 47), page_size=4,
+                                config=dict(block_n=16, max_splits=8, heads_first=True)),
+    "heads first dense GQA 8/1": dict(seq_len=4, seq_len_kv=70, heads_q=8, heads_kv=1, window=20,
+                                      config=dict(block_n=16, max_splits=8, heads_first=True)),
 }
 
 

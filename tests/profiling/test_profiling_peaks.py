@@ -23,9 +23,11 @@ from harness.profiling import (
     peak_input_spec,
     peak_registry,
     peak_rows,
+    read_roof,
     read_trace_table,
     roofs_from_peaks,
     run_peaks,
+    stream_bytes,
 )
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -37,10 +39,18 @@ def test_registry_declares_every_peak_with_its_work():
     reg = peak_registry(gemm_size=8192, copy_bytes=1 << 30)
     assert reg.names() == sorted(
         [f"peak-gemm-{d}-{o}" for d in ("bf16", "fp8") for o in ("random", "constant", "zero")]
-        + ["peak-fma-fp32", "peak-exp2-mufu", "peak-copy-d2d"])
+        + ["peak-fma-fp32", "peak-exp2-mufu", "peak-copy-d2d", "peak-read-stream", "peak-write-stream"])
     work = {k.name: (k.extra["unit"], k.extra["work_per_launch"]) for k in reg}
     assert work["peak-gemm-fp8-zero"] == ("FLOP", 2 * 8192**3)
-    assert work["peak-copy-d2d"] == ("byte", 2 * 2**30)
+    assert work["peak-copy-d2d"] == ("byte", 2 * 2**30)  # read + written
+    assert work["peak-read-stream"] == ("byte", 2 * 2**30) and work["peak-write-stream"] == ("byte", 2**30)
+    # a size that is not whole tiles of the streams counts the bytes the streams touch, never more
+    odd = peak_registry(gemm_size=64, copy_bytes=100_000, read_bytes=100_000, write_bytes=100_000)
+    assert odd.get("peak-read-stream").extra["work_per_launch"] == stream_bytes(100_000) == 98304
+    # every peak names its second, independent method; the copy's is the runtime's eager copy, not its own kernel
+    assert all(k.extra["check"] for k in reg)
+    assert "eager copy_" in reg.get("peak-copy-d2d").extra["check"]
+    assert "graph-captured copy_" in reg.get("peak-copy-d2d").description
     assert work["peak-fma-fp32"] == ("FLOP", 2 * 512 * 32768 * 1024 * 4)  # 2 FLOP x iters x programs x BLOCK x chains
     assert work["peak-exp2-mufu"] == ("exp", 64 * 32768 * 1024 * 4)
     assert reg.get("peak-fma-fp32").unavailable_reason("cpu") == "runs on cuda, not cpu"
@@ -98,22 +108,31 @@ PROTO = SustainedProtocol.quick(idle_before_kernel_s=0.0, idle_before_config_s=0
 
 
 def test_peaks_run_on_the_cpu_stores_rates_in_both_runs(tmp_path):
-    into = tmp_path / ISSUE2.name
+    into, into2 = tmp_path / ISSUE2.name, tmp_path / "second" / ISSUE2.name
     shutil.copytree(ISSUE2, into)
-    reg = peak_registry(gemm_size=64, copy_bytes=1 << 16, devices=("cpu",))
-    res = run_peaks(kernels=("peak-gemm-bf16-random", "peak-gemm-bf16-zero", "peak-copy-d2d", "peak-exp2-mufu"),
+    shutil.copytree(ISSUE2, into2)
+    reg = peak_registry(gemm_size=64, copy_bytes=1 << 16, read_bytes=1 << 16, write_bytes=1 << 16, devices=("cpu",))
+    res = run_peaks(kernels=("peak-gemm-bf16-random", "peak-gemm-bf16-zero", "peak-copy-d2d", "peak-read-stream",
+                             "peak-exp2-mufu"),
                     device="cpu", telemetry="none", protocol=PROTO, results_dir=tmp_path / "results", registry=reg,
-                    into=into)
+                    into=[into, into2], check_warm_s=0.02)
     assert res.skipped == {"peak-exp2-mufu": "runs on cuda, not cpu"}
     assert res.run.status == "complete"
     rows = read_trace_table(res.run.path, "peaks")
     assert Counter(r["kernel"] for r in rows) == {"peak-gemm-bf16-random": 2, "peak-gemm-bf16-zero": 2,
-                                                   "peak-copy-d2d": 2}
+                                                   "peak-copy-d2d": 2, "peak-read-stream": 2}
     for r in rows:
         assert r["rate_per_s"] == pytest.approx(r["work_per_launch"] / (r["time_ns"] * 1e-9))
         assert r["peaks_run_id"] == res.run.run_id == r["run_id"]
-    copied = read_trace_table(into, "peaks")
-    assert {r["run_id"] for r in copied} == {into.name} and len(copied) == len(rows)
+        # each peak's second timing, in the same run, with its method named
+        assert r["check_time_ns"] > 0 and r["check_method"] == reg.get(r["kernel"]).extra["check"]
+        assert r["check_rate_per_s"] == pytest.approx(r["work_per_launch"] / (r["check_time_ns"] * 1e-9))
+    roofs = {x.label: x for x in roofs_from_peaks(rows)}
+    assert read_roof(list(roofs.values())) is roofs["read-stream"]  # the read roof, not the copy
+    assert roofs["copy-d2d"].check_method.startswith("eager copy_") and roofs["copy-d2d"].check_value > 0
+    for target in (into, into2):  # --into several runs: each gets the table, under its own run id
+        copied = read_trace_table(target, "peaks")
+        assert {r["run_id"] for r in copied} == {target.name} and len(copied) == len(rows)
     # The measurement rows of a peaks run carry the dummy input's zero attention FLOPs, as documented.
     assert {m["tflops"] for m in res.run.measurements} == {0.0}
     # ... and its report builds, with the peaks section and a roofline of roofs only (no attention points).
@@ -125,7 +144,7 @@ def test_peaks_run_on_the_cpu_stores_rates_in_both_runs(tmp_path):
     assert build_report(run).sections
     (section,) = trace_sections(run)
     assert section.title == "Empirical peaks and roofline" and section.figures[0].png[:8] == PNG
-    assert {r[0] for r in section.tables[0].rows} == {"gemm-bf16-random", "gemm-bf16-zero", "copy-d2d"}
+    assert {r[0] for r in section.tables[0].rows} == {"gemm-bf16-random", "gemm-bf16-zero", "copy-d2d", "read-stream"}
 
 
 def test_peaks_that_cannot_run_here_and_a_bad_into(tmp_path):
@@ -151,6 +170,19 @@ for name, fn, sig, consts in (("fma", pt.fma_loop, {"out_ptr": "*fp32", "c": "fp
     src = ASTSource(fn=fn, signature={**sig, **{k: "constexpr" for k in consts}}, constexprs=consts,
                     attrs={(0,): [["tt.divisibility", 16]]})
     cc = triton.compile(src, target=GPUTarget("cuda", 90, 32), options={"num_warps": pt.NUM_WARPS})
+    with tempfile.NamedTemporaryFile(suffix=".cubin") as f:
+        f.write(cc.asm["cubin"])
+        f.flush()
+        out[name] = subprocess.run([sys.argv[1], "-sass", f.name], capture_output=True, text=True, check=True).stdout
+from harness.profiling._peaks import _STREAMS
+for name, fn, sig in (("read", pt.read_stream, {"src_ptr": "*bf16", "out_ptr": "*fp32"}),
+                      ("write", pt.write_stream, {"dst_ptr": "*bf16", "value": "fp32"}),
+                      ("copy", pt.copy_stream, {"src_ptr": "*bf16", "dst_ptr": "*bf16"})):
+    block, unroll, warps = _STREAMS[name]
+    consts = {"BLOCK": block, "UNROLL": unroll}
+    src = ASTSource(fn=fn, signature={**sig, **{k: "constexpr" for k in consts}}, constexprs=consts,
+                    attrs={(0,): [["tt.divisibility", 16]], (1,): [["tt.divisibility", 16]]})
+    cc = triton.compile(src, target=GPUTarget("cuda", 90, 32), options={"num_warps": warps})
     with tempfile.NamedTemporaryFile(suffix=".cubin") as f:
         f.write(cc.asm["cubin"])
         f.flush()
@@ -192,3 +224,16 @@ def test_exp2_loop_is_bound_by_mufu(loop_sass):
     # MUFU's rate, so the loop stays MUFU-bound (fewer than 8 other instructions per EX2).
     assert body["MUFU.EX2"] >= 32
     assert sum(body.values()) - body["MUFU.EX2"] < 8 * body["MUFU.EX2"]
+
+
+@pytest.mark.parametrize("stream, op", [("read", "LDG"), ("write", "STG"), ("copy", "LDG"), ("copy", "STG")])
+def test_memory_streams_move_16_bytes_per_access(loop_sass, stream, op):
+    """The read roof must come from a read kernel as good as the best: every global access of the streams is a
+    16-byte vector (LDG.E.128 / STG.E.128), each thread moving its share of a program's tiles in as many of them as
+    the bytes need (no narrower access, no access twice)."""
+    from harness.profiling._peaks import _STREAMS
+
+    block, unroll, warps = _STREAMS[stream]
+    accesses = re.findall(rf"\b{op}\.E(\.[A-Z0-9_.]+)?", loop_sass[stream])
+    assert accesses and all(".128" in (a or "") for a in accesses), accesses
+    assert len(accesses) == block * unroll * 2 // (32 * warps * 16)

@@ -70,7 +70,24 @@ def test_peaks_table_shows_the_operand_dependent_clock():
     t = {r[0]: r for r in peaks_table(rows).rows}
     assert t["gemm-bf16-random"][2:5] == ("664.8 TFLOP/s", "1.6540", "1485")
     assert t["gemm-bf16-zero"][2:5] == ("791.0 TFLOP/s", "1.3900", "1755")
-    assert t["copy-d2d"][2] == "4.3 TB/s" and t["exp2-mufu"][2] == "4295.0 Gexp/s"
+    assert t["copy-d2d"][2] == "4.29 TB/s" and t["exp2-mufu"][2] == "4295.0 Gexp/s"
+
+
+def test_each_peak_beside_its_second_method_and_a_disagreement_over_3_pct_flagged():
+    base = {"group": "copy", "operands": "random", "unit": "byte", "work_per_launch": 2.0 * 2**30, "time_ns": 0.5e6}
+    rate = base["work_per_launch"] / (base["time_ns"] * 1e-9)  # 4.29 TB/s
+    rows = [{**base, "kernel": "peak-copy-d2d", "rate_per_s": rate, "check_rate_per_s": rate / 0.96,
+             "check_method": "eager copy_ (the runtime's device-to-device memcpy), timed with device events"},
+            {**base, "kernel": "peak-read-stream", "group": "read", "rate_per_s": rate, "check_rate_per_s": rate / 1.02,
+             "check_method": "the same kernel in an eager loop, timed with device events"},
+            {**base, "kernel": "peak-write-stream", "group": "write", "rate_per_s": rate}]  # a v1 row: no second timing
+    table = peaks_table(rows)
+    t = {r[0]: dict(zip(table.columns, r)) for r in table.rows}
+    assert t["copy-d2d"]["sustained / second - 1"] == "-4.0%" and t["copy-d2d"]["methods"] == "DISAGREE"
+    assert t["copy-d2d"]["second method"] == "4.47 TB/s" and "eager copy_" in t["copy-d2d"]["second method is"]
+    assert t["read-stream"]["sustained / second - 1"] == "+2.0%" and t["read-stream"]["methods"] == "agree"
+    assert t["write-stream"]["methods"] == "-" and t["write-stream"]["second method"] == "-"
+    assert table.caption.startswith("DISAGREE: copy-d2d.")
 
 
 def test_roofline_points_use_ncu_dram_bytes_else_compulsory_bytes():
@@ -122,7 +139,7 @@ def test_bench_peaks_lists_its_kernels():
 
 
 @pytest.mark.parametrize("args, message", [
-    (("--device", "cpu"), "No peak kernel can run on cpu"),
+    (("--device", "cpu", "--kernel", "peak-exp2-mufu,peak-fma-fp32"), "No peak kernel can run on cpu"),
     (("--device", "cpu", "--kernel", "peak-nope"), "No kernel named 'peak-nope'"),
     (("--gemm-size", "8"), "Peak sizes too small"),
 ])

@@ -102,17 +102,26 @@ def test_roofline_has_the_exp2_roof_and_shares(trace_run):
     m = trace_run.measurements.to_dicts()
     traces, peaks = read_trace_table(TRACE, "traces"), read_trace_table(TRACE, "peaks")
     roofs = roofs_from_peaks(peaks)
-    exp2 = next(r.value for r in roofs if r.label == "exp2-mufu")
-    rows = {r["kernel"]: r for r in roofline_rows(roofline_points(m, traces), m, roofs)}
-    # one exp per score, 2 (d_qk + d_v) = 512 FLOP per score at d = 128
-    assert rows["sdpa-cudnn"]["roofs"]["exp2 (d=128)"] == pytest.approx(exp2 * 512)
+    exp2 = next(r for r in roofs if r.label == "exp2-mufu")
+    points = {p.label.partition(" / ")[0]: p for p in roofline_points(m, traces)}
+    rows = {r["kernel"]: r for r in roofline_rows(list(points.values()), m, roofs)}
+    # one exp per score, 2 (d_qk + d_v) = 512 FLOP per score at d = 128, at the kernel's own clock: the exp2 peak
+    # ran at its in-band clock, sdpa-cudnn at a lower one, so its exp2 roof is the peak's per cycle x its clock
+    clock = points["sdpa-cudnn"].clock_mhz
+    assert exp2.clock_source == "inband" and clock < exp2.clock_mhz
+    assert rows["sdpa-cudnn"]["clock_mhz"] == clock
+    assert rows["sdpa-cudnn"]["roofs"]["exp2 (d=128)"] == pytest.approx(exp2.value * 512 * clock / exp2.clock_mhz)
+    gemm = next(r for r in roofs if r.label == "gemm-bf16-random")
+    assert rows["sdpa-cudnn"]["roofs"]["gemm-bf16"] == pytest.approx(gemm.value * clock / gemm.clock_mhz)
+    memory = next(r for r in roofs if r.kind == "memory")  # the DRAM's: not scaled by the SM clock
+    assert rows["sdpa-cudnn"]["roofs"]["memory"] == pytest.approx(memory.value * points["sdpa-cudnn"].intensity)
     assert rows["sdpa-cudnn"]["governing_roof"] == "gemm-bf16"
     assert rows["triton-fp8-lean"]["governing_roof"] == "gemm-fp8"
     r = rows["triton-bf16"]
     assert r["share_of_roof"] == pytest.approx(r["flops_per_s"] / r["governing_flops_per_s"])
     sec = next(s for s in build_report(trace_run, figures=False).sections if s.title == "Empirical peaks and roofline")
     table = sec.tables[1]
-    assert table.title == "Share of the governing roof" and table.rows[0][-2] == "gemm-bf16"
+    assert table.title == "Share of the governing roof" and table.rows[0][-3] == "gemm-bf16"
 
 
 def test_header_leaves_unsettled_rows_out_of_the_sustained_count(trace_run):

@@ -4,6 +4,7 @@ the most values."""
 
 from __future__ import annotations
 
+from pathlib import Path
 from types import SimpleNamespace
 
 import pytest
@@ -40,15 +41,33 @@ def test_no_section_without_a_swept_column_and_no_gb_per_s_before_schema_v5():
     assert sweep_section(SimpleNamespace(measurements=one, path=None)) is None
 
 
-def test_the_table_names_what_varies_and_the_roofs_shares(tmp_path):
+def test_the_table_names_what_varies_its_spread_and_the_roofs_shares(tmp_path):
+    from harness.profiling import Roof
+
     swept, points = sweep_points(ROWS)
-    t = sweep_table(swept, points, copy_roof=4.0e12, gemm_roof=8.0e14)
-    assert t.columns == ("kernel", "input", "S_kv", "page", "repeats", "median us", "GB/s", "TFLOP/s", "% of copy",
-                         "% of bf16 GEMM")
-    first = t.rows[0]
-    assert first[:5] == ("sdpa-kvcache", "gaussian:0.1", "1024", "16", "3") and first[5] == "11"
+    read = Roof(label="read-stream", kind="memory", value=4.6e12, clock_mhz=1755.0, clock_source="inband")
+    t = sweep_table(swept, points, read_roof=read, gemm_roof=8.0e14)
+    assert t.columns == ("kernel", "input", "S_kv", "page", "repeats", "median us", "min us", "max us", "range", "GB/s",
+                         "TFLOP/s", "% of read-stream", "% of bf16 GEMM")
+    first = dict(zip(t.columns, t.rows[0]))
+    assert (first["kernel"], first["S_kv"], first["page"], first["repeats"]) == ("sdpa-kvcache", "1024", "16", "3")
+    # 10, 11, 12 us: microseconds as plain numbers, and the spread of the repeats
+    assert (first["median us"], first["min us"], first["max us"], first["range"]) == ("11.00", "10.00", "12.00",
+                                                                                   "18.18 %")
     gb = 2.0 * 1024 * 8 * 256 * 8 / 11_000.0
-    assert first[6] == f"{gb:.4g}" and first[8] == f"{gb * 1e9 / 4.0e12:.1%}"
+    assert first["GB/s"] == f"{gb:.4g}" and first["% of read-stream"] == f"{gb * 1e9 / 4.6e12:.1%}"
+    assert "read-stream: 4600 GB/s at 1755 MHz" in t.caption
+    big = dict(zip(t.columns, next(r for r in t.rows if r[2] == "16384")))
+    assert big["median us"] == "110.0" and "e+" not in " ".join(" ".join(r) for r in t.rows)
+
+
+def test_a_sweep_run_opens_its_report_with_the_sweep():
+    from harness.report import build_report
+    from harness.results import read_run
+
+    run = read_run(Path(__file__).resolve().parents[1] / "fixtures" / "h200" / "20261203-171414-decode-kv-warm-1b1362")
+    titles = [s.title for s in build_report(run, figures=False).sections]
+    assert titles[0] == "Sweep" and titles.count("Sweep") == 1 and titles[-1] == "Provenance"
 
 
 def test_the_section_draws_three_panels_against_the_variable_with_the_most_values(tmp_path):

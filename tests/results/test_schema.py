@@ -7,6 +7,7 @@ import pyarrow as pa
 import pytest
 
 from harness.results._schema import (
+    HISTORY_TABLE,
     MIGRATIONS,
     OPTIONAL_TABLES,
     SCHEMA_VERSION,
@@ -15,6 +16,7 @@ from harness.results._schema import (
     V3_RUNS_COLUMNS,
     V4_GATE_COLUMNS,
     V5_WORKLOAD_COLUMNS,
+    V6_RUNS_COLUMNS,
     _arrow_type,
     columns,
     polars_schema,
@@ -25,13 +27,14 @@ from harness.results._schema import (
 def test_tables_and_version():
     assert TABLES == ("runs", "measurements", "chunks", "samples", "probes", "model_error")
     assert OPTIONAL_TABLES == ("model_error",)
-    assert SCHEMA_VERSION == 5 and set(MIGRATIONS) == {1, 2, 3, 4}
+    assert SCHEMA_VERSION == 6 and set(MIGRATIONS) == {1, 2, 3, 4, 5}
+    assert HISTORY_TABLE == "history" and HISTORY_TABLE not in TABLES  # the history store's, not a run's
 
 
 @pytest.mark.parametrize("table", ["runs", "measurements", "chunks", "samples", "probes", "model_error"])
 def test_schema_metadata_names_the_version_and_table(table):
     s = table_schema(table)
-    assert s.metadata[b"harness_schema_version"] == b"5"
+    assert s.metadata[b"harness_schema_version"] == b"6"
     assert s.metadata[b"harness_table"] == table.encode()
     assert s.names == columns(table) and s.names[0] == "run_id"
     assert table_schema(table) is s  # built once
@@ -127,7 +130,7 @@ def test_the_schema_is_what_the_h200_runs_of_v3_hold_plus_the_v4_and_v5_columns(
     # declared ones less what v4 added (a misspelt or retyped column would not read back their data).
     import pyarrow.parquet as pq
 
-    added = {"measurements": V4_GATE_COLUMNS + V5_WORKLOAD_COLUMNS}
+    added = {"measurements": V4_GATE_COLUMNS + V5_WORKLOAD_COLUMNS, "runs": V6_RUNS_COLUMNS}
     assert V3_RUNS_COLUMNS  # v3's own additions are stored in these runs
     checked = set()
     for run in _v3_fixture_runs():
@@ -155,6 +158,17 @@ def test_a_v3_run_reads_back_with_the_v4_and_v5_columns_and_no_model_error_rows(
     assert all(r["seq_len_kv"] == r["seq_len"] and r["page_size"] is None and r["bytes_per_launch"] is None
                for r in rows)
     assert read_rows(run, "model_error") == []
+
+
+def test_v5_runs_gain_a_null_machine_fingerprint_and_the_history_table_is_declared():
+    v5 = pa.table({"run_id": ["r"], "driver": ["580.159.04"]})
+    up = MIGRATIONS[5]("runs", v5)
+    assert up.column_names == ["run_id", "driver", "machine_json"] and up.column("machine_json").null_count == 1
+    m = pa.table({"run_id": ["r"], "time_ns": [1.0]})
+    assert MIGRATIONS[5]("measurements", m) is m
+    h = table_schema(HISTORY_TABLE)
+    assert h.metadata[b"harness_table"] == b"history" and h.field("time_ns_repeats").type == pa.list_(pa.float64())
+    assert {"night", "series", "role", "fingerprint", "software", "protocol", "kernel_commit"} <= set(h.names)
 
 
 def test_public_names_exist():
