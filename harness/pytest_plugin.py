@@ -105,7 +105,9 @@ def pytest_addoption(parser) -> None:
 def _device(config) -> str:
     spec = config.getoption("sustained_device")
     if spec:
-        return spec
+        from harness.suite import device_kind
+
+        return device_kind(spec, flag="--sustained-device") and spec  # a ConfigError naming the flag
     import torch
 
     return "cuda:0" if torch.cuda.is_available() else "cpu"
@@ -200,10 +202,10 @@ class _Sustained:
         try:
             _check_benchmark_version()
             k, registry = _kernel_and_registry(kernel, layout=layout, gqa=gqa)
+            device = _device(config)
         except HarnessError as exc:  # an unknown name lists the known ones; a misfit names the signature
             _fail(bench, f"sustained: {exc}")
         spec = _input_spec(inputs)
-        device = _device(config)
         if bench.disabled:  # --benchmark-disable, or xdist: once, untimed, as pytest-benchmark does, but gated
             bench._mode = "sustained(...)"
             try:
@@ -361,7 +363,7 @@ def _device_name(config) -> str:
 
         return open_device(_device(config)).identity().name
     except Exception as exc:  # machine_info is descriptive; an unopenable device is named, not fatal
-        return f"{_device(config)} ({type(exc).__name__})"
+        return f"{config.getoption('sustained_device') or 'default device'} ({type(exc).__name__})"
 
 
 @pytest.hookimpl(optionalhook=True)

@@ -27,6 +27,8 @@ from harness.inputs import AttentionShape, InputSpec, check_source
 
 __all__ = [
     "CAPTURES_ROOT",
+    "SEED_LIMIT",
+    "check_seed",
     "RESULTS_ROOT",
     "NIGHTLY_RESULTS",
     "NIGHTLY_FAIL_ON_SLOWDOWN",
@@ -95,11 +97,11 @@ _SEQ_LEN = {("gpu", False): 16384, ("gpu", True): 8192, ("cpu", False): 1024, ("
 _NIGHTLY_HEADS = (32, 8)
 
 
-def device_kind(device: str) -> str:
-    """`cpu`, `cuda` or `rocm` for a device string (`cuda:0`, `rocm:0000:1b:00.0`, `cpu`)."""
+def device_kind(device: str, *, flag: str = "--device") -> str:
+    """`cpu`, `cuda` or `rocm` for a device string (`cuda:0`, `rocm:0000:1b:00.0`, `cpu`); `flag` names it."""
     kind = str(device).partition(":")[0]
     if kind not in _KERNELS:
-        raise ConfigError(f"--device {device!r}: use cpu, cuda:N, rocm:N, or cuda:/rocm:<PCI bus id>.")
+        raise ConfigError(f"{flag} {device!r}: use cpu, cuda:N, rocm:N, or cuda:/rocm:<PCI bus id>.")
     return kind
 
 
@@ -271,6 +273,18 @@ def commits_protocol(*, quick: bool, gated: bool, repeats: int | None, until_ci:
                               window_s=window_s, idle_s=COMMITS_IDLE_S if idle_s is None else idle_s)
 
 
+# Seeds torch's generators take (and the gate adds 7919 to one): 64-bit signed, with room to spare.
+SEED_LIMIT = 2**62
+
+
+def check_seed(seed: int) -> int:
+    """--seed as torch's generators can take it, refused by flag otherwise (2**70 was an internal error)."""
+    if not -SEED_LIMIT < int(seed) < SEED_LIMIT:
+        raise ConfigError(f"--seed {seed}: a seed must lie within +-2**62 (torch's generators are 64-bit). Pick a "
+                          f"smaller one.")
+    return int(seed)
+
+
 def _positive(value, flag: str, *, allow_zero: bool = False):
     if value is None:
         return None
@@ -430,6 +444,7 @@ def synthetic_specs(sources: Sequence[str] | None, *, shape, dtype: str = "bf16"
     label) of a sweep (`attention_shapes`), sources varying fastest and each named `source point`; every source is
     checked before any run directory exists."""
     sources = DEFAULT_INPUTS if sources is None else tuple(sources)
+    check_seed(seed)
     for s in sources:
         check_source(s, flag="--input")
     points = ((shape, ""),) if isinstance(shape, AttentionShape) else tuple(shape)
@@ -487,6 +502,7 @@ def captured_specs(args: CaptureArgs, *, device: str, seq_len: int | None, dtype
     """A model's captured layers (captured first where missing) each followed by its controls, or the
     explicit capture files with theirs. A control shares the capture's shape and softmax scale, so the
     only difference a kernel sees is the data: the comparison the harness exists for."""
+    check_seed(seed)
     import re
 
     from harness.capture import capture_spec, main_job_defaults, model_input_specs

@@ -41,7 +41,8 @@ def aggregate_repeats(rows: Iterable[dict]) -> list[dict]:
             med = median(times)
             agg.update({
                 "time_ns": med, "time_min_ns": min(times), "time_max_ns": max(times),
-                "time_range_frac": (max(times) - min(times)) / med if med else None,
+                # One repeat has no range: "-", never a 0.00 % that reads as perfectly repeatable.
+                "time_range_frac": (max(times) - min(times)) / med if med and len(times) > 1 else None,
                 "cycles_clock": timed[0].get("cycles_clock"),
                 # the workload's least traffic (AttentionShape.bytes_moved) over the median time: bytes/ns = GB/s
                 "gb_per_s": agg["bytes_per_launch"] / med if agg.get("bytes_per_launch") and med else None,

@@ -77,8 +77,26 @@ class ModelErrorResult:
     run_id: str
     path: Path
     info: dict
-    rows: list[dict] = field(default_factory=list)
+    rows: list[dict] = field(default_factory=list)  # the kernels that ran through; a failed kernel's are left out
     provenance: dict = field(default_factory=dict)
+    failures: dict[str, str] = field(default_factory=dict)  # kernel name -> why it failed (its row's text)
+
+
+class KernelFailed(Exception):
+    """A kernel failed inside the model's forward: that kernel's row, never the end of the run."""
+
+    def __init__(self, kernel, layer: int, exc: BaseException | None, text: str = "") -> None:
+        self.kernel, self.layer = kernel, layer
+        if exc is not None:
+            import traceback
+
+            tb = traceback.extract_tb(exc.__traceback__)
+            at = f" (at {Path(tb[-1].filename).name}:{tb[-1].lineno})" if tb else ""
+            if isinstance(exc, SystemExit):
+                text = f"called sys.exit({'' if exc.code is None else repr(exc.code)}){at}"
+            else:
+                text = f"raised {type(exc).__name__}: {exc}{at}"
+        super().__init__(text)
 
 
 class _Attention:
@@ -114,18 +132,32 @@ class _Attention:
             x = AttentionInputs(q=query.to(dt).contiguous(), k=key.to(dt).contiguous(), v=value.to(dt).contiguous(),
                                 shape=shape, dtype=KERNEL_DTYPE, source=f"{self.model} layer {module.layer_idx}",
                                 scale=scale)
-            out = kernel.prepare(x)()
-            if tuple(out.shape) != (B, Hq, S, value.shape[-1]):
-                raise CaptureError(f"Kernel {kernel.name!r} returned shape {tuple(out.shape)} for layer "
-                                   f"{module.layer_idx}'s attention of {shape.label()}.")
+            try:
+                out = kernel.prepare(x)()
+            except KeyboardInterrupt:  # Ctrl-C or a stop signal (RunStopped): the run's, not the kernel's
+                raise
+            except BaseException as exc:  # noqa: BLE001 - its error, sys.exit included, is its row
+                raise KernelFailed(kernel, module.layer_idx, exc) from None
+            if not isinstance(out, torch.Tensor) or tuple(out.shape) != (B, Hq, S, value.shape[-1]):
+                got = f"shape {list(out.shape)}" if isinstance(out, torch.Tensor) else type(out).__name__
+                raise KernelFailed(kernel, module.layer_idx, None,
+                                   f"returned {got}; the attention output of {shape.label()} is "
+                                   f"{[B, Hq, S, value.shape[-1]]}")
             out = out.to(query.dtype)
         return out.transpose(1, 2).contiguous(), None
 
 
-def _check_kernels(kernels: Sequence, spec, device_kind: str) -> None:
+def _check_kernels(kernels: Sequence, spec, device_kind: str, *, floor=None) -> None:
+    from harness.errors import UnsupportedInputError
+
     for k in kernels:
-        k.check_supports(dtype=KERNEL_DTYPE, head_dim_qk=spec.head_dim_qk, head_dim_v=spec.head_dim_v, causal=True,
-                         device_kind=device_kind)
+        try:
+            k.check_supports(dtype=KERNEL_DTYPE, head_dim_qk=spec.head_dim_qk, head_dim_v=spec.head_dim_v,
+                             causal=True, device_kind=device_kind)
+        except UnsupportedInputError as exc:
+            if floor is not None and k is floor:  # name the flag that chose it
+                raise UnsupportedInputError(f"--floor {k.name!r}: {exc} Pick another --floor.") from None
+            raise
 
 
 def _logits(model, decoder, attention: _Attention, *, ids=None, start: int = 0, hidden=None):
@@ -181,11 +213,12 @@ def model_error(config: ModelErrorConfig, *, kernels: Sequence, floor, progress=
     device = torch_device_name(config.device)
     kind = device.partition(":")[0]
     runs = [(floor, "floor")] + [(k, "kernel") for k in kernels if k.name != floor.name]
-    _check_kernels([k for k, _ in runs], spec, kind)
+    _check_kernels([k for k, _ in runs], spec, kind, floor=floor)
     source = load_text(config.text)
     run = open_run(config, spec, [k for k, _ in runs], device=device)
     t0 = time.perf_counter()
     rows: list[dict] = []
+    failures: dict[str, str] = {}
     status, detail = "failed", "stopped before the first document batch"
     try:
         with quiet_transformers(), parse_gguf_once():
@@ -219,21 +252,41 @@ def model_error(config: ModelErrorConfig, *, kernels: Sequence, floor, progress=
                     h.remove()
             for kernel, role in runs:
                 for scope, layer in scopes:
-                    say(f"documents {b0 + 1}-{b0 + len(batch)}: {kernel.name} in "
-                        f"{'every layer' if layer is None else f'layer {layer}'}")
+                    if kernel.name in failures:
+                        break
+                    where = 'every layer' if layer is None else f'layer {layer}'
+                    say(f"documents {b0 + 1}-{b0 + len(batch)}: {kernel.name} in {where}")
                     attention.kernels = ({i: kernel for i in range(spec.num_layers)} if layer is None
                                          else {layer: kernel})
-                    if layer is not None and suffix:
-                        logits = _logits(model, decoder, attention, start=layer, hidden=inputs_of[layer])
-                    else:
-                        logits = _logits(model, decoder, attention, ids=batch)
+                    try:
+                        if layer is not None and suffix:
+                            logits = _logits(model, decoder, attention, start=layer, hidden=inputs_of[layer])
+                        else:
+                            logits = _logits(model, decoder, attention, ids=batch)
+                    except KernelFailed as exc:
+                        gqa = (f" {spec.name} has {spec.heads_q} query heads and {spec.heads_kv} KV heads: a function "
+                               f"that needs as many KV heads as query heads says so with @expand-gqa (or --gqa "
+                               f"expand), one that takes fewer with an enable_gqa keyword."
+                               if spec.heads_q != spec.heads_kv and "size of tensor" in str(exc) else "")
+                        failures[kernel.name] = (
+                            f"Kernel {kernel.name!r} (attention replaced in {where}) failed in layer {exc.layer} of "
+                            f"{spec.name} on documents {b0 + 1}-{b0 + len(batch)}: it {exc}.{gqa} It is not measured; "
+                            f"the other kernels went on.")
+                        say(failures[kernel.name])
+                        break
                     kl, top1 = _token_figures(ref, logits)
                     for j in range(len(batch)):
                         rows.append(_row(kernel, role, scope, layer, b0 + j, text_provenance["documents"][b0 + j],
                                          kl[j], top1[j], config))
             run.write(rows[len(run.written_rows):])
             del ref, inputs_of
-        status, detail = "complete", ""
+        run.provenance["failures"] = failures
+        measured = {r["kernel"] for r in rows} - set(failures)
+        if not measured:
+            status, detail = "failed", f"nothing measured: every kernel failed ({'; '.join(failures.values())})"
+        else:
+            status = "complete"
+            detail = f"{len(failures)} kernel(s) failed: {', '.join(failures)}" if failures else ""
         register_attention()
         del model
         release_device(device)
@@ -247,7 +300,8 @@ def model_error(config: ModelErrorConfig, *, kernels: Sequence, floor, progress=
     finally:
         run.provenance["seconds"] = round(time.perf_counter() - t0, 1)
         finish_run(run, status, detail)
-    return ModelErrorResult(run_id=run.run_id, path=run.path, info=run.info, rows=rows, provenance=run.provenance)
+    return ModelErrorResult(run_id=run.run_id, path=run.path, info=run.info, provenance=run.provenance,
+                            rows=[r for r in rows if r["kernel"] not in failures], failures=failures)
 
 
 def _recorder(into: dict, index: int):

@@ -25,12 +25,13 @@ import os
 import typer
 
 from harness.cli import analysis, capture, commits, history, kernels, listing, multigpu, profiling, sustained
+from harness.cli.paths import absolute_paths
 
 __all__ = ["app", "main", "version_text"]
 
 app = typer.Typer(add_completion=False, no_args_is_help=True, pretty_exceptions_enable=False,
                   help="Sustained-clock benchmarks of GPU attention kernels.")
-_list = typer.Typer(no_args_is_help=True, help="List kernels, models, telemetry backends and input sources.")
+_list = typer.Typer(no_args_is_help=True, help="List kernels, models, telemetry backends, input sources and runs.")
 _inputs = typer.Typer(no_args_is_help=True, help="Make inputs: controls shaped like a capture.")
 app.add_typer(_list, name="list")
 app.add_typer(_inputs, name="inputs")
@@ -53,10 +54,11 @@ for _name, _fn in (
     ("error", kernels.error),
     ("repro", kernels.repro),
 ):
-    app.command(_name)(_fn)
-_inputs.command("synth")(capture.inputs_synth)
+    app.command(_name)(absolute_paths(_fn))  # every path a command is given is absolute from its start
+_inputs.command("synth")(absolute_paths(capture.inputs_synth))
 for _name, _fn in (("models", listing.list_models), ("kernels", listing.list_kernels),
-                   ("inputs", listing.list_inputs), ("telemetry", listing.list_telemetry)):
+                   ("inputs", listing.list_inputs), ("telemetry", listing.list_telemetry),
+                   ("runs", absolute_paths(listing.list_runs))):
     _list.command(_name)(_fn)
 
 
@@ -89,7 +91,7 @@ def _help_width() -> None:
 
     from typer import rich_utils
 
-    if os.environ.get("TERMINAL_WIDTH") or sys.stdout.isatty():
+    if os.environ.get("TERMINAL_WIDTH") or sys.stdout is None or sys.stdout.isatty():
         return
     try:
         columns = int(os.environ.get("COLUMNS") or 0)
@@ -103,6 +105,29 @@ def _root(version: bool = typer.Option(False, "--version", callback=_show_versio
                                        help="print the package version and git commit, then exit")) -> None:
     """Sustained-clock benchmarks of GPU attention kernels."""
     _help_width()  # before a command parses its options, which is when its --help is drawn
+    _plain_warnings()
+
+
+def _plain_warnings() -> None:
+    """The harness's own warnings (a damaged or stray part file) as one line on stderr, `warning: ...`, not
+    Python's two-line format with the harness's source line in it."""
+    import sys
+    import warnings
+
+    from harness.errors import ResultsWarning
+
+    default = warnings.showwarning
+    if getattr(default, "harness_plain", False):
+        return
+
+    def show(message, category, filename, lineno, file=None, line=None):
+        if issubclass(category, ResultsWarning):
+            print(f"warning: {message}", file=file or sys.stderr)
+        else:
+            default(message, category, filename, lineno, file, line)
+
+    show.harness_plain = True
+    warnings.showwarning = show
 
 
 def _traceback_file(argv: list[str]):

@@ -11,6 +11,7 @@ from pathlib import Path
 from typing import List, Optional
 
 import typer
+from rich.markup import escape
 
 from harness.cli.common_args import CAPTURE, EXPORT, HISTORY, PROTOCOL, RUN, SHAPE, SOURCES, capture_args, export
 from harness.cli.common_args import export_console, suite_inputs
@@ -97,7 +98,7 @@ def commits(
             allow_busy=run["allow_busy"], rule=rule, max_time_s=max_time_s,
             width_target=target if until_ci is not None else None,
         )
-        result = compare_commits(config, on_message=lambda text: console.print(f"[dim]{text}[/]", highlight=False),
+        result = compare_commits(config, on_message=lambda text: console.print(f"[dim]{escape(text)}[/]", highlight=False),
                                  command=_command())
         runs, rows = commits_figures(result)
         verdict = gate_figures([c.comparison for c in result.comparisons], threshold=threshold,

@@ -19,6 +19,8 @@ from typing import List, Optional
 
 import typer
 
+from harness.cli.paths import check_writable
+from harness.cli.streams import figures_fd, restore_fd1, terminal_console
 from harness.suite import CAPTURES_ROOT, RESULTS_ROOT
 
 __all__ = ["console", "fail", "command_line", "SOURCES", "SHAPE", "CAPTURE", "PROTOCOL", "RECORD", "RUN", "ISOLATE", "EXPORT",
@@ -287,13 +289,14 @@ def with_options(**groups: dict):
 
 
 def console(*, stderr: bool = False):
-    """The console of a command: rich on a terminal; off one (pipe, file, CI log, GITHUB_ACTIONS) tables at
-    their natural width and no line wrapped, so no number or name is cut."""
+    """The console of a command: rich on a terminal, where prose wraps at spaces at the terminal's width; off one
+    (pipe, file, CI log, GITHUB_ACTIONS) tables at their natural width and no line wrapped, so no number or name
+    is cut."""
     from rich.console import Console
 
     c = Console(stderr=stderr)
     if c.is_terminal:
-        return c
+        return terminal_console(stderr=stderr)
     return Console(stderr=stderr, width=_LOG_WIDTH, soft_wrap=True)
 
 
@@ -310,6 +313,9 @@ def export_console(export_group: dict):
     if json_out and csv_out and json_out != "-" and Path(json_out).absolute() == Path(csv_out).absolute():
         raise ConfigError(f"--json and --csv both name {json_out}: the second would overwrite the first. Give each "
                           f"its own file.")
+    for flag, value in (("--json", json_out), ("--csv", csv_out)):
+        if value and value != "-":
+            check_writable(flag, Path(value))
     from harness.report import TABLE_FORMATS
 
     table_format = export_group.get("table_format", "table")
@@ -322,7 +328,8 @@ def export_console(export_group: dict):
         # The stream stays referenced here while it is not sys.stdout: a text stream dropped by its last
         # reference closes the file under it (under typer's CliRunner, its captured stdout).
         _RESERVED_STDOUT.append(sys.stdout)
-        out._figures_stdout = sys.stdout
+        out._stdout = sys.stdout
+        out._figures_stdout = figures_fd(out) or sys.stdout
         sys.stdout = sys.stderr
     return out
 
@@ -343,8 +350,9 @@ def export(out, export_group: dict, doc: dict) -> None:
         raise ResultsError(f"Cannot write the figures: {exc}. Give --json/--csv a path in a writable folder, "
                            f"or - for stdout.") from None
     finally:
+        restore_fd1(out, figures_stdout)
         if figures_stdout is not None and sys.stdout is sys.stderr:
-            sys.stdout = figures_stdout  # the figures are out: stdout is stdout again
+            sys.stdout = getattr(out, "_stdout", figures_stdout)  # the figures are out: stdout is stdout again
     for path in written:
         out.print(f"figures: {path}", highlight=False)
 
@@ -378,7 +386,10 @@ def reading_runs(command: str, export_group: dict):
 
 def fail(exc) -> None:
     """Print a HarnessError's paragraph and exit 2: bad input, never a traceback."""
-    console(stderr=True).print(f"[bold red]error:[/] {exc}", highlight=False)
+    from rich.markup import escape
+
+    # The paragraph is text, not markup: `[project.entry-points."harness.kernels"]` must print as it is.
+    console(stderr=True).print(f"[bold red]error:[/] {escape(str(exc))}", highlight=False)
     raise typer.Exit(2)
 
 

@@ -15,6 +15,7 @@ from pathlib import Path
 from typing import List, Optional
 
 import typer
+from rich.markup import escape
 
 from harness.cli.common_args import (CAPTURE, SHAPE, SOURCES, command_line, console, fail, shape_args, split_list,
                                      stopped, suite_inputs, with_options)
@@ -102,7 +103,13 @@ def _model_error(suite: dict, *, json_path, documents, floor, all_layers, result
         names, floor_name = model_error_kernels(src["kernel"], device=src["device"], floor=floor, layout=src["layout"],
                                                 gqa=src["gqa"])
         kernels = resolve_kernels(names)
-        (floor_kernel,) = resolve_kernels([floor_name])
+        try:
+            (floor_kernel,) = resolve_kernels([floor_name])
+        except HarnessError as exc:  # the floor is named by --floor (or its default): say which flag
+            from harness.errors import ConfigError
+
+            raise ConfigError(f"--floor {floor_name!r} (the second correct BF16 kernel the others are read against): "
+                              f"{exc}") from None
         config = model_error_config(model=suite["capture"]["model"], device=src["device"], shape=shape_args(suite["shape"]),
                                     capture=capture_args(suite["capture"]), documents=documents, all_layers=all_layers,
                                     results=results, name=name, command=command_line())
@@ -110,11 +117,13 @@ def _model_error(suite: dict, *, json_path, documents, floor, all_layers, result
 
         with stop_signals(), out.status("model error") as status:  # SIGTERM / SIGHUP end the run as Ctrl-C does
             result = model_error(config, kernels=kernels, floor=floor_kernel, progress=status.update)
-        figures = model_error_summary(result.rows, resamples=resamples)
+        figures = model_error_summary(result.rows, resamples=resamples) if result.rows else []
         title = (f"model error: {result.info.get('device_name')}, {config.documents} documents x {config.seq_len} tokens "
                  f"of {config.text}, vs the model with fp64 attention (floor: {floor_kernel.name})")
-        out.print(model_error_table(figures, title=title, caption="").to_rich())
-        _write_json(json_path, figures)
+        out.print(model_error_table(figures, title=title, caption="", failed=result.failures).to_rich())
+        for why in result.failures.values():
+            out.print(f"[red]failed:[/] {escape(why)}", highlight=False)
+        _write_json(json_path, figures + [{"kernel": k, "error": why} for k, why in result.failures.items()])
     except KeyboardInterrupt as exc:
         raise typer.Exit(stopped(out, exc))
     except HarnessError as exc:
@@ -123,6 +132,9 @@ def _model_error(suite: dict, *, json_path, documents, floor, all_layers, result
     out.print(f"run: {result.path}", highlight=False)
     if json_path is not None:
         out.print(f"figures: {json_path}", highlight=False)
+    if result.failures:  # as the per-call `bench error`: the kernel's failure is a user error, exit 2
+        out.print(f"[bold red]{len(result.failures)} kernel(s) failed[/] (see above).", highlight=False)
+        raise typer.Exit(2)
 
 
 @with_options(sources=SOURCES, shape=SHAPE, capture=CAPTURE)
@@ -254,4 +266,4 @@ def _print_failures(out, rows) -> None:
         key = (r["kernel"], r["input"], r["error"])
         if r["error"] and key not in seen:
             seen.add(key)
-            out.print(f"[red]{r['kernel']} on {r['input']}:[/] {r['error']}", highlight=False)
+            out.print(f"[red]{escape(r['kernel'])} on {escape(r['input'])}:[/] {escape(r['error'])}", highlight=False)

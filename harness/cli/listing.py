@@ -6,9 +6,12 @@ from typing import Optional
 
 import typer
 
-from harness.cli.common_args import console, fail
+from pathlib import Path
 
-__all__ = ["doctor", "list_models", "list_kernels", "list_inputs", "list_telemetry", "TELEMETRY_BACKENDS"]
+from harness.cli.common_args import console, fail
+from harness.suite import RESULTS_ROOT
+
+__all__ = ["doctor", "list_models", "list_kernels", "list_inputs", "list_runs", "list_telemetry", "TELEMETRY_BACKENDS"]
 
 TELEMETRY_BACKENDS = (
     ("nvml", "NVIDIA GPUs through pynvml (nvidia-ml-py): SM clock, power, energy, temperature, limiters, GPM"),
@@ -92,3 +95,34 @@ def list_telemetry() -> None:
     """Telemetry backends."""
     for name, text in TELEMETRY_BACKENDS:
         typer.echo(f"{name:8} {text}")
+
+
+def list_runs(results: Path = typer.Option(RESULTS_ROOT, help="results root directory")) -> None:
+    """The runs under --results with how each ended; a run left `running` by a process that is gone says so."""
+    from harness.errors import HarnessError
+    from harness.report import ReportTable
+    from harness.results import read_rows, run_process_state
+
+    out = console()
+    try:
+        if not results.is_dir():
+            from harness.errors import ResultsError
+
+            raise ResultsError(f"--results {results}: no such folder, so no runs. Name the folder runs were written to.")
+        rows = []
+        for run in sorted(d for d in results.iterdir() if (d / "runs.parquet").is_file()):
+            try:
+                info = read_rows(run, "runs")[0]
+            except (HarnessError, IndexError) as exc:
+                rows.append((run.name, "unreadable", "-", str(exc)))
+                continue
+            status, detail = info.get("status") or "?", info.get("status_detail") or ""
+            if status == "running":
+                state, words = run_process_state(run)
+                status = {"gone": "running, process gone", "alive": "running"}.get(state, "running?")
+                detail = "; ".join(x for x in (detail, words) if x)
+            rows.append((run.name, status, (info.get("started_at") or "-")[:19], detail or "-"))
+    except HarnessError as exc:
+        fail(exc)
+    out.print(ReportTable(title=f"runs under {results}", columns=("run", "status", "started (UTC)", "detail"),
+                          rows=tuple(rows), left=4, prose_columns=("detail",)).to_rich())

@@ -12,6 +12,7 @@ from pathlib import Path
 from typing import List, Optional
 
 import typer
+from rich.markup import escape
 
 from harness.cli.common_args import command_line as _command, console as _console, fail as _fail
 
@@ -37,7 +38,7 @@ class _Printer:
         elif kind == "busy":
             c.print(f"[yellow]{gpu} skipped:[/] {event.get('message')}", highlight=False)
         elif kind == "error":
-            c.print(f"[red]{gpu} failed:[/] {event.get('message')}", highlight=False)
+            c.print(f"[red]{gpu} failed:[/] {escape(str(event.get('message')))}", highlight=False)
         elif kind == "message":
             c.print(f"[dim]{gpu}: {event.get('text')}[/]", highlight=False)
 

@@ -154,13 +154,14 @@ class _Worker:
             elif msg.get("event") in events:
                 return msg
 
-    def stop(self, *, interrupt: bool = False, reason: str = "") -> None:
-        """End the worker. `interrupt`: SIGINT first, so a measurement under way ends and its run is marked
+    def stop(self, *, interrupt: bool = False, reason: str = "", signum: int = signal.SIGINT) -> None:
+        """End the worker. `interrupt`: `signum` first (the signal that stopped `bench commits`: SIGINT, SIGTERM
+        or SIGHUP, so its run names the one that did), so a measurement under way ends and its run is marked
         incomplete by the runner; otherwise `stop` on its pipe, read before its next repeat, with the
         `reason` its run is then marked incomplete with."""
         if self.proc.poll() is None:
             if interrupt:
-                self.proc.send_signal(signal.SIGINT)
+                self.proc.send_signal(signum)
             try:
                 self.proc.stdin.write(json.dumps({"op": "stop", "reason": reason}) + "\n")
                 self.proc.stdin.flush()
@@ -312,8 +313,9 @@ def compare_commits(config: CommitsConfig, *, on_message: Callable[[str], None] 
                 w.stop(reason=f"stopped by bench commits because {exc.cause}")
             raise
         except KeyboardInterrupt as exc:
-            for w in workers:  # each run is marked incomplete by its own worker's runner
-                w.stop(interrupt=True)
+            signum = signal.Signals[exc.signal] if isinstance(exc, Terminated) else signal.SIGINT
+            for w in workers:  # each run is marked incomplete by its own worker's runner, naming the signal
+                w.stop(interrupt=True, signum=signum)
             kept = ", ".join(w.run_dir for w in workers if w.run_dir) or "none had started"
             on_message(f"{exc or 'interrupted'}: the worktrees are removed; runs kept, marked incomplete: {kept}")
             raise

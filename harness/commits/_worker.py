@@ -159,7 +159,9 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m harness.commits._worker", description=__doc__.split("\n")[0])
     parser.add_argument("--spec", required=True, help="JSON from spec_to_json")
     args = parser.parse_args(argv)
-    signal.signal(signal.SIGTERM, _terminated)  # a kill ends the run as `incomplete` (SIGTERM named), not `running`
+    # A kill (or the orchestrator passing on its SIGTERM / SIGHUP) ends the run as `incomplete`, the signal named.
+    for sig in (signal.SIGTERM, signal.SIGHUP):
+        signal.signal(sig, _terminated)
     # Keep the real stdout for the protocol and point fd 1 at stderr, so a kernel that prints (or a
     # library that logs to stdout) cannot write into the JSON stream.
     protocol_out = os.fdopen(os.dup(1), "w", buffering=1)

@@ -73,6 +73,14 @@ class AttentionInputs:
     def device(self):
         return self.q.device
 
+    def copy(self) -> "AttentionInputs":
+        """The same values in tensors of its own (q, k, v and the index tensors): what each kernel of a run is
+        handed, so nothing one kernel leaves behind (a thread still writing into q) reaches the next one's."""
+        import dataclasses
+
+        index = {n: t.clone() for n, t in self.index_tensors().items()}
+        return dataclasses.replace(self, q=self.q.clone(), k=self.k.clone(), v=self.v.clone(), **index)
+
     def refill(self, seed: int) -> None:
         """Overwrite q, k, v in place with fresh values of the same kind (for the cached-output check)."""
         import torch

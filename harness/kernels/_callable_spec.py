@@ -150,6 +150,11 @@ def load_target(spec: str, *, base_dir: Path | None = None):
             f"Kernel spec {spec!r}: importing {what} failed ({type(exc).__name__}: {exc}). Check that it is on "
             f"PYTHONPATH (or installed, or the path is right) and imports on its own."
         ) from None
+    except SystemExit as exc:  # the module's own sys.exit: its error, never the exit status of the command
+        code = "" if exc.code is None else repr(exc.code)
+        raise UnknownKernelError(
+            f"Kernel spec {spec!r}: importing it called sys.exit({code}). Check that it imports on its own "
+            f"(python -c 'import ...'); nothing was run.") from None
     obj = module
     for piece in parts.attr.split("."):
         try:

@@ -111,11 +111,18 @@ class Kernel:
                 f"--seq-len-q 1 (and the cache with --seq-len-kv).")
         missing = sorted(shape.features() - self.workloads) if shape is not None else []
         if missing:
+            # A plain function declares a workload by naming its keyword: say which one would.
+            keywords = {"window": "a `window` (or FlashAttention's `window_size`) keyword",
+                        "paged": "a `page_table` keyword (and `kv_lens` or `cache_seqlens`)",
+                        "varlen": "a `cu_seqlens_q` keyword (with `cu_seqlens_k` and `max_seqlen_q`/`max_seqlen_k`)"}
+            named = [keywords[f] for f in missing if f in keywords]
+            how = (f" A plain function takes it by naming {' and '.join(named)} in its signature; the harness then "
+                   f"passes it." if self.extra.get("callable") and named else "")
             raise UnsupportedInputError(
                 f"Kernel {self.name!r} does not compute {'; '.join(FEATURES[f] for f in missing)}"
                 + (f"; it takes {', '.join(sorted(self.workloads))}" if self.workloads else
                    "; it computes dense self-attention only") +
-                ". The bundled sdpa-kvcache and triton-splitkv (and reference-fp64) take every workload.")
+                f".{how} The bundled sdpa-kvcache and triton-splitkv (and reference-fp64) take every workload.")
         reason = self.unavailable_reason(device_kind)
         if reason:
             raise UnsupportedInputError(f"Kernel {self.name!r} cannot run here: {reason}.")

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 from contextlib import AbstractContextManager, nullcontext
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Callable, Iterator, Sequence
 
 from harness.errors import ConfigError, HarnessError
@@ -78,13 +79,25 @@ def _materialized(specs, dev) -> Iterator[tuple]:
 
 
 def _attempt(fn, *args, **kwargs):
-    """(fn(...), None), or (None, the message) when it raises: one kernel's failure must not stop the others."""
+    """(fn(...), None), or (None, the message) when it raises: one kernel's failure must not stop the others. The
+    kernel runs in this process, so its sys.exit (or another BaseException that is not Ctrl-C or a stop signal) is
+    its row too, never the command's exit status."""
     try:
         return fn(*args, **kwargs), None
     except HarnessError as exc:
         return None, str(exc)
     except Exception as exc:  # noqa: BLE001 - a kernel's own crash (compile error, CUDA error) is reported as its row
         return None, f"{type(exc).__name__}: {exc}"
+    except KeyboardInterrupt:
+        raise
+    except BaseException as exc:  # noqa: BLE001 - sys.exit in kernel code
+        import traceback
+
+        tb = traceback.extract_tb(exc.__traceback__)
+        at = f" (at {Path(tb[-1].filename).name}:{tb[-1].lineno})" if tb else ""
+        what = (f"called sys.exit({'' if exc.code is None else repr(exc.code)})" if isinstance(exc, SystemExit)
+                else f"raised {type(exc).__name__} (a BaseException, not an Exception)")
+        return None, f"it {what}{at}, which would have ended the command; the other kernels went on"
 
 
 def _common(kernel: str, spec) -> dict:

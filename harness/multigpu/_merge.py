@@ -327,21 +327,30 @@ def merge_runs(run_dirs: Sequence[Path | str], *, out: Path | str, command: str 
             raise ResultsError(f"--out {out} is inside the run directory {key} it would merge: the merged run copies "
                                f"each input, so outputs never go inside inputs. Choose an --out outside every run "
                                f"directory named.")
+    from harness.results import TABLES
+
+    for p in pieces:  # every input read through first: a damaged file is named where the user put it, and
+        for table in TABLES:  # refused before --out is made (it was found in the copy, with --out half-written)
+            read_rows(p.path, table)
     writer = RunWriter(out.parent, out.name)
-    gpus = out / "gpus"
-    gpus.mkdir()
-    with_host = len({p.host for p in pieces}) > 1
-    copied = []
-    for p in pieces:
-        name = gpu_dirname(gpu_label(gpu_id=p.gpu_id, host=p.host, with_host=with_host))
-        name += f"-task{p.task:04d}" if p.task is not None else ""
-        dest, n = gpus / name, 1
-        while dest.exists():
-            n += 1
-            dest = gpus / f"{name}-{n}"
-        shutil.copytree(p.path, dest)
-        copied.append(replace(p, path=dest))
-    modes = {p.mode for p in pieces if p.mode}
-    tasks = {p.task for p in copied if p.task is not None}
-    return merge_pieces(writer, copied, header={"command": command or None, "tasks": len(tasks) or None},
-                        mode=modes.pop() if len(modes) == 1 else "merge")
+    try:
+        gpus = out / "gpus"
+        gpus.mkdir()
+        with_host = len({p.host for p in pieces}) > 1
+        copied = []
+        for p in pieces:
+            name = gpu_dirname(gpu_label(gpu_id=p.gpu_id, host=p.host, with_host=with_host))
+            name += f"-task{p.task:04d}" if p.task is not None else ""
+            dest, n = gpus / name, 1
+            while dest.exists():
+                n += 1
+                dest = gpus / f"{name}-{n}"
+            shutil.copytree(p.path, dest)
+            copied.append(replace(p, path=dest))
+        modes = {p.mode for p in pieces if p.mode}
+        tasks = {p.task for p in copied if p.task is not None}
+        return merge_pieces(writer, copied, header={"command": command or None, "tasks": len(tasks) or None},
+                            mode=modes.pop() if len(modes) == 1 else "merge")
+    except BaseException:
+        shutil.rmtree(out, ignore_errors=True)  # no half-written merged run is left to be read as one
+        raise

@@ -107,7 +107,9 @@ class LiveView:
         self._progress.advance(self._task)
 
     def on_message(self, text: str) -> None:
-        self._console.print(f"[yellow]{text}[/]")
+        from rich.markup import escape
+
+        self._console.print(f"[yellow]{escape(text)}[/]")
 
     def on_run_end(self, result) -> None:
         self._progress.stop()

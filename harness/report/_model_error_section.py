@@ -36,8 +36,10 @@ def _scope(f: dict) -> str:
     return "every layer" if f["scope"] == "all" else f"layer {f['layer']}"
 
 
-def model_error_table(figures: Sequence[dict], *, title: str = "Model error", caption: str | None = None) -> ReportTable:
-    """One row per kernel x scope of `harness.analysis.model_error_summary`, full precision to 3 digits."""
+def model_error_table(figures: Sequence[dict], *, title: str = "Model error", caption: str | None = None,
+                      failed: dict | None = None) -> ReportTable:
+    """One row per kernel x scope of `harness.analysis.model_error_summary`, full precision to 3 digits; a kernel
+    that failed (`failed`: name -> why, printed under the table) gets a row that says so."""
     pct = lambda x: f"{100 * x:.2f} %"  # noqa: E731
     rows = tuple((
         f["kernel"] + (" (floor)" if f["role"] == "floor" else ""), _scope(f), f"{f['documents']} x {f['tokens'] // f['documents']}",
@@ -45,7 +47,7 @@ def model_error_table(figures: Sequence[dict], *, title: str = "Model error", ca
         _with(f, "kl_p99_nats", "kl_p99_lo_nats", "kl_p99_hi_nats"),
         _with(f, "top1_agreement", "top1_agreement_lo", "top1_agreement_hi", fmt=pct),
         _with(f, "kl_vs_floor", "kl_vs_floor_lo", "kl_vs_floor_hi", fmt=lambda x: f"{x:.3g}"),
-    ) for f in figures)
+    ) for f in figures) + tuple((name, "failed (see below)", "-", "-", "-", "-", "-") for name in (failed or {}))
     return ReportTable(title=title, columns=("kernel", "attention replaced in", "documents x tokens", "KL mean (nats)",
                                              "KL p99 (nats)", "top-1 agreement", "KL x floor"),
                        rows=rows, caption=MODEL_ERROR_NOTE if caption is None else caption, left=3)
@@ -105,23 +107,26 @@ def model_error_sections(run, *, figures: bool = True, resamples: int = 1000) ->
     from harness.results import read_rows
 
     rows = read_rows(run.path, "model_error")
-    if not rows:
-        return []
-    summary = model_error_summary(rows, resamples=resamples)
     cfg = json.loads(run.info.get("config_json") or "{}")
+    failed = cfg.get("provenance", {}).get("failures") or {}
+    rows = [r for r in rows if r["kernel"] not in failed]  # a kernel that failed part way: no partial figures
+    if not rows:
+        return [Section(title="Model error: every kernel failed", text=" ".join(failed.values()))] if failed else []
+    summary = model_error_summary(rows, resamples=resamples)
     prov = cfg.get("provenance", {}).get("text", {})
     floor = next((f["kernel"] for f in summary if f["role"] == "floor"), "-")
     text = (f"{cfg.get('model', '?')}{' (RANDOM WEIGHTS: an architecture check only)' if cfg.get('random_weights') else ''}"
             f" over {summary[0]['documents']} documents of {cfg.get('seq_len', '?')} tokens "
             f"({prov.get('origin', cfg.get('text', '?'))}; {prov.get('unit', 'documents')}), its attention replaced "
             f"by each kernel in one layer or in every layer, against the same model with fp64 attention; floor: "
-            f"{floor}. " + MODEL_ERROR_NOTE)
+            f"{floor}. " + MODEL_ERROR_NOTE + "".join(f" {why}" for why in failed.values()))
     fig = model_error_figure(summary) if figures else None
     every = [f for f in summary if f["scope"] == "all"]
     per_layer = [f for f in summary if f["scope"] == "layer"]
     out = [Section(title="Model error: KL divergence of the next-token distribution", text=text,
                    tables=(model_error_table(every or per_layer, title="Attention replaced in every layer" if every
-                                             else "Attention replaced per layer", caption=""),),
+                                             else "Attention replaced per layer", failed=failed,
+                                             caption=" ".join(failed.values())),),
                    figures=(fig,) if fig is not None else ())]
     if every and per_layer:
         out.append(Section(title="Model error per layer", text="One layer's attention replaced, every other layer's "

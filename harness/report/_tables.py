@@ -124,10 +124,11 @@ def sustained_tables(aggregates: list[dict], *, title: str = "Sustained results"
     caption = ("median over repeats; range = (max-min)/median; NVML MHz = the vendor's reported clock of record "
                "(NVML SM clock; amdsmi: slowest XCD); in-band/NVML = in-band clock / NVML clock; "
                "Mcycles/launch = time x in-band clock (* = x NVML clock: no in-band reading)")
+    # A run that timed nothing gets no figures tables (they were drawn with every column and no row).
     tables = [ReportTable(title=f"{title}: time and clock", columns=tuple(clock_cols), rows=tuple(clock_rows),
                           caption=caption),
               ReportTable(title=f"{title}: power, traffic and limiters", columns=tuple(power_cols),
-                          rows=tuple(power_rows), text_tail=1, caption=traffic_caption(read_roof))]
+                          rows=tuple(power_rows), text_tail=1, caption=traffic_caption(read_roof))] if timed else []
     if failed:
         tables.append(ReportTable(title=f"{title}: not timed", columns=(H["input"], H["kernel"], H["why_not_timed"]),
                                   rows=tuple((a["input_label"], a["kernel"], "; ".join(a["errors"]) or "no measurement")

@@ -7,6 +7,10 @@
 - When the table still does not fit the width (80 columns), its columns are dealt into blocks, each block a
   table of its own that repeats the row's key columns (input, kernel): whole cells move to the next block
   instead of rich folding `6.1417` into `6.141` / `7`.
+- When even the key columns and one more do not fit (a 40-50 column terminal: `compare`'s kernel, input A and
+  input B take 39), the rows are numbered instead: every block repeats the row number `#` alone, the key
+  columns get blocks of their own, headers wrap at spaces, and a column may stand alone in its block. Only a
+  name wider than the whole terminal folds; a number never does.
 - `--format compact` draws the same cells without box lines or captions (two spaces between columns), for
   narrow terminals and CI logs; the note of left-out columns is kept.
 
@@ -31,25 +35,39 @@ def empty_columns(columns, rows, *, keep: int = 0) -> list[int]:
     return [i for i in range(keep, len(columns)) if all(str(r[i]).strip() in _EMPTY for r in rows)]
 
 
+NUMBER = "#"
+
+
 class TerminalTable:
     """The rich renderable of a ReportTable (`ReportTable.to_rich()`), laid out at print time for the console's
-    width and kind (module docstring)."""
+    width and kind (module docstring). `numbered`: the rows carry their number as the only key column."""
 
-    def __init__(self, table) -> None:
-        self.table = table.shown()
+    def __init__(self, table, *, numbered: bool = False) -> None:
+        self.table = table if numbered else table.shown()
+        self.numbered = numbered
 
     def _prose(self, i: int) -> bool:
         return self.table.columns[i] in PROSE or self.table.columns[i] in self.table.prose_columns
 
-    def _widths(self, i: int) -> tuple[int, int]:
-        """(narrowest, natural) width of column i: a number or name is only ever drawn whole, so its narrowest
-        is its natural width; prose may wrap at spaces, down to its longest word."""
+    def _cells(self, i: int) -> int:
         from rich.cells import cell_len
         from rich.text import Text
 
-        texts = [self.table.columns[i], *(Text.from_markup(str(r[i])).plain for r in self.table.rows)]
+        return max([cell_len(Text.from_markup(str(r[i])).plain) for r in self.table.rows] or [0])
+
+    def _widths(self, i: int) -> tuple[int, int]:
+        """(narrowest, natural) width of column i: a number or name is only ever drawn whole, so its narrowest
+        is its natural width (numbered: its widest cell, the header wrapping at spaces); prose may wrap at
+        spaces, down to its longest word."""
+        from rich.cells import cell_len
+        from rich.text import Text
+
+        header = self.table.columns[i]
+        texts = [header, *(Text.from_markup(str(r[i])).plain for r in self.table.rows)]
         natural = max(cell_len(x) for x in texts)
         if not self._prose(i):
+            if self.numbered:
+                return max(self._cells(i), *(cell_len(w) for w in header.split() or [""])), natural
             return natural, natural
         return max(cell_len(w) for x in texts for w in (x.split() or [""])), natural
 
@@ -59,7 +77,7 @@ class TerminalTable:
         inner = sum(self._widths(i)[1 if natural else 0] for i in cols)
         return inner + (2 * (len(cols) - 1) if compact else 3 * len(cols) - 1)
 
-    def _rich(self, cols, *, title, caption, compact, terminal):
+    def _rich(self, cols, *, title, caption, compact, terminal, width=None):
         from rich import box
         from rich.table import Table
 
@@ -72,6 +90,13 @@ class TerminalTable:
             narrowest, natural = self._widths(i)
             # Off a terminal (no width) prose wraps at PROSE_LOG_WIDTH, never below its longest word.
             cap = None if terminal or not prose else max(PROSE_LOG_WIDTH, narrowest)
+            if self.numbered and not prose:
+                # Numbered blocks: the header wraps at spaces, the cells never (min_width); only a cell wider
+                # than the whole terminal (a very long name) folds rather than being cut off at its edge.
+                alone = width is not None and self._span([0, i] if i else [i], compact=compact) > width
+                table.add_column(t.columns[i], justify="left" if t._left(i) else "right", no_wrap=False,
+                                 overflow="fold", width=None if alone else narrowest)
+                continue
             table.add_column(t.columns[i], justify="left" if t._left(i) else "right", no_wrap=not prose,
                              overflow="fold", min_width=None if prose else natural, max_width=cap)
         for r in t.rows:
@@ -88,21 +113,45 @@ class TerminalTable:
         if self._span(keep, compact=compact) <= width:
             yield self._rich(keep, title=t.title, caption=caption, compact=compact, terminal=terminal)
             return
-        keys = [i for i in keep if i < t.left]
+        nkeys = 1 if self.numbered else t.left
+        keys = [i for i in keep if i < nkeys]
+        if not self.numbered and any(self._span(keys + [i], compact=compact) > width for i in keep if i >= nkeys):
+            yield from self._numbered().__rich_console__(console, options)
+            if caption:
+                from rich.text import Text
+
+                yield Text(caption, style="dim italic")
+            return
         blocks: list[list[int]] = []
-        for i in (i for i in keep if i >= t.left):
+        for i in (i for i in keep if i >= nkeys):
             if blocks and self._span(keys + blocks[-1] + [i], compact=compact) <= width:
                 blocks[-1].append(i)
             else:
                 blocks.append([i])
         for n, block in enumerate(blocks):
             title = t.title if n == 0 else f"{t.title or 'table'} (continued, {n + 1} of {len(blocks)})"
-            table = self._rich(keys + block, title=title, caption="", compact=compact, terminal=terminal)
-            # A block of one column wider than the console is drawn at its own width: a line longer than the
-            # terminal, but no cell cut.
-            need = self._span(keys + block, compact=compact)
-            yield from console.render(table, options.update(max_width=max(width, need)))
+            if self.numbered:
+                # Above the block, wrapped at the console's width (spaces only), not folded into a narrow block's
+                # width where a run id would be split; later blocks say only where they are.
+                from rich.text import Text
+
+                title = t.title if n == 0 else f"(continued, {n + 1} of {len(blocks)})"
+                if title:
+                    yield Text(title, style="italic", overflow="fold")
+                title = ""
+            table = self._rich(keys + block, title=title, caption="", compact=compact, terminal=terminal, width=width)
+            yield from console.render(table, options)
         if caption:  # under the last block, as wide as the console rather than that block
             from rich.text import Text
 
             yield Text(caption, style="dim italic")
+
+    def _numbered(self) -> "TerminalTable":
+        """This table with its rows numbered: `#` is its only key column, the old keys ordinary columns (first)."""
+        from dataclasses import replace
+
+        t = self.table
+        rows = tuple((str(n), *r) for n, r in enumerate(t.rows, 1))
+        numbered = replace(t, columns=(NUMBER, *t.columns), rows=rows, left=1 + t.left, caption="", omitted="",
+                           title=(t.title + " (rows numbered: # in every block)") if t.title else "")
+        return TerminalTable(numbered, numbered=True)

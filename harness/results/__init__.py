@@ -16,12 +16,15 @@ from harness.results._gpu import (
     with_gpu,
 )
 from harness.results._provenance import file_digest, git_state, host_facts, software_versions, to_json, tree_digest
+from harness.results._owner import OWNER_FILE, run_process_state
 from harness.results._read import Run, part_files, read_file, read_files, read_rows, read_run, read_run_rows, read_table, resolve_run
 from harness.results._schema import HISTORY_TABLE, SCHEMA_VERSION, TABLES, columns, polars_schema, table_schema
 from harness.results._store import PART_PATTERN, RUN_NAME_MAX, RunWriter, end_abandoned_run, new_run_id, write_table_atomic
 
 __all__ = [
     "end_abandoned_run",
+    "run_process_state",
+    "OWNER_FILE",
     "part_files",
     "read_rows",
     "to_json",

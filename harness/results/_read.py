@@ -54,6 +54,12 @@ def resolve_run(text: str | Path, *, results: Path) -> Path:
     runs = sorted(d for d in results.iterdir() if (d / "runs.parquet").is_file()) if results.is_dir() else []
     named = [d for d in runs if _run_name(d.name) == str(text)]
     if named:
+        newest = [d for d in named if d.name[:15] == named[-1].name[:15]]  # started in the newest run's second
+        if len(newest) > 1:
+            raise ResultsError(
+                f"{str(text)!r} names {len(newest)} runs started in the same second under {results}: "
+                f"{', '.join(d.name for d in newest)}. Their ids cannot say which is newer; give the run id (or its "
+                f"directory) of the one you mean.")
         return named[-1]
     if path.exists():
         raise ResultsError(f"{path} holds no run (no runs.parquet in it). Name a run directory, or a run's --name "
@@ -66,6 +72,48 @@ def resolve_run(text: str | Path, *, results: Path) -> Path:
         + " Give the run's directory, or --results where it is stored.")
 
 
+class DamagedPart(ResultsError):
+    """One file of a run cannot be read as Parquet (cut short, overwritten)."""
+
+
+def _read_parts(files: list[Path], table: str, damaged: set | None = None) -> list:
+    """Each part of an analysis table read, a damaged one left out with a ResultsWarning naming it: one bad file
+    must not hide every other measurement of the run (the run's own runs.parquet is never skipped)."""
+    import warnings
+
+    from harness.errors import ResultsWarning
+
+    parts = []
+    for f in files:
+        try:
+            parts.append(_read_arrow(f, table))
+        except DamagedPart as exc:
+            warnings.warn(f"{exc} It is left out: the figures lack what it held (one measurement's {table}).",
+                          ResultsWarning, stacklevel=3)
+            parts.append(None)
+            if damaged is not None:
+                damaged.add(f.name)
+    return parts
+
+
+def _missing_parts(run_dir: Path, left_out: set) -> None:
+    """Warn about a measurement whose chunks, samples or probes part is missing: the store writes all four parts of
+    a measurement under one name, the measurement last, so a missing one was removed after the run."""
+    import warnings
+
+    from harness.errors import ResultsWarning
+
+    names = {t: {f.name for f in part_files(run_dir / t)} for t in ("measurements", "chunks", "samples", "probes")
+             if (run_dir / t).is_dir()}
+    measured = names.get("measurements", set()) - left_out  # a part left out (damaged, foreign) measured nothing
+    for table in (t for t in ("chunks", "samples", "probes") if t in names):  # a missing folder is refused on read
+        gone = sorted(measured - names[table])
+        if gone:
+            warnings.warn(f"{run_dir / table}: {', '.join(gone)} missing (the measurement(s) of the same part name in "
+                          f"measurements/ have no {table}): figures that need their {table} are missing for them.",
+                          ResultsWarning, stacklevel=3)
+
+
 def _read_arrow(path: Path, table: str):
     import pyarrow as pa
     import pyarrow.parquet as pq
@@ -73,9 +121,11 @@ def _read_arrow(path: Path, table: str):
     try:
         arrow = pq.read_table(path)
     except (OSError, pa.ArrowInvalid) as exc:
-        raise ResultsError(f"Results file {path} cannot be read as Parquet ({exc}); the run directory is damaged.") from None
+        raise DamagedPart(f"Results file {path} cannot be read as Parquet ({exc}); the run directory is damaged.") from None
     meta = arrow.schema.metadata or {}
     version = int(meta.get(b"harness_schema_version", b"0"))
+    if version == 0 and b"harness_table" not in meta:
+        raise DamagedPart(f"{path} is not a harness result (no schema version in it): something else wrote it there.")
     if version > SCHEMA_VERSION:
         raise ResultsError(
             f"{path} was written with results schema v{version}, newer than this harness's v{SCHEMA_VERSION}. "
@@ -188,7 +238,7 @@ def _once(files: list[Path], arrows: list) -> list:
     return keep
 
 
-def read_table(run_dir: Path, table: str):
+def read_table(run_dir: Path, table: str, *, _left_out: set | None = None):
     """All parts of one table as a polars DataFrame (an empty frame with the schema when there are none)."""
     import polars as pl
     import pyarrow as pa
@@ -206,8 +256,11 @@ def read_table(run_dir: Path, table: str):
                 f"(expected runs.parquet and the folders {', '.join(t for t in TABLES if t != 'runs')})."
             )
         files = part_files(folder)
-    parts = [_read_arrow(f, table) for f in files]
-    if table != "runs":
+    if table == "runs":
+        parts = [_read_arrow(f, table) for f in files]
+    else:
+        read = _read_parts(files, table, _left_out)
+        files, parts = [f for f, a in zip(files, read) if a is not None], [a for a in read if a is not None]
         parts = _once(files, parts)
     arrow = pa.concat_tables(parts) if parts else table_schema(table).empty_table()
     return pl.from_arrow(arrow)
@@ -224,14 +277,28 @@ def read_run(run_dir: Path | str) -> Run:
     runs = read_table(run_dir, "runs")
     if runs.height != 1:
         raise ResultsError(f"{run_dir}/runs.parquet holds {runs.height} rows; a run directory holds exactly one.")
+    left_out: set = set()
+    measurements = read_table(run_dir, "measurements", _left_out=left_out)
+    _missing_parts(run_dir, left_out)
     return Run(
         path=run_dir,
-        info=runs.row(0, named=True),
-        measurements=read_table(run_dir, "measurements"),
+        info=_with_liveness(run_dir, runs.row(0, named=True)),
+        measurements=measurements,
         chunks=read_table(run_dir, "chunks"),
         samples=read_table(run_dir, "samples"),
         probes=read_table(run_dir, "probes"),
     )
+
+
+def _with_liveness(run_dir: Path, info: dict) -> dict:
+    """A `running` run whose writing process is gone says so in its status_detail (`_owner`); nothing is written."""
+    if info.get("status") == "running":
+        from harness.results._owner import run_process_state
+
+        state, words = run_process_state(run_dir)
+        if state == "gone":
+            info = {**info, "status_detail": "; ".join(x for x in (info.get("status_detail"), words) if x)}
+    return info
 
 
 def read_run_rows(run_dir: Path) -> Run:
@@ -241,7 +308,7 @@ def read_run_rows(run_dir: Path) -> Run:
     runs = read_rows(run_dir, "runs")
     if not runs:
         raise ResultsError(f"{run_dir / 'runs.parquet'} holds no run row; the run directory is damaged.")
-    return Run(path=run_dir, info=runs[0], measurements=read_rows(run_dir, "measurements"), chunks=None,
+    return Run(path=run_dir, info=_with_liveness(run_dir, runs[0]), measurements=read_rows(run_dir, "measurements"), chunks=None,
                samples=None, probes=None)
 
 

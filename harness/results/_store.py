@@ -19,6 +19,7 @@ from pathlib import Path
 
 from harness.errors import ConfigError, ResultsError
 from harness.results._atomic import atomic_path
+from harness.results._owner import write_owner
 from harness.results._schema import OPTIONAL_TABLES, SCHEMA_VERSION, TABLES, columns, table_schema
 
 __all__ = ["PART_PATTERN", "RUN_NAME_MAX", "RunWriter", "end_abandoned_run", "new_run_id", "write_table_atomic"]
@@ -90,6 +91,7 @@ class RunWriter:
             probe = self.path / ".write-test"
             probe.write_bytes(b"ok")
             probe.unlink()
+            write_owner(self.path)  # who writes it: a run left `running` by a process that is gone is told apart
         except OSError as exc:
             if _no_space(exc):
                 raise ResultsError(f"No space left on the device holding {self.root}: the run directory cannot be "

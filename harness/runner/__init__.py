@@ -11,7 +11,7 @@ from harness.runner._burst import BurstConfig, KernelTimes, ProfEvent, device_ti
 from harness.runner._chunks import Chunk, ChunkSource, PipelinedChunks
 from harness.runner._endings import StopSignals, Watchdog, stop_signals
 from harness.runner._launch import Launcher, build_launcher, estimate_launch_ns
-from harness.runner._loop import TIMED_STATUSES, RunHooks, RunResult
+from harness.runner._loop import ISOLATION_NONE_NOTE, TIMED_STATUSES, RunHooks, RunResult
 from harness.runner._overhead import LaunchOverhead, measure_launch_overhead
 from harness.runner._measure import MeasureOutcome, PhaseTimes, run_protocol
 from harness.runner._channel import JsonLinesChannel
@@ -23,6 +23,7 @@ from harness.runner._settle import SettleCheck, check_settled, trend_change
 from harness.runner._setup import estimate_bytes
 
 __all__ = [
+    "ISOLATION_NONE_NOTE",
     "JsonLinesChannel",
     "BurstConfig",
     "BurstProtocol",

@@ -146,9 +146,10 @@ def _events(prof) -> list[ProfEvent]:
     return out
 
 
-def _profile_one(device, launch, proto: BurstProtocol, *, clock, sleep, on_phase) -> tuple[KernelTimes, dict]:
+def _profile_one(device, launch, proto: BurstProtocol, *, clock, sleep, on_phase) -> tuple[KernelTimes, dict, object]:
     """Idle, warm up, time. The profiler is entered first, so CUPTI's start-up cost falls before the idle
-    and the warm-up runs in the profiler's own warm-up step: the timed launches follow without a gap."""
+    and the warm-up runs in the profiler's own warm-up step: the timed launches follow without a gap.
+    Returns the times, the phases and the last timed launch's output."""
     import torch
     from torch.profiler import ProfilerActivity, profile, record_function, schedule
 
@@ -167,13 +168,14 @@ def _profile_one(device, launch, proto: BurstProtocol, *, clock, sleep, on_phase
         on_phase("timed")
         t0 = clock()
         with record_function(TIMED_RANGE):
-            for _ in range(proto.timed_launches):
+            for _ in range(proto.timed_launches - 1):
                 launch()
+            last = launch()  # checked after the timed range (runner._watch)
         device.synchronize()
         t1 = clock()
         prof.step()
     times = device_time_from_events(_events(prof), launches=proto.timed_launches, device_kind=device.kind)
-    return times, {"idle": (t_idle, t_warm), "warmup": (t_warm, t0), "timed": (t0, t1)}
+    return times, {"idle": (t_idle, t_warm), "warmup": (t_warm, t0), "timed": (t0, t1)}, last
 
 
 class _AppendWriter:
@@ -259,15 +261,15 @@ class _Burst:
         pass
 
     def arm(self, side, kernel, launch):
-        return None
+        return _Armed(launch)
 
     def idle_s(self, rep: int, order_index: int) -> float:
         return self.proto.idle_s
 
     def time(self, side, kernel, launch, armed, *, idle_s: float, inputs) -> dict:
         with side.watchdog.limit(what="its warm-up and timed launches"):
-            times, phases = _profile_one(side.device, launch, self.proto, clock=side.clock, sleep=side.sleep,
-                                         on_phase=side.on_phase)
+            times, phases, armed.held = _profile_one(side.device, launch, self.proto, clock=side.clock,
+                                                     sleep=side.sleep, on_phase=side.on_phase)
         return {"times": {**dataclasses.asdict(times), "by_name": {k: list(v) for k, v in times.by_name.items()}},
                 "phases": {k: list(v) for k, v in phases.items()}}
 
@@ -285,6 +287,17 @@ class _Burst:
 
     def stop(self) -> None:
         pass
+
+
+class _Armed:
+    """A burst kernel ready to time: its launch, and the output of the last timed launch (`Launcher`'s `last` and
+    `again`, for the check after the timed launches)."""
+
+    def __init__(self, launch) -> None:
+        self.again, self.held = launch, None
+
+    def last(self):
+        return self.held
 
 
 def _rows(times: KernelTimes, phases: dict, ident, thread, proto, inputs, *, mid, sample_row):

@@ -20,22 +20,6 @@ import time
 __all__ = ["main"]
 
 
-def _exit_text(exc: BaseException) -> str:
-    if isinstance(exc, SystemExit):
-        return "called sys.exit()" if exc.code is None else f"called sys.exit({exc.code!r})"
-    if isinstance(exc, KeyboardInterrupt):
-        return "raised KeyboardInterrupt"
-    return f"raised {type(exc).__name__} (a BaseException, not an Exception): {exc}"
-
-
-def _where(exc: BaseException) -> str:
-    import traceback
-    from pathlib import Path
-
-    tb = traceback.extract_tb(exc.__traceback__)
-    return f" (at {Path(tb[-1].filename).name}:{tb[-1].lineno})" if tb else ""
-
-
 IMPORT_TIMEOUT_S = 300.0  # a kernel module's own import (a Triton compile at import time is not a launch)
 
 
@@ -120,7 +104,7 @@ class _Served:
 
     def config(self, op: dict) -> None:
         from harness.inputs import InputSpec, make_inputs
-        from harness.runner._ready import InputsGuard, ready_kernel
+        from harness.runner._ready import InputsGuard, _who, ready_kernel
 
         from harness.kernels import gate_columns
 
@@ -132,8 +116,9 @@ class _Served:
             self._open()
         self.inputs = make_inputs(self.spec, device=self.side.device.torch_device)
         guard = InputsGuard(self.spec, self.inputs)
-        launch, armed, g = ready_kernel(self.side, self.measurer, self.kernel, self.inputs, guard, on_stage=self._stage)
-        self.state = (launch, armed, guard)
+        launch, armed, g, watch = ready_kernel(self.side, self.measurer, self.kernel, self.inputs, guard,
+                                               on_stage=self._stage, who=_who(self.kernel, self.spec))
+        self.state = (launch, armed, guard, watch)
         self.configs[self.index] = (self.spec, self.inputs, self.state)
         self.ch.send(event="ready", extra={**gate_columns(g), **self.measurer.row_extra(armed)})
 
@@ -143,9 +128,9 @@ class _Served:
         self.index = op.get("index")
         self.spec, self.inputs, self.state = self.configs[self.index]
         self.stage = f"measure (repeat {op['repeat']})"
-        launch, armed, guard = self.state
+        launch, armed, guard, watch = self.state
         timing = time_kernel(self.side, self.measurer, self.kernel, launch, armed, self.inputs, guard,
-                             idle_s=op["idle_s"], repeat=op["repeat"])
+                             idle_s=op["idle_s"], repeat=op["repeat"], watch=watch)
         self.ch.send(event="timed", timing=timing)
 
     def release(self, op: dict | None = None) -> None:
@@ -203,6 +188,18 @@ def _serve(channel, start: dict) -> int:
         except BaseException as exc:  # noqa: BLE001
             served._failed(exc, exiting=True)
             return 0
+
+
+def _exit_text(exc: BaseException) -> str:
+    from harness.runner._ready import exit_text
+
+    return exit_text(exc)
+
+
+def _where(exc: BaseException) -> str:
+    from harness.runner._ready import where
+
+    return where(exc)
 
 
 def main() -> int:

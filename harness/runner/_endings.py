@@ -5,7 +5,9 @@ per-launch watchdog.
 signal still at its default disposition, it installs a handler that raises `RunStopped(signum)` once; a
 signal that arrives while the run is ending (or inside `deferred()`, e.g. during the status write) is only
 recorded, so a second Ctrl-C 1 ms after the first cannot leave the run `running` or a stray temp file. A
-third signal while ending restores the default and re-sends it: the way out when clean-up itself hangs.
+third signal while ending restores the default and re-sends it: the way out when clean-up itself hangs. Only
+signals more than `BURST_S` after the first count toward it: a burst (a kernel that signals the run on every
+call) is one signal.
 A handler somebody else installed (the multi-GPU worker's SIGTERM) is left alone. Outside the main thread
 nothing is installed: Python delivers signals to the main thread only.
 
@@ -40,6 +42,12 @@ def _is_default(signum: int) -> bool:
     return current in (signal.SIG_DFL, None)
 
 
+# Signals within this long of the one that stopped the run count as that one for the way out (the third signal):
+# a burst (a kernel signalling the run from its own process on every call, a script's repeated kill) must not
+# kill the run's process while it writes its status; a person waiting on a hung clean-up presses again later.
+BURST_S = 1.0
+
+
 @dataclass(kw_only=True)
 class StopSignals:
     """The state of one run's stop handling (see the module docstring)."""
@@ -48,15 +56,28 @@ class StopSignals:
     pending: list[int] = field(default_factory=list)
     stopping: bool = False
     _depth: int = 0
+    _since: float | None = None  # when stopping began (monotonic s)
+    _late: int = 0  # signals recorded while stopping, more than BURST_S after it began
+
+    def _stop(self) -> None:
+        import time
+
+        self.stopping = True
+        if self._since is None:
+            self._since = time.monotonic()
 
     def _handler(self, signum, frame) -> None:
+        import time
+
         if self.stopping or self._depth:
             self.pending.append(signum)
-            if self.stopping and len(self.pending) >= 3:
+            if self.stopping and self._since is not None and time.monotonic() - self._since >= BURST_S:
+                self._late += 1
+            if self.stopping and self._late >= 2:
                 signal.signal(signum, signal.SIG_DFL)
                 os.kill(os.getpid(), signum)
             return
-        self.stopping = True
+        self._stop()
         raise RunStopped(signum)
 
     @contextlib.contextmanager
@@ -68,12 +89,12 @@ class StopSignals:
         finally:
             self._depth -= 1
         if not self._depth and self.pending and not self.stopping:
-            self.stopping = True
+            self._stop()
             raise RunStopped(self.pending[0])
 
     def ending(self) -> None:
         """From now on signals are recorded only: the run is writing its last status."""
-        self.stopping = True
+        self._stop()
 
 
 @contextlib.contextmanager

@@ -21,6 +21,12 @@ How a child's end becomes the kernel's row (`status` / `error`, never a new sche
 - a hang: the child's watchdog (SIGALRM) stops Python-level hangs itself and reports `timeout`; each
   bounded stretch is announced to the parent, which kills the child (SIGKILL, its whole process group)
   when one outlasts the launch timeout by `grace_s` more: a C call or a GPU kernel that never returns.
+
+Every wait on a child has a deadline: a bounded stretch's, else `quiet_s` (the harness's own work in the
+child: inputs, the gate's fp64 reference), and a child whose process has ended is never waited on (a
+grandchild that kept its stdout open cannot hold the run). A child serves several configurations at once
+(those of one comparison group); when it dies, every configuration it held becomes that kernel's row with
+the cause, as each comes up, and the next configuration prepared starts a new child.
 """
 
 from __future__ import annotations
@@ -36,10 +42,10 @@ import threading
 import time
 from pathlib import Path
 
-from harness.errors import KernelError, KernelTimeout, UnknownKernelError
+from harness.errors import KernelError, KernelTimeout
 from harness.runner._ready import ReportedFailure
 
-__all__ = ["ChildKernel", "ChildDied", "ChildHung", "isolated", "grace_s", "start_children"]
+__all__ = ["ChildKernel", "ChildDied", "ChildHung", "isolated", "grace_s", "quiet_s"]
 
 _BUNDLED = "kernels_under_test"
 _SIGNAL_CAUSE = {
@@ -69,6 +75,17 @@ def grace_s(timeout_s: float) -> float:
     return min(10.0, max(2.0, timeout_s / 2))
 
 
+def quiet_s(timeout_s: float) -> float:
+    """How long the parent waits for a child that is outside any bounded stretch (the harness's own work
+    there: making inputs, the gate's fp64 reference, a checksum) before it calls the child hung: generous,
+    as an fp64 reference on a CPU takes minutes at full size, but never forever."""
+    return max(900.0, 10.0 * timeout_s)
+
+
+# After the child's process has ended, how long its last lines may still take to arrive on the pipe.
+_DRAIN_S = 2.0
+
+
 def _bundled(kernel) -> bool:
     return kernel.source.partition(":")[0].split(".")[0] == _BUNDLED
 
@@ -86,6 +103,16 @@ def _harness_root() -> str:
     import harness
 
     return str(Path(harness.__file__).resolve().parent.parent)
+
+
+def _stopped(pid: int) -> bool:
+    """Whether process `pid` is stopped (state T in /proc; False where that cannot be read)."""
+    try:
+        with open(f"/proc/{pid}/stat", encoding="ascii", errors="replace") as f:
+            text = f.read()
+        return text[text.rindex(")") + 2:].split()[0] in ("T", "t")
+    except (OSError, ValueError, IndexError):
+        return False
 
 
 def _signal_name(num: int) -> str:
@@ -123,12 +150,16 @@ class ChildKernel:
             [_harness_root()] + ([os.environ["PYTHONPATH"]] if os.environ.get("PYTHONPATH") else []))}
         # A session of its own: a Ctrl-C in the terminal reaches the run alone, which then ends its children,
         # and a kill of the group also ends whatever the kernel itself started.
+        # errors="replace": bytes a kernel writes that are not UTF-8 must not stop the thread that drains its
+        # stderr (its pipe then filled, and the kernel, blocked on its next write, was killed as hung).
         self._proc = subprocess.Popen([self._python, "-m", "harness.runner._child"], stdin=subprocess.PIPE,
                                       stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, bufsize=1,
-                                      cwd=self._cwd, env=env, start_new_session=True)
+                                      encoding="utf-8", errors="replace", cwd=self._cwd, env=env,
+                                      start_new_session=True)
         self._events: queue.Queue = queue.Queue()
         self._tail: collections.deque = collections.deque(maxlen=8)
         self._alive, self._busy = True, False
+        self._held: set = set()  # the configurations prepared in this process (their inputs, their kernel)
         self._err_thread = threading.Thread(target=self._read_stderr, args=(self._proc,), daemon=True)
         self._err_thread.start()
         threading.Thread(target=self._read_events, args=(self._proc, self._events), daemon=True).start()
@@ -175,8 +206,22 @@ class ChildKernel:
             self._kill()
             rc = self._proc.wait()
         self._alive = False
+        self._held.clear()
         self._err_thread.join(timeout=2.0)
         return rc
+
+    def _died(self, rc: int) -> ChildDied:
+        """The death of this child, remembered for the configurations it still held."""
+        self._cause = self._death(rc)
+        self._cause_stage = self.stage
+        return ChildDied(self._cause)
+
+    def _gone(self) -> ChildDied:
+        """A configuration whose process ended before it came up: the earlier death, named with its stage."""
+        cause = getattr(self, "_cause", None) or "its own process ended before this configuration was measured"
+        where = getattr(self, "_cause_stage", "")
+        return ChildDied(f"{cause} (while it ran {where} for another input; this input was prepared in that process "
+                         f"and went with it)" if where else cause)
 
     def _death(self, rc: int) -> str:
         if rc < 0:
@@ -189,31 +234,57 @@ class ChildKernel:
         return f"its own process {cause}{tail}"
 
     def _await(self, want: str) -> dict:
-        """The child's next `want` event, forwarding progress; a failure, a death or a hang is raised."""
-        deadline = what = limit = None
+        """The child's next `want` event, forwarding progress; a failure, a death or a hang is raised. Never
+        waits without a deadline: a bounded stretch's, else `quiet_s`; a process that has ended is reaped."""
+        if not self._alive:
+            raise self._gone()
+        what = limit = None
+        quiet = quiet_s(self.timeout_s)
+        deadline = time.monotonic() + quiet
+        ended_at = None
         self._busy = True
         try:
             while True:
                 try:
                     ev = self._events.get(timeout=0.25)
                 except queue.Empty:
-                    if deadline is not None and time.monotonic() > deadline:
+                    now = time.monotonic()
+                    if self._proc.poll() is not None:
+                        # Ended, but its stdout is still open: a process it started holds the pipe. Its last
+                        # lines have had time to arrive; what is left of its group is killed.
+                        ended_at = ended_at or now
+                        if now - ended_at > _DRAIN_S:
+                            self._kill()
+                            raise self._died(self._reap())
+                        continue
+                    if now > deadline:
+                        stopped = _stopped(self._proc.pid)
                         self._kill()
                         self._reap()
-                        raise ChildHung(
-                            f"{what} did not return within the {limit:g} s launch timeout, nor did its own process "
-                            f"answer within {grace_s(limit):g} s more: it is stuck where the watchdog cannot reach "
-                            f"it (a C call, or a GPU kernel that never finishes), so its process was killed "
-                            f"(SIGKILL)") from None
+                        if stopped:  # a hang with a cause the row can name
+                            text = (f"its own process was stopped (SIGSTOP or SIGTSTP: its state was T) and did not "
+                                    f"answer within {quiet if what is None else limit + grace_s(limit):g} s, so it "
+                                    f"was killed (SIGKILL)")
+                        elif what is None:
+                            text = (f"its own process sent nothing for {quiet:g} s outside any call of the kernel's "
+                                    f"code (stage {self.stage}), so it was killed (SIGKILL)")
+                        else:
+                            text = (f"{what} did not return within the {limit:g} s launch timeout, nor did its own "
+                                    f"process answer within {grace_s(limit):g} s more: it is stuck where the watchdog "
+                                    f"cannot reach it (a C call, or a GPU kernel that never finishes), so its process "
+                                    f"was killed (SIGKILL)")
+                        self._cause, self._cause_stage = text, self.stage  # for the configurations it held
+                        raise ChildHung(text) from None
                     continue
                 if ev is None:
-                    raise ChildDied(self._death(self._reap()))
+                    raise self._died(self._reap())
                 kind = ev.get("event")
                 if kind == "limit":
                     what, limit = ev["what"], float(ev["s"] or self.timeout_s)
                     deadline = time.monotonic() + limit + grace_s(limit)
                 elif kind == "unlimit":
-                    deadline = None
+                    what = limit = None
+                    deadline = time.monotonic() + quiet
                 elif kind == "stage":
                     self.stage = ev["stage"]
                 elif kind in ("phase", "chunk"):
@@ -221,6 +292,7 @@ class ChildKernel:
                 elif kind == "failed":
                     if ev.get("exiting"):
                         self._reap()
+                        self._cause, self._cause_stage = f"its own process ended after: {ev['error']}", self.stage
                     raise ReportedFailure(ev["status"], ev["error"], gate=ev.get("gate"))
                 elif kind == want:
                     return ev
@@ -274,18 +346,32 @@ class ChildKernel:
             self._await("described")
         self.stage = "prepare"
         self._send({"op": "config", "index": ci, "input": spec.to_dict()})
-        return self._await("ready")["extra"]
+        extra = self._await("ready")["extra"]
+        self._held.add(ci)
+        return extra
 
     def time(self, *, repeat: int, idle_s: float, ci: int | None = None) -> dict:
+        if ci not in self._held:  # prepared in a process that has ended since: never sent to its successor
+            raise self._gone()
         self.stage = f"measure (repeat {repeat})"
         self._send({"op": "measure", "index": ci, "repeat": repeat, "idle_s": idle_s})
-        return self._await("timed")["timing"]
+        timing = self._await("timed").get("timing")
+        if not isinstance(timing, dict) or not {"chunks", "phases"} <= timing.keys() and "times" not in timing:
+            # Not what the child writes: something in the kernel's process wrote into the harness's pipe. Its
+            # process can no longer be trusted to answer in order, so it is ended.
+            self._kill()
+            self._reap()
+            self._cause, self._cause_stage = "its own process wrote into the harness's pipe", self.stage
+            raise KernelError("its own process sent a timing the harness did not write (something in the kernel's "
+                              "process wrote into the harness's pipe to it); that process was ended")
+        return timing
 
     def settle(self) -> None:
         pass  # the child waits for its own queued work, or is gone
 
     def release(self, ci: int | None = None) -> None:
         """The child drops a configuration's inputs and prepared kernel (every one's without `ci`)."""
+        self._held.discard(ci) if ci is not None else self._held.clear()
         if self._alive:
             self._send({"op": "release", "index": ci})
             try:
@@ -307,46 +393,3 @@ class ChildKernel:
         except OSError:
             pass
         self._reap(timeout=10.0)
-
-
-def start_children(config, *, registry, measurer, protocol, device_kind: str) -> tuple[list, dict]:
-    """The run's kernels (a Kernel each, in order) and the children of those that run in their own process
-    (name -> ChildKernel). Children are started together, then described one by one; a kernel that cannot
-    be imported or described refuses the run (as an unknown kernel does), naming why."""
-    from harness.kernels import default_registry
-
-    by_default = registry is None
-    registry = registry or default_registry()
-    mode = getattr(config, "isolation", "none")
-    kernels: list = []
-    children: list[tuple[int, ChildKernel]] = []
-    try:
-        for i, name in enumerate(config.kernels):
-            if by_default and isolated(name, registry, mode):
-                children.append((i, ChildKernel(name, device=config.device, device_kind=device_kind,
-                                                measurer=measurer.kind, protocol=protocol, gate=config.gate,
-                                                launch=getattr(config, "launch", "auto"))))
-                kernels.append(None)
-            else:
-                kernels.append(registry.get(name))
-        for i, child in children:
-            try:
-                kernels[i] = child.describe()
-            except ReportedFailure as exc:  # the import's own paragraph, written by the child
-                raise UnknownKernelError(str(exc)) from None
-            except ChildDied as exc:
-                raise UnknownKernelError(f"Kernel spec {child.ref!r}: while it was imported, {exc.cause}. Check that "
-                                         f"it imports on its own.") from None
-            except ChildHung as exc:
-                raise UnknownKernelError(f"Kernel spec {child.ref!r}: {exc}.") from None
-    except BaseException:
-        for _, child in children:
-            child.close()
-        raise
-    names = [k.name for k in kernels]
-    twice = sorted({n for n in names if names.count(n) > 1})
-    if twice:
-        for _, child in children:
-            child.close()
-        raise KernelError(f"Two of the kernels named are the same kernel {', '.join(map(repr, twice))}; name each once.")
-    return kernels, {child.kernel.name: child for _, child in children}

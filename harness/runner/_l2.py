@@ -65,10 +65,29 @@ def copies_needed(nbytes: int, cache: int) -> int:
 
 
 def _copy(inputs):
-    import dataclasses
+    return inputs.copy()
 
-    index = {n: t.clone() for n, t in inputs.index_tensors().items()}
-    return dataclasses.replace(inputs, q=inputs.q.clone(), k=inputs.k.clone(), v=inputs.v.clone(), **index)
+
+def check_cold(specs, device) -> None:
+    """Refuse `--l2 cold` before the run starts (a user error, exit 2) where the device reports no cache size or an
+    input is too small to be rotated through enough copies; found at set-up for timing, it was each kernel's error."""
+    import math
+
+    from harness.runner._setup import estimate_bytes
+
+    cache = cache_bytes(device)
+    for spec in specs:
+        sizes = estimate_bytes(spec, gate=False)
+        nbytes = sizes["q"] + sizes["k"] + sizes["v"]
+        n = copies_needed(nbytes, cache)
+        if n > MAX_COPIES:
+            s = spec.shape
+            raise ConfigError(
+                f"--l2 cold: input {spec.label} ({s.label()}, {spec.dtype}) holds {nbytes / (1 << 20):.3g} MiB of q, k, v "
+                f"and would need {n} copies to cover twice the {cache / (1 << 20):.3g} MiB cache of {device.spec}, more "
+                f"than the {MAX_COPIES} the harness makes. Give a shape of at least "
+                f"{math.ceil(2 * cache / (MAX_COPIES - 1)) / (1 << 20):.3g} MiB (--batch, --seq-len-kv, --heads) or "
+                f"--l2 warm. Nothing was run.")
 
 
 def cold_launch(kernel, inputs, launch, *, device):

@@ -11,14 +11,22 @@ from harness.errors import KernelError
 __all__ = ["Launcher", "build_launcher", "estimate_launch_ns"]
 
 
+def _nothing():
+    return None
+
+
 @dataclass(frozen=True, kw_only=True)
 class Launcher:
-    """`enqueue()` issues `launches_per_call` launches of the kernel on the current stream."""
+    """`enqueue()` issues `launches_per_call` launches of the kernel on the current stream; `last()` is the
+    output of the last launch enqueued (read after a synchronize) and `again()` one more call outside any
+    timing, returning its output: the output is checked after each window (`runner._watch`)."""
 
     enqueue: Callable[[], None]
     launches_per_call: int
     strategy: str  # "graph" or "loop"
     note: str = ""  # why this strategy (e.g. the error that made graph capture impossible)
+    last: Callable[[], object] = _nothing
+    again: Callable[[], object] = _nothing
 
 
 def estimate_launch_ns(device, launch, *, repeats: int = 5) -> int:
@@ -34,11 +42,16 @@ def estimate_launch_ns(device, launch, *, repeats: int = 5) -> int:
 
 
 def _loop(launch, n: int, note: str = "") -> Launcher:
-    def enqueue() -> None:
-        for _ in range(n):
-            launch()
+    held = [None]
 
-    return Launcher(enqueue=enqueue, launches_per_call=n, strategy="loop", note=note)
+    def enqueue() -> None:
+        # The last launch's output is kept for the check after the window: one store per call of n launches.
+        for _ in range(n - 1):
+            launch()
+        held[0] = launch()
+
+    return Launcher(enqueue=enqueue, launches_per_call=n, strategy="loop", note=note, last=lambda: held[0],
+                    again=launch)
 
 
 def _graph(device, launch, n: int) -> Launcher:
@@ -54,11 +67,18 @@ def _graph(device, launch, n: int) -> Launcher:
     torch.cuda.current_stream().wait_stream(side)
     device.synchronize()
     graph = torch.cuda.CUDAGraph()
+    held = [None]
     with torch.cuda.graph(graph):
         for _ in range(n):
-            launch()
+            held[0] = launch()  # the last one's output is the graph's: every replay rewrites it
     device.synchronize()
-    return Launcher(enqueue=graph.replay, launches_per_call=n, strategy="graph")
+
+    def again():
+        graph.replay()
+        device.synchronize()
+        return held[0]
+
+    return Launcher(enqueue=graph.replay, launches_per_call=n, strategy="graph", last=lambda: held[0], again=again)
 
 
 def build_launcher(device, kernel, launch, *, strategy: str, target_s: float, max_launches: int) -> Launcher:

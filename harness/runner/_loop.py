@@ -24,7 +24,15 @@ from harness.runner._endings import StopSignals, Watchdog, stop_signals
 from harness.runner._observer import NullObserver, RunObserver
 from harness.runner._ready import InProcess, InputsGuard, KernelSide, ReportedFailure
 
-__all__ = ["Measurer", "RunHooks", "RunResult", "Session", "TIMED_STATUSES", "run_loop"]
+__all__ = ["ISOLATION_NONE_NOTE", "Measurer", "RunHooks", "RunResult", "Session", "TIMED_STATUSES", "run_loop"]
+
+# What `--isolation none` gives up, said when such a run starts and kept in its notes.
+ISOLATION_NONE_NOTE = (
+    "--isolation none: every kernel runs in this process. A kernel's exceptions and sys.exit are still its own "
+    "row, and each kernel gets input tensors of its own, but os._exit or a crash (SIGSEGV) ends the whole run "
+    "(left `running`; `bench list runs` and `bench report` say its process is gone), a hang inside one C call is "
+    "not stopped, and a kernel's os.chdir, threads and writes to stdout act on this process. --isolation auto "
+    "(the default) runs every user kernel in a process of its own.")
 
 # Rows that hold a timing; every other status (gate_failed, error, timeout, input_error) says why not.
 TIMED_STATUSES = ("ok", "unsettled", "burst")
@@ -164,11 +172,14 @@ def run_loop(config, *, protocol, measurer: Measurer, open_writer, info_row, obs
             sampler_open = True
             if info is not None:
                 info["telemetry_json"] = _to_json(setup.sampler.describe())
-                if watchdog.note:
-                    info["notes"] = "; ".join(x for x in (info.get("notes"), watchdog.note) if x)
+                notes = [watchdog.note, ISOLATION_NONE_NOTE if getattr(config, "isolation", None) == "none" else ""]
+                if any(notes):
+                    info["notes"] = "; ".join(x for x in (info.get("notes"), *notes) if x)
                 with stops.deferred():
                     writer.write_run(info)
             obs.on_run_start(result, total=len(config.inputs) * len(setup.kernels) * protocol.repeats)
+            if getattr(config, "isolation", None) == "none":
+                obs.on_message(ISOLATION_NONE_NOTE)
             thread.start()
             side = KernelSide(device=setup.device, protocol=protocol, gate=config.gate,
                               launch=getattr(config, "launch", "auto"), watchdog=watchdog, clock=clock, sleep=sleep,
@@ -319,10 +330,15 @@ def _open_config(s: Session, m: Measurer, ci: int, spec) -> _Config | None:
         return None
     guard = InputsGuard(spec, inputs)
     ready = []
+    local = [k for k in s.kernels if k.name not in s.hosts]
     for kernel in s.kernels:
         host = s.hosts.get(kernel.name) or InProcess(s.side, m, kernel)
+        # Each kernel in this process gets tensors of its own (the last one the originals): a thread one kernel
+        # left running cannot write into the next one's inputs, nor get an innocent kernel refused for it. A
+        # kernel in its own process makes its own from the spec.
+        mine = inputs if kernel.name in s.hosts or kernel is local[-1] else inputs.copy()
         try:
-            extra = host.ready(ci, spec, inputs, guard)
+            extra = host.ready(ci, spec, mine, guard if mine is inputs else InputsGuard(spec, mine))
         except Exception as exc:
             host.settle()
             status, error = _failure(kernel, spec, inputs, host.stage, exc)

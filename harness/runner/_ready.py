@@ -78,11 +78,20 @@ class InputsGuard:
             f"refused and not timed on this input; q, k, v were made afresh for the others.{also}") from after
 
 
-def _checked(launch, inputs, kernel, watchdog: Watchdog, device, *, check_output: bool = True):
+_NTH = ("first", "second", "third", "fourth", "fifth")
+# What each of the gate's calls is for (kernels.gate): the judged output, the stale-output check, the check
+# that the output follows inputs changed in place.
+_GATE_CALLS = ("the gate", "the gate's stale-output check", "the gate, on inputs changed in place")
+
+
+def _checked(launch, inputs, kernel, watchdog: Watchdog, device, *, check_output: bool = True, on_stage=None,
+             watch=None):
     """The launch closure as the gate calls it: each call, and the device work it queued, bounded by the
     watchdog (the gate's fp64 reference is not: on the CPU it can take minutes; a GPU kernel that never
     ends hangs in the synchronize, inside the limit, where a kernel's own process is killed for it), and
-    what it returns checked to be a tensor shaped like the attention output, in the output's dtype.
+    what it returns checked to be a tensor shaped like the attention output, in the output's dtype, on the
+    inputs' device. Each call names its stage (`on_stage`: "gate (second call: ...)"), and the first call's
+    output is kept by `watch` (runner._watch), which checks the timed launches against it.
     Without the gate (`--no-gate`, the peak microbenchmarks, which return a GEMM or copy result) only the
     watchdog applies: the output is not judged at all then."""
     import torch
@@ -93,17 +102,31 @@ def _checked(launch, inputs, kernel, watchdog: Watchdog, device, *, check_output
     what = "[1, Hq, total_q, dv] (varlen: sequences packed along S)" if inputs.shape.packed else "[B, Hq, S_q, dv]"
     want_dtype = torch_dtype(kernel.output_dtype or inputs.dtype)
     asynchronous = getattr(device, "kind", "cpu") in ("cuda", "rocm")
+    calls = [0]
 
     def call():
-        with watchdog.limit(what="its first call (the gate)"):
+        n = calls[0]
+        calls[0] += 1
+        nth = _NTH[n] if n < len(_NTH) else f"call {n + 1}"
+        purpose = _GATE_CALLS[n] if n < len(_GATE_CALLS) else "the gate"
+        label = f"its {nth} call ({purpose})" if check_output else f"its {nth} call (no gate)"
+        if on_stage is not None:
+            on_stage(f"gate ({nth} call)" if check_output else f"{nth} call (no gate)")
+        with watchdog.limit(what=label):
             out = launch()
             if asynchronous:
                 device.synchronize()
         if not check_output:
             return out
+        if isinstance(out, torch.Tensor) and out.requires_grad:
+            out = out.detach()  # judged as values: the gate's in-place checks must not trip autograd
         if not isinstance(out, torch.Tensor):
             raise KernelError(f"its launch returned {type(out).__name__}, not a tensor: the launch closure must "
                               f"return the attention output {what} = {list(want)}")
+        if out.device != inputs.q.device:
+            # Compared as it is, a tensor elsewhere fails inside torch with another device's message ("meta").
+            raise KernelError(f"its launch returned a tensor on {out.device}; its inputs are on {inputs.q.device}, "
+                              f"and the attention output must be there too")
         if tuple(out.shape) != want:
             raise KernelError(f"its launch returned a tensor of shape {list(out.shape)}; the attention output is "
                               f"{what} = {list(want)}")
@@ -113,6 +136,8 @@ def _checked(launch, inputs, kernel, watchdog: Watchdog, device, *, check_output
             raise KernelError(f"its launch returned {str(out.dtype).replace('torch.', '')} values; the attention "
                               f"output of these inputs is {str(want_dtype).replace('torch.', '')}. Return the output "
                               f"in that dtype (a registered kernel that writes another one declares output_dtype)")
+        if watch is not None and n == 0:
+            watch.first(out)
         return out
 
     return call
@@ -142,13 +167,16 @@ def check_kernel(kernel, spec, *, device: str, gate: bool = True, timeout_s: flo
 
 
 def ready_kernel(side: KernelSide, measurer, kernel, inputs, guard: InputsGuard, *,
-                 on_stage: Callable[[str], None] = lambda stage: None):
+                 on_stage: Callable[[str], None] = lambda stage: None, who: str = ""):
     """prepare(), the gate (its first calls) and the set-up for timing, each bounded by the watchdog; then
-    the inputs' checksum. Returns (launch, armed, gate result or None); raises what the kernel raised (or
-    InputsWritten), after `on_stage` named the stage it was in."""
+    the inputs' checksum. Returns (launch, armed, gate result or None, OutputWatch); raises what the kernel
+    raised (or InputsWritten), after `on_stage` named the stage it was in. `who` names the kernel and input in
+    the watch's refusal (runner._watch)."""
     from harness.kernels import gate
+    from harness.runner._watch import OutputWatch
 
     wd, during = side.watchdog, "prepare()"
+    watch = OutputWatch(who or f"Kernel {kernel.name!r} on {inputs.source}")
     on_stage("prepare")
     try:
         # Each bounded stretch ends with the device work it queued: a GPU kernel that never ends must hang
@@ -157,11 +185,12 @@ def ready_kernel(side: KernelSide, measurer, kernel, inputs, guard: InputsGuard,
         with wd.limit(what="prepare()"):
             launch = kernel.prepare(inputs)
             _sync(side.device)
-        on_stage("gate (first call)")
         during = "its gate calls"
-        checked = _checked(launch, inputs, kernel, wd, side.device, check_output=side.gate)
+        checked = _checked(launch, inputs, kernel, wd, side.device, check_output=side.gate, on_stage=on_stage,
+                           watch=watch)
         if side.gate:
             g = gate(kernel, inputs, checked)
+            watch.arm(g)
         else:
             g = None
             checked()
@@ -179,12 +208,13 @@ def ready_kernel(side: KernelSide, measurer, kernel, inputs, guard: InputsGuard,
         guard.verify(during=during, after=exc)
         raise
     guard.verify(during=during)
-    return launch, armed, g
+    return launch, armed, g, watch
 
 
 def time_kernel(side: KernelSide, measurer, kernel, launch, armed, inputs, guard: InputsGuard, *, idle_s: float,
-                repeat: int) -> dict:
-    """One measurement (`measurer.time`: plain data), then the inputs' checksum."""
+                repeat: int, watch=None) -> dict:
+    """One measurement (`measurer.time`: plain data), then the inputs' checksum, then the output of its last
+    timed launch against the gated one, and one more launch after it was poisoned (`watch`, runner._watch)."""
     during = f"its timed launches (repeat {repeat})"
     try:
         timing = measurer.time(side, kernel, launch, armed, idle_s=idle_s, inputs=inputs)
@@ -193,6 +223,28 @@ def time_kernel(side: KernelSide, measurer, kernel, launch, armed, inputs, guard
         guard.verify(during=during, after=exc)
         raise
     guard.verify(during=during)
+    if watch is not None and watch.armed:
+        last = getattr(armed, "last", None)
+        out = last() if last is not None else None
+        if out is not None:
+            import torch
+
+            out = out.detach() if isinstance(out, torch.Tensor) else out
+            what = f"the last launch of repeat {repeat}'s timed {'launches' if measurer.kind == 'burst' else 'window'}"
+            try:
+                with side.watchdog.limit(what="the check of its output after the window"):
+                    watch.check(out, during=what)
+                    watch.check_fresh(armed.again, out, during=what)
+                    # Inputs that rotate through copies (--l2 cold) are not the ones scaled; a kernel that copies
+                    # or quantizes its inputs in prepare() declares it and is not expected to follow them.
+                    if getattr(launch, "rotation", 1) == 1 and kernel.extra.get("reads_inputs_at_launch", True):
+                        watch.check_follows(armed.again, inputs, during=what)
+                    _sync(side.device)
+            except Exception as exc:
+                settle_device(side)
+                guard.verify(during=f"the check of its output after repeat {repeat}", after=exc)
+                raise
+            guard.verify(during=f"the check of its output after repeat {repeat}")
     return timing
 
 
@@ -212,6 +264,44 @@ def settle_device(side: KernelSide) -> None:
         pass
 
 
+def exit_text(exc: BaseException) -> str:
+    """What a kernel's own BaseException did, as a row says it: "called sys.exit(3)"."""
+    if isinstance(exc, SystemExit):
+        return "called sys.exit()" if exc.code is None else f"called sys.exit({exc.code!r})"
+    if isinstance(exc, KeyboardInterrupt):
+        return "raised KeyboardInterrupt"
+    text = str(exc)
+    return f"raised {type(exc).__name__} (a BaseException, not an Exception)" + (f": {text}" if text else "")
+
+
+def where(exc: BaseException) -> str:
+    """Where a kernel's exception was raised: " (at file.py:12)", or "" without a traceback."""
+    import traceback
+    from pathlib import Path
+
+    tb = traceback.extract_tb(exc.__traceback__)
+    return f" (at {Path(tb[-1].filename).name}:{tb[-1].lineno})" if tb else ""
+
+
+class _OwnExit:
+    """Kernel code run in this process: its sys.exit (or another BaseException that is not a stop: Ctrl-C and
+    the stop signals are KeyboardInterrupts) becomes its failure, never the exit status of the run."""
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, kind, exc, tb):
+        if exc is None or isinstance(exc, (Exception, KeyboardInterrupt)):
+            return False
+        raise KernelError(f"it {exit_text(exc)}{where(exc)}, which would have ended the run (it runs in the run's "
+                          f"own process). It is not timed on this input; the run went on with the others") from None
+
+
+def _who(kernel, spec) -> str:
+    """How a row's text names the kernel and its input (as runner._loop's `_failure` does)."""
+    return f"Kernel {kernel.name!r} on {spec.label} ({spec.shape.label()}, {spec.dtype})"
+
+
 class InProcess:
     """A kernel run in the run's own process: the bundled kernels (README: isolation)."""
 
@@ -229,15 +319,18 @@ class InProcess:
         """The row columns this kernel adds to each of its measurements (gate figures, launch strategy)."""
         from harness.kernels import gate_columns
 
-        launch, armed, g = ready_kernel(self.side, self.measurer, self.kernel, inputs, guard, on_stage=self._at)
-        self._state = (launch, armed, inputs, guard)
+        with _OwnExit():
+            launch, armed, g, watch = ready_kernel(self.side, self.measurer, self.kernel, inputs, guard,
+                                                   on_stage=self._at, who=_who(self.kernel, spec))
+        self._state = (launch, armed, inputs, guard, watch)
         return {**gate_columns(g), **self.measurer.row_extra(armed)}
 
     def time(self, *, repeat: int, idle_s: float, ci: int | None = None) -> dict:
         self.stage = f"measure (repeat {repeat})"
-        launch, armed, inputs, guard = self._state
-        return time_kernel(self.side, self.measurer, self.kernel, launch, armed, inputs, guard, idle_s=idle_s,
-                           repeat=repeat)
+        launch, armed, inputs, guard, watch = self._state
+        with _OwnExit():
+            return time_kernel(self.side, self.measurer, self.kernel, launch, armed, inputs, guard, idle_s=idle_s,
+                               repeat=repeat, watch=watch)
 
     def settle(self) -> None:
         settle_device(self.side)

@@ -9,10 +9,13 @@ from dataclasses import dataclass
 from datetime import datetime, timezone
 from pathlib import Path
 
+from harness.errors import KernelError, UnknownKernelError
 from harness.kernels import kernel_provenance
+from harness.runner._isolation import ChildDied, ChildHung, ChildKernel, isolated
+from harness.runner._ready import ReportedFailure
 
-__all__ = ["RunSetup", "set_up_run", "run_info_row", "config_row", "kernel_provenance", "check_memory",
-           "estimate_bytes", "CPU_TIMING_NOTE"]
+__all__ = ["RunSetup", "set_up_run", "start_children", "run_info_row", "config_row", "kernel_provenance",
+           "check_memory", "estimate_bytes", "CPU_TIMING_NOTE"]
 
 CPU_TIMING_NOTE = ("CPU run: times are the host's, under the OS's own frequency scaling and whatever else the "
                    "machine ran (see contention); they are not sustained-clock GPU figures and say nothing about "
@@ -127,8 +130,6 @@ def set_up_run(config, *, registry=None, device=None, sampler=None, measurer=Non
 
     kind = device.kind if device is not None else str(config.device).partition(":")[0]
     if measurer is not None:
-        from harness.runner._isolation import start_children
-
         kernels, hosts = start_children(config, registry=registry, measurer=measurer,
                                         protocol=protocol or config.protocol, device_kind=kind)
     else:
@@ -144,6 +145,10 @@ def set_up_run(config, *, registry=None, device=None, sampler=None, measurer=Non
                                  head_dim_v=spec.shape.head_dim_v, causal=spec.shape.causal, device_kind=device.kind,
                                  shape=spec.shape)
         check_memory(config, device)
+        if getattr(protocol or getattr(config, "protocol", None), "l2", "warm") == "cold":
+            from harness.runner._l2 import check_cold
+
+            check_cold(config.inputs, device)
         checked = _OwnChildrenTolerated(device, {h._proc.pid for h in hosts.values()}) if hosts else device
         busy = check_idle(checked, allow_busy=config.allow_busy)
         ident = device.identity()
@@ -219,3 +224,46 @@ def _item_sizes(dtype: str) -> tuple[int, int]:
 
     item = torch.empty((), dtype=torch_dtype(dtype)).element_size()
     return item, max(item, 2)
+
+
+def start_children(config, *, registry, measurer, protocol, device_kind: str) -> tuple[list, dict]:
+    """The run's kernels (a Kernel each, in order) and the children of those that run in their own process
+    (name -> ChildKernel). Children are started together, then described one by one; a kernel that cannot
+    be imported or described refuses the run (as an unknown kernel does), naming why."""
+    from harness.kernels import default_registry
+
+    by_default = registry is None
+    registry = registry or default_registry()
+    mode = getattr(config, "isolation", "none")
+    kernels: list = []
+    children: list[tuple[int, ChildKernel]] = []
+    try:
+        for i, name in enumerate(config.kernels):
+            if by_default and isolated(name, registry, mode):
+                children.append((i, ChildKernel(name, device=config.device, device_kind=device_kind,
+                                                measurer=measurer.kind, protocol=protocol, gate=config.gate,
+                                                launch=getattr(config, "launch", "auto"))))
+                kernels.append(None)
+            else:
+                kernels.append(registry.get(name))
+        for i, child in children:
+            try:
+                kernels[i] = child.describe()
+            except ReportedFailure as exc:  # the import's own paragraph, written by the child
+                raise UnknownKernelError(str(exc)) from None
+            except ChildDied as exc:
+                raise UnknownKernelError(f"Kernel spec {child.ref!r}: while it was imported, {exc.cause}. Check that "
+                                         f"it imports on its own.") from None
+            except ChildHung as exc:
+                raise UnknownKernelError(f"Kernel spec {child.ref!r}: {exc}.") from None
+    except BaseException:
+        for _, child in children:
+            child.close()
+        raise
+    names = [k.name for k in kernels]
+    twice = sorted({n for n in names if names.count(n) > 1})
+    if twice:
+        for _, child in children:
+            child.close()
+        raise KernelError(f"Two of the kernels named are the same kernel {', '.join(map(repr, twice))}; name each once.")
+    return kernels, {child.kernel.name: child for _, child in children}

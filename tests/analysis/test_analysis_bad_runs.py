@@ -54,8 +54,16 @@ def test_table_missing_columns(copy_run):
 
 
 def test_damaged_file(copy_run):
+    """One damaged part is left out with a warning naming it (issue 41: it refused the whole run); the run's own
+    runs.parquet is never skipped."""
+    from harness.errors import ResultsWarning
+
     run = copy_run(RUN_A)
     (run / "samples" / "part-00000.parquet").write_bytes(b"not parquet")
+    with pytest.warns(ResultsWarning, match="samples/part-00000.parquet cannot be read as Parquet.*It is left out"):
+        loaded = read_run(run)
+    assert loaded.measurements.height > 0
+    (run / "runs.parquet").write_bytes(b"not parquet")
     with pytest.raises(ResultsError, match="cannot be read as Parquet"):
         read_run(run)
 

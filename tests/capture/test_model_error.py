@@ -128,16 +128,64 @@ def test_what_is_refused_before_the_model_loads(model_dirs, text_file, tmp_path)
     assert not any((tmp_path / "results").glob("*/model_error"))  # nothing measured, no rows
 
 
-def test_a_kernel_that_raises_leaves_a_failed_run_with_the_reason(model_dirs, text_file, tmp_path):
-    def prepare(x):
+def test_a_kernel_that_fails_is_its_row_and_the_others_are_measured(model_dirs, text_file, tmp_path):
+    """Issue 41: a kernel that raises, calls sys.exit or returns a wrong shape inside the model's forward ended the
+    whole run on main (a traceback, exit 3 from the CLI). Now each is that kernel's failure, named, and the floor
+    is measured; the run is complete and says which kernels failed."""
+    import sys
+
+    def raising(x):
         raise RuntimeError("kernel exploded")
 
-    boom = Kernel(name="boom", prepare=prepare, dtypes=frozenset({"bfloat16"}), devices=frozenset({"cpu"}))
-    with pytest.raises(RuntimeError, match="exploded"):
-        model_error(_config(model_dirs["llama"], text_file, tmp_path), kernels=[boom], floor=REG.get("sdpa-cpu"))
+    def exiting(x):
+        return lambda: sys.exit(3)
+
+    def short(x):
+        return lambda: x.q[:, :, :1]
+
+    kernels = [Kernel(name=n, prepare=p, dtypes=frozenset({"bfloat16"}), devices=frozenset({"cpu"}))
+               for n, p in (("boom", raising), ("exits", exiting), ("short", short))]
+    result = model_error(_config(model_dirs["llama"], text_file, tmp_path, layers=(1,)), kernels=kernels,
+                         floor=REG.get("sdpa-cpu"))
+    assert set(result.failures) == {"boom", "exits", "short"}
+    assert "Kernel 'boom' (attention replaced in every layer) failed in layer 0 of" in result.failures["boom"]
+    assert "it raised RuntimeError: kernel exploded (at test_model_error.py:" in result.failures["boom"]
+    assert "it called sys.exit(3)" in result.failures["exits"]
+    assert "it returned shape [2, 4, 1, 16]; the attention output of B2 H4/2 S48 d16 causal is [2, 4, 48, 16]" \
+        in result.failures["short"]
+    assert {r["kernel"] for r in result.rows} == {"sdpa-cpu"} and len(result.rows) == 2 * 3
     (run,) = (tmp_path / "results").iterdir()
     info = read_rows(run, "runs")[0]
-    assert info["status"] == "failed" and "kernel exploded" in info["status_detail"]
+    assert info["status"] == "complete" and info["status_detail"] == "3 kernel(s) failed: boom, exits, short"
+    assert json.loads(info["config_json"])["provenance"]["failures"] == result.failures
+
+
+def test_when_every_kernel_fails_the_run_is_failed(model_dirs, text_file, tmp_path):
+    def raising(x):
+        raise RuntimeError("kernel exploded")
+
+    boom = Kernel(name="boom", prepare=raising, dtypes=frozenset({"bfloat16"}), devices=frozenset({"cpu"}))
+    result = model_error(_config(model_dirs["llama"], text_file, tmp_path, layers=(1,)), kernels=[], floor=boom)
+    info = read_rows(result.path, "runs")[0]
+    assert info["status"] == "failed" and info["status_detail"].startswith("nothing measured: every kernel failed")
+
+
+def test_the_cli_reports_a_kernels_failure_as_its_row_and_a_user_error(model_dirs, text_file, tmp_path):
+    """`bench error --model` with a plain SDPA function that takes no enable_gqa, on a model with fewer KV heads:
+    exit 2 with the kernel's row and the way out, as the per-call `bench error` does (main: exit 3, internal)."""
+    from typer.testing import CliRunner
+
+    from harness.cli import app
+
+    res = CliRunner().invoke(app, ["error", "--model", str(model_dirs["llama"]), "--text", str(text_file),
+                                   "--device", "cpu", "--seq-len", "48", "--documents", "2", "--layer", "1",
+                                   "-k", "tests.capture.model_error_kernels:no_gqa", "--results",
+                                   str(tmp_path / "r")], env={"COLUMNS": "200"})
+    assert res.exit_code == 2, res.output
+    assert "failed (see below)" in res.output and "1 kernel(s) failed" in res.output
+    assert "it raised RuntimeError: The size of tensor a (4) must match the size of tensor b (2)" in res.output
+    assert "4 query heads and 2 KV heads" in " ".join(res.output.split())
+    assert not list((tmp_path / "r").glob("bench-internal-error-*"))
 
 
 def test_the_reference_is_fp64_attention_in_every_layer(model_dirs):

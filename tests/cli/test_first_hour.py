@@ -230,3 +230,45 @@ def test_the_cpu_report_draws_only_panels_with_data_and_says_n_a(cpu_run, monkey
     (power,) = [t for t in run_tables(summary) if "TFLOP/s" in t.columns]
     cell = power.rows[0][power.columns.index("TFLOP/s")]
     assert float(cell) > 0 and len(cell.replace("0.", "").lstrip("0")) >= 3, cell  # significant digits, not 0.0
+
+
+def _fixture_comparison():
+    from harness.analysis import compare_runs, parse_pairs
+    from harness.report import comparison_tables
+    from harness.results import read_run
+
+    root = Path(__file__).resolve().parents[1] / "fixtures" / "compare"
+    a, b = (read_run(root / f"20261130-043508-issue2-b7147a-{x}") for x in "AB")
+    cmp = compare_runs(a, b, pairs=parse_pairs(["gaussian:0.1=gaussian:1"]))
+    return comparison_tables(cmp, title="B vs A")
+
+
+@pytest.mark.parametrize("width", [40, 44, 50, 60])
+@pytest.mark.parametrize("table_format", ["table", "compact"])
+def test_a_narrow_terminal_keeps_every_number_whole(width, table_format):
+    """Issue 41: at 50 columns or fewer `compare` cropped numbers (`185.` for 185.4737, `6.0` for 6.0788): its
+    three key columns took 39, and a block wider than the terminal was cut at its edge. Now rows are numbered and
+    every block repeats only `#`, down to 40 columns."""
+    tables = [*_fixture_comparison(), *h200_tables()[1]]
+    text = render(tables, width=width, terminal=True, table_format=table_format)
+    lines = text.splitlines()
+    assert max(len(ln) for ln in lines) <= width, max(lines, key=len)
+    words = set(" ".join(ln.replace("│", " ").replace("┃", " ") for ln in lines).split())
+    for t in tables:
+        for cell in cells(t):
+            for word in cell.split():
+                if re.fullmatch(r"\[?[-+]?[0-9][0-9.]*[\],%]?", word):  # every number, whole, a word of some line
+                    assert word in words, (t.title, cell, word)
+
+
+def test_a_terminal_wraps_a_sentence_at_spaces_within_its_width():
+    """Issue 41: the verdict's prose (printed unwrapped, for logs) was cut by a 60-column terminal mid-word."""
+    from harness.cli.streams import terminal_console
+
+    sentence = ("sdpa-cudnn on gaussian:1 (A: gaussian:0.1): B is 1.0 % slower: 0.20 % more cycles and a 0.81 % lower "
+                "clock. Time B/A 1.0102 [1.0053, 1.0151]: ratio of geometric means over 3+3 repeats.")
+    console = terminal_console(width=60, file=io.StringIO(), force_terminal=True, color_system=None)
+    console.print(sentence, highlight=False, soft_wrap=True)
+    lines = console.file.getvalue().splitlines()
+    assert len(lines) > 1 and max(len(ln.rstrip()) for ln in lines) <= 60
+    assert " ".join(ln.strip() for ln in lines) == sentence  # broken at spaces only

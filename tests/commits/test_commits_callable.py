@@ -151,3 +151,9 @@ def test_a_signal_removes_the_worktrees_and_marks_the_runs_incomplete(tmp_path, 
     assert worktree_count(repo) == 1, git(repo, "worktree", "list")
     assert statuses(results) == ["incomplete", "incomplete"]
     assert "_Stopped" not in rest and "runs kept, marked incomplete" in " ".join(rest.split())
+    import pyarrow.parquet as pq
+
+    # Issue 41: each run names the signal that stopped bench commits (a SIGTERM was recorded as SIGINT)
+    details = [pq.read_table(run / "runs.parquet").to_pylist()[0]["status_detail"] for run in results.iterdir()]
+    measuring = [d for d in details if d.startswith("interrupted by")]
+    assert measuring and all(f"interrupted by {signal.Signals(sig).name}" in d for d in measuring), details

@@ -40,8 +40,8 @@ def test_no_temporary_files_left_behind(tmp_path):
     w = RunWriter(tmp_path, "r1")
     w.write_run({"status": "running"})
     w.set_status("complete")
-    # model_error/ (optional) only once rows are written to it
-    assert sorted(p.name for p in (tmp_path / "r1").iterdir()) == ["chunks", "measurements", "probes", "runs.parquet", "samples"]
+    # model_error/ (optional) only once rows are written to it; .owner.json: the process that wrote it (issue 41)
+    assert sorted(p.name for p in (tmp_path / "r1").iterdir()) == [".owner.json", "chunks", "measurements", "probes", "runs.parquet", "samples"]
 
 
 @pytest.mark.skipif(os.geteuid() == 0, reason="root can write anywhere; permission bits do not stop it")

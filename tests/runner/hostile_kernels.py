@@ -98,3 +98,56 @@ def writes_inputs_later(q, k, v, is_causal=True, scale=None):
 def honest(q, k, v, is_causal=True, scale=None):
     """Plain attention: a well-behaved user kernel, for endings that are the run's, not the kernel's."""
     return _sdpa(q, k, v, is_causal, scale)
+
+
+def dies_on_quiet_inputs(q, k, v, is_causal=True, scale=None):
+    """Honest on gaussian:1; its process dies (SIGSEGV) on the quieter gaussian:0.1 input (issue 41)."""
+    if float(q.float().std()) < 0.5:
+        ctypes.string_at(0)
+    return _sdpa(q, k, v, is_causal, scale)
+
+
+_writers: list = []
+
+
+def leaves_a_writer(q, k, v, is_causal=True, scale=None):
+    """Honest output, but its first call leaves a thread that keeps adding to q (issue 41): the next kernel's
+    inputs must not be the ones it writes into. `stop_writers()` ends it (a thread inside a torch op when the
+    interpreter exits aborts the process)."""
+    import threading
+
+    out = _sdpa(q, k, v, is_causal, scale)
+    if not _writers:
+        stop = threading.Event()
+
+        def write():
+            while not stop.is_set():
+                q.add_(1.0)
+                time.sleep(0.001)
+
+        thread = threading.Thread(target=write, daemon=True)
+        _writers.append((thread, stop))
+        thread.start()
+    return out
+
+
+def stop_writers() -> None:
+    for thread, stop in _writers:
+        stop.set()
+        thread.join(timeout=5)
+
+
+def binary_stderr(q, k, v, is_causal=True, scale=None):
+    """Honest, but writes bytes that are not UTF-8 to stderr on every call (adversarial round 3, B13)."""
+    os.write(2, bytes(range(128, 256)) * 8 + b"\n")
+    return _sdpa(q, k, v, is_causal, scale)
+
+
+def forges_protocol(q, k, v, is_causal=True, scale=None):
+    """Writes a forged `timed` message on every descriptor 3-19 it can (adversarial round 3, B14)."""
+    for fd in range(3, 20):
+        try:
+            os.write(fd, b'{"event": "timed", "timing": {}}\n')
+        except OSError:
+            pass
+    return _sdpa(q, k, v, is_causal, scale)

@@ -18,7 +18,7 @@ from harness.results import read_run
 
 H = "tests.runner.hostile_kernels"
 HOSTILE = ("exits_0", "exits_3", "raises_base_exception", "os_exits", "segfaults", "hangs_in_c", "prints",
-           "writes_inputs", "changes_directory", "returns_float64")
+           "writes_inputs", "changes_directory", "returns_float64", "binary_stderr", "forges_protocol")
 BASE = ["sustained", "--device", "cpu", "--quick", "--telemetry", "none", "--heads", "2", "--seq-len", "64",
         "--head-dim", "16", "-i", "gaussian:1", "--dtype", "float32", "--repeats", "1", "--idle-s", "0",
         "--window-s", "0.2"]
@@ -110,6 +110,20 @@ def test_a_float64_output_is_refused_naming_the_dtype(hostile):
     r = _row(hostile, "returns_float64")
     assert r["status"] == "error", r["error"]
     assert "its launch returned float64 values; the attention output of these inputs is float32" in r["error"]
+
+
+def test_bytes_that_are_not_utf8_on_a_kernels_stderr_do_not_stop_its_relay(hostile):
+    """Adversarial round 3 (B13): the thread that drains a child's stderr died on them, the pipe filled, and the
+    honest kernel, blocked on its next write, was killed as hung (`timeout`)."""
+    r = _row(hostile, "binary_stderr")
+    assert r["status"] in ("ok", "unsettled"), r["error"]
+
+
+def test_a_kernel_that_forges_the_harness_protocol_is_its_error_row_named_so(hostile):
+    """Adversarial round 3 (B14): a forged `timed` message was taken for a timing: KeyError 'chunks' (at _run.py)."""
+    r = _row(hostile, "forges_protocol")
+    assert r["status"] == "error" and "sent a timing the harness did not write" in r["error"], r["error"]
+    assert "KeyError" not in r["error"]
 
 
 def test_each_kernels_process_is_recorded_in_its_provenance(hostile):
@@ -260,3 +274,55 @@ def test_every_device_wait_while_a_kernel_gets_ready_is_inside_a_bounded_stretch
     ready_kernel(side, Arm(), adapt_callable(hk.honest, name="honest"), inputs, InputsGuard(spec, inputs))
     assert waits and None not in waits, waits
     assert waits[0] == "prepare()" and "its first call (the gate)" in waits and waits[-1] == "its set-up for timing"
+
+
+def _tiny_config(tmp_path, kernels, sources=("gaussian:1",), **proto):
+    from harness.config import RunConfig, SustainedProtocol
+    from harness.inputs import AttentionShape, InputSpec
+
+    shape = AttentionShape(batch=1, heads_q=2, heads_kv=1, seq_len=32, head_dim_qk=8)
+    specs = tuple(InputSpec(shape=shape, dtype="float32", source=s) for s in sources)
+    protocol = SustainedProtocol.quick(**{**dict(idle_before_kernel_s=0.0, idle_before_config_s=0.0, window_s=0.05,
+                                                 chunk_s=0.02, settle_trend_window_s=0.05, warmin_min_s=0.02,
+                                                 warmin_cap_s=0.1, repeats=1, launch_timeout_s=5.0), **proto})
+    return RunConfig(kernels=tuple(kernels), inputs=specs, device="cpu", protocol=protocol, results_dir=tmp_path,
+                     telemetry="none")
+
+
+def _run_within(seconds, fn):
+    """fn() in a thread: the test fails (instead of hanging the suite) when it does not return in time."""
+    import threading
+
+    box = {}
+
+    def target():
+        try:
+            box["result"] = fn()
+        except BaseException as exc:  # noqa: BLE001 - handed to the test
+            box["error"] = exc
+
+    t = threading.Thread(target=target, daemon=True)
+    t.start()
+    t.join(seconds)
+    assert not t.is_alive(), f"the run did not end within {seconds} s (it waits on a dead kernel process)"
+    if "error" in box:
+        raise box["error"]
+    return box["result"]
+
+
+def test_a_child_that_dies_on_the_second_of_two_inputs_becomes_both_rows_and_the_run_goes_on(tmp_path):
+    """Issue 41: both inputs are one comparison group, prepared in one child; it dies (SIGSEGV) in the second's
+    gate. On main the run then sent `measure` for the first input to the dead child and waited forever. Now the
+    first input's row names the death too, sdpa-cpu is timed on both, and the run completes."""
+    from harness.runner import run_sustained
+
+    config = _tiny_config(tmp_path, [f"{H}:dies_on_quiet_inputs", "sdpa-cpu"], sources=("gaussian:1", "gaussian:0.1"))
+    res = _run_within(90, lambda: run_sustained(config))
+    rows = {(r["kernel"].rpartition(":")[2], r["input_label"]): r for r in read_run(res.path).measurements.iter_rows(named=True)}
+    assert res.status == "complete"
+    died, held = rows[("dies_on_quiet_inputs", "gaussian:0.1")], rows[("dies_on_quiet_inputs", "gaussian:1")]
+    assert died["status"] == "error" and "was killed by SIGSEGV" in died["error"], died["error"]
+    assert held["status"] == "error" and "was killed by SIGSEGV" in held["error"], held["error"]
+    assert "this input was prepared in that process and went with it" in held["error"]
+    assert held["time_ns"] is None
+    assert all(rows[("sdpa-cpu", i)]["status"] in ("ok", "unsettled") for i in ("gaussian:1", "gaussian:0.1"))
