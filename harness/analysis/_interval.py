@@ -135,6 +135,8 @@ class VerdictRule:
         return BETWEEN_RUNS_CV[kind], f"default for a {kind.upper()}"
 
     def describe(self) -> str:
+        if not self.judged:
+            return f"none drawn ({self.threshold_source}; --fail-on-slowdown asks for verdicts at a threshold)"
         eq = 1 - 2 * (1 - self.level)
         return (f"slower / faster: the {self.level:.0%} interval of time B/A excludes 1 and the estimate is beyond "
                 f"{self.threshold_text}; same: the {eq:.0%} equivalence interval lies inside +-that threshold; "
