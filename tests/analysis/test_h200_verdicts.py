@@ -125,3 +125,34 @@ def test_session_3_a_pilot_of_5_and_short_windows(name, runs, verdict, now, figu
     assert "--until-ci 0.30%: target met with 9 interleaved pairs (widest half-width 0.29%)" in log
     seconds = int(log.split(f"exit status of bench commits base {name}: {code} after ")[1].split(" s")[0])
     assert seconds <= 180  # the whole command: workers' start, gate, pilot and second stage
+
+
+S4 = LOGS.parent / "20261204" / "verdicts-defaults"
+S4_QUARTER = ("20261204-213627-commits-0-c8f67b40-663c91", "20261204-213626-commits-1-18db33be-0efba7")
+S4_COMMENT = ("20261204-213826-commits-0-c8f67b40-7f7914", "20261204-213825-commits-1-9f008750-5b455f")
+
+
+@pytest.mark.parametrize("name, runs, verdict, figures, code", [
+    ("quarter", S4_QUARTER, "slower", (1.0088, 1.0081, 1.0094), 1),
+    ("comment", S4_COMMENT, "same", (0.9998, 0.9990, 1.0005), 0)])
+def test_issue_39_defaults_resolve_the_03_percent_gate_at_look_one_within_3_minutes(name, runs, verdict, figures,
+                                                                                       code):
+    """Issue 39, acceptance 2 (2026-12-04, `benchmarks/h200/verdicts.sh`, every option at its default: S=16384,
+    H=32, d=128, causal bf16, a pilot of 5 pairs, no idle between revisions, 4 s windows)."""
+    row = _row(*runs)
+    assert row.verdict == verdict and row.repeats_a == row.repeats_b == 5
+    assert row.time.method == "paired t (look 1 of 2)"  # look 1 decided: no look 2 was needed
+    assert (round(row.time.value, 4), round(row.time.low, 4), round(row.time.high, 4)) == figures
+    assert row.limiter_a.startswith("power cap") and row.clock_source == "inband"
+    infos = [read_run_rows(H200 / d).info for d in runs]
+    assert {i["status"] for i in infos} == {"complete"}
+    protocol = json.loads(infos[0]["protocol_json"])
+    assert (protocol["idle_before_kernel_s"], protocol["window_s"], protocol["repeats"], protocol["max_repeats"],
+            protocol["until_ci"]) == (0.0, 4.0, 5, 10, 0.003)
+    doc = json.loads((S4 / f"verdicts-{name}.json").read_text())
+    (stored,) = doc["tables"]["revisions"]
+    assert stored["verdict"] == verdict and doc["verdict"]["exit_code"] == code
+    log = (S4 / f"verdicts-{name}.log").read_text()
+    assert f"look 1 after the pilot of 5 pairs: {name} (" in log and "no look 2" in log
+    seconds = int(log.split(f"exit status of bench commits base {name}: {code} after ")[1].split(" s")[0])
+    assert seconds <= 180  # the whole command: both workers' start, gate and the 5 pairs
