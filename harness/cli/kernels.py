@@ -23,11 +23,14 @@ from harness.suite import RESULTS_ROOT
 __all__ = ["error", "repro"]
 
 _JSON = typer.Option(None, "--json", help="also write the rows to this JSON file")
-_STAGE_LABELS = {"input": "input term", "p": "P term", "kernel": "kernel term"}
+_STAGE_LABELS = {"q": "Q term", "k": "K term", "v": "V term", "input": "input term", "p": "P term",
+                 "accumulation": "accum. term", "kernel": "kernel term"}
 _ERROR_NOTE = (
-    "rel. RMS and max |diff|: vs fp64 attention on what the kernel multiplies (FP8: its quantized inputs). "
-    "Stage terms (FP8 kernels, and kernels declaring their P rounding): rel. RMS. --json adds the stages' "
-    "max |diff| and, for FP8, the error vs the unquantized inputs."
+    "rel L2 (= rel. RMS), cos sim, max |diff| and SNR: vs fp64 attention on what the kernel multiplies (FP8 and "
+    "low-precision recipes: its quantized inputs, P unrounded). Stage terms, rel L2: Q, K, V (a recipe's operand "
+    "quantized alone) and input (all three) vs fp64 on the unquantized inputs; P (P rounded as declared) vs the "
+    "quantized inputs; accum. (the declared fp32 accumulation) on top of that; kernel: the kernel vs the whole "
+    "emulation. --json adds each stage's max |diff|, cosine and SNR, and the error vs the unquantized inputs."
 )
 
 
@@ -215,14 +218,26 @@ def _error_table(spec, rows):
 
     t = Table(title=f"error vs fp64: {spec.label} ({spec.shape.label()}, {spec.dtype})", title_justify="left")
     t.add_column("kernel", overflow="fold")
-    for c in ("rel RMS", "max |diff|", *_STAGE_LABELS.values()):
-        t.add_column(c, justify="right", min_width=8)
+    # stage columns no row fills (a BF16 kernel has none; an FP8 one no Q/K/V) are left out
+    stages = [key for key in _STAGE_LABELS if any(r.get(f"{key}_rel_rms") is not None for r in rows)]
+    for c in ("rel L2", "cos sim", "max |diff|", "SNR dB", *(_STAGE_LABELS[key] for key in stages)):
+        t.add_column(c, justify="right", min_width=8, no_wrap=True)
     for r in rows:
         if r["error"]:
-            t.add_row(r["kernel"], "failed", *[""] * (len(_STAGE_LABELS) + 1), style="red")
+            t.add_row(r["kernel"], "failed", *[""] * (len(stages) + 3), style="red")
             continue
-        t.add_row(r["kernel"], _num(r["rel_rms"]), _num(r["max_abs"]), *(_num(r[f"{key}_rel_rms"]) for key in _STAGE_LABELS))
+        t.add_row(r["kernel"], _num(r["rel_rms"]), _cos(r["cosine"]), _num(r["max_abs"]), _db(r["snr_db"]),
+                  *(_num(r[f"{key}_rel_rms"]) for key in stages))
     return t
+
+
+def _cos(x) -> str:
+    """Cosine similarity to 7 places: 0.9999 and 0.99999 must read apart."""
+    return "" if x is None else f"{x:.7f}"
+
+
+def _db(x) -> str:
+    return "" if x is None else f"{x:.1f}"
 
 
 def _repro_table(rows):
