@@ -110,8 +110,10 @@ def parse_format(spec: str | OperandFormat) -> OperandFormat:
         if scale is not None:
             raise ConfigError(f"Operand format {spec!r}: the preset {base} fixes its scale.")
         p = PRESETS[base]
-        return OperandFormat(element=p.element, granularity=granularity or p.granularity, scale=p.scale, static=static)
-    return OperandFormat(element=base, granularity=granularity or "tensor", scale=scale or "pow2", static=static)
+        return OperandFormat(element=p.element, granularity=p.granularity if granularity is None else granularity,
+                             scale=p.scale, static=static)
+    return OperandFormat(element=base, granularity="tensor" if granularity is None else granularity,
+                         scale=scale or "pow2", static=static)
 
 
 def _granules(x, fmt: OperandFormat, axis: int):
@@ -161,8 +163,10 @@ def quantize(x, fmt: OperandFormat | str, *, axis: int = -1, amax_from=None):
     if fmt.scale == "pow2":
         _, e = torch.frexp(f.max_finite / amax)  # 2^floor(log2(max / amax)), exact (frexp, not log2)
         scale = torch.ldexp(torch.ones_like(amax), (e - 1).to(torch.int32))
-    else:  # fp32: max / amax computed in fp32, as a kernel computes it
-        scale = (f.max_finite / amax.to(torch.float32)).to(amax.dtype)
+    else:  # fp32: max / amax computed in fp32, as a kernel computes it (a true division: torch's scalar / tensor
+        # multiplies by a reciprocal, which is not correctly rounded)
+        a32 = amax.to(torch.float32)
+        scale = torch.full_like(a32, f.max_finite).div(a32).to(amax.dtype)
     scale = torch.where(amax > 0, scale, torch.ones_like(scale))  # an all-zero granule: zeros under any scale
     scale = torch.where(bad, torch.full_like(scale, math.nan), scale)  # a NaN or Inf in it: the granule is NaN
     s32 = scale.to(torch.float32)
@@ -180,8 +184,10 @@ def _nvfp4(g, amax_block, fmt: OperandFormat, *, src_all):
         amax_t = src_all.abs().amax().to(f32)
         if bool(torch.isnan(src_all).any()):
             amax_t = torch.tensor(math.nan, dtype=f32, device=g.device)
-    s_enc = torch.where(amax_t > 0, (NVFP4_BLOCK_MAX * 6.0) / amax_t, torch.ones_like(amax_t))  # fp32
-    s_dec = round_to(amax_block.to(f32) / 6.0 * s_enc, "e4m3")  # the stored E4M3 block scale, <= 448
+    # true divisions in fp32 (torch's scalar / tensor multiplies by a reciprocal, which is not correctly rounded)
+    s_enc = torch.where(amax_t > 0, torch.full_like(amax_t, NVFP4_BLOCK_MAX * 6.0).div(amax_t), torch.ones_like(amax_t))
+    a32 = amax_block.to(f32)
+    s_dec = round_to(a32.div(torch.full_like(a32, 6.0)) * s_enc, "e4m3")  # the stored E4M3 block scale, <= 448
     # elements: e2m1(x * s_enc / s_dec) (TensorRT-LLM: x * reciprocal(s_dec * reciprocal(s_enc))); 0 where s_dec = 0
     enc = torch.where(s_dec > 0, s_enc / s_dec, torch.zeros_like(s_dec))
     q = round_to((g.to(f32) * enc), "e2m1").to(g.dtype)
