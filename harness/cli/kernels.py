@@ -46,6 +46,9 @@ def error(
                                                        "on a GPU, 4 on the CPU)"),
     floor: Optional[str] = typer.Option(None, help="--model: the second correct BF16 kernel, the noise floor "
                                                    "(default sdpa-cudnn on CUDA, sdpa-cpu on the CPU)"),
+    reference: Optional[str] = typer.Option(None, help="--model: a correct BF16 kernel whose model is the reference "
+                                                       "instead of fp64 attention (ZYFA's band: KL between the "
+                                                       "reference's and the floor's models, upper 95 %)"),
     all_layers: bool = typer.Option(True, "--all-layers/--no-all-layers", help="--model: also the kernel in every "
                                                                                "layer at once (default on)"),
     results: Path = typer.Option(RESULTS_ROOT, help="--model: results root directory"),
@@ -60,13 +63,13 @@ def error(
 
     if capture["model"] and not per_call:
         model_only = dict(documents=documents, floor=floor, all_layers=all_layers, results=results, name=name,
-                          resamples=resamples)
+                          resamples=resamples, reference=reference)
         return _model_error(suite, json_path=json_path, **model_only)
     out = console()
     rows = []
     try:
         given = [f for f, v in (("--documents", documents), ("--floor", floor), ("--name", name),
-                                ("--no-all-layers", not all_layers)) if v]
+                                ("--no-all-layers", not all_layers), ("--reference", reference)) if v]
         if given:
             raise ConfigError(f"{', '.join(given)} belong(s) to the model-level error: add --model NAME (without "
                               f"--per-call), or drop {', '.join(given)}.")
@@ -83,7 +86,8 @@ def error(
     _finish(out, json_path, rows, what="kernel x input pair(s)")
 
 
-def _model_error(suite: dict, *, json_path, documents, floor, all_layers, results, name, resamples) -> None:
+def _model_error(suite: dict, *, json_path, documents, floor, all_layers, results, name, resamples,
+                 reference=None) -> None:
     """`bench error --model`: the run, then its figures (bootstrap over documents), one table."""
     from harness.analysis import model_error_summary
     from harness.capture import model_error
@@ -103,19 +107,22 @@ def _model_error(suite: dict, *, json_path, documents, floor, all_layers, result
                               "documents. Drop --input.")
         _check_writable(json_path)
         names, floor_name = model_error_kernels(src["kernel"], device=src["device"], floor=floor, layout=src["layout"],
-                                                gqa=src["gqa"])
+                                                gqa=src["gqa"], reference=reference)
         kernels = resolve_kernels(names)
         (floor_kernel,) = resolve_kernels([floor_name])
+        ref_kernel = resolve_kernels([reference])[0] if reference else None
         config = model_error_config(model=suite["capture"]["model"], device=src["device"], shape=shape_args(suite["shape"]),
                                     capture=capture_args(suite["capture"]), documents=documents, all_layers=all_layers,
-                                    results=results, name=name, command=command_line())
+                                    results=results, name=name, command=command_line(), reference=reference)
         from harness.runner import stop_signals
 
         with stop_signals(), out.status("model error") as status:  # SIGTERM / SIGHUP end the run as Ctrl-C does
-            result = model_error(config, kernels=kernels, floor=floor_kernel, progress=status.update)
+            result = model_error(config, kernels=kernels, floor=floor_kernel, reference=ref_kernel,
+                                 progress=status.update)
         figures = model_error_summary(result.rows, resamples=resamples)
+        against = "fp64 attention" if ref_kernel is None else f"{ref_kernel.name} attention (BF16)"
         title = (f"model error: {result.info.get('device_name')}, {config.documents} documents x {config.seq_len} tokens "
-                 f"of {config.text}, vs the model with fp64 attention (floor: {floor_kernel.name})")
+                 f"of {config.text}, vs the model with {against} (floor: {floor_kernel.name})")
         out.print(model_error_table(figures, title=title, caption="").to_rich())
         _write_json(json_path, figures)
     except KeyboardInterrupt as exc:

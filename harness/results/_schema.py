@@ -13,7 +13,7 @@ from functools import lru_cache
 
 __all__ = ["SCHEMA_VERSION", "TABLES", "OPTIONAL_TABLES", "table_schema", "polars_schema", "MIGRATIONS"]
 
-SCHEMA_VERSION = 5
+SCHEMA_VERSION = 6
 
 _COLUMNS: dict[str, list[tuple[str, str]]] = {
     "runs": [
@@ -93,6 +93,10 @@ _COLUMNS: dict[str, list[tuple[str, str]]] = {
         ("document_title", "string"), ("tokens", "int32"), ("seq_len", "int32"), ("kernel_dtype", "string"),
         ("kl_mean_nats", "float64"), ("kl_max_nats", "float64"), ("top1_agreement", "float64"),
         ("kl_nats", "list<float32>"), ("top1_match", "list<bool>"),
+        # v6: what the kernel's model is compared with ("fp64": the model with fp64 attention; else the name of the
+        # BF16 kernel whose model is the reference, ZYFA's way), and per token position but the last, dNLL: the
+        # negative log-likelihood of the text's next token under the kernel's model minus under the reference's.
+        ("reference", "string"), ("dnll_mean_nats", "float64"), ("dnll_nats", "list<float32>"),
     ],
 }
 
@@ -169,8 +173,26 @@ def _v4_to_v5(table: str, arrow):
     return arrow
 
 
+V6_MODEL_ERROR_COLUMNS = ("reference", "dnll_mean_nats", "dnll_nats")
+
+
+def _v5_to_v6(table: str, arrow):
+    """v5's model error was always against the model with fp64 attention ("fp64") and kept no dNLL (null)."""
+    import pyarrow as pa
+
+    if table != "model_error":
+        return arrow
+    for name in V6_MODEL_ERROR_COLUMNS:
+        if name in arrow.schema.names:
+            continue
+        kind = table_schema(table).field(name).type
+        values = pa.array(["fp64"] * arrow.num_rows, type=kind) if name == "reference" else pa.nulls(arrow.num_rows, kind)
+        arrow = arrow.append_column(name, values)
+    return arrow
+
+
 # Migrations on read: from_version -> function(table_name, arrow_table) -> arrow_table of from_version+1.
-MIGRATIONS: dict[int, object] = {1: _v1_to_v2, 2: _v2_to_v3, 3: _v3_to_v4, 4: _v4_to_v5}
+MIGRATIONS: dict[int, object] = {1: _v1_to_v2, 2: _v2_to_v3, 3: _v3_to_v4, 4: _v4_to_v5, 5: _v5_to_v6}
 
 
 def _arrow_type(name: str):

@@ -15,6 +15,7 @@ from harness.results._schema import (
     V3_RUNS_COLUMNS,
     V4_GATE_COLUMNS,
     V5_WORKLOAD_COLUMNS,
+    V6_MODEL_ERROR_COLUMNS,
     _arrow_type,
     columns,
     polars_schema,
@@ -25,13 +26,13 @@ from harness.results._schema import (
 def test_tables_and_version():
     assert TABLES == ("runs", "measurements", "chunks", "samples", "probes", "model_error")
     assert OPTIONAL_TABLES == ("model_error",)
-    assert SCHEMA_VERSION == 5 and set(MIGRATIONS) == {1, 2, 3, 4}
+    assert SCHEMA_VERSION == 6 and set(MIGRATIONS) == {1, 2, 3, 4, 5}
 
 
 @pytest.mark.parametrize("table", ["runs", "measurements", "chunks", "samples", "probes", "model_error"])
 def test_schema_metadata_names_the_version_and_table(table):
     s = table_schema(table)
-    assert s.metadata[b"harness_schema_version"] == b"5"
+    assert s.metadata[b"harness_schema_version"] == b"6"
     assert s.metadata[b"harness_table"] == table.encode()
     assert s.names == columns(table) and s.names[0] == "run_id"
     assert table_schema(table) is s  # built once
@@ -102,6 +103,17 @@ def test_v4_measurements_gain_the_workload_columns_seq_len_kv_from_seq_len_and_o
             assert up.column(name).null_count == 2
     assert table_schema("measurements").field("kv_lens").type == pa.list_(pa.int32())
     assert MIGRATIONS[4]("runs", v4) is v4 and MIGRATIONS[4]("chunks", v4) is v4
+
+
+def test_v5_model_error_rows_gain_the_fp64_reference_and_null_dnll_and_other_tables_pass_through():
+    v5 = pa.table({"run_id": ["r", "r"], "kl_mean_nats": [1e-4, 2e-4]})
+    up = MIGRATIONS[5]("model_error", v5)
+    assert up.column_names == ["run_id", "kl_mean_nats", *V6_MODEL_ERROR_COLUMNS]
+    assert up.column("reference").to_pylist() == ["fp64", "fp64"]
+    assert up.column("dnll_nats").null_count == 2 and up.column("dnll_mean_nats").null_count == 2
+    assert up.schema.field("dnll_nats").type == pa.list_(pa.float32())
+    assert MIGRATIONS[5]("measurements", v5) is v5
+    assert MIGRATIONS[5]("model_error", up).column_names == up.column_names  # already there: unchanged
 
 
 def test_model_error_columns_keep_every_token():
