@@ -225,6 +225,9 @@ def _bounds(recipe, ops, mode, *, h, group, rows, t, p, ph, l_sum, o, vb, c, rou
         delta = _score_shift(ops, h=h, group=group, rows=rows, n=n, c=c, mma=recipe.mma_rel_error)
         delta = delta.masked_fill(masked, 0.0)
         delta = delta + delta.amax(-1, keepdim=True) + 4 * U32
+        # the row's maximum is exp2(0) = 1 exactly in any precision (its score minus itself): it cannot move,
+        # and neither can a block scale set by it
+        delta = delta.masked_fill(t == t.amax(-1, keepdim=True), 0.0)
         w_raw = p * (torch.exp2(delta) - 1)  # the unrounded P's own movement
         if round_p and recipe.p is not None:
             lo, hi = t - delta, t + delta

@@ -31,6 +31,10 @@ def test_dnll_pools_every_predicted_token_and_its_interval_is_paired_by_document
     assert kern["dnll_mean_nats"] == pytest.approx(np.concatenate(shared).mean() + 0.01)
     assert kern["dnll_mean_lo_nats"] <= kern["dnll_mean_nats"] <= kern["dnll_mean_hi_nats"]
     assert floor["dnll_mean_lo_nats"] + 0.01 == pytest.approx(kern["dnll_mean_lo_nats"])  # the same resamples
+    # the percentile bootstrap over documents, written out: resample documents, pool their tokens, 2.5 / 97.5 %
+    draws = np.random.default_rng(0).integers(0, 8, size=(400, 8))
+    means = [sum(shared[d].sum() + 0.01 * 63 for d in r) / (63 * 8) for r in draws]
+    assert (kern["dnll_mean_lo_nats"], kern["dnll_mean_hi_nats"]) == pytest.approx(tuple(np.quantile(means, [0.025, 0.975])))
     old = model_error_summary(_rows("f", "floor", floor_kl, [None] * 8), resamples=100)[0]
     assert old["dnll_mean_nats"] is None and old["dnll_mean_lo_nats"] is None  # a v5 run kept none
 

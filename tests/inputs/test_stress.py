@@ -31,6 +31,7 @@ def test_outliers_put_a_large_key_bias_in_d_over_16_channels_shared_by_a_kv_head
         assert k_mean[h, normal].abs().max() < 0.15 and torch.allclose(k_std[h, normal], torch.ones(60), rtol=0.1)
         for qh in (2 * h, 2 * h + 1):  # GQA: both query heads of KV head h widen the same channels
             assert torch.allclose(q_std[qh, out], torch.full((4,), 5.0), rtol=0.1)
+            assert x.q[:, qh][..., out].mean(dim=(0, 1)).abs().max() < 0.5  # no bias on the query side
             assert torch.allclose(q_std[qh, normal], torch.ones(60), rtol=0.1)
     assert not torch.equal((k_mean[0] > 10), (k_mean[1] > 10))  # each KV head its own channels
     assert torch.allclose(x.v.std(), torch.tensor(1.0), rtol=0.05)

@@ -100,3 +100,22 @@ def test_paged_pools_are_poisoned_page_by_page_and_a_neighbour_reading_kernel_fa
     seqs = sequences(x)
     assert torch.isnan(seqs[1].k).all() and torch.isnan(seqs[1].v).all() and torch.isnan(seqs[1].q).all()
     assert torch.isfinite(seqs[0].k).all() and torch.isfinite(seqs[2].v).all() and torch.isfinite(seqs[0].q).all()
+
+
+def test_every_other_sequence_is_poisoned_then_the_rest():
+    """Four sequences: the check's two launches see NaN in sequences 0 and 2, then in 1 and 3, and never in both."""
+    shape = AttentionShape(batch=4, heads_q=2, heads_kv=1, seq_len=5, kv_lens=(5, 3, 4, 2), head_dim_qk=16)
+    x = _inputs(shape)
+    seen = []
+
+    def prepare(inputs):
+        ref = default_registry().get("reference-fp64").prepare(inputs)
+
+        def launch():
+            seen.append(tuple(s.index for s in sequences(inputs) if torch.isnan(s.k).any()))
+            return ref()
+
+        return launch
+
+    gate(_kernel("spy", prepare), x, prepare(x))
+    assert seen[-2:] == [(0, 2), (1, 3)] and all(s == () for s in seen[:-2])

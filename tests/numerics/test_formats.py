@@ -150,8 +150,9 @@ def test_nvfp4_two_level_scale_matches_nvidias_recipe_step_by_step():
     """s_enc = 448 * 6 / amax_tensor (fp32); per 16: s_dec = e4m3(amax_block / 6 * s_enc) (fp32, then e4m3);
     element e2m1(x * (s_enc / s_dec)) in fp32; value = element * s_dec / s_enc; a zero s_dec gives zeros."""
     g = torch.Generator().manual_seed(5)
-    x = (torch.randn(4, 64, generator=g) * torch.logspace(-6, 1, 4)[:, None]).to(torch.bfloat16).double()
+    x = (torch.randn(4, 64, generator=g) * torch.logspace(-6, 0, 4)[:, None]).clamp(-1, 1).to(torch.bfloat16).double()
     x[3, :16] *= 1e-6  # blocks whose E4M3 scale underflows to 0 next to a large tensor max
+    x[3, 20] = 1.0234375  # the tensor max: 2688 / 1.0234375 in fp32 is 2626.4426; a reciprocal times 2688, 2626.4429
     got = quantize(x, "nvfp4", axis=-1)
     amax_t = _f32(max(abs(v) for v in x.flatten().tolist()))
     s_enc = _f32(_f32(448.0 * 6.0) / amax_t)
@@ -163,6 +164,7 @@ def test_nvfp4_two_level_scale_matches_nvidias_recipe_step_by_step():
     want = torch.tensor(want, dtype=torch.float64).reshape(x.shape)
     assert torch.allclose(got, want, rtol=1e-15, atol=0)
     assert (got[3, :16] == 0).all() and x[3, :16].abs().max() > 0  # FA4's zero-scale block: its values are lost
+    assert not torch.isnan(got).any()
 
 
 def test_per_tensor_row_and_static_scales():
@@ -185,3 +187,17 @@ def test_format_text_round_trips_and_bad_text_is_refused():
     for bad in ("fp4", "e4m3:block0", "mxfp4:row", "e4m3:tensor:nvfp4", "nvfp4:tensor"):
         with pytest.raises(ConfigError):
             parse_format(bad)
+
+
+def test_the_envelope_covers_a_scale_that_flips_with_its_amax():
+    """A block whose amax sits a hair below a power of two: shifted up by e, its E8M0 scale doubles and a small
+    element rounds elsewhere; the envelope (the gate's bound for a kernel's own fp32 transform) must say so."""
+    from harness.numerics._emulate import _envelope
+
+    x = torch.zeros(1, 32, dtype=torch.float64)
+    x[0, 0], x[0, 1] = 4.0 - 2.0**-20, 0.3  # scale 2^(1-2): 0.3 -> 0.5 x 0.5 = 0.25; at amax 4, 2^0: 0.3 -> 0.5
+    fmt = parse_format("mxfp4")
+    nominal = quantize(x, fmt, axis=-1)
+    width = _envelope(x, torch.full_like(x, 2.0**-18), fmt, -1, nominal)
+    assert nominal[0, 1] == 0.25 and width[0, 1] == 0.25
+    assert _envelope(x, torch.full_like(x, 2.0**-30), fmt, -1, nominal)[0, 1] == 0  # far from the flip: none

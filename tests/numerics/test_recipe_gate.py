@@ -170,3 +170,13 @@ def test_recipes_round_trip_through_their_declared_dict():
         assert parse_recipe(r.to_dict()) == r
     with pytest.raises(Exception, match="unknown"):
         parse_recipe({"q": "nvfp4", "rotation": True})
+
+
+def test_the_exact_allowance_is_zero_wherever_no_rounding_boundary_is_near(x):
+    """Against the exact row max the gate allows a row something only where one of its keys (or operands) sits
+    within fp32's reach of a rounding boundary: most rows of a plain recipe get nothing but the fp32
+    accumulation's and the output's rounding."""
+    em = emulate_recipe(_kernel("mxfp8", None), x)
+    rows_allowed = (em.p_bound.amax(-1) > 0).double().mean()
+    assert float(rows_allowed) < 0.3
+    assert float(em.accumulation.max()) < 1e-4 * float(em.out.abs().max())
