@@ -200,4 +200,9 @@ def test_the_envelope_covers_a_scale_that_flips_with_its_amax():
     nominal = quantize(x, fmt, axis=-1)
     width = _envelope(x, torch.full_like(x, 2.0**-18), fmt, -1, nominal)
     assert nominal[0, 1] == 0.25 and width[0, 1] == 0.25
+    # 0.625 at scale 0.5 is the tie 1.25 (-> 1.0, the even code): nudged up under the SAME scale it becomes 1.5,
+    # while under the flipped scale (1) it stays 0.5: only the corner (value up, scale from the amax down) sees it
+    x[0, 1] = 0.625
+    nominal = quantize(x, fmt, axis=-1)
+    assert nominal[0, 1] == 0.5 and _envelope(x, torch.full_like(x, 2.0**-18), fmt, -1, nominal)[0, 1] == 0.25
     assert _envelope(x, torch.full_like(x, 2.0**-30), fmt, -1, nominal)[0, 1] == 0  # far from the flip: none
