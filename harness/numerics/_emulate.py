@@ -149,80 +149,99 @@ def _round_p(recipe: Recipe, t, p, *, t_from=None, p_from=None):
 
 
 def _acc_fp32(p, v, block: int):
-    """sum_j p_j v_j as an fp32 accumulator forms it: each block of keys' product rounded to fp32, then added."""
+    """sum_j p_j v_j as an fp32 accumulator forms it: each block of keys' product rounded to fp32, then added to
+    the running fp32 sum in key order. p [..., R, n], v [..., n, dv]; the blocks' products in one batched matmul."""
     import torch
 
-    acc = torch.zeros((*p.shape[:-1], v.shape[-1]), dtype=torch.float32, device=p.device)
-    for j0 in range(0, p.shape[-1], block):
-        acc = acc + (p[..., j0:j0 + block] @ v[..., j0:j0 + block, :]).to(torch.float32)
+    n = p.shape[-1]
+    pad = (-n) % block
+    if pad:
+        p = torch.nn.functional.pad(p, (0, pad))
+        v = torch.nn.functional.pad(v, (0, 0, 0, pad))
+    nb = (n + pad) // block
+    pb = p.reshape(*p.shape[:-1], nb, block).movedim(-2, -3)  # [..., nb, R, block]
+    vb = v.reshape(*v.shape[:-2], nb, block, v.shape[-1])  # [..., nb, block, dv]
+    parts = (pb @ vb).to(torch.float32)  # [..., nb, R, dv]
+    acc = parts[..., 0, :, :].clone()
+    for j in range(1, nb):
+        acc = acc + parts[..., j, :, :]
     return acc
+
+
+def _rows_per_block(shape, n_keys: int, *, on_gpu: bool, fp64: bool) -> int:
+    """Query rows per block so one [B, H, rows, S] temporary stays near 1 GB on a GPU, 16 MB on a CPU (halved in
+    fp64, where the gate's bounds keep a dozen of them alive)."""
+    budget = (1 << 28 if on_gpu else 1 << 22) >> (1 if fp64 else 0)
+    return max(16, min(shape[2], budget // max(1, shape[0] * shape[1] * n_keys)))
+
+
+def _heads(t, group: int):
+    """A KV-head tensor [B, Hkv, ...] laid out per query head [B, Hq, ...] (GQA)."""
+    return None if t is None else t.repeat_interleave(group, dim=1) if group > 1 else t
 
 
 def attend(recipe: Recipe, ops: Operands, *, scale: float, causal: bool, round_p: bool = True,
            acc32: bool | None = None, bounds: str | None = None, block_rows: int | None = None) -> Attended:
     """Attention on `ops` as `recipe` declares (module doc). `round_p` False: P unrounded; `acc32` None: as declared;
-    `bounds`: None, "exact" or "running" (fp64 operands only). GQA by head index; the causal mask is the lower
-    triangle (dense self-attention)."""
+    `bounds`: None, "exact" or "running" (fp64 operands only). Every head at once, a block of query rows at a time
+    (`block_rows`, default sized to memory); GQA by head index; the causal mask is the lower triangle."""
     import torch
 
-    q, k, v = ops.q, ops.k, ops.v
-    dtype = q.dtype
+    q, dtype = ops.q, ops.q.dtype
     if bounds is not None and dtype != torch.float64:
         raise ValueError("bounds are computed on the fp64 emulation")
     acc32 = recipe.accumulation == "fp32" if acc32 is None else acc32
-    block_rows = block_rows or (1024 if q.is_cuda else 256)
     B, Hq, S, _ = q.shape
-    group = Hq // k.shape[1]
+    group = Hq // ops.k.shape[1]
+    k, v = _heads(ops.k, group), _heads(ops.v, group)
+    block_rows = block_rows or _rows_per_block(q.shape, S, on_gpu=q.is_cuda, fp64=dtype == torch.float64)
     c = scale * math.log2(math.e)
     out = torch.empty((B, Hq, S, v.shape[-1]), dtype=dtype, device=q.device)
     extra = {n: torch.zeros((B, Hq, S, v.shape[-1]), dtype=torch.float64, device=q.device)
              for n in ("exact", "spread", "bound", "accumulation")} if bounds else {}
-    for h in range(Hq):
-        kh, vh = k[:, h // group], v[:, h // group]
-        comp = ops.qbar[:, h] @ kh.transpose(-1, -2) if ops.qbar is not None else None  # [B, 1, S]
-        for r0 in range(0, S, block_rows):
-            r1 = min(S, r0 + block_rows)
-            n = r1 if causal else S
-            t = q[:, h, r0:r1] @ kh[:, :n].transpose(-1, -2)
-            if comp is not None:
-                t = t + comp[..., :n]
-            t = t * c
-            if causal:
-                hidden = torch.arange(n, device=q.device)[None, :] > torch.arange(r0, r1, device=q.device)[:, None]
-                t = t.masked_fill(hidden, -math.inf)
-            p = torch.exp2(t - t.amax(-1, keepdim=True))
-            ph = _round_p(recipe, t, p) if round_p and recipe.p is not None else p
-            l_sum = (ph if recipe.row_sum == "rounded" or not round_p else p).sum(-1, keepdim=True)
-            vb = vh[:, :n]
-            if acc32:
-                o = (_acc_fp32(ph, vb, recipe.acc_block) / l_sum.to(torch.float32)).to(dtype)
-            else:
-                o = (ph @ vb) / l_sum
-            out[:, h, r0:r1] = o
-            if bounds:
-                parts = _bounds(recipe, ops, bounds, h=h, group=group, rows=(r0, r1), t=t, p=p, ph=ph, l_sum=l_sum,
-                                o=o, vb=vb, c=c, round_p=round_p, acc32=acc32)
-                for name, value in parts.items():
-                    extra[name][:, h, r0:r1] = value
+    comp = ops.qbar @ k.transpose(-1, -2) if ops.qbar is not None else None  # [B, Hq, 1, S]
+    for r0 in range(0, S, block_rows):
+        r1 = min(S, r0 + block_rows)
+        n = r1 if causal else S
+        t = q[:, :, r0:r1] @ k[:, :, :n].transpose(-1, -2)
+        if comp is not None:
+            t = t + comp[..., :n]
+        t = t * c
+        if causal:
+            hidden = torch.arange(n, device=q.device)[None, :] > torch.arange(r0, r1, device=q.device)[:, None]
+            t = t.masked_fill(hidden, -math.inf)
+        p = torch.exp2(t - t.amax(-1, keepdim=True))
+        ph = _round_p(recipe, t, p) if round_p and recipe.p is not None else p
+        l_sum = (ph if recipe.row_sum == "rounded" or not round_p else p).sum(-1, keepdim=True)
+        vb = v[:, :, :n]
+        if acc32:
+            o = (_acc_fp32(ph, vb, recipe.acc_block) / l_sum.to(torch.float32)).to(dtype)
+        else:
+            o = (ph @ vb) / l_sum
+        out[:, :, r0:r1] = o
+        if bounds:
+            parts = _bounds(recipe, ops, bounds, group=group, rows=(r0, r1), t=t, p=p, ph=ph, l_sum=l_sum, o=o, vb=vb,
+                            kb=k[:, :, :n], c=c, round_p=round_p, acc32=acc32)
+            for name, value in parts.items():
+                extra[name][:, :, r0:r1] = value
     return Attended(out=out, **extra)
 
 
-def _bounds(recipe, ops, mode, *, h, group, rows, t, p, ph, l_sum, o, vb, c, round_p, acc32) -> dict:
-    """The per-element terms of the gate's allowance for one head and row block (module doc)."""
+def _bounds(recipe, ops, mode, *, group, rows, t, p, ph, l_sum, o, vb, kb, c, round_p, acc32) -> dict:
+    """The per-element terms of the gate's allowance for one block of rows, every head (module doc)."""
     import torch
 
-    r0, r1 = rows
     n = t.shape[-1]
     exact = (p @ vb) / p.sum(-1, keepdim=True)
     va = vb.abs()
-    wv = ops.wv[:, h // group, :n] if ops.wv is not None else None
+    wv = _heads(ops.wv, group)[:, :, :n] if ops.wv is not None else None
     v_term = (ph @ wv) / l_sum if wv is not None else torch.zeros_like(o)
     n_blocks = -(-n // recipe.acc_block)
     gamma_acc = (2 * recipe.acc_block + 2 * n_blocks + 4) * U32 + recipe.mma_rel_error * (n_blocks + 1)
     acc = (gamma_acc * (ph.abs() @ va) / l_sum + (n + 3) * U32 * o.abs()) if acc32 else torch.zeros_like(o)
     masked = torch.isneginf(t)
     if mode == "exact":
-        delta = _score_shift(ops, h=h, group=group, rows=rows, n=n, c=c, mma=recipe.mma_rel_error)
+        delta = _score_shift(ops, group=group, rows=rows, kb=kb, c=c, mma=recipe.mma_rel_error)
         delta = delta.masked_fill(masked, 0.0)
         delta = delta + delta.amax(-1, keepdim=True) + 4 * U32
         # the row's maximum is exp2(0) = 1 exactly in any precision (its score minus itself): it cannot move,
@@ -252,14 +271,14 @@ def _bounds(recipe, ops, mode, *, h, group, rows, t, p, ph, l_sum, o, vb, c, rou
     return {"exact": exact, "spread": spread, "bound": bound, "accumulation": acc + v_term}
 
 
-def _score_shift(ops, *, h, group, rows, n, c, mma):
+def _score_shift(ops, *, group, rows, kb, c, mma):
     """How far an fp32 kernel's base-2 score can be from the emulation's: gamma sum |q_i k_i| and the
     operands' envelopes carried through the product (module doc)."""
     r0, r1 = rows
-    kv = h // group
-    qa, ka = ops.q[:, h, r0:r1].abs(), ops.k[:, kv, :n].abs()
-    wq = ops.wq[:, h, r0:r1] if ops.wq is not None else None
-    wk = ops.wk[:, kv, :n] if ops.wk is not None else None
+    n = kb.shape[2]
+    qa, ka = ops.q[:, :, r0:r1].abs(), kb.abs()
+    wq = ops.wq[:, :, r0:r1] if ops.wq is not None else None
+    wk = _heads(ops.wk, group)[:, :, :n] if ops.wk is not None else None
     gamma = (qa.shape[-1] + 2) * U32 + mma
     qs, ks = _add(wq, qa), _add(wk, ka)
     shift = gamma * (qs @ ks.transpose(-1, -2))
@@ -268,9 +287,10 @@ def _score_shift(ops, *, h, group, rows, n, c, mma):
     if wk is not None:
         shift = shift + qa @ wk.transpose(-1, -2)
     if ops.qbar is not None:
-        qb = ops.qbar[:, h].abs()
-        shift = shift + gamma * (qb @ ks.transpose(-1, -2)) + (ops.wqbar[:, h] @ ks.transpose(-1, -2) if
-                                                              ops.wqbar is not None else 0.0)
+        qb = ops.qbar.abs()
+        shift = shift + gamma * (qb @ ks.transpose(-1, -2))
+        if ops.wqbar is not None:
+            shift = shift + ops.wqbar @ ks.transpose(-1, -2)
         if wk is not None:
             shift = shift + qb @ wk.transpose(-1, -2)
     return c * shift

@@ -14,6 +14,8 @@ An `OperandFormat` names
   e4m3(amax_block / 6 * s), elements e2m1(x * s / scale_block) (TensorRT-LLM's fp4Quantize and the NVFP4
   descriptions; a block whose E4M3 scale rounds to 0 quantizes to zeros: FA4's "zero-scale blocks");
 - `static`: a fixed amax (a calibrated scale, or P's known maximum of 1) instead of the data's own, per call.
+  (P is formed a block of query rows at a time, as a kernel forms it: a dynamic "tensor" scale of P is that of the
+  rows formed together; the bundled recipes' P scales are static or per block.)
 
 `quantize` returns the values the kernel multiplies, element x scale, in the input's dtype (fp64 for the
 emulation, fp32 for the bundled emulated kernels), so an exact product of them is the exact product the
