@@ -492,7 +492,8 @@ def model_error_kernels(names: Sequence[str], *, device: str, floor: str | None 
 
 
 def model_error_config(*, model: str, device: str, shape: ShapeArgs, capture: CaptureArgs, documents: int | None,
-                       all_layers: bool, results: Path, name: str | None, command: str, reference: str | None = None):
+                       all_layers: bool, results: Path, name: str | None, command: str, reference: str | None = None,
+                       per_layer: bool = True):
     """The frozen ModelErrorConfig of `bench error --model`, every default decided here; options that do not
     apply to a model run (synthetic shapes, controls, stacked windows, recapture) are refused by name."""
     from harness.capture import ModelErrorConfig, resolve_model
@@ -511,7 +512,11 @@ def model_error_config(*, model: str, device: str, shape: ShapeArgs, capture: Ca
     spec = resolve_model(model)
     defaults = _MODEL_ERROR["cpu" if device_kind(device) == "cpu" else "gpu"]
     seq_len = min(shape.one("seq_len") or defaults["seq_len"], spec.max_positions)
-    if capture.layers:
+    if not per_layer:
+        if capture.layers:
+            raise ConfigError(f"--layer {','.join(map(str, capture.layers))} and --no-per-layer contradict: drop one.")
+        layers = ()
+    elif capture.layers:
         layers = tuple(capture.layers)
     else:
         from harness.capture import default_layers

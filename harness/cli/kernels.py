@@ -49,6 +49,8 @@ def error(
     reference: Optional[str] = typer.Option(None, help="--model: a correct BF16 kernel whose model is the reference "
                                                        "instead of fp64 attention (ZYFA's band: KL between the "
                                                        "reference's and the floor's models, upper 95 %)"),
+    per_layer: bool = typer.Option(True, "--per-layer/--no-per-layer", help="--model: also the kernel in each layer "
+                                                                           "alone (--layer's, default on)"),
     all_layers: bool = typer.Option(True, "--all-layers/--no-all-layers", help="--model: also the kernel in every "
                                                                                "layer at once (default on)"),
     results: Path = typer.Option(RESULTS_ROOT, help="--model: results root directory"),
@@ -63,13 +65,14 @@ def error(
 
     if capture["model"] and not per_call:
         model_only = dict(documents=documents, floor=floor, all_layers=all_layers, results=results, name=name,
-                          resamples=resamples, reference=reference)
+                          resamples=resamples, reference=reference, per_layer=per_layer)
         return _model_error(suite, json_path=json_path, **model_only)
     out = console()
     rows = []
     try:
         given = [f for f, v in (("--documents", documents), ("--floor", floor), ("--name", name),
-                                ("--no-all-layers", not all_layers), ("--reference", reference)) if v]
+                                ("--no-all-layers", not all_layers), ("--reference", reference),
+                                ("--no-per-layer", not per_layer)) if v]
         if given:
             raise ConfigError(f"{', '.join(given)} belong(s) to the model-level error: add --model NAME (without "
                               f"--per-call), or drop {', '.join(given)}.")
@@ -87,7 +90,7 @@ def error(
 
 
 def _model_error(suite: dict, *, json_path, documents, floor, all_layers, results, name, resamples,
-                 reference=None) -> None:
+                 reference=None, per_layer=True) -> None:
     """`bench error --model`: the run, then its figures (bootstrap over documents), one table."""
     from harness.analysis import model_error_summary
     from harness.capture import model_error
@@ -113,7 +116,8 @@ def _model_error(suite: dict, *, json_path, documents, floor, all_layers, result
         ref_kernel = resolve_kernels([reference])[0] if reference else None
         config = model_error_config(model=suite["capture"]["model"], device=src["device"], shape=shape_args(suite["shape"]),
                                     capture=capture_args(suite["capture"]), documents=documents, all_layers=all_layers,
-                                    results=results, name=name, command=command_line(), reference=reference)
+                                    results=results, name=name, command=command_line(), reference=reference,
+                                    per_layer=per_layer)
         from harness.runner import stop_signals
 
         with stop_signals(), out.status("model error") as status:  # SIGTERM / SIGHUP end the run as Ctrl-C does

@@ -75,3 +75,17 @@ def test_the_reference_must_differ_from_the_floor_and_match_the_config(model_dir
     with pytest.raises(ConfigError, match="--reference sdpa-cpu and --floor sdpa-cpu"):
         model_error_kernels(["emu-mxfp8"], device="cpu", floor="sdpa-cpu", reference="sdpa-cpu")
     assert model_error_kernels(["emu-mxfp8"], device="cpu", reference="sdpa-cpu") == (("emu-mxfp8",), "reference-fp64")
+
+
+def test_no_per_layer_leaves_only_the_every_layer_scope_and_the_reference_is_recorded():
+    from harness.suite import CaptureArgs, ShapeArgs, model_error_config
+
+    def cfg(**kw):
+        capture = CaptureArgs(model="smollm2-135m", layers=kw.pop("layers", ()))
+        return model_error_config(model="smollm2-135m", device="cuda:0", shape=ShapeArgs(), capture=capture,
+                                  documents=None, all_layers=True, results="r", name=None, command="c", **kw)
+
+    assert cfg(per_layer=False).layers == () and cfg().layers == tuple(range(30))
+    assert cfg(reference="sdpa-cudnn").reference == "sdpa-cudnn" and cfg().reference == "fp64"
+    with pytest.raises(ConfigError, match="--no-per-layer contradict"):
+        cfg(per_layer=False, layers=(3,))
