@@ -71,3 +71,17 @@ def test_bench_error_prints_the_stages_and_writes_cosine_and_snr(tmp_path):
         assert emu[f"{stage}_snr_db"] == pytest.approx(-20 * math.log10(emu[f"{stage}_rel_rms"]), abs=1e-9)
     assert f"{emu['cosine']:.7f}" in out and f"{emu['q_rel_rms']:.3g}" in out
     assert sdpa["q_rel_rms"] is None and sdpa["cosine"] > 0.99999
+
+
+def test_the_zyfa_recipe_is_the_fp8_kernels_declared_numerics():
+    """fp8-lean-zyfa emulates exactly what triton-fp8-lean declares (harness.kernels.Numerics, lean P per 64 keys on
+    e4m3 inputs with one power-of-two scale per tensor): one definition of ZYFA's numerics, reached two ways."""
+    from harness.kernels import Numerics, dequantize, emulate_declared, quantize_e4m3_pow2
+    from harness.numerics import RECIPES
+
+    x = _x()
+    r = RECIPES["fp8-lean-zyfa"]
+    ours = attend(r, operands(r, x.q, x.k, x.v, dtype=torch.float64), scale=x.scale, causal=True, acc32=False).out
+    q, k, v = (dequantize(*quantize_e4m3_pow2(t)) for t in (x.q, x.k, x.v))
+    theirs = emulate_declared(Numerics(p_mode="lean"), q, k, v, scale=x.scale, causal=True, spread=False).out
+    assert torch.allclose(ours, theirs, rtol=0, atol=1e-13)
