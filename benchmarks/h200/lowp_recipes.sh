@@ -69,7 +69,7 @@ if [ -z "${TEXT:-}" ]; then
 fi
 DOCS=${DOCS:-${DOCS_DEFAULT:-12}}
 DOC_SEQ=${DOC_SEQ:-${SEQ_DEFAULT:-8192}}
-CAP_SEQ=${CAP_SEQ:-$(pick 128 4096)}
+CAP_SEQ=${CAP_SEQ:-$(pick 128 2048)}
 # every layer at once, and on the CPU layer 15 alone too; the H200 leaves the per-layer scope out (--no-per-layer):
 # layer 15 alone would cost half a forward more per recipe (~35 s at 8 x 8192 tokens) of the 3 minutes
 SCOPE=${SCOPE:-$(pick "--layer 15" "--no-per-layer")}
