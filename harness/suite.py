@@ -625,19 +625,24 @@ _MODEL_ERROR = {"gpu": dict(seq_len=1024, documents=24, batch=8), "cpu": dict(se
 
 
 def model_error_kernels(names: Sequence[str], *, device: str, floor: str | None = None, layout: str | None = None,
-                        gqa: str | None = None) -> tuple[tuple[str, ...], str]:
+                        gqa: str | None = None, reference: str | None = None) -> tuple[tuple[str, ...], str]:
     """(kernels under test, floor kernel) of `bench error --model`: the named kernels and `floor` (or the first
-    of FLOOR_KERNELS[device] not under test); with none named, the device's default kernels but the floor."""
+    of FLOOR_KERNELS[device] not under test and not the --reference kernel); with none named, the device's
+    default kernels but the floor."""
     kernels = kernel_specs(names, device=device, layout=layout, gqa=gqa)
-    candidates = FLOOR_KERNELS[device_kind(device)]
+    candidates = [c for c in FLOOR_KERNELS[device_kind(device)] if c != reference]
     if floor is None:
         # no kernel named: the device's other default kernels against its first; else the first not under test
         floor = candidates[0] if not names else next((c for c in candidates if c not in kernels), candidates[0])
-    return tuple(k for k in kernels if k != floor) or (floor,), floor
+    if reference is not None and reference == floor:
+        raise ConfigError(f"--reference {reference} and --floor {floor} are one kernel: the band of BF16 noise needs "
+                          f"two different correct BF16 kernels. Give --floor another one.")
+    return tuple(k for k in kernels if k not in (floor, reference)) or (floor,), floor
 
 
 def model_error_config(*, model: str, device: str, shape: ShapeArgs, capture: CaptureArgs, documents: int | None,
-                       all_layers: bool, results: Path, name: str | None, command: str):
+                       all_layers: bool, results: Path, name: str | None, command: str, reference: str | None = None,
+                       per_layer: bool = True):
     """The frozen ModelErrorConfig of `bench error --model`, every default decided here; options that do not
     apply to a model run (synthetic shapes, controls, stacked windows, recapture) are refused by name."""
     from harness.capture import ModelErrorConfig, resolve_model
@@ -656,7 +661,11 @@ def model_error_config(*, model: str, device: str, shape: ShapeArgs, capture: Ca
     spec = resolve_model(model)
     defaults = _MODEL_ERROR["cpu" if device_kind(device) == "cpu" else "gpu"]
     seq_len = min(shape.one("seq_len") or defaults["seq_len"], spec.max_positions)
-    if capture.layers:
+    if not per_layer:
+        if capture.layers:
+            raise ConfigError(f"--layer {','.join(map(str, capture.layers))} and --no-per-layer contradict: drop one.")
+        layers = ()
+    elif capture.layers:
         layers = tuple(capture.layers)
     else:
         from harness.capture import default_layers
@@ -667,7 +676,7 @@ def model_error_config(*, model: str, device: str, shape: ShapeArgs, capture: Ca
         model=model, text=capture.text or DEFAULT_TEXT, weights=capture.weights, seq_len=seq_len, documents=n,
         batch=min(defaults["batch"], n), layers=layers, all_layers=all_layers, device=device,
         dtype=capture.capture_dtype, random_weights=capture.random_weights, results_root=Path(results),
-        run_name=name, command=command,
+        run_name=name, command=command, reference=reference or "fp64",
     )
 def verdict_rule(fail_on_slowdown: str | None, *, flag: str = "--fail-on-slowdown", default: str | None = None,
                  between_runs_cv: str | None = None):

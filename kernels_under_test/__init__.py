@@ -19,6 +19,7 @@ MODULES = (
     "kernels_under_test.triton_fp8_variants",
     "kernels_under_test.gluon_fp8",
     "kernels_under_test.decode",
+    "kernels_under_test.recipes",
 )
 
 

@@ -22,7 +22,7 @@ ROOT = Path(__file__).resolve().parent.parent / "harness"
 # suite layer, the pytest plugin and the CLI (with `python -m harness`) sit on top.
 LAYERS = [
     {"errors", "__init__"},
-    {"inputs", "devices", "telemetry", "results", "config"},
+    {"inputs", "devices", "telemetry", "results", "config", "numerics"},
     {"capture", "kernels"},
     {"analysis"},
     {"runner"},

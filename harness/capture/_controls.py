@@ -45,7 +45,7 @@ def synthesize_like(capture_path: str | Path, dist: str = "gaussian:0.1", seed: 
         inputs = AttentionInputs(**tensors, shape=shape, dtype=dtype, source=dist, scale=float(entry["scale"]), seed=seed)
         provenance["matched_std"] = stds
     else:
-        if dist.partition(":")[0] not in ("gaussian", "zeros", "constant", "randbits"):
+        if dist.partition(":")[0] not in {k.partition(":")[0] for k in SYNTHETIC_SOURCES}:
             known = "; ".join(f"{k}: {v}" for k, v in CONTROL_DISTS.items())
             raise InputError(f"Unknown control distribution {dist!r}. Use one of: {known}.")
         spec = InputSpec(shape=shape, dtype=dtype, source=dist, seed=seed, scale=float(entry["scale"]))

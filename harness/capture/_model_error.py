@@ -9,7 +9,10 @@ input. A run with the kernel in layer L alone starts there, from the recorded in
 below it are the reference run's, bit for bit), so the per-layer sweep costs about half the forwards of
 running every layer again. Kernels get the q, k, v in bf16 (their dtype in a served model); `floor` is a
 second correct BF16 kernel, whose divergence from the reference is the noise floor a kernel is read
-against. Rows (one per kernel x scope x document, every token's figures kept) go to the run's
+against. With `reference` a BF16 kernel instead (ZYFA's way, `--reference`), the reference model is the model
+with that kernel's attention and the floor's divergence from it is the band of two correct BF16 kernels. Each
+row also keeps dNLL per token: the text's next token's negative log-likelihood under the kernel's model minus
+under the reference's. Rows (one per kernel x scope x document, every token's figures kept) go to the run's
 `model_error` table; `harness.analysis.model_error_summary` bootstraps them over documents.
 """
 
@@ -52,6 +55,7 @@ class ModelErrorConfig:
     dtype: str | None = None
     random_weights: bool = False
     seed: int = 0
+    reference: str = "fp64"  # the reference model's attention: "fp64", or the name of a BF16 kernel (ZYFA's band)
     results_root: Path = Path("results")
     run_name: str | None = None
     command: str = ""
@@ -102,8 +106,9 @@ class KernelFailed(Exception):
 class _Attention:
     """The attention function every layer calls: fp64 reference attention, or the planned kernel."""
 
-    def __init__(self, spec_name: str):
+    def __init__(self, spec_name: str, default=None):
         self.kernels: dict[int, object] = {}  # layer -> Kernel; other layers use the reference
+        self.default = default  # the reference's kernel (None: fp64 reference attention)
         self.model = spec_name
         self.calls = 0
 
@@ -119,7 +124,7 @@ class _Attention:
         self.calls += 1
         scale = kwargs.get("scaling")
         scale = float(scale) if scale is not None else query.shape[-1] ** -0.5
-        kernel = self.kernels.get(module.layer_idx)
+        kernel = self.kernels.get(module.layer_idx, self.default)
         if kernel is None:
             from harness.kernels import reference_attention
 
@@ -177,22 +182,30 @@ def _logits(model, decoder, attention: _Attention, *, ids=None, start: int = 0, 
         return model.lm_head(out.last_hidden_state).float()
 
 
-def _token_figures(ref_logits, logits):
-    """Per token (all fp64): KL(reference || kernel) of the next-token distribution, top-1 agreement."""
+def _token_figures(ref_logits, logits, ids=None):
+    """Per token (all fp64): KL(reference || kernel) of the next-token distribution, top-1 agreement, and (with the
+    token `ids`) dNLL: -log p_kernel(next token) + log p_reference(next token), for every position but the last."""
     import torch
 
     ref = torch.log_softmax(ref_logits.double(), -1)
     got = torch.log_softmax(logits.double(), -1)
     kl = (ref.exp() * (ref - got)).sum(-1).clamp_min(0.0)  # >= 0 up to rounding
     top1 = ref.argmax(-1) == got.argmax(-1)
-    return kl.cpu(), top1.cpu()
+    if ids is None:
+        return kl.cpu(), top1.cpu()
+    nxt = ids[:, 1:].to(ref.device).unsqueeze(-1)
+    dnll = (ref[:, :-1].gather(-1, nxt) - got[:, :-1].gather(-1, nxt)).squeeze(-1)
+    return kl.cpu(), top1.cpu(), dnll.cpu()
 
 
-def model_error(config: ModelErrorConfig, *, kernels: Sequence, floor, progress=None) -> ModelErrorResult:
+def model_error(config: ModelErrorConfig, *, kernels: Sequence, floor, reference=None,
+                progress=None) -> ModelErrorResult:
     """Run the model-error measurement (see module doc) and write it as a run under `config.results_root`.
 
     `kernels`: the kernels under test; `floor`: the second correct BF16 kernel (its rows have role
-    "floor"). `progress(text)` is called before each step (None: silent). Every kernel is checked against
+    "floor"); `reference`: the BF16 kernel whose model the others are compared with (ZYFA's way: the floor's
+    KL is then the band of two correct BF16 kernels), None for the model with fp64 attention.
+    `progress(text)` is called before each step (None: silent). Every kernel is checked against
     the model's attention shape before the model is loaded."""
     import torch
 
@@ -213,7 +226,13 @@ def model_error(config: ModelErrorConfig, *, kernels: Sequence, floor, progress=
     device = torch_device_name(config.device)
     kind = device.partition(":")[0]
     runs = [(floor, "floor")] + [(k, "kernel") for k in kernels if k.name != floor.name]
-    _check_kernels([k for k, _ in runs], spec, kind, floor=floor)
+    _check_kernels([k for k, _ in runs] + ([reference] if reference is not None else []), spec, kind, floor=floor)
+    if config.reference != ("fp64" if reference is None else reference.name):
+        raise ConfigError(f"The run records reference {config.reference!r} but is given "
+                          f"{'fp64 attention' if reference is None else reference.name}: build both from one --reference.")
+    if reference is not None and reference.name == floor.name:
+        raise ConfigError(f"--reference {reference.name} is also the floor: the band needs two different BF16 "
+                          f"kernels. Give --floor another one.")
     source = load_text(config.text)
     run = open_run(config, spec, [k for k, _ in runs], device=device)
     t0 = time.perf_counter()
@@ -231,7 +250,7 @@ def model_error(config: ModelErrorConfig, *, kernels: Sequence, floor, progress=
                 tokenizer = load_tokenizer(weights)
                 model = load_model(weights, dtype=config.dtype, device=device)
         ids, text_provenance = document_windows(tokenizer, source, seq_len=config.seq_len, count=config.documents)
-        attention = _Attention(spec.name)
+        attention = _Attention(spec.name, default=reference)
         register_attention(attention)
         decoder = getattr(model, "base_model", model)
         suffix = getattr(model.config, "model_type", "") in SUFFIX_MODEL_TYPES
@@ -240,7 +259,8 @@ def model_error(config: ModelErrorConfig, *, kernels: Sequence, floor, progress=
                               suffix_runs=suffix)
         for b0 in range(0, config.documents, config.batch):
             batch = ids[b0: b0 + config.batch].to(device)
-            say(f"documents {b0 + 1}-{b0 + len(batch)} of {config.documents}: reference (fp64 attention)")
+            say(f"documents {b0 + 1}-{b0 + len(batch)} of {config.documents}: reference "
+                f"({'fp64 attention' if reference is None else reference.name})")
             attention.kernels = {}
             inputs_of: dict[int, object] = {}
             hooks = [layer.register_forward_pre_hook(_recorder(inputs_of, i))
@@ -274,10 +294,10 @@ def model_error(config: ModelErrorConfig, *, kernels: Sequence, floor, progress=
                             f"the other kernels went on.")
                         say(failures[kernel.name])
                         break
-                    kl, top1 = _token_figures(ref, logits)
+                    kl, top1, dnll = _token_figures(ref, logits, batch)
                     for j in range(len(batch)):
                         rows.append(_row(kernel, role, scope, layer, b0 + j, text_provenance["documents"][b0 + j],
-                                         kl[j], top1[j], config))
+                                         kl[j], top1[j], config, dnll=dnll[j]))
             run.write(rows[len(run.written_rows):])
             del ref, inputs_of
         run.provenance["failures"] = failures
@@ -313,10 +333,11 @@ def _recorder(into: dict, index: int):
     return hook
 
 
-def _row(kernel, role, scope, layer, doc, meta, kl, top1, config) -> dict:
+def _row(kernel, role, scope, layer, doc, meta, kl, top1, config, *, dnll) -> dict:
     import torch
 
     kl = kl.to(torch.float32)  # what the table keeps (results schema), so rows in memory and on disk agree
+    dnll = dnll.to(torch.float32)
     n = int(kl.numel())
     return {
         "kernel": kernel.name, "kernel_source": kernel.source, "role": role, "scope": scope, "layer": layer,
@@ -324,4 +345,6 @@ def _row(kernel, role, scope, layer, doc, meta, kl, top1, config) -> dict:
         "kl_mean_nats": float(kl.double().mean()) if n else None, "kl_max_nats": float(kl.max()) if n else None,
         "top1_agreement": float(top1.double().mean()) if n else None, "kl_nats": kl.tolist(),
         "top1_match": top1.tolist(), "kernel_dtype": KERNEL_DTYPE, "seq_len": config.seq_len,
+        "reference": config.reference, "dnll_mean_nats": float(dnll.double().mean()) if dnll.numel() else None,
+        "dnll_nats": dnll.tolist(),
     }

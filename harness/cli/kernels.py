@@ -24,11 +24,14 @@ from harness.suite import RESULTS_ROOT
 __all__ = ["error", "repro"]
 
 _JSON = typer.Option(None, "--json", help="also write the rows to this JSON file")
-_STAGE_LABELS = {"input": "input term", "p": "P term", "kernel": "kernel term"}
+_STAGE_LABELS = {"q": "Q term", "k": "K term", "v": "V term", "input": "input term", "p": "P term",
+                 "accumulation": "accum. term", "kernel": "kernel term"}
 _ERROR_NOTE = (
-    "rel. RMS and max |diff|: vs fp64 attention on what the kernel multiplies (FP8: its quantized inputs). "
-    "Stage terms (FP8 kernels, and kernels declaring their P rounding): rel. RMS. --json adds the stages' "
-    "max |diff| and, for FP8, the error vs the unquantized inputs."
+    "rel L2 (= rel. RMS), cos sim, max |diff| and SNR: vs fp64 attention on what the kernel multiplies (FP8 and "
+    "low-precision recipes: its quantized inputs, P unrounded). Stage terms, rel L2: Q, K, V (a recipe's operand "
+    "quantized alone) and input (all three) vs fp64 on the unquantized inputs; P (P rounded as declared) vs the "
+    "quantized inputs; accum. (the declared fp32 accumulation) on top of that; kernel: the kernel vs the whole "
+    "emulation. --json adds each stage's max |diff|, cosine and SNR, and the error vs the unquantized inputs."
 )
 
 
@@ -44,6 +47,11 @@ def error(
                                                        "on a GPU, 4 on the CPU)"),
     floor: Optional[str] = typer.Option(None, help="--model: the second correct BF16 kernel, the noise floor "
                                                    "(default sdpa-cudnn on CUDA, sdpa-cpu on the CPU)"),
+    reference: Optional[str] = typer.Option(None, help="--model: a correct BF16 kernel whose model is the reference "
+                                                       "instead of fp64 attention (ZYFA's band: KL between the "
+                                                       "reference's and the floor's models, upper 95 %)"),
+    per_layer: bool = typer.Option(True, "--per-layer/--no-per-layer", help="--model: also the kernel in each layer "
+                                                                           "alone (--layer's, default on)"),
     all_layers: bool = typer.Option(True, "--all-layers/--no-all-layers", help="--model: also the kernel in every "
                                                                                "layer at once (default on)"),
     results: Path = typer.Option(RESULTS_ROOT, help="--model: results root directory"),
@@ -58,13 +66,14 @@ def error(
 
     if capture["model"] and not per_call:
         model_only = dict(documents=documents, floor=floor, all_layers=all_layers, results=results, name=name,
-                          resamples=resamples)
+                          resamples=resamples, reference=reference, per_layer=per_layer)
         return _model_error(suite, json_path=json_path, **model_only)
     out = console()
     rows = []
     try:
         given = [f for f, v in (("--documents", documents), ("--floor", floor), ("--name", name),
-                                ("--no-all-layers", not all_layers)) if v]
+                                ("--no-all-layers", not all_layers), ("--reference", reference),
+                                ("--no-per-layer", not per_layer)) if v]
         if given:
             raise ConfigError(f"{', '.join(given)} belong(s) to the model-level error: add --model NAME (without "
                               f"--per-call), or drop {', '.join(given)}.")
@@ -81,7 +90,8 @@ def error(
     _finish(out, json_path, rows, what="kernel x input pair(s)")
 
 
-def _model_error(suite: dict, *, json_path, documents, floor, all_layers, results, name, resamples) -> None:
+def _model_error(suite: dict, *, json_path, documents, floor, all_layers, results, name, resamples,
+                 reference=None, per_layer=True) -> None:
     """`bench error --model`: the run, then its figures (bootstrap over documents), one table."""
     from harness.analysis import model_error_summary
     from harness.capture import model_error
@@ -101,7 +111,7 @@ def _model_error(suite: dict, *, json_path, documents, floor, all_layers, result
                               "documents. Drop --input.")
         _check_writable(json_path)
         names, floor_name = model_error_kernels(src["kernel"], device=src["device"], floor=floor, layout=src["layout"],
-                                                gqa=src["gqa"])
+                                                gqa=src["gqa"], reference=reference)
         kernels = resolve_kernels(names)
         try:
             (floor_kernel,) = resolve_kernels([floor_name])
@@ -110,16 +120,20 @@ def _model_error(suite: dict, *, json_path, documents, floor, all_layers, result
 
             raise ConfigError(f"--floor {floor_name!r} (the second correct BF16 kernel the others are read against): "
                               f"{exc}") from None
+        ref_kernel = resolve_kernels([reference])[0] if reference else None
         config = model_error_config(model=suite["capture"]["model"], device=src["device"], shape=shape_args(suite["shape"]),
                                     capture=capture_args(suite["capture"]), documents=documents, all_layers=all_layers,
-                                    results=results, name=name, command=command_line())
+                                    results=results, name=name, command=command_line(), reference=reference,
+                                    per_layer=per_layer)
         from harness.runner import stop_signals
 
         with stop_signals(), out.status("model error") as status:  # SIGTERM / SIGHUP end the run as Ctrl-C does
-            result = model_error(config, kernels=kernels, floor=floor_kernel, progress=status.update)
+            result = model_error(config, kernels=kernels, floor=floor_kernel, reference=ref_kernel,
+                                 progress=status.update)
         figures = model_error_summary(result.rows, resamples=resamples) if result.rows else []
+        against = "fp64 attention" if ref_kernel is None else f"{ref_kernel.name} attention (BF16)"
         title = (f"model error: {result.info.get('device_name')}, {config.documents} documents x {config.seq_len} tokens "
-                 f"of {config.text}, vs the model with fp64 attention (floor: {floor_kernel.name})")
+                 f"of {config.text}, vs the model with {against} (floor: {floor_kernel.name})")
         out.print(model_error_table(figures, title=title, caption="", failed=result.failures).to_rich())
         for why in result.failures.values():
             out.print(f"[red]failed:[/] {escape(why)}", highlight=False)
@@ -231,14 +245,26 @@ def _error_table(spec, rows):
 
     t = Table(title=f"error vs fp64: {spec.label} ({spec.shape.label()}, {spec.dtype})", title_justify="left")
     t.add_column("kernel", overflow="fold")
-    for c in ("rel RMS", "max |diff|", *_STAGE_LABELS.values()):
-        t.add_column(c, justify="right", min_width=8)
+    # stage columns no row fills (a BF16 kernel has none; an FP8 one no Q/K/V) are left out
+    stages = [key for key in _STAGE_LABELS if any(r.get(f"{key}_rel_rms") is not None for r in rows)]
+    for c in ("rel L2", "cos sim", "max |diff|", "SNR dB", *(_STAGE_LABELS[key] for key in stages)):
+        t.add_column(c, justify="right", min_width=8, no_wrap=True)
     for r in rows:
         if r["error"]:
-            t.add_row(r["kernel"], "failed", *[""] * (len(_STAGE_LABELS) + 1), style="red")
+            t.add_row(r["kernel"], "failed", *[""] * (len(stages) + 3), style="red")
             continue
-        t.add_row(r["kernel"], _num(r["rel_rms"]), _num(r["max_abs"]), *(_num(r[f"{key}_rel_rms"]) for key in _STAGE_LABELS))
+        t.add_row(r["kernel"], _num(r["rel_rms"]), _cos(r["cosine"]), _num(r["max_abs"]), _db(r["snr_db"]),
+                  *(_num(r[f"{key}_rel_rms"]) for key in stages))
     return t
+
+
+def _cos(x) -> str:
+    """Cosine similarity to 7 places: 0.9999 and 0.99999 must read apart."""
+    return "" if x is None else f"{x:.7f}"
+
+
+def _db(x) -> str:
+    return "" if x is None else f"{x:.1f}"
 
 
 def _repro_table(rows):

@@ -150,10 +150,10 @@ def make_inputs(spec: InputSpec, *, device) -> AttentionInputs:
 
         t = lay_out(s, source=spec.source, dtype=dtype, device=device, generator=g)
         return AttentionInputs(shape=s, dtype=spec.dtype, source=spec.source, scale=scale, seed=spec.seed, **t)
-    q = synthesize(spec.source, s.q_shape(), dtype=dtype, device=device, generator=g)
-    k = synthesize(spec.source, s.k_shape(), dtype=dtype, device=device, generator=g)
+    q = synthesize(spec.source, s.q_shape(), dtype=dtype, device=device, generator=g, group=s.heads_q // s.heads_kv)
+    k = synthesize(spec.source, s.k_shape(), dtype=dtype, device=device, generator=g, role="k")
     v = k[..., :s.head_dim_v] if s.latent_kv else synthesize(spec.source, s.v_shape(), dtype=dtype, device=device,
-                                                              generator=g)
+                                                              generator=g, role="v")
     return AttentionInputs(q=q, k=k, v=v, shape=s, dtype=spec.dtype, source=spec.source, scale=scale, seed=spec.seed)
 
 

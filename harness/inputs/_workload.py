@@ -99,11 +99,12 @@ def lay_out(shape, *, source: str, dtype, device, generator) -> dict[str, Any]:
     s = shape
     lk = s.kv_lengths()
     ints = dict(dtype=torch.int32, device=device)
-    out: dict[str, Any] = {"q": synthesize(source, s.q_shape(), dtype=dtype, device=device, generator=generator)}
+    out: dict[str, Any] = {"q": synthesize(source, s.q_shape(), dtype=dtype, device=device, generator=generator,
+                                           group=s.heads_q // s.heads_kv)}
     logical = (1, s.heads_kv, sum(lk)) if s.packed else (s.batch, s.heads_kv, s.seq_len_kv)
-    k = synthesize(source, (*logical, s.head_dim_qk), dtype=dtype, device=device, generator=generator)
+    k = synthesize(source, (*logical, s.head_dim_qk), dtype=dtype, device=device, generator=generator, role="k")
     v = k[..., :s.head_dim_v] if s.latent_kv else synthesize(source, (*logical, s.head_dim_v), dtype=dtype,
-                                                              device=device, generator=generator)
+                                                              device=device, generator=generator, role="v")
     if s.packed:
         out["cu_seqlens_q"] = torch.tensor(_cumulative(s.q_lengths()), **ints)
         out["cu_seqlens_kv"] = torch.tensor(_cumulative(lk), **ints)

@@ -3,7 +3,9 @@ attention call").
 
 The reference is fp64 attention on exactly the inputs the kernel receives: the BF16 tensors, or for
 a kernel that declares `extra["quant"] == "e4m3-pow2"` their e4m3 quantization times its power-of-two
-descale. For FP8 the error splits into three terms whose references are nested:
+descale. A kernel that declares a low-precision recipe (`extra["recipe"]`) splits further: Q, K and V
+each quantized alone, all three, P, the fp32 accumulation and the kernel (harness.kernels._recipes).
+For FP8 the error splits into three terms whose references are nested:
 
 - input: fp64 attention on the quantized inputs vs fp64 attention on the BF16 inputs;
 - P: the same with p quantized the way the kernel declares (`extra["p_mode"]`: "exact" or "lean", per
@@ -40,10 +42,14 @@ __all__ = [
 
 @dataclass(frozen=True, kw_only=True)
 class StageError:
-    """Relative RMS error (RMS of the difference / RMS of the reference) and max |difference|."""
+    """Relative RMS error (RMS of the difference / RMS of the reference: the relative L2 error), max |difference|,
+    cosine similarity <out, ref> / (|out| |ref|) over the whole tensor (FlashAttention-4's accuracy figure) and
+    SNR = 20 log10(RMS ref / RMS difference) in dB."""
 
     rel_rms: float
     max_abs: float
+    cosine: float = math.nan
+    snr_db: float = math.nan
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -74,7 +80,11 @@ def error_between(out, ref) -> StageError:
     rms_ref = float(r.pow(2).mean().sqrt())
     rms_diff = float(diff.pow(2).mean().sqrt())
     rel = rms_diff / rms_ref if rms_ref > 0 else (0.0 if rms_diff == 0 else math.inf)
-    return StageError(rel_rms=rel, max_abs=float(diff.abs().max()) if diff.numel() else 0.0)
+    norms = float(o.norm() * r.norm())
+    cosine = float((o * r).sum()) / norms if norms > 0 else (1.0 if rms_diff == 0 else 0.0)
+    snr = math.inf if rms_diff == 0 else (20 * math.log10(rms_ref / rms_diff) if rms_ref > 0 else -math.inf)
+    return StageError(rel_rms=rel, max_abs=float(diff.abs().max()) if diff.numel() else 0.0, cosine=cosine,
+                      snr_db=snr if math.isfinite(rel) else -math.inf)
 
 
 def kernel_reference_inputs(kernel, inputs):
@@ -111,9 +121,17 @@ def attention_error(kernel, inputs, *, launch=None) -> ErrorReport:
     """Launch `kernel` once on `inputs` and measure its error against fp64 attention (see module doc)."""
     from harness.kernels._reference import declared_numerics, emulate_declared, reference_attention
 
+    from harness.kernels._recipes import declared_recipe, recipe_stage_errors
+
     launch = launch or kernel.prepare(inputs)
     out = launch()
     s = inputs.shape
+    recipe = declared_recipe(kernel)
+    if recipe is not None:  # Q, K, V alone, all inputs, P, the fp32 accumulation, the kernel (_recipes)
+        e = recipe_stage_errors(kernel, inputs, out, recipe)
+        return ErrorReport(kernel=kernel.name, shape=s.label(), source=inputs.source,
+                           reference=f"{recipe.name} quantized inputs", total=e["total"], stages=e["stages"],
+                           vs_unquantized=e["vs_unquantized"], p_mode=recipe.name)
     if s.features():  # a serving workload: against its fp64 reference, one sequence at a time; no P stages
         from harness.errors import UnsupportedInputError
         from harness.kernels._reference import workload_reference

@@ -199,7 +199,7 @@ def compare_declared(out, em, *, kernel: str, tolerance: GateTolerance | None = 
     """
     import torch
 
-    tolerance = tolerance or declared_tolerance()
+    tolerance = tolerance or em.tolerance or declared_tolerance()
     bad = _wrong_shape(out, em.out, kernel=kernel, tolerance=tolerance)
     if bad is not None:
         return bad
@@ -272,18 +272,22 @@ def gate(kernel, inputs, launch, *, reference=None, check_fresh: bool = True,
          sync: Callable[[Any], None] = _sync) -> GateResult:
     """Check `launch()` against its reference on `inputs`; raise `GateFailure` with the numbers if it fails.
 
-    The reference: for an FP8 kernel that declares its numerics, their fp64 emulation on its quantized
-    inputs (`compare_declared`); otherwise fp64 attention on what the kernel multiplies, judged by format
+    The reference: for a kernel that declares a low-precision recipe, the recipe's fp64 emulation with its
+    allowance (harness.kernels._recipes); for an FP8 kernel that declares its numerics, their fp64 emulation on
+    its quantized inputs (`compare_declared`); otherwise fp64 attention on what the kernel multiplies, judged by format
     (`compare_outputs`). `reference` may be given to save computing it again: an `Emulation` (judged by
     declared numerics) or an fp64 tensor (judged by format).
 
     Beyond the comparison, two checks catch kernels that skip work: the returned output is poisoned
     with NaN and the launch repeated (a kernel returning a cached tensor keeps the NaNs), and, when the
-    kernel reads its inputs at launch, the inputs are perturbed in place and the output must follow.
+    kernel reads its inputs at launch, the inputs are perturbed in place and the output must follow; on
+    packed or paged batches a NaN in one sequence must then reach no other's output (harness.kernels._leak).
     `sync(out)` is called on each output before it is read (default: wait for its CUDA device).
     """
     import torch
 
+    from harness.kernels._layout import layout_hint
+    from harness.kernels._leak import nan_leak_check
     from harness.kernels._reference import Emulation, declared_numerics
 
     numerics = declared_numerics(kernel)
@@ -315,7 +319,7 @@ def gate(kernel, inputs, launch, *, reference=None, check_fresh: bool = True,
         hint = (" With S_q < S_kv the causal mask is aligned to the end of the KV cache (query i at position "
                 "S_kv - S_q + i: FlashAttention's bottom-right convention); torch SDPA's is_causal aligns it to the "
                 "start (top-left) instead." if s.causal and "decode" in s.features() else "")
-        hint += _layout_hint(kernel, inputs, out, compare)
+        hint += layout_hint(kernel, inputs, out, compare)
         failure = GateFailure(
             f"Kernel {kernel.name!r} failed the correctness gate on {inputs.source} ({inputs.shape.label()}, "
             f"{inputs.dtype}): {result.reason}. Measured: {result.summary()}.{hint} It is not timed."
@@ -348,42 +352,8 @@ def gate(kernel, inputs, launch, *, reference=None, check_fresh: bool = True,
                 f"or copies its inputs in prepare() must declare extra={{'reads_inputs_at_launch': False}}. "
                 f"It is not timed."
             )
+        nan_leak_check(kernel, inputs, launch, sync=sync)
     return result
-
-
-# Positions the layout check recomputes: a handful is enough to tell a swapped layout from a wrong result.
-_LAYOUT_PROBES = 8
-
-
-def _layout_hint(kernel, inputs, out, compare) -> str:
-    """A sentence when a plain callable's output is right for the other layout, else "".
-
-    A function given [B, H, S, d] that reads it as [B, S, H, d] (or the reverse, declared bshd but written
-    for SDPA's layout) computes attention across the heads axis at each position, in either case. That is
-    checked against fp64 attention over the heads axis at a few positions only: cheap next to the gate's
-    own reference. Dense self-attention with Hq = Hkv only: there the swapped call is itself well-formed."""
-    import torch
-
-    from harness.kernels._reference import reference_attention
-
-    declared = kernel.extra.get("layout")
-    s = inputs.shape
-    if (declared not in ("bhsd", "bshd") or kernel.extra.get("quant") is not None or s.features()
-            or s.heads_q != s.heads_kv or not isinstance(out, torch.Tensor) or out.shape != inputs.q.shape[:3] + (
-                inputs.v.shape[-1],)):
-        return ""
-    at = torch.linspace(0, s.seq_len - 1, min(_LAYOUT_PROBES, s.seq_len), device=out.device).round().long().unique()
-    across = [t[:, :, at].transpose(1, 2) for t in (inputs.q, inputs.k, inputs.v)]  # heads as the sequence
-    alt = reference_attention(*across, scale=inputs.scale, causal=s.causal)
-    if not compare(out[:, :, at].transpose(1, 2), alt).passed:
-        return ""
-    other = "bshd" if declared == "bhsd" else "bhsd"
-    fix = ("name it `module:fn@bshd`, pass --layout bshd, or declare `@harness.kernels.convention(layout=\"bshd\")`"
-           if other == "bshd" else "drop @bshd / --layout bshd / convention(layout=\"bshd\")")
-    return (f" Its output is right for the other layout: at {len(at)} positions it matches attention over the heads "
-            f"axis, which is what a function written for {'(B, S, H, d)' if other == 'bshd' else '(B, H, S, d)'} "
-            f"computes when handed {'(B, H, S, d)' if other == 'bshd' else '(B, S, H, d)'}. It would pass as layout "
-            f"{other}: {fix}.")
 
 
 def _reference_for(kernel, inputs, numerics):
@@ -391,8 +361,11 @@ def _reference_for(kernel, inputs, numerics):
     attention on exactly what it multiplies (for FP8 kernels the quantized inputs, so the gate judges the
     kernel, not the declared and separately reported input quantization)."""
     from harness.kernels._error import kernel_reference_inputs
+    from harness.kernels._recipes import declared_recipe, emulate_recipe
     from harness.kernels._reference import emulate_declared, reference_attention, workload_reference
 
+    if declared_recipe(kernel) is not None:  # it quantizes the inputs itself, as its recipe declares
+        return emulate_recipe(kernel, inputs)
     features = inputs.shape.features()
     if features:
         # A serving workload (decode, window, paged, varlen): one sequence at a time, upcast there (a paged pool

@@ -195,14 +195,18 @@ class Emulation:
     p_bound: sqrt(sum_j w_j) sqrt(sum_j w_j (v_j - out)^2) / sum_j P_j, at least sum_j w_j |v_j - out| /
         sum_j P_j (Cauchy-Schwarz): the most rounding P can move the element by, however few keys it has.
     accumulation: bound on the MMA accumulation's share of the element (0 for exact fp32 products).
+    numerics: what was emulated (a `Numerics`, or a `harness.numerics.Recipe`: its `describe()` and
+    `out_rounding` are what the gate reads); tolerance: the gate's limits where they differ from the FP8
+    ones (a recipe's SNR limit follows its own error), else None.
     """
 
-    numerics: Numerics
+    numerics: object
     out: object
     exact: object
     p_spread: object
     p_bound: object
     accumulation: object
+    tolerance: object = None
 
 
 def emulate_declared(numerics: Numerics, q, k, v, *, scale: float, causal: bool, block_rows: int | None = None,

@@ -11,6 +11,7 @@ reproducibility survey runs on any kernel. The rows are plain dicts (the `--json
 
 from __future__ import annotations
 
+import math
 from contextlib import AbstractContextManager, nullcontext
 from dataclasses import dataclass
 from pathlib import Path
@@ -20,7 +21,7 @@ from harness.errors import ConfigError, HarnessError
 
 __all__ = ["ERROR_STAGES", "SurveySetup", "resolve_kernels", "set_up_survey", "error_survey", "repro_survey", "check_interferers"]
 
-ERROR_STAGES = ("input", "p", "kernel")
+ERROR_STAGES = ("q", "k", "v", "input", "p", "accumulation", "kernel")
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -106,20 +107,31 @@ def _common(kernel: str, spec) -> dict:
 
 
 def _error_row(kernel: str, spec, report, why: str | None) -> dict:
-    row = {**_common(kernel, spec), "reference": None, "p_mode": None, "rel_rms": None, "max_abs": None}
+    row = {**_common(kernel, spec), "reference": None, "p_mode": None, "rel_rms": None, "max_abs": None,
+           "cosine": None, "snr_db": None}
     for key in ERROR_STAGES:
-        row[f"{key}_rel_rms"] = row[f"{key}_max_abs"] = None
+        for figure in _FIGURES:
+            row[f"{key}_{figure}"] = None
     row["vs_unquantized_rel_rms"] = row["vs_unquantized_max_abs"] = None
     row["error"] = why
     if report is not None:
         row.update(reference=report.reference, p_mode=report.p_mode, rel_rms=report.total.rel_rms,
-                   max_abs=report.total.max_abs)
+                   max_abs=report.total.max_abs, cosine=_finite(report.total.cosine), snr_db=_finite(report.total.snr_db))
         for key, stage in report.stages.items():
-            row[f"{key}_rel_rms"], row[f"{key}_max_abs"] = stage.rel_rms, stage.max_abs
+            for figure in _FIGURES:
+                row[f"{key}_{figure}"] = _finite(getattr(stage, figure))
         if report.vs_unquantized is not None:
             row["vs_unquantized_rel_rms"] = report.vs_unquantized.rel_rms
             row["vs_unquantized_max_abs"] = report.vs_unquantized.max_abs
     return row
+
+
+_FIGURES = ("rel_rms", "max_abs", "cosine", "snr_db")  # per stage; rel_rms is the relative L2 error
+
+
+def _finite(x):
+    """JSON has no inf: an infinite SNR (no difference at all) is written as null."""
+    return x if x is None or math.isfinite(x) else None
 
 
 def _repro_row(kernel: str, spec, mode: str, launches: int, report, why: str | None) -> dict:

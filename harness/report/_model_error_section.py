@@ -14,10 +14,13 @@ __all__ = ["model_error_table", "model_error_figure", "model_error_sections", "M
 
 MODEL_ERROR_NOTE = (
     "KL: KL(reference || kernel) of the next-token distribution, in nats, per token, the reference being the same "
-    "model with fp64 attention; mean over every token, p99 the smallest KL that 1 % of the tokens reach; top-1: "
-    "share of tokens whose most likely next token agrees; x floor: mean KL over the floor kernel's (a second "
-    "correct BF16 kernel) in the same scope. [a, b]: 95 % percentile bootstrap over documents (one resample of "
-    "the documents for every row). Kernels get bf16 q, k, v.")
+    "model with fp64 attention (or, with --reference, with that BF16 kernel's); mean over every token, p99 the "
+    "smallest KL that 1 % of the tokens reach; top-1: share of tokens whose most likely next token agrees; dNLL: "
+    "the text's next-token NLL under the kernel's model minus the reference's, per token; x floor: mean KL over "
+    "the floor kernel's (a second correct BF16 kernel) in the same scope; band: the floor's upper 95 % KL, and "
+    "vs band: in band (mean KL at most the band), above band (its interval's lower end above) or not resolved. "
+    "[a, b]: 95 % percentile bootstrap over documents (one resample of the documents for every row, paired). "
+    "Kernels get bf16 q, k, v.")
 
 
 def _sci(x) -> str:
@@ -46,10 +49,14 @@ def model_error_table(figures: Sequence[dict], *, title: str = "Model error", ca
         _with(f, "kl_mean_nats", "kl_mean_lo_nats", "kl_mean_hi_nats"),
         _with(f, "kl_p99_nats", "kl_p99_lo_nats", "kl_p99_hi_nats"),
         _with(f, "top1_agreement", "top1_agreement_lo", "top1_agreement_hi", fmt=pct),
+        _with(f, "dnll_mean_nats", "dnll_mean_lo_nats", "dnll_mean_hi_nats", fmt=lambda x: f"{x:+.3g}"),
         _with(f, "kl_vs_floor", "kl_vs_floor_lo", "kl_vs_floor_hi", fmt=lambda x: f"{x:.3g}"),
-    ) for f in figures) + tuple((name, "failed (see below)", "-", "-", "-", "-", "-") for name in (failed or {}))
+        _sci(f.get("band_nats")) if f["role"] != "floor" else "-", f.get("band_verdict") or "-",
+    ) for f in figures) + tuple((name, "failed (see below)", "-", "-", "-", "-", "-", "-", "-", "-")
+                                for name in (failed or {}))
     return ReportTable(title=title, columns=("kernel", "attention replaced in", "documents x tokens", "KL mean (nats)",
-                                             "KL p99 (nats)", "top-1 agreement", "KL x floor"),
+                                             "KL p99 (nats)", "top-1 agreement", "dNLL (nats/token)", "KL x floor",
+                                             "band (nats)", "vs band"),
                        rows=rows, caption=MODEL_ERROR_NOTE if caption is None else caption, left=3)
 
 
@@ -115,10 +122,12 @@ def model_error_sections(run, *, figures: bool = True, resamples: int = 1000) ->
     summary = model_error_summary(rows, resamples=resamples)
     prov = cfg.get("provenance", {}).get("text", {})
     floor = next((f["kernel"] for f in summary if f["role"] == "floor"), "-")
+    ref = summary[0].get("reference") or "fp64"
+    against = "fp64 attention" if ref == "fp64" else f"{ref}'s attention (BF16; the floor's KL is then the band of two BF16 kernels)"
     text = (f"{cfg.get('model', '?')}{' (RANDOM WEIGHTS: an architecture check only)' if cfg.get('random_weights') else ''}"
             f" over {summary[0]['documents']} documents of {cfg.get('seq_len', '?')} tokens "
             f"({prov.get('origin', cfg.get('text', '?'))}; {prov.get('unit', 'documents')}), its attention replaced "
-            f"by each kernel in one layer or in every layer, against the same model with fp64 attention; floor: "
+            f"by each kernel in one layer or in every layer, against the same model with {against}; floor: "
             f"{floor}. " + MODEL_ERROR_NOTE + "".join(f" {why}" for why in failed.values()))
     fig = model_error_figure(summary) if figures else None
     every = [f for f in summary if f["scope"] == "all"]

@@ -14,7 +14,7 @@ from functools import lru_cache
 
 __all__ = ["SCHEMA_VERSION", "TABLES", "OPTIONAL_TABLES", "HISTORY_TABLE", "table_schema", "polars_schema", "MIGRATIONS"]
 
-SCHEMA_VERSION = 6
+SCHEMA_VERSION = 7
 
 _COLUMNS: dict[str, list[tuple[str, str]]] = {
     "runs": [
@@ -97,6 +97,10 @@ _COLUMNS: dict[str, list[tuple[str, str]]] = {
         ("document_title", "string"), ("tokens", "int32"), ("seq_len", "int32"), ("kernel_dtype", "string"),
         ("kl_mean_nats", "float64"), ("kl_max_nats", "float64"), ("top1_agreement", "float64"),
         ("kl_nats", "list<float32>"), ("top1_match", "list<bool>"),
+        # v7: what the kernel's model is compared with ("fp64": the model with fp64 attention; else the name of the
+        # BF16 kernel whose model is the reference, ZYFA's way), and per token position but the last, dNLL: the
+        # negative log-likelihood of the text's next token under the kernel's model minus under the reference's.
+        ("reference", "string"), ("dnll_mean_nats", "float64"), ("dnll_nats", "list<float32>"),
     ],
     # v6, the history store (harness.history): one row per series (kernel x input x shape x dtype) per night.
     # Figures are geometric means over the night's repeats, with every repeat's value in the *_repeats lists (the
@@ -215,8 +219,28 @@ def _v5_to_v6(table: str, arrow):
     return arrow
 
 
+V7_MODEL_ERROR_COLUMNS = ("reference", "dnll_mean_nats", "dnll_nats")
+
+
+def _v6_to_v7(table: str, arrow):
+    """Before v7 the model error was always against the model with fp64 attention ("fp64") and kept no dNLL
+    (null)."""
+    import pyarrow as pa
+
+    if table != "model_error":
+        return arrow
+    for name in V7_MODEL_ERROR_COLUMNS:
+        if name in arrow.schema.names:
+            continue
+        kind = table_schema(table).field(name).type
+        values = pa.array(["fp64"] * arrow.num_rows, type=kind) if name == "reference" else pa.nulls(arrow.num_rows, kind)
+        arrow = arrow.append_column(name, values)
+    return arrow
+
+
 # Migrations on read: from_version -> function(table_name, arrow_table) -> arrow_table of from_version+1.
-MIGRATIONS: dict[int, object] = {1: _v1_to_v2, 2: _v2_to_v3, 3: _v3_to_v4, 4: _v4_to_v5, 5: _v5_to_v6}
+MIGRATIONS: dict[int, object] = {1: _v1_to_v2, 2: _v2_to_v3, 3: _v3_to_v4, 4: _v4_to_v5, 5: _v5_to_v6,
+                                 6: _v6_to_v7}
 
 
 def _arrow_type(name: str):

@@ -51,7 +51,9 @@ def test_a_model_error_run_reports_its_table_and_figure_and_no_timing(tmp_path):
     sec, per = report.sections[:2]
     (table,) = sec.tables
     assert [r[:2] for r in table.rows] == [("sdpa-cudnn (floor)", "every layer"), ("triton-fp8-lean", "every layer")]
-    assert table.rows[1][2] == "4 x 16" and "[" in table.rows[1][3] and table.rows[0][6] == "1 [1, 1]"
+    assert table.rows[1][2] == "4 x 16" and "[" in table.rows[1][3] and table.rows[0][7] == "1 [1, 1]"
+    assert table.rows[1][6] == "-" and table.rows[0][8:] == ("-", "-")  # no dNLL kept; the floor is the band
+    assert table.rows[1][9] == "above band" and float(table.rows[1][8]) > 1e-4  # 3x the floor's KL, 4 documents
     (layers,) = per.tables
     assert len(layers.rows) == 2 * 3 and layers.rows[-1][1] == "layer 2" and not per.figures
     (fig,) = sec.figures

@@ -17,6 +17,7 @@ from harness.results._schema import (
     V4_GATE_COLUMNS,
     V5_WORKLOAD_COLUMNS,
     V6_RUNS_COLUMNS,
+    V7_MODEL_ERROR_COLUMNS,
     _arrow_type,
     columns,
     polars_schema,
@@ -27,7 +28,7 @@ from harness.results._schema import (
 def test_tables_and_version():
     assert TABLES == ("runs", "measurements", "chunks", "samples", "probes", "model_error")
     assert OPTIONAL_TABLES == ("model_error",)
-    assert SCHEMA_VERSION == 6 and set(MIGRATIONS) == {1, 2, 3, 4, 5}
+    assert SCHEMA_VERSION == 7 and set(MIGRATIONS) == {1, 2, 3, 4, 5, 6}
     assert HISTORY_TABLE == "history" and HISTORY_TABLE not in TABLES  # the history store's, not a run's
 
 
@@ -105,6 +106,17 @@ def test_v4_measurements_gain_the_workload_columns_seq_len_kv_from_seq_len_and_o
             assert up.column(name).null_count == 2
     assert table_schema("measurements").field("kv_lens").type == pa.list_(pa.int32())
     assert MIGRATIONS[4]("runs", v4) is v4 and MIGRATIONS[4]("chunks", v4) is v4
+
+
+def test_v6_model_error_rows_gain_the_fp64_reference_and_null_dnll_and_other_tables_pass_through():
+    v6 = pa.table({"run_id": ["r", "r"], "kl_mean_nats": [1e-4, 2e-4]})
+    up = MIGRATIONS[6]("model_error", v6)
+    assert up.column_names == ["run_id", "kl_mean_nats", *V7_MODEL_ERROR_COLUMNS]
+    assert up.column("reference").to_pylist() == ["fp64", "fp64"]
+    assert up.column("dnll_nats").null_count == 2 and up.column("dnll_mean_nats").null_count == 2
+    assert up.schema.field("dnll_nats").type == pa.list_(pa.float32())
+    assert MIGRATIONS[6]("measurements", v6) is v6
+    assert MIGRATIONS[6]("model_error", up).column_names == up.column_names  # already there: unchanged
 
 
 def test_model_error_columns_keep_every_token():
