@@ -35,7 +35,7 @@ def test_tables_and_version():
 @pytest.mark.parametrize("table", ["runs", "measurements", "chunks", "samples", "probes", "model_error"])
 def test_schema_metadata_names_the_version_and_table(table):
     s = table_schema(table)
-    assert s.metadata[b"harness_schema_version"] == b"6"
+    assert s.metadata[b"harness_schema_version"] == b"7"
     assert s.metadata[b"harness_table"] == table.encode()
     assert s.names == columns(table) and s.names[0] == "run_id"
     assert table_schema(table) is s  # built once
