@@ -52,6 +52,7 @@ from harness.analysis._interval import (
 from harness.analysis._outcome import (
     UNRESOLVED_POLICIES,
     GateOutcome,
+    estimators_text,
     gate_outcome,
     no_interval_text,
     ratio_text,
@@ -81,6 +82,7 @@ __all__ = [
     "critical_values",
     "gate_outcome",
     "no_interval_text",
+    "estimators_text",
     "ratio_text",
     "resolution_text",
     "paired_decision",

@@ -22,7 +22,8 @@ from harness.analysis._compare import Comparison, ComparisonRow
 from harness.analysis._interval import FAILING, OPEN, SLOWER_WITHIN, FASTER_WITHIN, percent
 from harness.errors import ExitCode
 
-__all__ = ["GateOutcome", "UNRESOLVED_POLICIES", "gate_outcome", "no_interval_text", "ratio_text", "resolution_text"]
+__all__ = ["GateOutcome", "UNRESOLVED_POLICIES", "estimators_text", "gate_outcome", "no_interval_text", "ratio_text",
+           "resolution_text"]
 
 UNRESOLVED_POLICIES = ("fail", "pass")
 
@@ -52,6 +53,16 @@ def ratio_text(r) -> str:
     if not r.usable:
         return f"{r.value:.4f} (no usable interval)"
     return f"{r.value:.4f} [{r.low:.4f}, {r.high:.4f}]"
+
+
+def estimators_text(ratios) -> str:
+    """The estimators a table's ratios were judged on, for its caption: `ratio of geometric means`, or both names
+    where look 2's skipped mean decided some rows (it leaves out pairs far from the median pair)."""
+    names = list(dict.fromkeys(r.estimator for r in ratios if r is not None))
+    text = " / ".join(names) or "ratio of geometric means"
+    if any(r is not None and r.dropped for r in ratios):
+        text += " (look 2 leaves out pairs far from the median pair; each row's sentence gives both)"
+    return text
 
 
 def resolution_text(r) -> str:

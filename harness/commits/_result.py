@@ -20,7 +20,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from pathlib import Path
 
-from harness.analysis import ratio_text as _ratio, resolution_text
+from harness.analysis import estimators_text, ratio_text as _ratio, resolution_text
 from harness.commits._git import Revision
 
 __all__ = ["RevisionRun", "CommitComparison", "CommitsResult", "Factors", "factors", "commits_table",
@@ -123,7 +123,8 @@ def commits_table(result: CommitsResult):
                  "MHz A / B", "limiter A", "limiter B", "pairs", "resolves",
                  f"verdict (threshold {result.rule.threshold_text})"),
         rows=tuple(rows), left=2,
-        caption=(f"geometric means over interleaved repeats (their order alternating), ratios with the [{level} "
+        caption=(f"geometric means over interleaved repeats (their order alternating); ratios: "
+                 f"{estimators_text([c.row.time for c in result.comparisons])} with the [{level} "
                  f"{' / '.join(methods)} interval] on the per-repeat differences of log time; resolves: the smallest "
                  f"change the interval could call. " + "; ".join(sorted(basis))
                  + f". Verdict: {result.rule.describe()}."),

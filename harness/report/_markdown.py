@@ -10,7 +10,7 @@ import html as _html
 import json
 from dataclasses import dataclass, field
 
-from harness.analysis import ratio_text as _ratio, resolution_text
+from harness.analysis import estimators_text, ratio_text as _ratio, resolution_text
 from harness.report._tables import HEADERS as H, fmt, tflops, traffic_caption, traffic_cells
 from harness.report._terminal import PROSE
 
@@ -168,7 +168,8 @@ def comparison_tables(cmp, *, title: str = "B vs A", input_columns: tuple[str, s
                  f"x clock {a}/{b}", f"clock MHz {a} / {b}", f"limiter ({a} / {b})", "resolves",
                  f"verdict: {b} vs {a} (threshold {cmp.rule.threshold_text})"),
         rows=rows,
-        caption=(f"ms: geometric means over repeats; ratios: ratio of geometric means with the [{level} {_methods(cmp)} "
+        caption=(f"ms: geometric means over repeats; ratios: {estimators_text([r.time for r in cmp.rows])} with the "
+                 f"[{level} {_methods(cmp)} "
                  f"interval] on log time per repeat, {paired}; resolves: the smallest change the interval could call "
                  f"(its half-width). time = cycles / clock, so time {b}/{a} = cycles {b}/{a} x clock {a}/{b} exactly; "
                  f"clock {a}/{b} > 1 means {b} ran at a lower clock. Clock: {clock}. "
