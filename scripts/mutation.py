@@ -52,6 +52,15 @@ MODULES: dict[str, tuple[str, tuple[str, ...]]] = {
         # the fast synthetic tests first: with -x most mutants are killed before the real runs are read
         "tests/analysis/test_compare_rows.py", "tests/analysis/test_compare_verdict.py",
         "tests/analysis/test_analysis_compare.py")),
+    # The verdict procedure (issue 39): the simulation under GPU-like noise first, then the rules' edges.
+    "interval": ("harness/analysis/_interval.py", (
+        "tests/analysis/test_verdict_simulation.py", "tests/analysis/test_gate_outcome.py",
+        "tests/analysis/test_analysis_decompose.py", "tests/analysis/test_compare_verdict.py",
+        "tests/analysis/test_decompose_properties.py")),
+    "sequential": ("harness/analysis/_sequential.py", (
+        "tests/analysis/test_verdict_simulation.py", "tests/analysis/test_decompose_properties.py")),
+    "outcome": ("harness/analysis/_outcome.py", (
+        "tests/analysis/test_gate_outcome.py", "tests/plugin/test_saved_comparison.py")),
     "gate": ("harness/kernels/_gate.py", (
         "tests/kernels/test_gate_limits.py", "tests/kernels/test_gate_checks.py", "tests/kernels/test_adversarial.py")),
     "reasons": ("harness/telemetry/_reasons.py", (
