@@ -54,7 +54,8 @@ MODULES: dict[str, tuple[str, tuple[str, ...]]] = {
         "tests/analysis/test_analysis_compare.py")),
     # The verdict procedure (issue 39): the simulation under GPU-like noise first, then the rules' edges.
     "interval": ("harness/analysis/_interval.py", (
-        "tests/analysis/test_verdict_simulation.py", "tests/analysis/test_gate_outcome.py",
+        "tests/analysis/test_interval_edges.py", "tests/analysis/test_verdict_simulation.py",
+        "tests/analysis/test_gate_outcome.py", "tests/analysis/test_analysis_compare.py",
         "tests/analysis/test_analysis_decompose.py", "tests/analysis/test_compare_verdict.py",
         "tests/analysis/test_decompose_properties.py")),
     "sequential": ("harness/analysis/_sequential.py", (

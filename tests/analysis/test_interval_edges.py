@@ -1,0 +1,71 @@
+"""The interval procedure's edges, each at its boundary (mutation survivors of harness/analysis/_interval.py)."""
+
+from __future__ import annotations
+
+import math
+from statistics import stdev
+
+import pytest
+
+from harness.analysis import BETWEEN_RUNS_CV, Ratio, VerdictRule, judge, percent, ratio_interval, t_quantile
+from harness.analysis._interval import between_runs_floor
+
+
+def test_the_between_run_cv_is_the_rules_or_the_device_kinds_default():
+    assert BETWEEN_RUNS_CV == {"gpu": 0.005, "cpu": 0.05}
+    assert VerdictRule().between_runs("cuda") == (0.005, "default for a GPU")
+    assert VerdictRule().between_runs(None) == (0.005, "default for a GPU")
+    assert VerdictRule().between_runs("cpu") == (0.05, "default for a CPU")
+    given = VerdictRule(between_runs_cv=0.0, between_runs_source="--between-runs-cv 0%")
+    assert given.between_runs("cpu") == (0.0, "--between-runs-cv 0%")
+    with pytest.raises(ValueError, match="^between_runs_cv must be >= 0$"):
+        VerdictRule(between_runs_cv=-0.001)
+
+
+def test_the_floor_of_separate_runs_is_the_equivalence_half_width_of_the_between_run_variance():
+    assert between_runs_floor(0.0) == 0.0
+    assert between_runs_floor(0.005) == pytest.approx(math.expm1(1.6448536 * math.sqrt(2) * math.log1p(0.005)))
+    assert 0.0116 < between_runs_floor(0.005) < 0.0118
+    assert between_runs_floor(0.005, level=0.99) > between_runs_floor(0.005)
+
+
+def test_a_one_look_paired_interval_is_t_times_the_spread_of_the_differences():
+    la = [0.0, 0.001, -0.001, 0.0005]
+    lb = [0.01, 0.0102, 0.0091, 0.0107]
+    d = [b - a for a, b in zip(la, lb)]
+    r = ratio_interval(la, lb, paired=True)
+    half = t_quantile(0.975, 3) * stdev(d) / math.sqrt(4)
+    assert r.method == "paired t" and r.df == 3.0
+    assert math.log(r.value) == pytest.approx(sum(d) / 4, rel=1e-12)
+    assert math.log(r.high / r.value) == pytest.approx(half, rel=1e-9)
+    assert math.log(r.eq_high / r.value) == pytest.approx(t_quantile(0.95, 3) * stdev(d) / 2, rel=1e-9)
+
+
+def test_interval_inputs_refused_by_what_is_wrong():
+    with pytest.raises(ValueError, match="^an interval needs at least one repeat on each side$"):
+        ratio_interval([], [0.0])
+    with pytest.raises(ValueError, match="^paired repeats need as many on each side, got 2 and 3$"):
+        ratio_interval([0.0, 0.1], [0.0, 0.1, 0.2], paired=True)
+    with pytest.raises(ValueError, match=r"^a pilot of 1 repeats needs 2 <= pilot <= 3 \(the repeats there are\)$"):
+        ratio_interval([0.0, 0.1, 0.2], [0.0, 0.1, 0.2], pilot_a=1)
+    with pytest.raises(ValueError, match="needs 2 <= pilot <= 3"):
+        ratio_interval([0.0, 0.1, 0.2], [0.0, 0.1, 0.2], pilot_b=4)
+    assert ratio_interval([0.0], [0.1], paired=True).low is None  # one pair: the value alone
+    assert ratio_interval([0.0], [0.1, 0.2]).low is None
+
+
+def test_an_interval_is_usable_up_to_a_factor_of_2_each_way_unless_it_excludes_1():
+    just = Ratio(value=1.0, low=1 / 1.999, high=1.999)
+    assert just.resolution == pytest.approx(0.999) and just.usable
+    assert not Ratio(value=1.0, low=0.5, high=2.0).usable  # half-width exactly 100 %
+    assert Ratio(value=4.0, low=1.5, high=10.0).usable  # wide, but it excludes 1: it says slower
+    assert not Ratio(value=1.0).usable and Ratio(value=1.0).resolution is None
+    assert not Ratio(value=1.0, low=0.0001, high=math.inf).usable
+    wide = Ratio(value=1.0, low=0.5, high=2.0, method="paired t", df=4.0, level=0.95)
+    assert judge(wide, VerdictRule(threshold=2.0), n_a=5, n_b=5) == "too few repeats"
+
+
+def test_percent_writes_thresholds_and_widths_one_way():
+    assert percent(None) == "-"
+    assert (percent(0.003), percent(0.0058), percent(0.055), percent(1.5), percent(39.0)) == (
+        "0.3", "0.58", "5.5", "150", "3900")
