@@ -257,7 +257,7 @@ def survival_sentence(row: InModelRow) -> str:
         what = "Alone there was no resolved difference" + (f"; in the model's attention it ran {there}"
                                                           if there != "unresolved" else "")
     where = _where(row)
-    return (f"{lead}{k} vs {ref}: alone (layer {row.isolated_input}) {_parts(iso)}; {inside}. {what}; end to end "
+    return (f"{lead}{k} vs {ref}: alone on {row.isolated_input} {_parts(iso)}; {inside}. {what}; end to end "
             f"{e2e.time.value:.3f} against {row.predicted:.3f} predicted from the isolated ratio at that share"
             f"{where}.{cost}{caveat}")
 

@@ -126,7 +126,12 @@ def test_a_kernel_that_quantizes_in_prepare_needs_a_refresh_that_follows_the_inp
         bind_forward(llama_forward, _quantizing("noop-refresh", refresh="noop"))
     bound = bind_forward(llama_forward, _quantizing("good-refresh", refresh="good"))
     assert all(s.refresh is not None for s in bound.slots.values())
-    assert torch.allclose(bound.run(), llama_forward.run(), atol=2e-2)  # each call's own q, k, v, not the first's
+    ids = llama_forward.ids
+    llama_forward.ids = ids.flip(-1)  # other tokens than the reference pass's: each call must use its own q, k, v
+    try:
+        assert torch.allclose(bound.run(), llama_forward.run(), atol=2e-2)
+    finally:
+        llama_forward.ids = ids
 
 
 def test_attention_figures_refuse_a_forward_that_missed_a_layer():
@@ -270,3 +275,44 @@ def test_a_decode_step_reads_the_cache_in_place_and_is_the_models_own(model_dirs
         assert torch.allclose(bound.run(), own, atol=0.1) and torch.equal(bound.run(), bound.run())
     finally:
         fwd.close()
+
+
+def _cli(args, tmp_path):
+    from typer.testing import CliRunner
+
+    from harness.cli import app
+
+    return CliRunner().invoke(app, ["in-model", *args, "--results", str(tmp_path / "r")], env={"COLUMNS": "200"})
+
+
+def test_the_command_times_the_layer_alone_then_in_the_model_and_writes_valid_figures(model_dirs, text_file, tmp_path):
+    import jsonschema
+
+    from harness.report import FIGURES_SCHEMA
+
+    out = tmp_path / "figures.json"
+    res = _cli(["--model", str(model_dirs["llama"]), "--text", str(text_file), "--device", "cpu", "--seq-len", "48",
+                "--windows", "2", "--layer", "1", "--captures", str(tmp_path / "c"), "-k", "sdpa-cpu,sdpa-kvcache",
+                "--quick", "--window-s", "0.05", "--chunk-s", "0.05", "--idle-s", "0", "--warmin-cap-s", "0.2",
+                "--attention-pass-s", "0.01", "--json", str(out)], tmp_path)
+    assert res.exit_code == 0, res.output
+    text = " ".join(res.output.split())
+    assert "where a forward's time went" in text and "against sdpa-cpu: alone and in the model" in text
+    assert "sdpa-kvcache vs sdpa-cpu: alone on L01:captured time" in text and "in the model its attention time" in text
+    doc = json.loads(out.read_text())
+    jsonschema.validate(doc, json.loads(FIGURES_SCHEMA.read_text()))
+    assert doc["command"] == "in-model" and len(doc["runs"]) == 2  # the isolated run, then the in-model run
+    (row,) = doc["tables"]["in_model_comparison"]
+    assert row["isolated"]["input_b"] == "L01:captured" and row["attention"]["time_b_over_a"] > 0
+    assert {f["kernel"] for f in doc["tables"]["in_model"]} == {"sdpa-cpu", "sdpa-kvcache"}
+
+
+@pytest.mark.parametrize("args, says", [
+    (["--device", "cpu"], "needs --model"),
+    (["--model", "smollm2-135m", "--device", "cpu", "--layer", "3,15"], "give one --layer"),
+    (["--model", "smollm2-135m", "--device", "cpu", "--l2", "cold"], "--l2 cold rotates"),
+    (["--model", "smollm2-135m", "--device", "cpu", "--launch", "graph"], "--launch graph replays CUDA graphs"),
+])
+def test_what_the_command_refuses_before_loading_anything(tmp_path, args, says):
+    res = _cli(args + ["--isolated", "none"], tmp_path)
+    assert res.exit_code == 2 and says in " ".join(res.output.split()), res.output
