@@ -249,10 +249,17 @@ def _open_cache(fwd: ModelForward, *, prompt: int) -> None:
     from transformers import StaticCache
 
     cache = StaticCache(config=fwd.model.config, max_cache_len=fwd.seq_len_kv)
+
     # transformers renames past_key_values to cache (5.24 warns about the old name); the cache is updated in place.
     name = "cache" if "cache" in inspect.signature(fwd.model.forward).parameters else "past_key_values"
     with torch.inference_mode():
         fwd.model(input_ids=fwd.ids[:, :prompt], **{name: cache}, use_cache=True, logits_to_keep=1)
+    if not all(hasattr(layer, "cumulative_length") for layer in cache.layers):
+        import transformers
+
+        raise CaptureError(f"transformers {transformers.__version__}'s StaticCache keeps no per-layer write position "
+                           f"(cumulative_length), so a decode step cannot be repeated on the same cache; in-model decode "
+                           f"was written against transformers 5.25. The prefill (no --seq-len-q) does not need it.")
     positions = torch.arange(prompt, fwd.seq_len_kv, device=fwd.ids.device).unsqueeze(0).expand(fwd.ids.shape[0], -1)
     fwd._step = (cache, fwd.ids[:, prompt:].contiguous(), positions.contiguous(), prompt, name)
 

@@ -94,7 +94,7 @@ def _run_and_render(job, out, figures: dict) -> None:
     im = result.in_model.run
     title = f"in the model: {result.in_model.workload}, {im.run_id} ({im.status})"
     for table in sustained_tables(aggregate_repeats(im.measurements), title=f"{title}: one forward per launch"):
-        if len(table.columns) > 2:  # a forward has no attention FLOPs or bytes: on a CPU nothing else is left
+        if len(table.shown().columns) > 2:  # a forward has no attention FLOPs or bytes: on a CPU nothing else is left
             out.print(table)
     out.print(in_model_table(im.measurements, result.in_model.rows, title=f"{title}: where a forward's time went")
               .to_rich())

@@ -162,16 +162,17 @@ def run_in_model(config: InModelConfig, *, command: str = "", registry=None, obs
         wrapped = KernelRegistry()
         for k in inner:
             wrapped.add(_wrapped(forward, k, gate=config.gate))
-        notes = [f"in-model: {label}, every attention layer's kernel swapped; the run loop's own gate is off for the "
-                 f"wrapped kernels (a forward returns logits) and every layer was gated in their prepare() instead"
-                 if config.gate else f"in-model: {label}; --no-gate: no layer was gated"]
+        notes = [f"in-model: {label}, every attention layer's kernel swapped, every kernel in this process (the model "
+                 f"lives here); " + ("the run loop's own gate is off for the wrapped kernels (a forward returns "
+                                     "logits) and every layer was gated in their prepare() instead" if config.gate
+                                     else "--no-gate: no layer was gated")]
         if forward.random_weights:
             notes.insert(0, "RANDOM WEIGHTS: the model was built from its published config with random weights; an "
                             "architecture check, never a model's figures (data moves the clock)")
         run_config = RunConfig(kernels=tuple(config.kernels), inputs=(spec,), device=config.device,
                                telemetry=config.telemetry, protocol=config.protocol, results_dir=config.results_dir,
                                run_name=config.run_name, launch=config.launch, allow_busy=config.allow_busy,
-                               gate=False, notes="; ".join(notes), isolation="none")
+                               gate=False, notes="; ".join(notes), isolation="auto")
         measurer = _InModel(config.protocol, pass_s=config.attention_pass_s, forward=forward)
 
         def info_row(setup):
