@@ -81,6 +81,7 @@ def _run_and_render(job, out, figures: dict) -> None:
 
     try:
         result = run_in_model_job(job, command=command_line(), observer=run_observer(out),
+                                  isolated_observer=run_observer(out),
                                   progress=lambda text: out.print(text, highlight=False, soft_wrap=True))
     except KeyboardInterrupt as exc:
         raise typer.Exit(stopped(out, exc)) from None
@@ -101,7 +102,7 @@ def _run_and_render(job, out, figures: dict) -> None:
     runs.append(provenance({**im.info, "run_id": im.run_id, "status": im.status}, path=im.path))
     tables["in_model"] = in_model_figures(im.measurements, result.in_model.rows)
     if result.rows:
-        out.print(in_model_comparison_table(result.rows, title=f"against {job.in_model.reference}: alone and in the "
+        out.print(in_model_comparison_table(result.rows, title=f"against {result.in_model.reference}: alone and in the "
                                                                 f"model").to_rich())
         for row in result.rows:
             out.print(row.sentence, highlight=False, soft_wrap=True, markup=False)

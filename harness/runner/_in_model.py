@@ -93,6 +93,7 @@ class InModelResult:
     rows: list[dict]  # the in_model table's rows, in measurement order
     workload: str  # the input label: model, phase, B, S (RANDOM-WEIGHTS)
     random_weights: bool
+    reference: str  # the reference kernel's name, as its rows name it
 
 
 def _early_checks(config: InModelConfig, kernels, device_kind: str) -> None:
@@ -110,13 +111,13 @@ def _early_checks(config: InModelConfig, kernels, device_kind: str) -> None:
                          device_kind=device_kind, shape=shape)
 
 
-def _wrapped(forward, inner, *, gate: bool, on_layer=None):
+def _wrapped(forward, inner, *, gate: bool):
     """`inner` as a kernel whose prepare() binds it into every layer and returns one forward."""
 
     def prepare(inputs):
         from harness.capture import bind_forward
 
-        bound = bind_forward(forward, inner, gate=gate, on_layer=on_layer)
+        bound = bind_forward(forward, inner, gate=gate)
 
         def launch():
             return bound.run()
@@ -169,7 +170,8 @@ def run_in_model(config: InModelConfig, *, command: str = "", registry=None, obs
         if forward.random_weights:
             notes.insert(0, "RANDOM WEIGHTS: the model was built from its published config with random weights; an "
                             "architecture check, never a model's figures (data moves the clock)")
-        run_config = RunConfig(kernels=tuple(config.kernels), inputs=(spec,), device=config.device,
+        # by the kernels' own names: a plain function named `module:function` is registered as `function`
+        run_config = RunConfig(kernels=tuple(k.name for k in inner), inputs=(spec,), device=config.device,
                                telemetry=config.telemetry, protocol=config.protocol, results_dir=config.results_dir,
                                run_name=config.run_name, launch=config.launch, allow_busy=config.allow_busy,
                                gate=False, notes="; ".join(notes), isolation="auto")
@@ -187,7 +189,9 @@ def run_in_model(config: InModelConfig, *, command: str = "", registry=None, obs
                           sleep=sleep)
     finally:
         forward.close()
-    return InModelResult(run=result, rows=measurer.written, workload=label, random_weights=forward.random_weights)
+    reference = inner[config.kernels.index(config.reference)].name
+    return InModelResult(run=result, rows=measurer.written, workload=label, random_weights=forward.random_weights,
+                         reference=reference)
 
 
 def _described(config: InModelConfig, forward) -> dict:

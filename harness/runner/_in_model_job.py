@@ -34,10 +34,12 @@ class InModelJobResult:
     no_rows: str = ""  # why there is no comparison (the reference or every other kernel untimed)
 
 
-def run_in_model_job(job: InModelJob, *, command: str = "", observer=None, progress=None, **hooks) -> InModelJobResult:
-    """Time the isolated run (when the job has one), then the in-model run, then compare (module doc). `hooks` are
-    the run loop's (`RunHooks`), given to both runs; a stop (Ctrl-C, a signal) ends the job there, each run keeping
-    what it finished."""
+def run_in_model_job(job: InModelJob, *, command: str = "", observer=None, isolated_observer=None, progress=None,
+                     **hooks) -> InModelJobResult:
+    """Time the isolated run (when the job has one), then the in-model run, then compare (module doc). `observer`
+    hears the in-model run, `isolated_observer` the isolated one (a live view draws one run); `hooks` are the run
+    loop's (`RunHooks`), given to both runs. A stop (Ctrl-C, a signal) ends the job there, each run keeping what it
+    finished."""
     from harness.analysis import compare_in_model
     from harness.errors import ResultsError
     from harness.results import read_rows
@@ -47,7 +49,8 @@ def run_in_model_job(job: InModelJob, *, command: str = "", observer=None, progr
     if job.isolated is not None:
         if progress is not None:
             progress(f"isolated run: {', '.join(job.isolated.kernels)} on {job.isolated.inputs[0].label} alone")
-        iso_result = run_sustained(job.isolated, command=f"{command} (its isolated run)", observer=observer, **hooks)
+        iso_result = run_sustained(job.isolated, command=f"{command} (its isolated run)", observer=isolated_observer,
+                                   **hooks)
         iso_path, iso_rows, iso_info = iso_result.path, iso_result.measurements, iso_result.info
     elif iso_path is not None:
         iso_rows, iso_info = read_rows(iso_path, "measurements"), read_rows(iso_path, "runs")[0]
@@ -55,11 +58,11 @@ def run_in_model_job(job: InModelJob, *, command: str = "", observer=None, progr
     out = InModelJobResult(in_model=result, isolated=iso_result, isolated_path=iso_path)
     try:
         out.rows = compare_in_model(measurements=result.run.measurements, in_model=result.rows, info=result.run.info,
-                                    reference=job.in_model.reference, isolated=iso_rows, isolated_info=iso_info,
+                                    reference=result.reference, isolated=iso_rows, isolated_info=iso_info,
                                     isolated_input=job.isolated_input)
     except ResultsError as exc:
         out.no_rows = str(exc)
     if not out.rows and not out.no_rows:
-        out.no_rows = (f"no kernel but the reference {job.in_model.reference!r} was timed in the model, so there is "
+        out.no_rows = (f"no kernel but the reference {result.reference!r} was timed in the model, so there is "
                        f"nothing to compare")
     return out

@@ -285,6 +285,7 @@ def _cli(args, tmp_path):
     return CliRunner().invoke(app, ["in-model", *args, "--results", str(tmp_path / "r")], env={"COLUMNS": "200"})
 
 
+@pytest.mark.slow
 def test_the_command_times_the_layer_alone_then_in_the_model_and_writes_valid_figures(model_dirs, text_file, tmp_path):
     import jsonschema
 
