@@ -147,6 +147,7 @@ def prepare_lean(inputs, *, config: dict | None = None, proton: bool = False, ta
         return out
 
     launch.keep = keep
+    launch.refresh = triton_fp8.requantizer(inputs, q8, k8, vt8, (dq, dk, dv))  # in-model timing
     launch()  # compile here, in setup, so that no timed launch compiles
     return launch
 

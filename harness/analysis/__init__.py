@@ -65,11 +65,17 @@ from harness.analysis._spread import GpuFigure, GpuSpread, gpu_spread, suite_spr
 from harness.analysis._crosscheck import CROSSCHECK_TOLERANCE, clock_crosscheck, crosscheck_verdict
 from harness.analysis._explain import Explanation, comparison_warnings, explain_comparison, interval_text, row_sentence
 from harness.analysis._sentences import input_row_sentence, input_rows, input_sentences
+from harness.analysis._in_model import InModelRow, attention_figures, compare_in_model, isolated_label, survival_sentence
 from harness.analysis._model_error import BAND_VERDICTS, P_TAIL, band_verdict, model_error_summary
 from harness.analysis._stats import bootstrap_ci, cv, mean, median, value_range
 from harness.analysis._window import POWER_REASONS, THERMAL_REASONS, chunk_clock, samples_in, summarize_window
 
 __all__ = [
+    "InModelRow",
+    "attention_figures",
+    "compare_in_model",
+    "isolated_label",
+    "survival_sentence",
     "BETWEEN_RUNS_CV",
     "FAILING",
     "GateOutcome",

@@ -28,7 +28,9 @@ from harness.capture._capture import (
 from harness.capture._controls import CONTROL_DISTS, save_like, synthesize_like
 from harness.capture._device import choose_capture_device, default_capture_dtype
 from harness.capture._estimate import CaptureEstimate, check_fits, estimate_capture
+from harness.capture._bind import BoundForward, MarkedForward, bind as bind_forward
 from harness.capture._format import recapture_command
+from harness.capture._forward import ModelForward, open_forward
 from harness.capture._fp8 import E4M3_MAX, e4m3_scale, quantize_e4m3_pow2, quantize_inputs_e4m3
 from harness.capture._load import (
     CaptureInfo,
@@ -97,4 +99,9 @@ __all__ = [
     "ModelErrorResult",
     "SUFFIX_MODEL_TYPES",
     "model_error",
+    "ModelForward",
+    "BoundForward",
+    "MarkedForward",
+    "open_forward",
+    "bind_forward",
 ]

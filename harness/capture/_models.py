@@ -72,15 +72,19 @@ DEFAULT_MODEL = "smollm2-135m"  # an entry of MODELS, the registry (below `spec_
 def resolve_model(name: "str | ModelSpec") -> ModelSpec:
     """The spec of a registered model, or of a local Hugging Face folder or GGUF file given by path.
 
-    A ModelSpec is returned as it is (a `miniature`, or an entry built by the caller).
+    A ModelSpec is returned as it is (a `miniature`, or an entry built by the caller); `<registered name>-mini` is that
+    architecture's `miniature` (random weights only: CPU dry runs of a full-size architecture's code path).
 
-    >>> resolve_model("smollm2-135m").heads_kv
-    3
+    >>> mini = resolve_model("qwen3-8b-mini")
+    >>> resolve_model("smollm2-135m").heads_kv, mini.num_layers, mini.heads_q, mini.heads_kv, mini.head_dim_qk
+    (3, 3, 4, 1, 128)
     """
     if isinstance(name, ModelSpec):
         return name
     if name in MODELS:
         return MODELS[name]
+    if name.endswith("-mini") and name[: -len("-mini")] in MODELS:
+        return miniature(MODELS[name[: -len("-mini")]], head_dim=True)
     path = Path(name).expanduser()
     if path.is_dir() or (path.is_file() and path.suffix == ".gguf"):
         return spec_from_config(read_config(path), name=_dir_name(path), path=path.resolve())
@@ -292,10 +296,11 @@ _MINI_MLA = {"num_attention_heads": 4, "num_key_value_heads": 4, "kv_lora_rank":
              "num_experts_per_tok": 2, "n_shared_experts": 1, "first_k_dense_replace": 1}
 
 
-def miniature(spec: ModelSpec) -> ModelSpec:
+def miniature(spec: ModelSpec, *, head_dim: bool = False) -> ModelSpec:
     """A tiny variant of a registered architecture: the same classes and code path, a few MB of weights.
 
-    GQA keeps its group size (Hq/Hkv) at 4 query heads of 16 dims; MLA keeps dqk = nope + rope != dv.
+    GQA keeps its group size (Hq/Hkv) at 4 query heads of 16 dims (of the architecture's own head dim with
+    `head_dim`, so kernels that take only those run on it: `<name>-mini`); MLA keeps dqk = nope + rope != dv.
 
     >>> mini = miniature(MODELS["deepseek-v2-lite"])
     >>> mini.attention_kind, mini.head_dim_qk, mini.head_dim_v
@@ -310,7 +315,9 @@ def miniature(spec: ModelSpec) -> ModelSpec:
     else:
         group = spec.heads_q // spec.heads_kv
         arch.update({"num_attention_heads": 4, "num_key_value_heads": max(1, 4 // group)})
-        if "head_dim" in arch:
+        if head_dim:
+            arch["head_dim"] = spec.head_dim_qk
+        elif "head_dim" in arch:
             arch["head_dim"] = 16
     mini = dataclasses.replace(spec, name=f"{spec.name}-mini", hf_id=None, architecture=arch, params=None,
                                weights="random weights only (a miniature of the architecture)", wheel=None,

@@ -6,6 +6,7 @@ frozen config through `harness.suite`, calling one library function and renderin
 | `sustained` | `bench sustained` (and `--gpus` through `multigpu`) |
 | `capture` | `bench capture`, `bench inputs synth` |
 | `kernels` | `bench error`, `bench repro` |
+| `in_model` | `bench in-model` |
 | `analysis` | `bench compare`, `bench report`, `bench burst` |
 | `commits` | `bench commits`, `bench nightly` |
 | `history` | `bench history`, `bench bisect` |
@@ -24,7 +25,7 @@ import os
 
 import typer
 
-from harness.cli import analysis, capture, commits, history, kernels, listing, multigpu, profiling, sustained
+from harness.cli import analysis, capture, commits, history, in_model, kernels, listing, multigpu, profiling, sustained
 from harness.cli.paths import absolute_paths
 
 __all__ = ["app", "main", "version_text"]
@@ -53,6 +54,7 @@ for _name, _fn in (
     ("merge", multigpu.merge),
     ("error", kernels.error),
     ("repro", kernels.repro),
+    ("in-model", in_model.in_model),
 ):
     app.command(_name)(absolute_paths(_fn))  # every path a command is given is absolute from its start
 _inputs.command("synth")(absolute_paths(capture.inputs_synth))

@@ -35,6 +35,8 @@ from harness.report._markdown import (
     run_tables,
 )
 from harness.report._gpu_section import gpu_spread_tables
+from harness.report._in_model import (IN_MODEL_COMPARISON_NOTE, IN_MODEL_NOTE, in_model_comparison_figures,
+                                      in_model_comparison_table, in_model_figures, in_model_table)
 from harness.report._history import HISTORY_MARKER, history_figures, history_markdown, history_tables, verdict_line
 from harness.report._history_page import history_page
 from harness.report._model_error_section import MODEL_ERROR_NOTE, model_error_figure, model_error_sections, model_error_table
@@ -44,6 +46,12 @@ from harness.report._terminal import FORMATS as TABLE_FORMATS
 from harness.report._trace_section import peaks_table, pipe_tables
 
 __all__ = [
+    "IN_MODEL_NOTE",
+    "IN_MODEL_COMPARISON_NOTE",
+    "in_model_table",
+    "in_model_comparison_table",
+    "in_model_figures",
+    "in_model_comparison_figures",
     "HISTORY_MARKER",
     "history_figures",
     "history_markdown",

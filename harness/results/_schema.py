@@ -3,7 +3,8 @@
 Tables: `runs` (one row: provenance and protocol), `measurements` (kernel x input x repeat),
 `chunks` (every warm-in and window chunk), `samples` (every telemetry sample), `probes` (in-band clock
 readings), `model_error` (`bench error --model`: one row per kernel x scope x document, every token's
-KL divergence and top-1 agreement kept). `history` (v6) is not a table of a run: it is the nightly history store's
+KL divergence and top-1 agreement kept), `in_model` (`bench in-model`, v8: one row per measurement of a model's
+forward, the time its attention took, layer by layer). `history` (v6) is not a table of a run: it is the nightly history store's
 (harness.history), one file per night with one row per series, written and migrated by the same rules. The schema is declared once in Arrow types so the device machine, which has pyarrow but
 not polars, writes exactly what the analysis side reads as polars frames (`polars_schema`).
 """
@@ -14,7 +15,7 @@ from functools import lru_cache
 
 __all__ = ["SCHEMA_VERSION", "TABLES", "OPTIONAL_TABLES", "HISTORY_TABLE", "table_schema", "polars_schema", "MIGRATIONS"]
 
-SCHEMA_VERSION = 7
+SCHEMA_VERSION = 8
 
 _COLUMNS: dict[str, list[tuple[str, str]]] = {
     "runs": [
@@ -102,6 +103,32 @@ _COLUMNS: dict[str, list[tuple[str, str]]] = {
         # negative log-likelihood of the text's next token under the kernel's model minus under the reference's.
         ("reference", "string"), ("dnll_mean_nats", "float64"), ("dnll_nats", "list<float32>"),
     ],
+    # v8 (`bench in-model`): one row per measurement of a model's forward (its measurements row holds the forward's
+    # sustained window: time_ns is one forward). After the window, still under load, the attention pass times
+    # `pass_forwards` pairs of forwards in turn, one plain and one with device marks around every attention call
+    # (CUDA events; host timestamps on the CPU), as a loop of launches. pass_plain_ns / pass_marked_ns: every
+    # forward's time; pass_attention_ns / pass_copy_ns: per marked forward, the sum over its attention calls of the
+    # kernel's time (refresh and launch) and of the copy of q, k, v into the layer's buffers. The figures are medians
+    # over the pass: attention_ns, copy_ns, pass_forward_ns (plain), pass_marked_forward_ns,
+    # instrumentation_cost_ns (median of marked - plain over the pairs), rest_ns = pass_forward_ns - attention_ns,
+    # attention_share = attention_ns / pass_forward_ns; layer_attention_ns the median per layer. The pass's clocks and
+    # power come from the samples and probes between pass_start_ns and pass_end_ns (samples phase "attention-pass").
+    # random_weights: the model was built with random weights (data moves the clock: never a model's figures).
+    # layer_gate_*: each layer's gate figures (harness.kernels.gate_columns), in layer order.
+    "in_model": [
+        ("run_id", "string"), ("measurement_id", "string"), ("kernel", "string"), ("model", "string"),
+        ("phase", "string"), ("random_weights", "bool"), ("weights", "string"), ("batch", "int32"),
+        ("seq_len_q", "int32"), ("seq_len_kv", "int32"), ("layers", "int32"), ("attention_calls", "int32"),
+        ("pass_start_ns", "int64"), ("pass_end_ns", "int64"), ("pass_forwards", "int32"),
+        ("pass_plain_ns", "list<float64>"), ("pass_marked_ns", "list<float64>"),
+        ("pass_attention_ns", "list<float64>"), ("pass_copy_ns", "list<float64>"),
+        ("pass_forward_ns", "float64"), ("pass_marked_forward_ns", "float64"), ("instrumentation_cost_ns", "float64"),
+        ("attention_ns", "float64"), ("copy_ns", "float64"), ("rest_ns", "float64"), ("attention_share", "float64"),
+        ("layer_attention_ns", "list<float64>"), ("pass_sm_clock_mhz", "float64"),
+        ("pass_inband_clock_mhz", "float64"), ("pass_power_w", "float64"), ("pass_probes", "int32"),
+        ("layer_gate_max_abs_diff", "list<float64>"), ("layer_gate_snr_db", "list<float64>"),
+        ("layer_gate_max_ratio", "list<float64>"),
+    ],
     # v6, the history store (harness.history): one row per series (kernel x input x shape x dtype) per night.
     # Figures are geometric means over the night's repeats, with every repeat's value in the *_repeats lists (the
     # interval bands and the between-night variance come from them); `clock_mhz` is the clock the cycles were
@@ -166,7 +193,7 @@ def _v2_to_v3(table: str, arrow):
 V4_GATE_COLUMNS = ("gate_max_ratio", "gate_rms_ratio", "gate_reference")
 # Tables a run holds only when its command writes them (model_error: `bench error --model`, new in v4): a
 # run without the folder, of this version or an older one, has no such rows.
-OPTIONAL_TABLES = ("model_error",)
+OPTIONAL_TABLES = ("model_error", "in_model")
 
 
 def _v3_to_v4(table: str, arrow):
@@ -238,9 +265,15 @@ def _v6_to_v7(table: str, arrow):
     return arrow
 
 
+def _v7_to_v8(table: str, arrow):
+    """v8 adds the `in_model` table (`bench in-model`) and changes no column of the others: a run of v7 or before
+    has no in_model folder, so it reads as having no such rows (OPTIONAL_TABLES); its tables are kept as they are."""
+    return arrow
+
+
 # Migrations on read: from_version -> function(table_name, arrow_table) -> arrow_table of from_version+1.
 MIGRATIONS: dict[int, object] = {1: _v1_to_v2, 2: _v2_to_v3, 3: _v3_to_v4, 4: _v4_to_v5, 5: _v5_to_v6,
-                                 6: _v6_to_v7}
+                                 6: _v6_to_v7, 7: _v7_to_v8}
 
 
 def _arrow_type(name: str):

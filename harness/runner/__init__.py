@@ -10,6 +10,8 @@ from harness.config import BurstProtocol
 from harness.runner._burst import BurstConfig, KernelTimes, ProfEvent, device_time_from_events, run_burst
 from harness.runner._chunks import Chunk, ChunkSource, PipelinedChunks
 from harness.runner._endings import StopSignals, Watchdog, stop_signals
+from harness.runner._in_model import MIN_PAIRS, InModelConfig, InModelResult, run_in_model
+from harness.runner._in_model_job import InModelJob, InModelJobResult, run_in_model_job
 from harness.runner._launch import Launcher, build_launcher, estimate_launch_ns
 from harness.runner._loop import ISOLATION_NONE_NOTE, TIMED_STATUSES, RunHooks, RunResult
 from harness.runner._overhead import LaunchOverhead, measure_launch_overhead
@@ -23,6 +25,13 @@ from harness.runner._settle import SettleCheck, check_settled, trend_change
 from harness.runner._setup import estimate_bytes
 
 __all__ = [
+    "MIN_PAIRS",
+    "InModelConfig",
+    "InModelResult",
+    "run_in_model",
+    "InModelJob",
+    "InModelJobResult",
+    "run_in_model_job",
     "ISOLATION_NONE_NOTE",
     "JsonLinesChannel",
     "BurstConfig",

@@ -323,3 +323,17 @@ def test_availability_sentences(monkeypatch):
     assert _kernel("triton-fp8-exact").unavailable_reason("cuda") == "FP8 tl.dot needs sm_89+ (this GPU is sm_80)"
     monkeypatch.setattr(importlib.util, "find_spec", lambda name, *a: None)
     assert triton_availability("cuda") == "triton is not installed: pip install triton"
+
+
+@pytest.mark.parametrize("name", ["triton-fp8-lean", "triton-fp8-lean-accmma"])
+def test_an_fp8_launchs_refresh_requantizes_the_current_inputs_with_prepares_scales(name):
+    # In-model timing (harness.capture._bind) calls refresh() before each launch, each call having new q, k, v.
+    x = _inputs(AttentionShape(batch=1, heads_q=2, heads_kv=1, seq_len=64, head_dim_qk=64), seed=3)
+    launch = _kernel(name).prepare(x, config=FP8_SMALL)
+    first = launch().clone()
+    launch.refresh()  # on prepare()'s own inputs: the same e4m3 buffers, so the same output
+    assert torch.equal(launch(), first)
+    x.q.copy_(x.q.flip(2))  # new queries, the same absolute maximum: the same scale as a fresh prepare() takes
+    assert torch.equal(launch(), first)  # the launch reads prepare()'s copies: without refresh it is stale
+    launch.refresh()
+    assert torch.equal(launch(), _kernel(name).prepare(x, config=FP8_SMALL)()) and not torch.equal(launch(), first)

@@ -1,4 +1,4 @@
-"""The results schema: table names, column types, the version in the metadata and the v1 -> v2 -> v3 -> v4 -> v5
+"""The results schema: table names, column types, the version in the metadata and the v1 -> ... -> v8
 migrations."""
 
 from __future__ import annotations
@@ -26,16 +26,16 @@ from harness.results._schema import (
 
 
 def test_tables_and_version():
-    assert TABLES == ("runs", "measurements", "chunks", "samples", "probes", "model_error")
-    assert OPTIONAL_TABLES == ("model_error",)
-    assert SCHEMA_VERSION == 7 and set(MIGRATIONS) == {1, 2, 3, 4, 5, 6}
+    assert TABLES == ("runs", "measurements", "chunks", "samples", "probes", "model_error", "in_model")
+    assert OPTIONAL_TABLES == ("model_error", "in_model")
+    assert SCHEMA_VERSION == 8 and set(MIGRATIONS) == {1, 2, 3, 4, 5, 6, 7}
     assert HISTORY_TABLE == "history" and HISTORY_TABLE not in TABLES  # the history store's, not a run's
 
 
-@pytest.mark.parametrize("table", ["runs", "measurements", "chunks", "samples", "probes", "model_error"])
+@pytest.mark.parametrize("table", ["runs", "measurements", "chunks", "samples", "probes", "model_error", "in_model"])
 def test_schema_metadata_names_the_version_and_table(table):
     s = table_schema(table)
-    assert s.metadata[b"harness_schema_version"] == b"7"
+    assert s.metadata[b"harness_schema_version"] == b"8"
     assert s.metadata[b"harness_table"] == table.encode()
     assert s.names == columns(table) and s.names[0] == "run_id"
     assert table_schema(table) is s  # built once
@@ -187,3 +187,13 @@ def test_public_names_exist():
     import harness.results._schema as schema
 
     assert all(hasattr(schema, name) for name in schema.__all__) and "table_schema" in schema.__all__
+
+
+def test_v7_tables_pass_through_to_v8_whose_in_model_table_is_new():
+    # v8 adds a table and changes no column: a v7 run is read as it was, with no in_model rows (no folder).
+    v7 = pa.table({"run_id": ["r"], "time_ns": [1.0]})
+    for table in ("runs", "measurements", "chunks", "samples", "probes", "model_error"):
+        assert MIGRATIONS[7](table, v7) is v7
+    im = table_schema("in_model")
+    assert im.field("layer_attention_ns").type == pa.list_(pa.float64()) and im.field("random_weights").type == pa.bool_()
+    assert {"attention_ns", "rest_ns", "attention_share", "instrumentation_cost_ns", "pass_inband_clock_mhz"} <= set(im.names)
