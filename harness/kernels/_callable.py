@@ -149,7 +149,8 @@ class _Convention:
         kws = set(self.workload_kw)
         # sequences of different lengths: packed queries (cu_seqlens_q), or in the decode layout the lengths
         varlen = "cu_seqlens_q" in kws or (self.decode and bool(kws & set(LENGTH_KW)))
-        return frozenset({"decode"} | ({"paged"} if kws & set(PAGE_TABLE_KW) else set())
+        # Dense, S_q < S_kv and MLA's latent cache (v a view of k) arrive as q, k, v alone; the gate judges each.
+        return frozenset({"decode", "mla"} | ({"paged"} if kws & set(PAGE_TABLE_KW) else set())
                          | ({"varlen"} if varlen else set())
                          | ({"window"} if kws & {"window", "window_size"} else set()))
 

@@ -21,6 +21,7 @@ from harness.report._export import (
     sustained_figures,
     write_figures,
 )
+from harness.report._machine import MACHINE_SCHEMA, MACHINE_SCHEMA_VERSION, machine_document
 from harness.report._live import LineObserver, LiveView, measurement_line, run_observer
 from harness.report._markdown import (
     Figure,
@@ -44,6 +45,9 @@ from harness.report._terminal import FORMATS as TABLE_FORMATS
 from harness.report._trace_section import peaks_table, pipe_tables
 
 __all__ = [
+    "MACHINE_SCHEMA",
+    "MACHINE_SCHEMA_VERSION",
+    "machine_document",
     "HISTORY_MARKER",
     "history_figures",
     "history_markdown",

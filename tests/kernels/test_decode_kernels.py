@@ -139,7 +139,7 @@ def _mutant(mistake):
                                   "varlen paged window"])
 def test_a_plain_callable_receives_the_page_table_lengths_and_cu_seqlens_and_passes(kind):
     kernel = adapt_callable(decode_attn, name="decode-attn")
-    assert kernel.workloads == {"decode", "paged", "varlen", "window"}
+    assert kernel.workloads == {"decode", "mla", "paged", "varlen", "window"}
     assert "page_table=..." in kernel.extra["convention"] and "cu_seqlens_q=..." in kernel.extra["convention"]
     x = _inputs("float32", **KINDS[kind])
     assert gate(kernel, x, kernel.prepare(x)).passed
