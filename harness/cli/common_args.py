@@ -180,6 +180,9 @@ PROTOCOL = dict(
                                                                    "kernel x input's interval is at most this wide, "
                                                                    "e.g. 0.25% (default: off)")),
     max_repeats=(Optional[int], typer.Option(None, help="cap on repeats under --until-ci (default 10)")),
+    threads=(Optional[int], typer.Option(None, "--threads", help="torch's CPU threads in every process that runs a "
+                                                                 "kernel, recorded with the run (default 1 on the "
+                                                                 "CPU; on a GPU torch's own)")),
     l2=(Optional[str], typer.Option(None, "--l2", help="warm (launches back to back on one copy of the inputs; the "
                                                        "default) or cold (launches rotate through copies of the "
                                                        "inputs larger than twice the L2; nothing flushed, so no flush "
