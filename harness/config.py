@@ -210,7 +210,7 @@ class RunConfig:
     gate: bool = True
     notes: str = ""
     # Where kernels run: "auto" (a user's kernel in a process of its own, the bundled ones in the run's),
-    # "process" (every kernel in its own), "none" (all in the run's process). README: isolation.
+    # "process" (every kernel in its own), "none" (all in the run's process). docs/kernels.md: Isolation.
     isolation: str = "auto"
 
     def __post_init__(self) -> None:

@@ -1,6 +1,6 @@
 """The decode kernels (kernels_under_test/decode.py) and a user's decode callable, through the correctness gate
 on every shape kind: sdpa-kvcache here, triton-splitkv in Triton's CPU interpreter in a process of its own, and
-plain callables that receive the page table, lengths and cu_seqlens by keyword (README: "Workloads"), with
+plain callables that receive the page table, lengths and cu_seqlens by keyword (docs/workloads.md: "Workloads"), with
 mutants making the usual mistakes of a decode kernel, each caught."""
 
 from __future__ import annotations
