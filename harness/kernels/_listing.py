@@ -2,7 +2,7 @@
 
 >>> from harness.kernels import Kernel, KernelRegistry
 >>> reg = KernelRegistry()
->>> reg.add(Kernel(name="k", prepare=lambda x: None, dtypes=frozenset({"bf16"}), devices=frozenset({"cuda"}),
+>>> _ = reg.add(Kernel(name="k", prepare=lambda x: None, dtypes=frozenset({"bf16"}), devices=frozenset({"cuda"}),
 ...                workloads=frozenset({"decode", "paged"})))
 >>> (row,) = kernel_rows(reg, "cpu")
 >>> row["computes"], row["available"], row["unavailable_reason"]
