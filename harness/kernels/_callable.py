@@ -316,8 +316,8 @@ def adapt_callable(fn: Callable, *, name: str | None = None, options: dict | Non
     if fp8 is not None and c.decode:
         raise ConfigError(f"Kernel {label!r} declares FP8 inputs and the decode layout: the gate judges FP8 kernels on "
                           f"dense self-attention only.")
-    if fp8 is not None and c.workloads - {"decode"}:
-        raise ConfigError(f"Kernel {label!r} declares FP8 inputs and takes {', '.join(sorted(c.workloads - {'decode'}))}: "
+    if fp8 is not None and c.workloads - {"decode", "mla"}:
+        raise ConfigError(f"Kernel {label!r} declares FP8 inputs and takes {', '.join(sorted(c.workloads - {'decode', 'mla'}))}: "
                           f"the gate judges FP8 kernels on dense self-attention only.")
     extra: dict[str, Any] = {"callable": _source(fn), "layout": c.layout, "gqa": c.gqa,
                              "convention": describe_convention(fn, **options),
