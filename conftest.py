@@ -12,6 +12,8 @@ import pytest
 # One OpenMP thread per process: pytest-xdist runs two workers on a 2-CPU machine, and torch's default of
 # one thread per CPU in each oversubscribes it; OpenMP's spinning barriers then stall a CPU "kernel" for
 # seconds (past the tests' launch timeouts). Subprocesses inherit it. A value set by the caller is kept.
+# A CPU run sets its own thread count (--threads, default 1: harness.config.CPU_THREADS); this covers the
+# tests' own torch work and the processes started before a run applies it.
 os.environ.setdefault("OMP_NUM_THREADS", "1")
 if "torch" in sys.modules:  # imported before this file (a plugin): its pool is sized already
     sys.modules["torch"].set_num_threads(int(os.environ["OMP_NUM_THREADS"]))

@@ -38,6 +38,7 @@ fi
 mkdir -p "$OUT"
 rm -f "$OUT/summary.md" "$OUT/verdict.json"  # never append last night's summary if tonight fails early
 echo "== bench doctor ($DEVICE)"
+# Exits 2 when $DEVICE cannot be used here (no GPU, a driver PyTorch cannot reach): the job stops before the suite.
 "$PYTHON" -m harness doctor --device "$DEVICE" | tee "$OUT/doctor.txt"
 
 echo "== suite and comparison with the baseline in $BASELINE"

@@ -22,7 +22,7 @@ from harness.errors import ConfigError
 from harness.inputs import InputSpec
 
 __all__ = ["SustainedProtocol", "BurstProtocol", "RunConfig", "LAUNCH_STRATEGIES", "check_launch", "RESULTS_ROOT", "ISOLATION_MODES",
-           "check_isolation"]
+           "check_isolation", "CPU_THREADS", "with_cpu_threads"]
 
 LAUNCH_STRATEGIES = ("auto", "graph", "loop")
 
@@ -40,8 +40,16 @@ class _Protocol:
     # read from L2) or "cold" (launches rotate through copies of the inputs that together exceed twice the L2,
     # nothing flushed inside the timed stream: harness.runner._l2).
     l2: str = "warm"
+    # torch's CPU threads in every process that runs kernels (torch.set_num_threads, `--threads`). None: as torch
+    # set them. A CPU run resolves None to CPU_THREADS (`with_cpu_threads`), so its times are one core's and calm on
+    # a shared machine (torch's default of one thread per core stalled kernels for seconds under load).
+    threads: int | None = None
 
-    def _check_l2(self) -> None:
+    def _check_shared(self) -> None:
+        if self.threads is not None and (isinstance(self.threads, bool) or not isinstance(self.threads, int)
+                                         or self.threads < 1):
+            raise ConfigError(f"--threads {self.threads!r}: a whole number of CPU threads, at least 1 (default 1 on "
+                              f"the CPU; on a GPU torch's own).")
         if self.l2 not in ("warm", "cold"):
             raise ConfigError(f"--l2 {self.l2!r}: warm (launches back to back on one copy of the inputs) or cold "
                               f"(launches rotate through copies that exceed the cache).")
@@ -85,7 +93,7 @@ class SustainedProtocol(_Protocol):
     max_repeats: int | None = None
 
     def __post_init__(self) -> None:
-        self._check_l2()
+        self._check_shared()
         positive = ("chunk_s", "window_s", "sample_period_s", "graph_replay_s", "probe_period_s", "probe_spin_us",
                     "launch_timeout_s")
         for name in positive:
@@ -139,7 +147,7 @@ class BurstProtocol(_Protocol):
     launch_timeout_s: float = 600.0
 
     def __post_init__(self) -> None:
-        self._check_l2()
+        self._check_shared()
         if self.warmup_launches < 0 or self.timed_launches < 1 or self.repeats < 1:
             raise ConfigError("Burst protocol: warm-up launches >= 0, timed launches >= 1 and repeats >= 1.")
         if self.idle_s < 0 or not self.sample_period_s > 0:
@@ -171,6 +179,17 @@ def check_launch(launch: str, device: str) -> None:
                           "(or auto, which loops on the CPU and uses a graph where one captures).")
 
 
+# torch's CPU threads of a CPU run unless --threads says otherwise (the `threads` protocol value).
+CPU_THREADS = 1
+
+
+def with_cpu_threads(protocol, device: str):
+    """`protocol` with its `threads` resolved: CPU_THREADS on the CPU where none was given; unchanged elsewhere."""
+    if protocol.threads is None and str(device).partition(":")[0] == "cpu":
+        return protocol.replace(threads=CPU_THREADS)
+    return protocol
+
+
 # Where runs are recorded unless told otherwise: `results/` of the working directory.
 RESULTS_ROOT = Path("results")
 
@@ -191,11 +210,12 @@ class RunConfig:
     gate: bool = True
     notes: str = ""
     # Where kernels run: "auto" (a user's kernel in a process of its own, the bundled ones in the run's),
-    # "process" (every kernel in its own), "none" (all in the run's process). README: isolation.
+    # "process" (every kernel in its own), "none" (all in the run's process). docs/kernels.md: Isolation.
     isolation: str = "auto"
 
     def __post_init__(self) -> None:
         check_isolation(self.isolation)
+        object.__setattr__(self, "protocol", with_cpu_threads(self.protocol, self.device))
         # Resolved once, at the start: a kernel that changes the working directory cannot move the results.
         object.__setattr__(self, "results_dir", Path(self.results_dir).absolute())
         if not self.kernels:

@@ -10,7 +10,7 @@ import sys
 from dataclasses import dataclass
 from pathlib import Path
 
-__all__ = ["Check", "diagnose", "amd_checks", "probe_amdsmi_import"]
+__all__ = ["Check", "diagnose", "amd_checks", "probe_amdsmi_import", "device_missing", "DEVICE_CHECKS"]
 
 
 @dataclass(frozen=True)
@@ -18,6 +18,23 @@ class Check:
     name: str
     status: str  # "ok", "missing", "warn", "info"
     detail: str
+
+
+# The checks that say whether the device named can be used at all: PyTorch, the CUDA runtime behind it, and the
+# device opened with its identity read. Any of them `missing` and nothing can be measured there: doctor exits 2.
+DEVICE_CHECKS = ("torch", "cuda", "identity")
+
+
+def device_missing(checks: list[Check]) -> str | None:
+    """Why the device `diagnose` was asked about cannot be used (its DEVICE_CHECKS that are missing), or None.
+
+    >>> device_missing([Check("torch", "ok", "2.13"), Check("cuda", "missing", "PyTorch sees no CUDA GPU")])
+    'cuda: PyTorch sees no CUDA GPU'
+    >>> device_missing([Check("torch", "ok", "2.13"), Check("ncu", "missing", "not on PATH")]) is None
+    True
+    """
+    gone = [f"{c.name}: {c.detail}" for c in checks if c.name in DEVICE_CHECKS and c.status == "missing"]
+    return "; ".join(gone) or None
 
 
 def _status(text: str) -> str:

@@ -576,7 +576,8 @@ def sustained_protocol(*, quick: bool = False, repeats: int | None = None, windo
                        warmin_cap_s: float | None = None, idle_s: float | None = None, chunk_s: float | None = None,
                        sample_period_ms: float | None = None, probe: bool | None = None,
                        launch_timeout_s: float | None = None, until_ci: float | None = None,
-                       max_repeats: int | None = None, l2: str | None = None) -> SustainedProtocol:
+                       max_repeats: int | None = None, l2: str | None = None,
+                       threads: int | None = None) -> SustainedProtocol:
     """The protocol's defaults (or `--quick`'s) with the options given on top; 0 and negatives refused by flag.
     `until_ci` (a fraction) makes the repeats adaptive: `repeats` (default ADAPTIVE_PILOT, or --quick's) is the
     pilot, `max_repeats` (default MAX_REPEATS) the cap."""
@@ -587,14 +588,15 @@ def sustained_protocol(*, quick: bool = False, repeats: int | None = None, windo
         repeats = ADAPTIVE_PILOT
     checks = (("--repeats", repeats, False), ("--window-s", window_s, False), ("--warmin-cap-s", warmin_cap_s, False),
               ("--idle-s", idle_s, True), ("--chunk-s", chunk_s, False), ("--sample-period-ms", sample_period_ms, False),
-              ("--launch-timeout-s", launch_timeout_s, False), ("--max-repeats", max_repeats, False))
+              ("--launch-timeout-s", launch_timeout_s, False), ("--max-repeats", max_repeats, False),
+              ("--threads", threads, False))  # threads None: 1 on the CPU (config.with_cpu_threads), torch's on a GPU
     for flag, value, zero_ok in checks:
         _positive(value, flag, allow_zero=zero_ok)
     overrides = {k: v for k, v in dict(
         repeats=repeats, window_s=window_s, warmin_cap_s=warmin_cap_s, idle_before_kernel_s=idle_s, chunk_s=chunk_s,
         sample_period_s=None if sample_period_ms is None else sample_period_ms / 1000, probe=probe,
         launch_timeout_s=launch_timeout_s, until_ci=until_ci,
-        max_repeats=(max_repeats or MAX_REPEATS) if until_ci is not None else max_repeats, l2=l2,
+        max_repeats=(max_repeats or MAX_REPEATS) if until_ci is not None else max_repeats, l2=l2, threads=threads,
     ).items() if v is not None}
     # The protocol's own checks name its fields; what the user typed were flags, so these two say so first.
     base = SustainedProtocol.quick() if quick else SustainedProtocol()

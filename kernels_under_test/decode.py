@@ -24,8 +24,8 @@ from __future__ import annotations
 
 import functools
 
-from harness.inputs import FEATURES
-from harness.kernels import Kernel, KernelRegistry
+from harness.inputs import FEATURES  # triton-splitkv: every workload but MLA's latent cache
+from harness.kernels import WORKLOADS, Kernel, KernelRegistry
 from kernels_under_test.triton_bf16 import triton_availability
 
 __all__ = ["registry", "padded_indices", "decode_mask", "SPLITKV_MAX_QUERIES"]
@@ -133,7 +133,7 @@ def _sdpa_kvcache(inputs, *, backends=("FLASH_ATTENTION", "EFFICIENT_ATTENTION",
 
 registry.add(Kernel(
     name="sdpa-kvcache", prepare=_sdpa_kvcache, dtypes=frozenset({"bfloat16", "float16", "float32"}),
-    devices=frozenset({"cpu", "cuda", "rocm"}), workloads=FEATURES, source=f"{__name__}:_sdpa_kvcache",
+    devices=frozenset({"cpu", "cuda", "rocm"}), workloads=WORKLOADS, source=f"{__name__}:_sdpa_kvcache",
     description="torch SDPA on a KV cache: paged or packed caches gathered into a padded batch inside the launch, "
                 "a boolean mask where the alignment, window or lengths need one",
 ))
@@ -153,7 +153,7 @@ def _cudnn_ok(device_kind: str) -> str | None:
 
 registry.add(Kernel(
     name="sdpa-kvcache-cudnn", prepare=_sdpa_kvcache_cudnn, dtypes=frozenset({"bfloat16", "float16"}),
-    devices=frozenset({"cuda"}), workloads=FEATURES, source=f"{__name__}:_sdpa_kvcache_cudnn", availability=_cudnn_ok,
+    devices=frozenset({"cuda"}), workloads=WORKLOADS, source=f"{__name__}:_sdpa_kvcache_cudnn", availability=_cudnn_ok,
     description="cuDNN's fused attention (torch SDPA's cuDNN backend alone) on a KV cache, laid out as sdpa-kvcache "
                 "lays it out: a dense cache read in place (the yardstick of a decode kernel: 4.5 TB/s of K+V on the "
                 "H200 at B16 Hkv8 d128 S_kv 32768), a paged or packed one gathered first",
@@ -184,7 +184,7 @@ def _mla(inputs, *, config: dict | None = None):
 
 registry.add(Kernel(
     name="triton-mla", prepare=_mla, dtypes=frozenset({"bfloat16", "float16"}),
-    devices=frozenset({"cuda", "cpu"}), workloads=FEATURES, source=f"{__name__}:_mla",
+    devices=frozenset({"cuda", "cpu"}), workloads=WORKLOADS, source=f"{__name__}:_mla",
     availability=functools.partial(triton_availability, min_capability=(8, 0)),
     description=f"Triton MLA decode (absorbed form, --mla): the latent cache read once (latent + RoPE dims scored "
                 f"in one pass, the latent tile reused as V), split-KV, paged; up to {SPLITKV_MAX_QUERIES} queries "

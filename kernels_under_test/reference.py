@@ -2,8 +2,7 @@
 
 from __future__ import annotations
 
-from harness.inputs import FEATURES
-from harness.kernels import KernelRegistry, workload_reference
+from harness.kernels import WORKLOADS, KernelRegistry, workload_reference
 
 __all__ = ["registry"]
 
@@ -17,7 +16,7 @@ registry = KernelRegistry()
     graph_safe=False,
     tolerance="fp64",
     description="attention in fp64 (upcast inputs), row-blocked, one sequence at a time; the gate's reference",
-    workloads=FEATURES,
+    workloads=WORKLOADS,
 )
 def reference_fp64(inputs):
     def launch():

@@ -141,6 +141,8 @@ def burst(
     timed: int = typer.Option(100, help="timed launches"),
     repeats: int = typer.Option(3, help="repeats per kernel x input"),
     idle_s: float = typer.Option(2.0, help="idle before each measurement, seconds"),
+    threads: Optional[int] = typer.Option(None, "--threads", help="torch's CPU threads, recorded with the run (default "
+                                                                 "1 on the CPU; on a GPU torch's own)"),
 ) -> None:
     """Kernel-only timing: device time of every kernel a launch dispatches (profiler trace), after a warm-up."""
     from harness.analysis import BURST_STATUS, aggregate_measurements
@@ -161,7 +163,8 @@ def burst(
                                    seed=shape["seed"]),
             device=device, telemetry=record["telemetry"], results_dir=record["results"], run_name=record["name"],
             into=into, allow_busy=record["allow_busy"], gate=record["gate"], isolation=isolate["isolation"],
-            protocol=BurstProtocol(warmup_launches=warmup, timed_launches=timed, repeats=repeats, idle_s=idle_s),
+            protocol=BurstProtocol(warmup_launches=warmup, timed_launches=timed, repeats=repeats, idle_s=idle_s,
+                                   threads=threads),
         )
         command = _command()
         result = run_burst(config, observer=run_observer(console), command=command)

@@ -141,8 +141,8 @@ def _warn(text: str) -> None:
     _console(stderr=True).print(f"[yellow]warning:[/] {text}", highlight=False)
 
 
-# bench nightly takes every shape, workload and protocol option of bench sustained (README: the options they
-# share); its --until-ci is its own, for its default is the gate's, not off.
+# bench nightly takes every shape, workload and protocol option of bench sustained (docs/output.md: the options every
+# command spells alike); its --until-ci is its own, for its default is the gate's, not off.
 _NIGHTLY_PROTOCOL = {k: v for k, v in PROTOCOL.items() if k != "until_ci"}
 
 

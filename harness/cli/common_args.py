@@ -30,7 +30,7 @@ __all__ = ["console", "fail", "command_line", "SOURCES", "SHAPE", "CAPTURE", "PR
            "fail_on_slowdown_option", "renamed_option", "unresolved_option", "between_runs_option"]
 
 # Off a terminal rich would fold every table to 80 columns (COLUMNS unset), cutting numbers and names; a log
-# has no width, so tables are drawn at their natural width and lines are never wrapped (README: output).
+# has no width, so tables are drawn at their natural width and lines are never wrapped (docs/output.md).
 _LOG_WIDTH = 10_000
 
 
@@ -180,6 +180,9 @@ PROTOCOL = dict(
                                                                    "kernel x input's interval is at most this wide, "
                                                                    "e.g. 0.25% (default: off)")),
     max_repeats=(Optional[int], typer.Option(None, help="cap on repeats under --until-ci (default 10)")),
+    threads=(Optional[int], typer.Option(None, "--threads", help="torch's CPU threads in every process that runs a "
+                                                                 "kernel, recorded with the run (default 1 on the "
+                                                                 "CPU; on a GPU torch's own)")),
     l2=(Optional[str], typer.Option(None, "--l2", help="warm (launches back to back on one copy of the inputs; the "
                                                        "default) or cold (launches rotate through copies of the "
                                                        "inputs larger than twice the L2; nothing flushed, so no flush "
@@ -195,7 +198,7 @@ RECORD = dict(
 )
 RUN = {**RECORD, "launch": (str, typer.Option("auto", help="auto (a CUDA graph where it captures, else a loop), "
                                                              "graph or loop"))}
-# Where kernels run (`bench sustained`, `bench burst`): README, "Your own kernel".
+# Where kernels run (`bench sustained`, `bench burst`): docs/kernels.md, "Isolation".
 ISOLATE = dict(isolation=(str, typer.Option("auto", help="auto (a kernel named module:function or file.py:function, "
                                                          "or from a plugin, runs in a process of its own; the bundled "
                                                          "kernels in the run's), process (every kernel in its own), "

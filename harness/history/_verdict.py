@@ -3,7 +3,7 @@
 Comparing tonight with one stored baseline is a comparison of two runs: it cannot see how much a figure moves
 from night to night (simulated with harness.analysis's own procedure, a 0.5 % drift between two runs gives
 21-36 % false `slower` at a 0.3 % gate). The nights can. For each figure (time, cycles, clock) on the log
-scale, the last N comparable nights (same machine fingerprint, software and protocol: README, History) give a
+scale, the last N comparable nights (same machine fingerprint, software and protocol: docs/history.md) give a
 mean m and a standard deviation s that holds every source of night-to-night variation, and tonight is expected
 in the prediction interval
 

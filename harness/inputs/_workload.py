@@ -29,11 +29,11 @@ from typing import Any
 
 __all__ = ["lay_out", "paged_cache", "sequences", "Sequence", "valid_rms", "INDEX_TENSORS", "VARLEN_FORMS", "varlen_lengths"]
 
-# The integer tensors of a workload, by the names kernels receive them under (README: plain callables).
+# The integer tensors of a workload, by the names kernels receive them under (docs/workloads.md: what a plain function receives).
 INDEX_TENSORS = ("page_table", "kv_lens", "cu_seqlens_q", "cu_seqlens_kv")
 
 
-# How --varlen states its lengths (README: workloads); `none` is no varlen, for a sweep that includes it.
+# How --varlen states its lengths (docs/workloads.md); `none` is no varlen, for a sweep that includes it.
 VARLEN_FORMS = {
     "uniform": "each sequence's KV length uniform in 1..S_kv (flashinfer's random actual lengths)",
     "uniform:F": "uniform in ceil(F S_kv)..S_kv, 0 < F <= 1",

@@ -26,7 +26,8 @@ from harness.kernels._decode_layout import DECODE_LAYOUTS, DecodeBatch, decode_b
 from harness.kernels._error import ErrorReport, attention_error, kernel_reference_inputs
 from harness.kernels._gate import (GateResult, GateTolerance, compare_declared, declared_tolerance, gate, gate_columns,
                                    gate_tolerance)
-from harness.kernels._kernel import Kernel, Launch
+from harness.kernels._kernel import WORKLOADS, Kernel, Launch
+from harness.kernels._listing import kernel_rows
 from harness.kernels._reference import (MMA_REL_ERROR, Emulation, Numerics, declared_numerics, emulate_declared,
                                         reference_attention, workload_reference)
 from harness.kernels._quant import E4M3_MAX, dequantize, pow2_scale, quantize_e4m3_pow2
@@ -75,6 +76,8 @@ __all__ = [
     "reproducibility",
     "Kernel",
     "Launch",
+    "WORKLOADS",
+    "kernel_rows",
     "KernelRegistry",
     "default_registry",
     "kernel_provenance",

@@ -15,7 +15,7 @@ The calling convention is declared, never guessed from the values:
   bundled FP8 kernels declare it), so the gate compares against attention on the quantized inputs with
   the fp8 tolerance. `quantized_by="harness"` hands the function e4m3 tensors and `q_descale`,
   `k_descale`, `v_descale` floats; `"callable"` hands it the bf16 tensors and times its own quantization.
-- serving workloads (README: "Workloads"): the function receives what it names of `page_table` (or
+- serving workloads (docs/workloads.md, "Workloads"): the function receives what it names of `page_table` (or
   `block_table`, `block_tables`) [B, max_pages] int32, `kv_lens` (or `seq_lens`, vLLM's name, `cache_seqlens`,
   FlashAttention's, or `seqused_k`) [B] int32, `cu_seqlens_q` and `cu_seqlens_k` (or `cu_seqlens_kv`) [B + 1]
   int32, `max_seqlen_q` and `max_seqlen_k` (or `max_seqlen_kv`) ints, `window` (keys a query sees, or None) or
@@ -44,6 +44,7 @@ from dataclasses import dataclass
 from typing import Any, Callable
 
 from harness.errors import ConfigError, KernelError, UnsupportedInputError
+from harness.kernels._callable_names import accepted_keywords, positional_workload_text
 from harness.kernels._callable_spec import LAYOUTS
 from harness.kernels._decode_layout import (DECODE_LAYOUTS, LENGTH_KW, PAGE_TABLE_KW, WORKLOAD_INTS, WORKLOAD_KW,
                                             decode_batch, workload_kwargs)
@@ -148,7 +149,8 @@ class _Convention:
         kws = set(self.workload_kw)
         # sequences of different lengths: packed queries (cu_seqlens_q), or in the decode layout the lengths
         varlen = "cu_seqlens_q" in kws or (self.decode and bool(kws & set(LENGTH_KW)))
-        return frozenset({"decode"} | ({"paged"} if kws & set(PAGE_TABLE_KW) else set())
+        # Dense, S_q < S_kv and MLA's latent cache (v a view of k) arrive as q, k, v alone; the gate judges each.
+        return frozenset({"decode", "mla"} | ({"paged"} if kws & set(PAGE_TABLE_KW) else set())
                          | ({"varlen"} if varlen else set())
                          | ({"window"} if kws & {"window", "window_size"} else set()))
 
@@ -185,9 +187,12 @@ def _convention(fn, what: str, options: dict) -> _Convention:
         set(_DESCALE_KW) if fp8 else set())
     required = [p.name for p in params[3:] if p.default is P.empty and p.kind in (P.POSITIONAL_OR_KEYWORD, P.KEYWORD_ONLY)
                 and p.name not in known]
-    required += [p.name for p in positional[3:] if p.default is P.empty and p.name in known]  # only as keywords
     if required:
-        raise _misfit(what, f"it requires parameter(s) {', '.join(required)} the harness cannot supply")
+        raise _misfit(what, f"it requires parameter(s) {', '.join(required)}, which are not among the names the harness "
+                            f"passes ({accepted_keywords()})")
+    by_position = [p.name for p in positional[3:] if p.default is P.empty and p.name in known]  # passed only by name
+    if by_position:
+        raise KernelError(positional_workload_text(what, by_position, fn_name=getattr(fn, "__name__", "fn")))
     causal_kw = next((n for n in _CAUSAL_KW if n in keywords), None)
     fixed = declared.get("causal")
     # No keyword and nothing declared: what torch SDPA computes when is_causal is not passed. Not a guess the
@@ -311,8 +316,8 @@ def adapt_callable(fn: Callable, *, name: str | None = None, options: dict | Non
     if fp8 is not None and c.decode:
         raise ConfigError(f"Kernel {label!r} declares FP8 inputs and the decode layout: the gate judges FP8 kernels on "
                           f"dense self-attention only.")
-    if fp8 is not None and c.workloads - {"decode"}:
-        raise ConfigError(f"Kernel {label!r} declares FP8 inputs and takes {', '.join(sorted(c.workloads - {'decode'}))}: "
+    if fp8 is not None and c.workloads - {"decode", "mla"}:
+        raise ConfigError(f"Kernel {label!r} declares FP8 inputs and takes {', '.join(sorted(c.workloads - {'decode', 'mla'}))}: "
                           f"the gate judges FP8 kernels on dense self-attention only.")
     extra: dict[str, Any] = {"callable": _source(fn), "layout": c.layout, "gqa": c.gqa,
                              "convention": describe_convention(fn, **options),

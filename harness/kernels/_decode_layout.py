@@ -1,5 +1,6 @@
 """How a kernel receives a serving workload: the workload keywords a plain function names, and the decode layout
-of vLLM and FlashInfer (one query per sequence, per-sequence lengths) for plain functions and factories alike.
+of vLLM and FlashInfer (one query per sequence, per-sequence lengths) for plain functions and factories alike
+(docs/workloads.md, "Workloads": the same for users).
 
 The decode layout (`layout="decode"` or `"decode-bshd"`, `@decode` / `@decode-bshd` after a spec):
 - q [B, Hq, d] (`decode`) or [B, 1, Hq, d] (`decode-bshd`): one query per sequence, a batch of sequences of any

@@ -287,6 +287,7 @@ def gate(kernel, inputs, launch, *, reference=None, check_fresh: bool = True,
     import torch
 
     from harness.kernels._layout import layout_hint
+    from harness.kernels._workload_hint import workload_hint
     from harness.kernels._leak import nan_leak_check
     from harness.kernels._reference import Emulation, declared_numerics
 
@@ -315,11 +316,7 @@ def gate(kernel, inputs, launch, *, reference=None, check_fresh: bool = True,
 
     out, result = launch_and_compare(reference)
     if not result.passed:
-        s = inputs.shape
-        hint = (" With S_q < S_kv the causal mask is aligned to the end of the KV cache (query i at position "
-                "S_kv - S_q + i: FlashAttention's bottom-right convention); torch SDPA's is_causal aligns it to the "
-                "start (top-left) instead." if s.causal and "decode" in s.features() else "")
-        hint += layout_hint(kernel, inputs, out, compare)
+        hint = workload_hint(kernel, inputs, out, compare) + layout_hint(kernel, inputs, out, compare)
         failure = GateFailure(
             f"Kernel {kernel.name!r} failed the correctness gate on {inputs.source} ({inputs.shape.label()}, "
             f"{inputs.dtype}): {result.reason}. Measured: {result.summary()}.{hint} It is not timed."

@@ -5,7 +5,7 @@ from typing import Any, Callable
 
 from harness.errors import UnsupportedInputError
 
-__all__ = ["Kernel", "Launch"]
+__all__ = ["Kernel", "Launch", "MLA", "WORKLOADS"]
 
 Launch = Callable[[], Any]
 """A zero-argument closure that launches the kernel once and returns its output tensor."""
@@ -16,6 +16,13 @@ def _short(dtype: str) -> str:
     from harness.inputs import DTYPES
 
     return min((a for a, n in DTYPES.items() if n == dtype), key=len, default=dtype)
+
+
+# Beyond the shape features (harness.inputs.FEATURES: decode, window, paged, varlen) a kernel declares whether it
+# computes MLA's absorbed form, which a shape asks for with `latent_kv` (--mla): K is one latent KV head and V its
+# first dv dims, a view of K. A kernel that computes MLA only declares extra={"latent_kv_only": True}.
+MLA = ("mla", "MLA's absorbed form (--mla: one latent KV head read as K, its first dv dims as V)")
+WORKLOADS = frozenset({"decode", "window", "paged", "varlen", MLA[0]})  # every workload a kernel may declare
 
 
 def _always_available(device_kind: str) -> str | None:
@@ -30,8 +37,9 @@ class Kernel:
     kernel can run on that kind of device, else a sentence saying what is missing ("needs CUDA sm_90",
     "triton not installed"). `head_dims` is None for any, else the allowed (dqk, dv) pairs.
     `graph_safe` says whether launches may be captured into a CUDA graph. `workloads` names what it computes
-    beyond dense self-attention (`harness.inputs.FEATURES`: "decode", "window", "paged", "varlen"); a shape that
-    asks for another is refused with the flag that asked for it.
+    beyond dense self-attention (`harness.inputs.FEATURES`: "decode", "window", "paged", "varlen"; and "mla", MLA's
+    absorbed form); a shape that asks for another is refused with the flag that asked for it. `computes()` lists
+    them for people (`bench list kernels`).
     """
 
     name: str
@@ -61,9 +69,16 @@ class Kernel:
                              f"{', '.join(sorted(set(DTYPES)))}")
         object.__setattr__(self, "dtypes", frozenset(DTYPES[d] for d in self.dtypes))
         object.__setattr__(self, "workloads", frozenset(self.workloads))
-        unknown = sorted(self.workloads - set(FEATURES))
+        unknown = sorted(self.workloads - set(FEATURES) - {MLA[0]})
         if unknown:
-            raise ValueError(f"kernel {self.name!r} declares unknown workloads {unknown}; known: {sorted(FEATURES)}")
+            raise ValueError(f"kernel {self.name!r} declares unknown workloads {unknown}; known: "
+                             f"{sorted({*FEATURES, MLA[0]})}")
+
+    def computes(self) -> tuple[str, ...]:
+        """What it computes, in a fixed order: dense (self-attention, S_q = S_kv; not for an MLA-only kernel),
+        decode, paged, varlen, window, mla: as declared, and as `check_supports` enforces."""
+        dense = () if self.extra.get("latent_kv_only") else ("dense",)
+        return dense + tuple(w for w in ("decode", "paged", "varlen", "window", MLA[0]) if w in self.workloads)
 
     def unavailable_reason(self, device_kind: str) -> str | None:
         if device_kind not in self.devices:
@@ -109,7 +124,11 @@ class Kernel:
                 f"Kernel {self.name!r} takes the decode layout ({self.extra.get('layout', 'decode')}: one query per "
                 f"sequence, q [B, Hq, d] or [B, 1, Hq, d]); these inputs have {shape.seq_len} queries a sequence. Give "
                 f"--seq-len-q 1 (and the cache with --seq-len-kv).")
-        missing = sorted(shape.features() - self.workloads) if shape is not None else []
+        wanted = (shape.features() | ({MLA[0]} if shape.latent_kv else set())) if shape is not None else set()
+        missing = sorted(wanted - self.workloads)
+        if shape is not None and self.extra.get("latent_kv_only") and not shape.latent_kv:
+            raise UnsupportedInputError(f"Kernel {self.name!r} computes MLA's absorbed form only; give --mla (one "
+                                        f"latent KV head, V its first dv dims).")
         if missing:
             # A plain function declares a workload by naming its keyword: say which one would.
             keywords = {"window": "a `window` (or FlashAttention's `window_size`) keyword",
@@ -119,10 +138,11 @@ class Kernel:
             how = (f" A plain function takes it by naming {' and '.join(named)} in its signature; the harness then "
                    f"passes it." if self.extra.get("callable") and named else "")
             raise UnsupportedInputError(
-                f"Kernel {self.name!r} does not compute {'; '.join(FEATURES[f] for f in missing)}"
+                f"Kernel {self.name!r} does not compute {'; '.join(dict([MLA], **FEATURES)[f] for f in missing)}"
                 + (f"; it takes {', '.join(sorted(self.workloads))}" if self.workloads else
                    "; it computes dense self-attention only") +
-                f".{how} The bundled sdpa-kvcache and triton-splitkv (and reference-fp64) take every workload.")
+                f".{how} The bundled sdpa-kvcache (and reference-fp64) take every workload, triton-splitkv every one "
+                f"but MLA, triton-mla MLA's (`bench list kernels` shows what each computes).")
         reason = self.unavailable_reason(device_kind)
         if reason:
             raise UnsupportedInputError(f"Kernel {self.name!r} cannot run here: {reason}.")

@@ -14,7 +14,7 @@ and the scale format E8M0 (OCP MX v1.0, sec. 5.4.1): an unsigned exponent, 2^(e 
 e = 255 NaN; no zero, no sign.
 
 Rounding (`round_to`) is round-to-nearest, ties to the even code (the code whose last mantissa bit is 0), which
-both specs name as the conversion's rounding. Where a spec leaves a choice, this module chose (README "Low-precision
+both specs name as the conversion's rounding. Where a spec leaves a choice, this module chose (docs/numerics.md "Low-precision
 numerics" says so to users):
 - finite values beyond the largest finite value SATURATE to it (the OFP8 spec's saturating conversion mode, and the
   only behaviour e2m1 can have, having neither Inf nor NaN; the OCP MX conversion of sec. 6.3 clamps likewise);

@@ -2,7 +2,7 @@
 formed and normalized, and how the output is accumulated. A kernel declares one (`Kernel.extra["recipe"]`: a
 bundled name, a `Recipe`, or its dict), and the gate and `bench error` emulate it (harness.numerics._emulate).
 
-The bundled recipes, after the founding documents (README "Low-precision numerics"):
+The bundled recipes, after the founding documents (docs/numerics.md "Low-precision numerics"):
 
 | name | Q, K | V | P | notes |
 |---|---|---|---|---|

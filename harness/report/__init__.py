@@ -21,6 +21,7 @@ from harness.report._export import (
     sustained_figures,
     write_figures,
 )
+from harness.report._machine import MACHINE_SCHEMA, MACHINE_SCHEMA_VERSION, machine_document
 from harness.report._live import LineObserver, LiveView, measurement_line, run_observer
 from harness.report._markdown import (
     Figure,
@@ -52,6 +53,9 @@ __all__ = [
     "in_model_comparison_table",
     "in_model_figures",
     "in_model_comparison_figures",
+    "MACHINE_SCHEMA",
+    "MACHINE_SCHEMA_VERSION",
+    "machine_document",
     "HISTORY_MARKER",
     "history_figures",
     "history_markdown",

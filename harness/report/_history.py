@@ -1,7 +1,7 @@
 """A history's tables (terminal, Markdown, HTML), its PR comment / step summary, and its figures as JSON/CSV.
 
 The PR Markdown begins with a hidden marker (`HISTORY_MARKER`), so a workflow can find its own comment and edit
-it in place instead of adding one a night (README: the Actions snippet). It stays under GitHub's 65,536
+it in place instead of adding one a night (docs/history.md: In a pull request). It stays under GitHub's 65,536
 characters a comment: past `MAX_MARKDOWN` the older change points are left out, and it says so.
 """
 

@@ -9,13 +9,14 @@ True
 from __future__ import annotations
 
 import base64
+import dataclasses
 import html as _html
 from dataclasses import dataclass
 from pathlib import Path
 
 from harness.report._markdown import Figure, Section, render_markdown, run_sections
 
-__all__ = ["Report", "build_report", "per_gpu_view", "render_html", "write_report", "report_header"]
+__all__ = ["Report", "build_report", "per_gpu_view", "render_html", "write_report", "report_header", "verdict_first"]
 
 _CSS = """
 body{font-family:system-ui,-apple-system,"Segoe UI",sans-serif;margin:24px auto;max-width:1320px;color:#222;
@@ -29,6 +30,7 @@ td.num,th.num{text-align:right;font-variant-numeric:tabular-nums;white-space:now
 .banner{background:#fff3cd;border:1px solid #e0c36c;padding:8px 12px;margin:10px 0}
 .header{color:#444;font-size:13px}img{max-width:100%;border:1px solid #eee}.scroll{overflow-x:auto}
 td:first-child,td.key{white-space:nowrap}td.prose,th.prose{min-width:16em}
+ul.points{margin:4px 0 10px;padding-left:22px}ul.points li{margin:3px 0}
 
 """
 
@@ -90,8 +92,6 @@ def report_header(summary) -> str:
 def per_gpu_view(run):
     """A run measured on several GPUs with each kernel named `kernel @ <bus id>`, so repeats are counted per GPU
     (a GPU is not a repeat) and every figure draws each GPU in its own colour. A one-GPU run comes back as is."""
-    import dataclasses
-
     import polars as pl
 
     from harness.results import with_gpu
@@ -180,15 +180,27 @@ def _add_check_sections(run, summary, sections: list[Section]) -> None:
         sections.insert(titles.index("Burst vs sustained") + 1 if "Burst vs sustained" in titles else -1, gap)
     titles = [s.title for s in sections]
     if summary.inputs.rows and "Inputs compared: B relative to A" in titles:
-        import dataclasses
-
         from harness.analysis import explain_comparison
 
         i = titles.index("Inputs compared: B relative to A")
-        words = " ".join(explain_comparison(summary.inputs).sentences)  # one run: no provenance to warn about
-        sections[i] = dataclasses.replace(sections[i], text=f"{sections[i].text} In words: {words}")
+        words = tuple(explain_comparison(summary.inputs).sentences)  # one run: no provenance to warn about
+        sections[i] = dataclasses.replace(sections[i], text=f"{sections[i].text} In words, one row each:", points=words)
     if sections and sections[-1].title == "Provenance":
         sections[-1] = provenance_section(summary.info)
+
+
+def verdict_first(table):
+    """A comparison table (its last column the verdict) with the verdict moved right after the key columns (kernel,
+    inputs), so a 1400 px window shows it without scrolling; the figures follow, scrolled where the page is narrower.
+    The terminal and Markdown keep the verdict last, where a gate's line follows it. Other tables come back as is."""
+    cols = table.columns
+    if not cols or not cols[-1].startswith("verdict"):
+        return table
+    at = table.left
+    order = [*range(at), len(cols) - 1, *range(at, len(cols) - 1)]
+    return dataclasses.replace(table, columns=tuple(cols[i] for i in order),
+                               rows=tuple(tuple(r[i] for i in order) for r in table.rows), left=at + 1,
+                               text_tail=max(0, table.text_tail - 1), prose_columns=(*table.prose_columns, cols[-1]))
 
 
 def render_html(title: str, header: str, sections: list[Section]) -> str:
@@ -204,7 +216,9 @@ def render_html(title: str, header: str, sections: list[Section]) -> str:
         out.append(f"<h2 id='s{i}'>{e(s.title)}</h2>")
         if s.text:
             out.append(f"<p>{e(s.text)}</p>")
-        out += [t.to_html() for t in s.tables]
+        if s.points:
+            out.append("<ul class='points'>" + "".join(f"<li>{e(p)}</li>" for p in s.points) + "</ul>")
+        out += [verdict_first(t).to_html() for t in s.tables]
         for f in s.figures:
             data = base64.b64encode(f.png).decode("ascii")
             out.append(f"<figure><img alt='{e(f.title)}' src='data:image/png;base64,{data}'>"

@@ -98,6 +98,8 @@ class ReportTable:
         # in a wide table otherwise. Prose among them (a provenance value) may.
         def key(i):
             prose = self.columns[i] in PROSE or self.columns[i] in self.prose_columns
+            if self.columns[i] in self.prose_columns:  # named prose among the keys (a verdict moved forward)
+                return ' class="prose"'
             return ' class="key"' if i > 0 and not prose else ''
 
         cls = [' class="prose"' if i >= len(self.columns) - self.text_tail else key(i) if self._left(i) else ' class="num"'
@@ -125,6 +127,7 @@ class Section:
     text: str = ""
     tables: tuple[ReportTable, ...] = ()
     figures: tuple[Figure, ...] = field(default=())
+    points: tuple[str, ...] = ()  # one sentence per row (the verdicts in words): a list, one item each
 
 
 def _methods(cmp) -> str:
@@ -378,11 +381,11 @@ def run_sections(summary, *, figures: dict | None = None, read_roof=None) -> lis
     if summary.kernels is not None and summary.kernels.rows:
         from harness.analysis import explain_comparison
 
-        words = " ".join(explain_comparison(summary.kernels).sentences)
         sections.append(Section(
             title="Kernels compared: B relative to A",
             text=("Each pair ran in turn in every repeat of one configuration, its order rotated, so the "
-                  f"comparison pairs them by repeat. In words: {words}"),
+                  "comparison pairs them by repeat. In words, one row each:"),
+            points=tuple(explain_comparison(summary.kernels).sentences),
             tables=tuple(comparison_tables(summary.kernels, title="Decomposition: time = cycles / clock")),
         ))
     sections.append(Section(
@@ -415,6 +418,8 @@ def render_markdown(title: str, header: str, sections: list[Section], *, image_p
         out += [f"## {s.title}", ""]
         if s.text:
             out += [s.text, ""]
+        if s.points:
+            out += [f"- {p}" for p in s.points] + [""]
         for t in s.tables:
             out += [t.to_markdown(), ""]
         for f in s.figures:

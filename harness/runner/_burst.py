@@ -52,6 +52,9 @@ class BurstConfig:
         from harness.config import check_isolation
 
         check_isolation(self.isolation)
+        from harness.config import with_cpu_threads
+
+        object.__setattr__(self, "protocol", with_cpu_threads(self.protocol, self.device))
         object.__setattr__(self, "results_dir", Path(self.results_dir).absolute())
         if self.into is not None:
             object.__setattr__(self, "into", Path(self.into).absolute())

@@ -27,7 +27,10 @@ def _load(start: dict, on_limit):
     """The kernel, imported here under a watchdog of its own; failures are the run's set-up paragraph."""
     from pathlib import Path
 
-    import torch  # noqa: F401  (the harness's own import is not the kernel's: paid before the limit starts)
+    import torch  # (the harness's own import is not the kernel's: paid before the limit starts)
+
+    if start["protocol"].get("threads") is not None:  # as the run's own process (runner._setup.apply_threads)
+        torch.set_num_threads(int(start["protocol"]["threads"]))
 
     from harness.kernels import default_registry
     from harness.runner._endings import Watchdog

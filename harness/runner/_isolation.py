@@ -3,7 +3,7 @@
 asv's rule, applied per kernel: the code under test runs in a process that does nothing else, and the
 process that records the run never runs it. A kernel named as `module:function` or `file.py:function`,
 or registered by an installed plugin, is imported only in its child (`python -m harness.runner._child`);
-the bundled kernels run in the run's own process unless `--isolation process` (README: isolation).
+the bundled kernels run in the run's own process unless `--isolation process` (docs/kernels.md: Isolation).
 
 One child per kernel serves every configuration of the run (its imports, Triton compiles and CUDA context
 are paid once), blocked on its pipe while other kernels measure, so only one process launches work on

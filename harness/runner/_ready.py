@@ -303,7 +303,7 @@ def _who(kernel, spec) -> str:
 
 
 class InProcess:
-    """A kernel run in the run's own process: the bundled kernels (README: isolation)."""
+    """A kernel run in the run's own process: the bundled kernels (docs/kernels.md: Isolation)."""
 
     where = "in-process"
 

@@ -139,6 +139,7 @@ def set_up_run(config, *, registry=None, device=None, sampler=None, measurer=Non
     setup = RunSetup(kernels=kernels, device=None, ident=None, busy=[], telemetry_name="", sampler=None, hosts=hosts)
     try:
         device = device or open_device(config.device)
+        apply_threads(protocol or config.protocol)
         for spec in config.inputs:
             for k in kernels:
                 k.check_supports(dtype=spec.dtype, head_dim_qk=spec.shape.head_dim_qk,
@@ -162,6 +163,16 @@ def set_up_run(config, *, registry=None, device=None, sampler=None, measurer=Non
     setup.device, setup.ident, setup.busy, setup.telemetry_name = device, ident, busy, telemetry_name
     setup.sampler, setup.contention = sampler, contention
     return setup
+
+
+def apply_threads(protocol) -> None:
+    """torch's CPU threads as the protocol says (`threads`, `--threads`; None: left as they are). Each kernel's own
+    process does the same (runner._child), so every process that runs a kernel runs it on as many threads."""
+    threads = getattr(protocol, "threads", None)
+    if threads is not None:
+        import torch
+
+        torch.set_num_threads(threads)
 
 
 def measure_contention(device) -> dict | None:
@@ -197,9 +208,15 @@ def run_info_row(config, setup: RunSetup, *, command: str, protocol) -> dict:
         "busy_processes_json": to_json([dataclasses.asdict(p) for p in setup.busy]),
         "notes": getattr(config, "notes", ""),
         "contention_json": to_json({"before": setup.contention}) if setup.contention is not None else None,
-        "timing_note": CPU_TIMING_NOTE if ident.kind == "cpu" else None,
+        "timing_note": _cpu_note(protocol) if ident.kind == "cpu" else None,
         "machine_json": to_json(ident.machine()),
     }
+
+
+def _cpu_note(protocol) -> str:
+    threads = getattr(protocol, "threads", None)
+    return CPU_TIMING_NOTE + (f"; torch ran on {threads} CPU thread{'s' if threads != 1 else ''} (--threads)"
+                              if threads is not None else "; torch's own number of CPU threads")
 
 
 def config_row(ci: int, spec, inputs) -> dict:

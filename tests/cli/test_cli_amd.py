@@ -110,7 +110,7 @@ def test_doctor_without_rocm_says_so_plainly(monkeypatch):
         pytest.skip("this PyTorch is a ROCm build")
     monkeypatch.setitem(sys.modules, "amdsmi", None)  # as here: no amdsmi package
     code, out = bench("doctor", "--device", "rocm:0")
-    assert code == 0
+    assert code == 2  # the device named is missing: a CI preflight stops here
     assert "has not run on AMD hardware here" in out
     assert "HIP │ missing │ this PyTorch is not a ROCm build" in out
     assert "amdsmi │ missing │ AMD telemetry needs the amdsmi Python package" in out

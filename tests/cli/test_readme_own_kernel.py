@@ -1,7 +1,8 @@
-"""The README's "Your own kernel" walk-through, run as a reader would: every file it shows is written as shown,
-every `bench` command it shows is run (on the CPU: `--device cpu --quick` and a small shape added, the GPU-only
-sdpa-cudnn swapped for sdpa-cpu, as the section says), and the `inputs` table names exactly the fields a
-factory receives. A README edit that breaks a step fails here."""
+"""The README's "Your own kernel" walk-through (a prefill and a decode example) and its continuation in
+docs/kernels.md and docs/workloads.md, run as a reader would: every file they show is written as shown, every
+`bench` command they show is run (on the CPU: `--device cpu --quick` and a small shape added, the GPU-only
+sdpa-cudnn swapped for sdpa-cpu, as the section says), and the `inputs` table names exactly the fields a factory
+receives. An edit that breaks a step fails here."""
 
 from __future__ import annotations
 
@@ -17,11 +18,14 @@ import pytest
 
 ROOT = Path(__file__).resolve().parents[2]
 README = (ROOT / "README.md").read_text()
-SECTION = README[README.index("## Your own kernel\n"):README.index("### Isolation: your kernel runs")]
+README_SECTION = README[README.index("## Your own kernel\n"):README.index("## Reading the output\n")]
+PAGES = ("docs/kernels.md", "docs/workloads.md")  # the walk-through goes on there
+SECTION = README_SECTION + "".join((ROOT / page).read_text() for page in PAGES)
 BLOCKS = re.findall(r"```(\w+)\n(.*?)```", SECTION, flags=re.S)
-# What "on a CPU" means in the section, plus a small shape so the whole walk-through takes seconds.
+# What "on a CPU" means in the section, plus a small shape and the shortest warm-in and window, so the whole
+# walk-through takes seconds (a CPU never settles; its figures are not the point here, that each step runs is).
 CPU = ["--device", "cpu", "--quick", "--repeats", "1", "--seq-len", "64", "--head-dim", "16", "--dtype", "fp32",
-       "--telemetry", "none"]
+       "--telemetry", "none", "--warmin-cap-s", "0.3", "--window-s", "0.1", "--idle-s", "0"]
 
 
 @pytest.fixture(scope="module")
@@ -59,6 +63,16 @@ COMMANDS = [line for lang, body in BLOCKS if lang == "sh" for line in body.split
 def test_the_section_shows_files_commands_and_the_entry_point():
     langs = [lang for lang, _ in BLOCKS]
     assert langs.count("python") >= 4 and "toml" in langs and len(COMMANDS) >= 4, langs
+
+
+def test_the_readme_itself_shows_a_prefill_and_a_decode_example():
+    files = [body.splitlines()[0] for lang, body in re.findall(r"```(\w+)\n(.*?)```", README_SECTION, flags=re.S)
+             if lang == "python"]
+    assert files == ["# mykern.py", "# mydecode.py"]
+    commands = [line for line in README_SECTION.splitlines() if line.startswith("bench ")]
+    assert any("mykern:attn" in c for c in commands)
+    assert any("mydecode:paged_decode@decode" in c and "--page-size" in c and "--seq-len-q 1" in c for c in commands)
+    assert "def paged_decode(q, k_cache, v_cache, *, block_table, seq_lens" in README_SECTION  # keyword-only
 
 
 @pytest.mark.parametrize("command", COMMANDS)

@@ -130,10 +130,11 @@ def test_causal_only_function_declares_its_mode_and_the_gate_checks_the_claim():
 
 
 def test_required_extra_parameter_is_a_misfit():
-    def needs(q, k, v, window, is_causal=True):
+    def needs(q, k, v, mask, is_causal=True):
         return q
 
-    with pytest.raises(KernelError, match="requires parameter.s. window"):
+    with pytest.raises(KernelError, match=r"requires parameter.s. mask, which are not among the names the harness "
+                                          r"passes \(the causal flag: `is_causal` or `causal`;"):
         adapt_callable(needs)
 
 

@@ -1,6 +1,6 @@
 """The decode kernels (kernels_under_test/decode.py) and a user's decode callable, through the correctness gate
 on every shape kind: sdpa-kvcache here, triton-splitkv in Triton's CPU interpreter in a process of its own, and
-plain callables that receive the page table, lengths and cu_seqlens by keyword (README: "Workloads"), with
+plain callables that receive the page table, lengths and cu_seqlens by keyword (docs/workloads.md: "Workloads"), with
 mutants making the usual mistakes of a decode kernel, each caught."""
 
 from __future__ import annotations
@@ -139,26 +139,31 @@ def _mutant(mistake):
                                   "varlen paged window"])
 def test_a_plain_callable_receives_the_page_table_lengths_and_cu_seqlens_and_passes(kind):
     kernel = adapt_callable(decode_attn, name="decode-attn")
-    assert kernel.workloads == {"decode", "paged", "varlen", "window"}
+    assert kernel.workloads == {"decode", "mla", "paged", "varlen", "window"}
     assert "page_table=..." in kernel.extra["convention"] and "cu_seqlens_q=..." in kernel.extra["convention"]
     x = _inputs("float32", **KINDS[kind])
     assert gate(kernel, x, kernel.prepare(x)).passed
 
 
-@pytest.mark.parametrize("mistake, kind", [
-    ("pages in order", "paged 4"),                   # reads the pool as if pages were never shuffled
-    ("ignores kv lengths", "varlen paged"),          # attends the tail of each last page
-    ("top-left", "decode q3 causal"),                # aligns the causal mask to the start of the cache
-    ("ignores the window", "decode window 5"),
-    ("ignores cu_seqlens", "varlen decode"),         # takes the packed queries as one per sequence
+@pytest.mark.parametrize("mistake, kind, hint", [
+    ("pages in order", "paged 4", "Likely cause, pages unshuffled"),  # reads the pool as if never shuffled
+    ("ignores kv lengths", "varlen paged", "Likely cause, lengths ignored"),  # attends the tail of each last page
+    ("top-left", "decode q3 causal", "Likely cause, causal mask aligned to the start"),
+    ("ignores the window", "decode window 5", "Likely cause, window ignored"),
+    ("ignores cu_seqlens", "varlen decode", None),  # takes the packed queries as one per sequence
 ])
-def test_mutant_decode_kernels_fail_the_gate(mistake, kind):
+def test_mutant_decode_kernels_fail_the_gate_and_the_hint_names_the_mistake(mistake, kind, hint):
     kernel = adapt_callable(_mutant(mistake), name=f"mutant-{mistake}")
     x = _inputs("float32", **KINDS[kind])
     with pytest.raises((GateFailure, RuntimeError)) as e:
         gate(kernel, x, kernel.prepare(x))
+    text = str(e.value)
+    if hint is not None:
+        assert hint in text and text.count("Likely cause") == 1, text
     if mistake == "top-left":
-        assert "bottom-right" in str(e.value)  # the gate names the convention
+        assert "bottom-right" in text  # the gate names the convention
+    else:  # no other mistake here is about the mask's alignment: S_q = 1, or the mask is right
+        assert "bottom-right" not in text and "aligned to the start" not in text, text
 
 
 def test_a_users_decode_function_in_its_own_process_keeps_the_workloads_it_takes(tmp_path):

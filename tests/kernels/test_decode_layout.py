@@ -65,7 +65,7 @@ def flash_decode(q, k_cache, v_cache, *, cache_seqlens, block_table=None, softma
 @pytest.mark.parametrize("kind", SHAPES)
 def test_a_plain_function_in_the_decode_layout_passes_on_every_cache(fn, kind):
     kernel = adapt_callable(fn)
-    assert kernel.workloads == {"decode", "paged", "varlen"} and kernel.extra["queries_per_sequence"] == 1
+    assert kernel.workloads == {"decode", "mla", "paged", "varlen"} and kernel.extra["queries_per_sequence"] == 1
     x = _inputs(**SHAPES[kind])
     kernel.check_supports(dtype="float32", head_dim_qk=16, head_dim_v=16, causal=True, device_kind="cpu", shape=x.shape)
     assert gate(kernel, x, kernel.prepare(x)).passed

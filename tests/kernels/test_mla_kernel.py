@@ -59,7 +59,7 @@ def test_each_mutant_is_caught(lines, mutant):
 
 def test_triton_mla_takes_only_the_latent_layout():
     kernel = default_registry().get("triton-mla")
-    assert kernel.workloads == {"decode", "window", "paged", "varlen"}
+    assert kernel.workloads == {"decode", "window", "paged", "varlen", "mla"}
     x = make_inputs(InputSpec(shape=AttentionShape(batch=1, heads_q=4, heads_kv=2, seq_len=1, seq_len_kv=16,
                                                    head_dim_qk=32), dtype="bfloat16"), device="cpu")
     from kernels_under_test import _triton_mla

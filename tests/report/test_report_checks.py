@@ -139,4 +139,6 @@ def test_header_leaves_unsettled_rows_out_of_the_sustained_count(trace_run):
 def test_inputs_section_says_each_row_in_words():
     rep = build_report(read_run(H200 / "20261130-043508-issue2-b7147a"), figures=False)
     sec = next(s for s in rep.sections if s.title == "Inputs compared: B relative to A")
-    assert "In words: sdpa-cudnn on gaussian:1 (A: gaussian:0.1): B is 1.0 % slower" in sec.text
+    assert sec.text.endswith("In words, one row each:")
+    assert sec.points[0].startswith("sdpa-cudnn on gaussian:1 (A: gaussian:0.1): B is 1.0 % slower")
+    assert len(sec.points) == len(rep.summary.inputs.rows)  # one sentence per row, each an item of its own

@@ -165,7 +165,7 @@ def test_each_broken_kernel_is_recorded_with_its_input_and_stage_and_the_others_
 def test_a_run_that_timed_nothing_says_so(tmp_path):
     res = run_sustained(config(tmp_path, kernels=("raises", "nan-output")), registry=broken)
     # Every kernel x input was attempted, but a run with no figures is `failed`, never `complete` as if fine
-    # (README: How a run ends), in the row on disk and in what the command exports.
+    # (docs/output.md: How a run ends), in the row on disk and in what the command exports.
     assert res.status == "failed" and res.nothing_timed
     info = read_run(res.path).info
     assert info["status"] == "failed" and info["finished_at"]
