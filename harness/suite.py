@@ -257,7 +257,8 @@ def unresolved_policy(text: str | None, *, flag: str = "--unresolved") -> str:
 
 
 def commits_protocol(*, quick: bool, gated: bool, repeats: int | None, until_ci: float | None,
-                     max_repeats: int | None, window_s: float | None, idle_s: float | None) -> SustainedProtocol:
+                     max_repeats: int | None, window_s: float | None, idle_s: float | None,
+                     warmin_cap_s: float | None = None) -> SustainedProtocol:
     """`bench commits`'s protocol: no idle between revisions (COMMITS_IDLE_S), and under a gate a pilot of at least
     MIN_GATE_PILOT interleaved pairs (--quick too: a gate never judges fewer), refused by flag when asked lower."""
     from harness.analysis import MIN_GATE_PILOT
@@ -270,7 +271,8 @@ def commits_protocol(*, quick: bool, gated: bool, repeats: int | None, until_ci:
     if gated and repeats is None:
         repeats = MIN_GATE_PILOT
     return sustained_protocol(quick=quick, repeats=repeats, until_ci=until_ci, max_repeats=max_repeats,
-                              window_s=window_s, idle_s=COMMITS_IDLE_S if idle_s is None else idle_s)
+                              window_s=window_s, warmin_cap_s=warmin_cap_s,
+                              idle_s=COMMITS_IDLE_S if idle_s is None else idle_s)
 
 
 # Seeds torch's generators take (and the gate adds 7919 to one): 64-bit signed, with room to spare.
