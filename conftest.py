@@ -19,6 +19,40 @@ if "torch" in sys.modules:  # imported before this file (a plugin): its pool is 
     sys.modules["torch"].set_num_threads(int(os.environ["OMP_NUM_THREADS"]))
 
 
+def _import_triton_interpreted() -> None:
+    """Off a CUDA GPU the bundled Triton kernels run only in Triton's CPU interpreter, and whether a jit function is
+    interpreted is fixed when it is decorated: triton's own (triton.language's helpers) when triton is imported,
+    the kernels' when their module is. Under pytest-xdist every worker imports every test module while collecting,
+    and any of them may import triton first, so tests/kernels/test_triton_kernels.py found it compiled-mode and
+    skipped itself. Here, before any test module, triton and the kernels' jit modules are imported with
+    TRITON_INTERPRET=1; the variable is then put back as found, so what the harness decides from it at run time
+    (harness.suite: Triton kernels are CPU defaults only under the interpreter) is unchanged. Compiling for a GPU
+    (the SASS tests) happens in subprocesses, which import triton afresh."""
+    import importlib.util
+
+    if importlib.util.find_spec("triton") is None:
+        return
+    import torch
+
+    if torch.cuda.is_available():
+        return
+    saved = os.environ.get("TRITON_INTERPRET")
+    os.environ["TRITON_INTERPRET"] = "1"
+    try:
+        import triton.language  # noqa: F401
+
+        for module in ("_triton_common", "_triton_fp8_pipe", "_triton_decode", "_triton_mla"):
+            importlib.import_module(f"kernels_under_test.{module}")
+    finally:
+        if saved is None:
+            os.environ.pop("TRITON_INTERPRET", None)
+        else:
+            os.environ["TRITON_INTERPRET"] = saved
+
+
+_import_triton_interpreted()
+
+
 # A kernel module that calls sys.exit when imported (tests/runner/test_isolation.py): --doctest-modules must
 # not import it into a test process.
 collect_ignore = ["tests/runner/exits_at_import.py"]

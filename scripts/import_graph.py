@@ -27,7 +27,7 @@ LAYERS = [
     {"analysis"},
     {"runner"},
     {"profiling", "multigpu"},
-    {"report"},
+    {"report", "history"},
     {"commits"},
     {"suite", "doctor", "pytest_plugin"},
     {"cli", "__main__"},

@@ -19,7 +19,7 @@ from harness.errors import ExitCode
 
 __all__ = ["burst", "compare", "report"]
 
-SLOWDOWN_EXIT = int(ExitCode.REGRESSION)  # a slowdown beyond --fail-on-slowdown; bad input exits 2 (common_args.fail)
+SLOWDOWN_EXIT = int(ExitCode.REGRESSION)  # a slowdown beyond --fail-on-slowdown; bad input exits 2 (common_output.fail)
 
 
 @with_options(figures=EXPORT)

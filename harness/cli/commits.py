@@ -21,7 +21,7 @@ from harness.cli.common_args import unresolved_option, with_options
 from harness.errors import ExitCode
 from harness.suite import NIGHTLY_FAIL_ON_SLOWDOWN, NIGHTLY_RESULTS
 
-_COMMITS_PROTOCOL = {**{k: PROTOCOL[k] for k in ("quick", "window_s")}, "idle_s": (Optional[float], typer.Option(
+_COMMITS_PROTOCOL = {**{k: PROTOCOL[k] for k in ("quick", "window_s", "warmin_cap_s")}, "idle_s": (Optional[float], typer.Option(
     None, help="idle before each revision's window, seconds (default 0: the revisions run back to back, so each "
                "window starts from the same hot card)"))}
 
@@ -93,7 +93,8 @@ def commits(
             repo=repo, kernel=kernel, revisions=tuple(revisions), input=spec, device=device,
             telemetry=run["telemetry"], protocol=commits_protocol(
                 quick=protocol["quick"], gated=threshold is not None, repeats=repeats, until_ci=target,
-                max_repeats=max_repeats, window_s=protocol["window_s"], idle_s=protocol["idle_s"]),
+                max_repeats=max_repeats, window_s=protocol["window_s"], warmin_cap_s=protocol["warmin_cap_s"],
+                idle_s=protocol["idle_s"]),
             results_dir=run["results"], launch=run["launch"], gate=run["gate"], allow_dirty=allow_dirty,
             allow_busy=run["allow_busy"], rule=rule, max_time_s=max_time_s,
             width_target=target if until_ci is not None else None,

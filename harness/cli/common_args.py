@@ -1,26 +1,33 @@
-"""What every `bench` command module shares: the console, the one-paragraph error exit, the command line,
-and the options of the commands that take a suite (`sustained`, `error`, `repro`, `burst`, `commits`,
-`nightly`), declared once.
+"""The options of the commands that take a suite (`sustained`, `error`, `repro`, `burst`, `commits`, `nightly`),
+declared once, and what turns them into the suite's arguments.
 
 Options come in groups (sources, shape, capture, protocol, run), each declared once and added to a
 command's signature by `with_options`, so the commands cannot drift apart in a flag's name, default or
 help. Defaults that depend on the device or the workload are `None` here and decided in `harness.suite`.
+What a command prints and how it ends (console, exports, the error exit) is `harness.cli.common_output`,
+whose names this module also exports, so a command module imports both from here.
 """
 
 from __future__ import annotations
 
-import contextlib
 import functools
 import inspect
-import shlex
-import sys
 from pathlib import Path
 from typing import List, Optional
 
 import typer
 
-from harness.cli.paths import check_writable
-from harness.cli.streams import figures_fd, restore_fd1, terminal_console
+from harness.cli.common_output import (
+    command_line,
+    console,
+    export,
+    export_console,
+    fail,
+    need_polars,
+    nothing_timed,
+    reading_runs,
+    stopped,
+)
 from harness.suite import CAPTURES_ROOT, RESULTS_ROOT
 
 __all__ = ["console", "fail", "command_line", "SOURCES", "SHAPE", "CAPTURE", "PROTOCOL", "RECORD", "RUN", "ISOLATE", "EXPORT",
@@ -28,10 +35,6 @@ __all__ = ["console", "fail", "command_line", "SOURCES", "SHAPE", "CAPTURE", "PR
            "with_options", "split_list", "split_ints", "split_sizes", "split_or_none", "export", "export_console", "need_polars", "reading_runs",
            "shape_args", "capture_args", "protocol_of", "suite_inputs", "stopped", "nothing_timed", "split_kernels",
            "fail_on_slowdown_option", "renamed_option", "unresolved_option", "between_runs_option"]
-
-# Off a terminal rich would fold every table to 80 columns (COLUMNS unset), cutting numbers and names; a log
-# has no width, so tables are drawn at their natural width and lines are never wrapped (docs/output.md).
-_LOG_WIDTH = 10_000
 
 
 def split_list(values):
@@ -291,116 +294,6 @@ def with_options(**groups: dict):
     return decorate
 
 
-def console(*, stderr: bool = False):
-    """The console of a command: rich on a terminal, where prose wraps at spaces at the terminal's width; off one
-    (pipe, file, CI log, GITHUB_ACTIONS) tables at their natural width and no line wrapped, so no number or name
-    is cut."""
-    from rich.console import Console
-
-    c = Console(stderr=stderr)
-    if c.is_terminal:
-        return terminal_console(stderr=stderr)
-    return Console(stderr=stderr, width=_LOG_WIDTH, soft_wrap=True)
-
-
-def export_console(export_group: dict):
-    """stdout's console, or stderr's when --json - / --csv - take stdout (refusing both on stdout, and one
-    file for both). With the figures on stdout, everything else printed in this process (a kernel's own
-    prints included) goes to stderr until the figures are written (`export`)."""
-    from harness.errors import ConfigError
-
-    json_out, csv_out = export_group.get("json_out"), export_group.get("csv_out")
-    to_stdout = [flag for flag, value in (("--json", json_out), ("--csv", csv_out)) if value == "-"]
-    if len(to_stdout) > 1:
-        raise ConfigError("--json - and --csv - both ask for stdout; write one of them to a file.")
-    if json_out and csv_out and json_out != "-" and Path(json_out).absolute() == Path(csv_out).absolute():
-        raise ConfigError(f"--json and --csv both name {json_out}: the second would overwrite the first. Give each "
-                          f"its own file.")
-    for flag, value in (("--json", json_out), ("--csv", csv_out)):
-        if value and value != "-":
-            check_writable(flag, Path(value))
-    from harness.report import TABLE_FORMATS
-
-    table_format = export_group.get("table_format", "table")
-    if table_format not in TABLE_FORMATS:
-        raise ConfigError(f"--format {table_format!r}: one of {', '.join(TABLE_FORMATS)} (compact: the same cells "
-                          f"without box lines or captions).")
-    out = console(stderr=bool(to_stdout))
-    out.table_format = table_format  # read by the tables when they are drawn (harness.report, TerminalTable)
-    if to_stdout:
-        # The stream stays referenced here while it is not sys.stdout: a text stream dropped by its last
-        # reference closes the file under it (under typer's CliRunner, its captured stdout).
-        _RESERVED_STDOUT.append(sys.stdout)
-        out._stdout = sys.stdout
-        out._figures_stdout = figures_fd(out) or sys.stdout
-        sys.stdout = sys.stderr
-    return out
-
-
-_RESERVED_STDOUT: list = []
-
-
-def export(out, export_group: dict, doc: dict) -> None:
-    """Write --json / --csv (if asked) and name the files written."""
-    from harness.errors import ResultsError
-    from harness.report import write_figures
-
-    figures_stdout = getattr(out, "_figures_stdout", None)
-    try:
-        written = write_figures(doc, json_path=export_group.get("json_out"), csv_path=export_group.get("csv_out"),
-                                stdout=figures_stdout)
-    except OSError as exc:
-        raise ResultsError(f"Cannot write the figures: {exc}. Give --json/--csv a path in a writable folder, "
-                           f"or - for stdout.") from None
-    finally:
-        restore_fd1(out, figures_stdout)
-        if figures_stdout is not None and sys.stdout is sys.stderr:
-            sys.stdout = getattr(out, "_stdout", figures_stdout)  # the figures are out: stdout is stdout again
-    for path in written:
-        out.print(f"figures: {path}", highlight=False)
-
-
-def need_polars(command: str) -> None:
-    """Analysis commands read runs as polars frames; GPU images may lack it (recording needs only pyarrow)."""
-    import importlib.util
-
-    from harness.errors import ConfigError
-
-    if importlib.util.find_spec("polars") is None:
-        raise ConfigError(f"`bench {command}` reads runs with polars, which is not installed in this Python "
-                          f"({sys.executable}). Install it with `{sys.executable} -m pip install 'polars>=1.0'` "
-                          f"(it is a dependency of this package: `pip install -e .` installs it too); recording "
-                          f"runs (`bench sustained`) needs only pyarrow.")
-
-
-@contextlib.contextmanager
-def reading_runs(command: str, export_group: dict):
-    """The console of a command that reads runs (`export_console`), once polars is known to be there
-    (`need_polars`); a HarnessError in the block prints its paragraph and exits 2 (`fail`)."""
-    from harness.errors import HarnessError
-
-    try:
-        out = export_console(export_group)
-        need_polars(command)
-        yield out
-    except HarnessError as exc:
-        fail(exc)
-
-
-def fail(exc) -> None:
-    """Print a HarnessError's paragraph and exit 2: bad input, never a traceback."""
-    from rich.markup import escape
-
-    # The paragraph is text, not markup: `[project.entry-points."harness.kernels"]` must print as it is.
-    console(stderr=True).print(f"[bold red]error:[/] {escape(str(exc))}", highlight=False)
-    raise typer.Exit(2)
-
-
-def command_line() -> str:
-    """The command as typed, for the run row's provenance."""
-    return " ".join(shlex.quote(a) for a in ["bench", *sys.argv[1:]])
-
-
 def shape_args(shape: dict):
     """The ShapeArgs of a SHAPE group (dtype and seed are not part of the shape)."""
     from harness.suite import ShapeArgs
@@ -450,21 +343,3 @@ def suite_inputs(out, *, sources: dict, shape: dict, capture: dict, files=()):
                            **common)
 
 
-def stopped(out, exc: KeyboardInterrupt) -> int:
-    """Say how a run was stopped (Ctrl-C, SIGTERM, SIGHUP) and return its exit code, 128 + the signal."""
-    from harness.errors import RunStopped
-
-    name, code = (exc.signal_name, 128 + exc.signum) if isinstance(exc, RunStopped) else ("Ctrl-C", 130)
-    out.print(f"[yellow]stopped by {name}: finished measurements are kept; the run is marked incomplete.[/]")
-    return code
-
-
-def nothing_timed(out, result) -> None:
-    """A run in which no kernel x input was timed passes nothing: say so and exit RUN_FAILED (4), never 0,
-    and never 1, which CI reads as "slower"."""
-    from harness.errors import ExitCode
-
-    if result.nothing_timed:
-        out.print(f"[bold red]nothing was timed[/] ({result.untimed_summary()}): every kernel x input failed the "
-                  f"gate, errored or timed out; the reasons are above and in the results.", highlight=False)
-        raise typer.Exit(ExitCode.RUN_FAILED)

@@ -66,7 +66,8 @@ def test_unwritable_results_directory(tmp_path):
 
 
 def test_cpu_run_end_to_end(tmp_path):
-    code, out = bench("sustained", *SMALL, "--input", "gaussian:1", "--results", str(tmp_path))
+    code, out = bench("sustained", *SMALL, "--input", "gaussian:1", "--idle-s", "0", "--window-s", "0.1",
+                      "--warmin-cap-s", "0.3", "--results", str(tmp_path))
     assert code == 0, out
     assert "time and clock" in out and "sdpa-cpu" in out and "(complete)" in out
     (run_dir,) = tmp_path.iterdir()

@@ -38,7 +38,8 @@ def _python_bench(*args, **kw):
 @pytest.mark.slow
 def test_a_reader_that_goes_away_stops_the_printing_not_the_run(tmp_path):
     """`bench sustained ... | head -1` ended the run `failed` with exit 1, keeping 1 of 3 measurements."""
-    proc = _python_bench("sustained", *SMALL, "--repeats", "3", "--results", str(tmp_path), stdout=subprocess.PIPE,
+    proc = _python_bench("sustained", *SMALL, "--repeats", "3", "--warmin-cap-s", "0.3", "--results", str(tmp_path),
+                         stdout=subprocess.PIPE,
                          stderr=subprocess.DEVNULL, text=True)
     first = proc.stdout.readline()  # what `head -1` reads, before it exits and closes the pipe
     proc.stdout.close()

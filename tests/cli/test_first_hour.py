@@ -20,7 +20,7 @@ from harness.report import FIGURES_SCHEMA
 ROOT = Path(__file__).resolve().parents[2]
 H200_RUN = ROOT / "tests" / "fixtures" / "h200" / "20261130-043801-smollm2-217172"
 SMALL = ["--device", "cpu", "--quick", "--repeats", "2", "--seq-len", "64", "--heads", "4", "--head-dim", "16",
-         "--dtype", "fp32", "-i", "gaussian:1"]
+         "--dtype", "fp32", "-i", "gaussian:1", "--idle-s", "0", "--window-s", "0.1", "--warmin-cap-s", "0.3"]
 LAYOUT_MISTAKE = '''
 import torch.nn.functional as F
 

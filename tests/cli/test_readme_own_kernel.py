@@ -7,6 +7,7 @@ receives. An edit that breaks a step fails here."""
 from __future__ import annotations
 
 import dataclasses
+import os
 import re
 import shlex
 import subprocess
@@ -41,8 +42,13 @@ def folder(tmp_path_factory):
 
 
 def bench(folder: Path, args: list[str]):
+    # A bare environment, as a reader's shell, but for the suite's one OpenMP thread (conftest.py): with torch's
+    # default of one per CPU, two processes on the 2-CPU machine stall each other at every barrier (a 0.03 ms
+    # launch took 6 ms, and each command 3x as long).
+    env = {"PATH": "/usr/bin:/bin", "COLUMNS": "200", "PYTHONPATH": str(ROOT),
+           "OMP_NUM_THREADS": os.environ.get("OMP_NUM_THREADS", "1")}
     proc = subprocess.run([sys.executable, "-m", "harness.cli", *args], cwd=folder, capture_output=True, text=True,
-                          timeout=240, env={"PATH": "/usr/bin:/bin", "COLUMNS": "200", "PYTHONPATH": str(ROOT)})
+                          timeout=240, env=env)
     return proc.returncode, proc.stdout + proc.stderr
 
 
@@ -50,10 +56,10 @@ def cpu_args(command: str, results: Path) -> list[str]:
     args = shlex.split(command)[1:]
     args = ["sdpa-cpu" if a == "sdpa-cudnn" else a for a in args]
     extra = list(CPU) + ([] if "--heads" in args else ["--heads", "4"])
-    if "--seq-len-kv" in args:  # a decode command: its cache shortened instead of --seq-len given, one input
+    if "--seq-len-kv" in args:  # a decode command: its cache shortened instead of --seq-len given
         args[args.index("--seq-len-kv") + 1] = "64"
         extra = [a for i, a in enumerate(extra) if a != "--seq-len" and (i == 0 or extra[i - 1] != "--seq-len")]
-        extra += [] if "-i" in args else ["-i", "gaussian:1"]
+    extra += [] if "-i" in args else ["-i", "gaussian:1"]  # one input: the second Gaussian takes the same path
     return [*args, *extra, "--results", str(results)]
 
 

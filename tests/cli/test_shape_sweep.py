@@ -11,7 +11,8 @@ from harness.errors import ConfigError
 from harness.suite import ShapeArgs, attention_shape, attention_shapes, input_specs, CaptureArgs
 
 SMALL = ["--device", "cpu", "--quick", "--repeats", "1", "--heads", "4", "--heads-kv", "2", "--head-dim", "16",
-         "--dtype", "fp32", "-i", "gaussian:1", "--telemetry", "none", "-k", "sdpa-kvcache"]
+         "--dtype", "fp32", "-i", "gaussian:1", "--telemetry", "none", "-k", "sdpa-kvcache", "--idle-s", "0",
+         "--window-s", "0.1", "--warmin-cap-s", "0.3"]
 
 
 def bench(*args):

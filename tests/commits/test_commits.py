@@ -14,6 +14,9 @@ from typer.testing import CliRunner
 from harness.cli import app
 from harness.commits import CLOCK_UNKNOWN_BASIS
 
+# Tests whose assertions do not depend on the figures (exit status, design, texts) time 0.1 s windows
+# (`--window-s 0.1`); those that judge a slowdown keep --quick's 0.4 s.
+
 
 def bench(*args):
     result = CliRunner().invoke(app, list(args), env={"COLUMNS": "240"})
@@ -121,7 +124,8 @@ def test_without_polars_the_revisions_are_compared_all_the_same(kernel_repo, qui
 
     monkeypatch.setitem(sys.modules, "polars", None)  # import polars -> ImportError, here only (not the workers)
     code, out = bench("commits", "--repo", str(kernel_repo), "--kernel", "example-attention", *SMALL,
-                      "--repeats", "2", "--results", str(tmp_path), "--json", str(tmp_path / "c.json"), "one", "main")
+                      "--repeats", "2", "--window-s", "0.1", "--results", str(tmp_path), "--json", str(tmp_path / "c.json"),
+                      "one", "main")
     assert code == 0, out
     (row,) = json.loads((tmp_path / "c.json").read_text())["tables"]["revisions"]
     assert row["design"] == "interleaved" and row["interval_method"] == "paired t" and row["repeats_a"] == 2
@@ -130,8 +134,8 @@ def test_without_polars_the_revisions_are_compared_all_the_same(kernel_repo, qui
 @pytest.mark.slow
 def test_two_revisions_of_one_commit_are_an_aa_check_that_never_fails(kernel_repo, quiet_cpu, tmp_path):
     code, out = bench("commits", "--repo", str(kernel_repo), "--kernel", "example-attention", *SMALL,
-                      "--results", str(tmp_path), "--fail-on-slowdown", "0.1%", "--json", str(tmp_path / "c.json"),
-                      "main", "main")
+                      "--window-s", "0.1", "--results", str(tmp_path), "--fail-on-slowdown", "0.1%", "--json",
+                      str(tmp_path / "c.json"), "main", "main")
     assert code == 0, out
     assert "are the same commit" in out and "an A/A check of the noise, and no gate fails on it" in out
     doc = json.loads((tmp_path / "c.json").read_text())

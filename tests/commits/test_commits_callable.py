@@ -105,6 +105,7 @@ def test_inside_a_subfolder_repository(tmp_path, quiet_cpu):
     assert "look 1 after the pilot of 5 pairs" in out and "sequential: look 1 on the pilot's 5 pairs" in out
     protocols = [json.loads(pq_info(r)["protocol_json"]) for r in (tmp_path / "results").iterdir()]
     assert all(p["until_ci"] == 0.4 and p["max_repeats"] == 6 and p["repeats"] == 5 for p in protocols)
+    assert all(p["warmin_cap_s"] == 0.3 for p in protocols)  # --warmin-cap-s (SMALL) reaches each revision's run
     assert "(look 1 of 2) interval" in out or "(look 2 of 2) interval" in out
     assert ("FAIL: 1 slower beyond the 2 % (--fail-on-slowdown 2%) threshold: main (" in out if code == 1 else
             "NOT RESOLVED: " in out) and "uncommitted" not in out

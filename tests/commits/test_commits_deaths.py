@@ -38,7 +38,8 @@ def _break_main(kernel_repo, how: str) -> None:
 
 def _commits(kernel_repo, results):
     res = CliRunner().invoke(app, ["commits", "--repo", str(kernel_repo), "--kernel", "example-attention", *SMALL,
-                                   "--repeats", "1", "--results", str(results), "one", "main"], env={"COLUMNS": "240"})
+                                   "--repeats", "1", "--window-s", "0.1", "--results", str(results), "one", "main"],
+                             env={"COLUMNS": "240"})
     return res.exit_code, " ".join(res.output.split())
 
 

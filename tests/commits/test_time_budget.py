@@ -41,7 +41,7 @@ def test_the_adaptive_stage_ends_at_the_limit_and_says_so(kernel_repo, quiet_cpu
     from harness.cli import app
 
     res = CliRunner().invoke(app, ["commits", "--repo", str(kernel_repo), "--kernel", "example-attention", *SMALL,
-                                   "--repeats", "2", "--until-ci", "0.01%", "--max-repeats", "50",
+                                   "--repeats", "2", "--window-s", "0.1", "--until-ci", "0.01%", "--max-repeats", "50",
                                    "--max-time-s", "0.5", "--results", str(tmp_path), "main", "main"],
                              env={"COLUMNS": "240"})
     out = " ".join(res.output.split())

@@ -12,7 +12,8 @@ from typer.testing import CliRunner
 from harness.cli import app
 
 SMALL = ["--device", "cpu", "--quick", "--seq-len", "32", "--heads", "4", "--heads-kv", "2", "--head-dim", "8",
-         "--dtype", "fp32", "-i", "gaussian:1", "--repeats", "1", "--window-s", "0.2"]
+         "--dtype", "fp32", "-i", "gaussian:1", "--repeats", "1", "--window-s", "0.2", "--idle-s", "0",
+         "--warmin-cap-s", "0.3"]
 USER = '''
 import torch.nn.functional as F
 

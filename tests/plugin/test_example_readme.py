@@ -99,8 +99,10 @@ def test_readme_commands_run_as_written(tmp_path):
             row["time_ns"] *= 0.01
     (saved.parent / "0002_fast.json").write_text(json.dumps(data))
     first = shlex.split(readme_commands()[0])
+    # (0.1 s windows: a run 100x slower than the saved one is as plain in them as in --quick's 0.4 s)
     strict = subprocess.run([sys.executable, *first[1:first.index("--benchmark-autosave")], "--benchmark-compare=0002",
-                             "--benchmark-compare-fail=median:50%", "--sustained-compare-fail=50%"], cwd=here, env=env,
+                             "--benchmark-compare-fail=median:50%", "--sustained-compare-fail=50%",
+                             "--sustained-window-s", "0.1"], cwd=here, env=env,
                             capture_output=True, text=True, timeout=300)
     out = strict.stdout + strict.stderr
     assert strict.returncode != 0 and "Performance has regressed" in out

@@ -11,7 +11,9 @@ import pytest
 pytest_plugins = ["pytester"]
 
 EXAMPLE = Path(__file__).resolve().parents[2] / "examples" / "kernel_repo"
-QUICK = ["--sustained-device", "cpu", "--sustained-quick", "--sustained-repeats", "1", "-p", "no:cacheprovider"]
+# 0.1 s windows: these tests check what the fixture reports and refuses, not its figures.
+QUICK = ["--sustained-device", "cpu", "--sustained-quick", "--sustained-repeats", "1", "--sustained-window-s", "0.1",
+         "-p", "no:cacheprovider"]
 
 
 def _plugin_args() -> list[str]:

@@ -21,7 +21,7 @@ HOSTILE = ("exits_0", "exits_3", "raises_base_exception", "os_exits", "segfaults
            "writes_inputs", "changes_directory", "returns_float64", "binary_stderr", "forges_protocol")
 BASE = ["sustained", "--device", "cpu", "--quick", "--telemetry", "none", "--heads", "2", "--seq-len", "64",
         "--head-dim", "16", "-i", "gaussian:1", "--dtype", "float32", "--repeats", "1", "--idle-s", "0",
-        "--window-s", "0.2"]
+        "--window-s", "0.2", "--warmin-cap-s", "0.3"]  # the tests read rows and texts, not figures
 
 
 @pytest.fixture(scope="module")
