@@ -86,7 +86,10 @@ def _run_job(repo: Path, cache: Path, event: str, run_id: str, *, only_own: bool
     (CPU_ENV on top; the harness is this checkout's, installed in this Python), the cache steps as copies.
     `only_own`: of the `run:` steps, only those whose condition names `event` (the others ran for another event)."""
     job = _job(_workflow())
-    env = {**os.environ, **{k: str(v) for k, v in job["env"].items()}, **CPU_ENV, "PYTHON": sys.executable,
+    # Not the xdist worker's own variables: pytest-benchmark reads PYTEST_XDIST_WORKER as "under xdist" and then
+    # disables every benchmark of the job's pytest step (its JSON came out empty when this suite ran on -n 2).
+    outer = {k: v for k, v in os.environ.items() if not k.startswith("PYTEST_XDIST_")}
+    env = {**outer, **{k: str(v) for k, v in job["env"].items()}, **CPU_ENV, "PYTHON": sys.executable,
            "GITHUB_RUN_ID": run_id, "GITHUB_STEP_SUMMARY": str(repo / "step-summary.md"), "OMP_NUM_THREADS": "1",
            "PYTHONPATH": str(ROOT), "COLUMNS": "200"}
     history = repo / env["BENCH_HISTORY_DIR"]
