@@ -125,10 +125,10 @@ def _guarded(channel: JsonLinesChannel, body) -> int:
 
 def _run_spec(spec: dict, channel: JsonLinesChannel) -> int:
     from harness.devices import check_idle
-    from harness.multigpu._plan import config_from_dict
+    from harness.config import RunConfig
 
     def body() -> int:
-        config = config_from_dict(spec["config"])
+        config = RunConfig.from_dict(spec["config"])
         device = _open(spec["device"], spec.get("device_factory"))
         device = _OrchestratorTolerated(device, orchestrator_pid=spec["orchestrator_pid"])
         busy = check_idle(device, allow_busy=config.allow_busy)
@@ -149,7 +149,7 @@ def _run_spec(spec: dict, channel: JsonLinesChannel) -> int:
 
 
 def _run_job(job_path: Path, task: int, channel: JsonLinesChannel) -> int:
-    from harness.multigpu._plan import config_from_dict
+    from harness.config import RunConfig
 
     def body() -> int:
         from harness.errors import ConfigError
@@ -158,7 +158,7 @@ def _run_job(job_path: Path, task: int, channel: JsonLinesChannel) -> int:
             job = json.loads(Path(job_path).read_text(encoding="utf-8"))
         except (OSError, ValueError) as exc:
             raise ConfigError(f"Cannot read the job file {job_path}: {exc}") from None
-        config, tasks = config_from_dict(job["config"]), job["tasks"]
+        config, tasks = RunConfig.from_dict(job["config"]), job["tasks"]
         if not 0 <= task < len(tasks):
             raise ConfigError(f"Task {task} is outside the job's {len(tasks)} task(s) (0..{len(tasks) - 1}).")
         device = _open(config.device, job.get("device_factory"))

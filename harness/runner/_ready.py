@@ -197,7 +197,7 @@ def ready_kernel(side: KernelSide, measurer, kernel, inputs, guard: InputsGuard,
         on_stage("set-up for timing")
         during = "its set-up for timing"
         with wd.limit(what="its set-up for timing"):
-            if getattr(side.protocol, "l2", "warm") == "cold":  # after the gate, which judged the first copy
+            if side.protocol.l2 == "cold":  # after the gate, which judged the first copy
                 from harness.runner._l2 import cold_launch
 
                 launch = cold_launch(kernel, inputs, launch, device=side.device)
