@@ -5,9 +5,10 @@ Every command that runs kernels on inputs (`bench sustained`, `burst`, `error`, 
 default kernel list, a default sequence length or a protocol override means the same thing everywhere.
 Values are checked with the name of the option a user typed, before anything is allocated or written.
 
-One module per kind of default: `_devices` (device kind, default kernels by device and workload, default S),
-`_shapes` (the shape options and sweeps), `_inputs` (synthetic and captured inputs), `_protocol` (the sustained
-and commits protocols, a run's config), `_verdicts` (verdict rule, gate policy, adaptive target, nightly and
+One module per kind of default: `_devices` (the default device, device kind, default kernels by device and workload,
+default S), `_models` (a model's default layers, S and windows; `bench capture`'s config),
+`_shapes` (the shape options and sweeps), `_inputs` (synthetic and captured inputs), `_protocol` (the sustained,
+burst and commits protocols and configs), `_verdicts` (verdict rule, gate policy, adaptive target, nightly and
 history defaults), `_in_model` (`bench in-model`), `_model_error` (`bench error --model`), `_checks` (seeds, sizes and times above 0).
 Other packages import from `harness.suite` only.
 
@@ -21,12 +22,24 @@ Other packages import from `harness.suite` only.
 from harness.config import RESULTS_ROOT
 from harness.suite._checks import SEED_LIMIT, check_seed
 from harness.suite._devices import (
+    DEFAULT_DEVICE,
+    DEVICE_HELP,
     default_kernels,
     default_seq_len,
     device_kind,
     kernel_specs,
     machine_device,
+    run_device,
     workload_kernels,
+)
+from harness.suite._models import (
+    CAPTURE_DEVICE,
+    CAPTURE_SEQ_LEN,
+    CAPTURE_WINDOWS,
+    MainJob,
+    capture_config,
+    default_layers,
+    main_job_defaults,
 )
 from harness.suite._inputs import (
     BURST_INPUTS,
@@ -43,6 +56,12 @@ from harness.suite._in_model import IN_MODEL_LAUNCH_TIMEOUT_S, IN_MODEL_PASS_S, 
 from harness.suite._model_error import FLOOR_KERNELS, model_error_config, model_error_kernels
 from harness.suite._protocol import (
     ADAPTIVE_PILOT,
+    BURST_DEFAULTS,
+    PROTOCOL_DEFAULTS,
+    QUICK_DEFAULTS,
+    burst_config,
+    burst_protocol,
+    commits_config,
     COMMITS_IDLE_S,
     COMMITS_INPUT,
     MAX_REPEATS,
@@ -74,6 +93,22 @@ from harness.suite._verdicts import (
 )
 
 __all__ = [
+    "DEFAULT_DEVICE",
+    "DEVICE_HELP",
+    "run_device",
+    "PROTOCOL_DEFAULTS",
+    "QUICK_DEFAULTS",
+    "BURST_DEFAULTS",
+    "burst_protocol",
+    "burst_config",
+    "commits_config",
+    "CAPTURE_DEVICE",
+    "CAPTURE_SEQ_LEN",
+    "CAPTURE_WINDOWS",
+    "MainJob",
+    "capture_config",
+    "default_layers",
+    "main_job_defaults",
     "CAPTURES_ROOT",
     "SEED_LIMIT",
     "check_seed",

@@ -9,10 +9,11 @@ from typing import Sequence
 
 from harness.errors import ConfigError
 from harness.suite._checks import check_seed, positive
-from harness.suite._devices import device_kind, kernel_specs
-from harness.suite._inputs import DEFAULT_TEXT, CaptureArgs, captured_specs
+from harness.suite._devices import kernel_specs
+from harness.suite._inputs import CaptureArgs, captured_specs
+from harness.suite._models import DEFAULT_TEXT, main_job_defaults
 from harness.suite._protocol import sustained_config, sustained_protocol
-from harness.suite._shapes import ShapeArgs
+from harness.suite._shapes import ShapeArgs, seq_lens
 from harness.suite._verdicts import until_ci
 
 __all__ = ["IN_MODEL_PASS_S", "IN_MODEL_LAUNCH_TIMEOUT_S", "in_model_job"]
@@ -36,7 +37,7 @@ def in_model_job(*, model: str, kernels: Sequence[str], reference: str | None, d
     and the isolated run: `isolated` names a run (a directory, run id or --name under `results`), "none" for none, or
     (None) it is timed first: the same kernels on the captured layer (--layer, default the model's middle layer;
     captured first where missing), no controls."""
-    from harness.capture import main_job_defaults, resolve_model
+    from harness.capture import resolve_model
     from harness.runner import InModelConfig, InModelJob
 
     if capture.controls:
@@ -52,11 +53,8 @@ def in_model_job(*, model: str, kernels: Sequence[str], reference: str | None, d
                           f"give one --layer (the in-model run puts the kernel in every layer anyway).")
     spec = resolve_model(model)
     job = main_job_defaults(model, device)
-    s, s_q, s_kv = (shape.one(n) for n in ("seq_len", "seq_len_q", "seq_len_kv"))
-    if s is not None and s_kv is not None:
-        raise ConfigError("--seq-len and --seq-len-kv both give the tokens per window: give --seq-len-kv (with "
-                          "--seq-len-q for a decode step), or --seq-len alone.")
-    s_kv = s_kv or s or (min(8192, spec.max_positions) if device_kind(device) != "cpu" else job.seq_len)
+    s_q = shape.one("seq_len_q")
+    _, s_kv = seq_lens(shape.one("seq_len"), s_q, shape.one("seq_len_kv"), default=job.seq_len)
     positive(s_kv, "--seq-len")
     positive(s_q, "--seq-len-q")
     windows = capture.windows if capture.windows is not None else job.windows

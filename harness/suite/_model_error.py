@@ -9,7 +9,8 @@ from typing import Sequence
 from harness.errors import ConfigError
 from harness.suite._checks import positive
 from harness.suite._devices import device_kind, kernel_specs
-from harness.suite._inputs import DEFAULT_TEXT, CaptureArgs
+from harness.suite._inputs import CaptureArgs
+from harness.suite._models import DEFAULT_TEXT, default_layers
 from harness.suite._shapes import ShapeArgs
 
 __all__ = ["FLOOR_KERNELS", "model_error_kernels", "model_error_config"]
@@ -69,8 +70,6 @@ def model_error_config(*, model: str, device: str, shape: ShapeArgs, capture: Ca
     elif capture.layers:
         layers = tuple(capture.layers)
     else:
-        from harness.capture import default_layers
-
         layers = default_layers(spec.num_layers) if device_kind(device) == "cpu" else tuple(range(spec.num_layers))
     n = documents or defaults["documents"]
     return ModelErrorConfig(

@@ -1,18 +1,26 @@
 """The protocol of a run (the sustained protocol's defaults, or --quick's, with the options on top), the RunConfig of a
-sustained run, and `bench commits`'s protocol and input."""
+sustained run, the BurstConfig of `bench burst`, and `bench commits`'s protocol, input and CommitsConfig."""
 
 from __future__ import annotations
 
 from typing import Sequence
 
-from harness.config import RunConfig, SustainedProtocol
+from harness.config import BurstConfig, BurstProtocol, RunConfig, SustainedProtocol
 from harness.errors import ConfigError
-from harness.inputs import InputSpec
+from harness.inputs import AttentionShape, InputSpec
 from harness.suite._checks import positive
 from harness.suite._devices import kernel_specs
+from harness.suite._inputs import BURST_INPUTS, synthetic_specs
 
-__all__ = ["MAX_REPEATS", "ADAPTIVE_PILOT", "COMMITS_INPUT", "COMMITS_IDLE_S", "sustained_protocol", "sustained_config",
-           "commits_protocol"]
+__all__ = ["MAX_REPEATS", "ADAPTIVE_PILOT", "COMMITS_INPUT", "COMMITS_IDLE_S", "PROTOCOL_DEFAULTS", "QUICK_DEFAULTS",
+           "BURST_DEFAULTS", "sustained_protocol", "sustained_config", "commits_protocol", "commits_config",
+           "burst_protocol", "burst_config"]
+
+
+# The protocols' own values (harness.config's dataclass fields): what help texts and docs quote, never retyped.
+PROTOCOL_DEFAULTS = SustainedProtocol()
+QUICK_DEFAULTS = SustainedProtocol.quick()
+BURST_DEFAULTS = BurstProtocol()
 
 
 # `--until-ci`: the cap on repeats, and the pilot whose spread (pilot - 1 df) sets how many: a pilot of 3
@@ -93,3 +101,38 @@ def sustained_config(*, kernels: Sequence[str] = (), inputs: Sequence[InputSpec]
     """The RunConfig of a sustained run: the named kernels, or the defaults for the device and the inputs' workload."""
     return RunConfig(kernels=kernel_specs(kernels, device=device, shapes=[i.shape for i in inputs]),
                      inputs=tuple(inputs), device=device, protocol=protocol, **settings)
+
+
+def commits_config(*, repo, kernel: str, revisions: Sequence[str], source: str | None, shape: AttentionShape,
+                   dtype: str, seed: int, device: str, protocol: SustainedProtocol, layout: str | None = None,
+                   gqa: str | None = None, **settings):
+    """The CommitsConfig of `bench commits` / `bench bisect`: one kernel (with --layout / --gqa applied) on one input
+    (`source`, default COMMITS_INPUT) at `shape`, every revision alike."""
+    from harness.commits import CommitsConfig
+
+    (kernel,) = kernel_specs([kernel], device=device, layout=layout, gqa=gqa)
+    (spec,) = synthetic_specs([COMMITS_INPUT if source is None else source], shape=shape, dtype=dtype, seed=seed)
+    return CommitsConfig(repo=repo, kernel=kernel, revisions=tuple(revisions), input=spec, device=device,
+                         protocol=protocol, **settings)
+
+
+def burst_protocol(*, warmup: int | None = None, timed: int | None = None, repeats: int | None = None,
+                   idle_s: float | None = None, threads: int | None = None) -> BurstProtocol:
+    """`bench burst`'s protocol: BurstProtocol's defaults (BURST_DEFAULTS) with the options given on top, refused by
+    flag when out of range."""
+    for flag, value, zero_ok in (("--warmup", warmup, True), ("--timed", timed, False), ("--repeats", repeats, False),
+                                 ("--idle-s", idle_s, True), ("--threads", threads, False)):
+        positive(value, flag, allow_zero=zero_ok)
+    return BurstProtocol(**{k: v for k, v in dict(warmup_launches=warmup, timed_launches=timed, repeats=repeats,
+                                                  idle_s=idle_s, threads=threads).items() if v is not None})
+
+
+def burst_config(*, kernels: Sequence[str], sources: Sequence[str] | None, shape: AttentionShape, dtype: str, seed: int,
+                 device: str, protocol: BurstProtocol, layout: str | None = None, gqa: str | None = None,
+                 **settings) -> BurstConfig:
+    """The BurstConfig of `bench burst`: the named kernels (or the device's for the workload) on `sources` (default
+    BURST_INPUTS) at `shape`."""
+    return BurstConfig(kernels=kernel_specs(kernels, device=device, layout=layout, gqa=gqa, shapes=[shape]),
+                       inputs=synthetic_specs(BURST_INPUTS if not sources else sources, shape=shape, dtype=dtype,
+                                              seed=seed),
+                       device=device, protocol=protocol, **settings)
