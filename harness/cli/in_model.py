@@ -54,11 +54,11 @@ def in_model(
             raise ConfigError("`bench in-model` needs --model (see `bench list models`; e.g. --model smollm2-135m, or "
                               "--model qwen3-8b --random-weights).")
         from harness.capture import capture_progress
-        from harness.suite import in_model_job
+        from harness.suite import in_model_job, run_device
 
         with capture_progress(out) as progress:
             job = in_model_job(
-                model=capture["model"], kernels=sources["kernel"], reference=reference, device=sources["device"],
+                model=capture["model"], kernels=sources["kernel"], reference=reference, device=run_device(sources["device"]),
                 shape=shape_args({k: shape[k] for k in ("seq_len", "seq_len_q", "seq_len_kv")}),
                 capture=capture_args({"control": None, "capture_device": None, "allow_random_weights": False, **capture}),
                 protocol_options=protocol,

@@ -99,7 +99,7 @@ def _model_error(suite: dict, *, json_path, documents, floor, all_layers, result
     from harness.errors import HarnessError
     from harness.kernels import resolve_kernels
     from harness.report import MODEL_ERROR_NOTE, model_error_table
-    from harness.suite import model_error_config, model_error_kernels
+    from harness.suite import model_error_config, model_error_kernels, run_device
 
     out = console()
     src = suite["sources"]
@@ -110,7 +110,8 @@ def _model_error(suite: dict, *, json_path, documents, floor, all_layers, result
             raise ConfigError("--input names synthetic inputs, but `bench error --model` runs the model over its "
                               "documents. Drop --input.")
         _check_writable(json_path)
-        names, floor_name = model_error_kernels(src["kernel"], device=src["device"], floor=floor, layout=src["layout"],
+        device = run_device(src["device"])
+        names, floor_name = model_error_kernels(src["kernel"], device=device, floor=floor, layout=src["layout"],
                                                 gqa=src["gqa"], reference=reference)
         kernels = resolve_kernels(names)
         try:
@@ -121,7 +122,7 @@ def _model_error(suite: dict, *, json_path, documents, floor, all_layers, result
             raise ConfigError(f"--floor {floor_name!r} (the second correct BF16 kernel the others are read against): "
                               f"{exc}") from None
         ref_kernel = resolve_kernels([reference])[0] if reference else None
-        config = model_error_config(model=suite["capture"]["model"], device=src["device"], shape=shape_args(suite["shape"]),
+        config = model_error_config(model=suite["capture"]["model"], device=device, shape=shape_args(suite["shape"]),
                                     capture=capture_args(suite["capture"]), documents=documents, all_layers=all_layers,
                                     results=results, name=name, command=command_line(), reference=reference,
                                     per_layer=per_layer)
@@ -189,10 +190,10 @@ def repro(
 def _setup(out, suite: dict):
     """Kernels first (an unknown name is refused before any capture), then inputs, then the device."""
     from harness.kernels import resolve_kernels, set_up_survey
-    from harness.suite import kernel_specs
+    from harness.suite import kernel_specs, run_device
 
     src = suite["sources"]
-    device = src["device"]
+    device = run_device(src["device"])
     if not src["kernel"]:  # the defaults follow the inputs' workload (decode, paged, ...): inputs first
         specs = suite_inputs(out, **suite)
         kernels = resolve_kernels(kernel_specs((), device=device, shapes=[s.shape for s in specs]))

@@ -12,7 +12,7 @@ import typer
 
 from harness.cli.common_args import PROTOCOL, RECORD, command_line as _command, console as _console, fail as _fail
 from harness.cli.common_args import protocol_of, split_list, with_options
-from harness.suite import RESULTS_ROOT
+from harness.suite import DEVICE_HELP, RESULTS_ROOT
 
 _PEAKS_PROTOCOL = {k: PROTOCOL[k] for k in ("quick", "repeats", "window_s", "warmin_cap_s", "idle_s")}
 
@@ -63,7 +63,7 @@ def peaks(
     kernel: List[str] = typer.Option([], "--kernel", "-k", callback=split_list,
                                      help="peak kernels (repeatable or comma-separated; default: all; see --list)"),
     list_: bool = typer.Option(False, "--list", help="list the peak kernels and exit"),
-    device: str = typer.Option("cuda:0", help="cuda:N or cuda:<PCI bus id>"),
+    device: Optional[str] = typer.Option(None, help=DEVICE_HELP),
     telemetry: str = typer.Option("auto", help="auto (the device's own), nvml, none"),
     results: Path = typer.Option(RESULTS_ROOT, help="results root directory (the peaks run goes here)"),
     name: str = typer.Option("peaks", help="a name for the run id"),
@@ -82,6 +82,7 @@ def peaks(
     from harness.errors import HarnessError
     from harness.profiling import peak_registry, run_peaks
     from harness.report import peaks_table, run_observer
+    from harness.suite import run_device
 
     console = _console()
     try:
@@ -92,7 +93,7 @@ def peaks(
                 console.print(f"{k.name:24} {k.extra['unit']:5} {k.description}", highlight=False)
             return
         command = _command()
-        result = run_peaks(kernels=tuple(kernel), device=device, telemetry=telemetry, protocol=protocol_of(protocol),
+        result = run_peaks(kernels=tuple(kernel), device=run_device(device), telemetry=telemetry, protocol=protocol_of(protocol),
                            results_dir=results, run_name=name, registry=registry, into=list(into), allow_busy=allow_busy,
                            observer=run_observer(console), command=command)
     except HarnessError as exc:

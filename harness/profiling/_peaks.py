@@ -291,7 +291,7 @@ class PeaksResult:
         return roofs_from_peaks(self.rows)
 
 
-def run_peaks(*, kernels: Sequence[str] = (), device: str = "cuda:0", telemetry: str = "auto", protocol=None,
+def run_peaks(*, device: str, kernels: Sequence[str] = (), telemetry: str = "auto", protocol=None,
               results_dir: Path = Path("results"), run_name: str = "peaks", registry: KernelRegistry | None = None,
               into: Path | Sequence[Path] | None = None, allow_busy: bool = False, observer=None, command: str = "",
               check_warm_s: float = 1.0) -> PeaksResult:

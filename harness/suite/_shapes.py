@@ -12,7 +12,7 @@ from harness.inputs import AttentionShape
 from harness.suite._checks import positive
 from harness.suite._devices import default_seq_len
 
-__all__ = ["SHAPE_DEFAULTS", "ShapeArgs", "seq_lens", "MLA_DIMS", "attention_shape", "attention_shapes", "nightly_shape", "nightly_shape_args",
+__all__ = ["NIGHTLY_HEADS", "SHAPE_DEFAULTS", "ShapeArgs", "seq_lens", "MLA_DIMS", "attention_shape", "attention_shapes", "nightly_shape", "nightly_shape_args",
            "off_value"]
 
 
@@ -21,13 +21,13 @@ SHAPE_DEFAULTS = dict(batch=1, heads=32, head_dim=128, causal=True)
 
 # The nightly job's synthetic suite: grouped-query attention (32 query heads over 8 KV heads), the layout
 # of the 7-8B models it stands in for.
-_NIGHTLY_HEADS = (32, 8)
+NIGHTLY_HEADS = (32, 8)
 
 
 def nightly_shape(device: str, *, seq_len: int | None = None, heads=None, heads_kv=None) -> AttentionShape:
     """The nightly job's synthetic shape on this device: 32/8 heads unless --heads / --heads-kv say otherwise
     (--heads alone: Hkv = Hq, as in `bench sustained`)."""
-    hq, hkv = _NIGHTLY_HEADS
+    hq, hkv = NIGHTLY_HEADS
     if heads is not None and heads_kv is None:
         hkv = None
     return attention_shape(ShapeArgs(heads=hq if heads is None else heads, heads_kv=hkv if heads_kv is None else heads_kv,
@@ -38,7 +38,7 @@ def nightly_shape_args(args: "ShapeArgs") -> "ShapeArgs":
     """The shape options of `bench nightly` on synthetic inputs: `bench sustained`'s, with the nightly suite's 32 / 8
     heads where neither --heads nor --heads-kv (nor --mla) was given."""
     if args.heads is None and args.heads_kv is None and not args.mla:
-        return dataclasses.replace(args, heads=_NIGHTLY_HEADS[0], heads_kv=_NIGHTLY_HEADS[1])
+        return dataclasses.replace(args, heads=NIGHTLY_HEADS[0], heads_kv=NIGHTLY_HEADS[1])
     return args
 
 
