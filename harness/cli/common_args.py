@@ -39,6 +39,7 @@ from harness.suite import (
     DEFAULT_TEXT,
     DEVICE_HELP,
     MAX_REPEATS,
+    MLA_DIMS,
     PROTOCOL_DEFAULTS as _P,
     QUICK_DEFAULTS as _Q,
     RESULTS_ROOT,
@@ -153,9 +154,11 @@ SHAPE = dict(
                                               help="sequences of different KV lengths: uniform (1..S_kv), uniform:F "
                                                    "(F S_kv..S_kv), lengths:L1/L2/... (one per sequence), drawn with "
                                                    f"--seed; none for equal lengths (default){_LIST}")),
-    mla=(bool, typer.Option(False, "--mla", help="DeepSeek-V2/V3 MLA decode in its absorbed form: one latent KV head "
-                                                 "of dqk 576 (512 latent + 64 RoPE), V its first 512 dims (read once); "
-                                                 "--heads default 128 (a TP slice: --heads 16)")),
+    mla=(bool, typer.Option(False, "--mla", help=f"DeepSeek-V2/V3 MLA decode in its absorbed form: one latent KV head "
+                                                 f"of dqk {MLA_DIMS['head_dim_qk']} ({MLA_DIMS['head_dim_v']} latent + "
+                                                 f"{MLA_DIMS['head_dim_qk'] - MLA_DIMS['head_dim_v']} RoPE), V its first "
+                                                 f"{MLA_DIMS['head_dim_v']} dims (read once); "
+                                                 f"--heads default {MLA_DIMS['heads']} (a TP slice: --heads 16)")),
     dtype=(str, typer.Option("bf16", help="bf16, fp16, fp32 or fp8 (e4m3 inputs for FP8 kernels)")),
     seed=(int, typer.Option(0, help="seed of the synthetic inputs")),
 )
@@ -278,10 +281,13 @@ def unresolved_option():
 
 def between_runs_option():
     """`--between-runs-cv`, for the commands that compare separate runs (compare, nightly)."""
-    return typer.Option(None, "--between-runs-cv", help="the coefficient of variation between separate runs of this "
-                                                        "suite (e.g. 0.3%, from A/A nights or bench history); every "
-                                                        "interval between two runs includes it (default: 0.5% on a "
-                                                        "GPU, 5% on a CPU)")
+    from harness.analysis import BETWEEN_RUNS_CV
+
+    return typer.Option(None, "--between-runs-cv", help=f"the coefficient of variation between separate runs of this "
+                                                        f"suite (e.g. 0.3%, from A/A nights or bench history); every "
+                                                        f"interval between two runs includes it (default: "
+                                                        f"{BETWEEN_RUNS_CV['gpu']:.1%} on a GPU, "
+                                                        f"{BETWEEN_RUNS_CV['cpu']:.0%} on a CPU)")
 
 
 def renamed_option(old: str, new: str, old_value, new_value, *, warn):

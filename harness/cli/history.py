@@ -13,6 +13,7 @@ import typer
 from harness.cli.common_args import EXPORT, PROTOCOL, RUN, SHAPE, command_line, export, export_console, fail
 from harness.cli.common_args import fail_on_slowdown_option, protocol_of, shape_args, with_options
 from harness.errors import ExitCode
+from harness.history import MIN_NIGHTS, NIGHTS
 from harness.suite import COMMITS_INPUT, DEVICE_HELP, HISTORY_RECENT, NIGHTLY_FAIL_ON_SLOWDOWN
 
 __all__ = ["history", "bisect"]
@@ -44,7 +45,8 @@ def history(
     fail_on_slowdown: Optional[str] = fail_on_slowdown_option("the last night's kernel x input (against its nights)",
                                                               default=NIGHTLY_FAIL_ON_SLOWDOWN),
     nights: Optional[int] = typer.Option(None, "--history-nights", help="judge the last night against the last N "
-                                                                        "comparable nights (default 10; at least 3)"),
+                                                                        f"comparable nights (default {NIGHTS}; at least "
+                                                                        f"{MIN_NIGHTS})"),
     recent: int = typer.Option(HISTORY_RECENT, "--recent", help="change points of the last N nights in the terminal "
                                                                 "and Markdown (the dashboard shows all)"),
     dashboard_url: Optional[str] = typer.Option(None, "--dashboard-url", help="link the Markdown to the published "

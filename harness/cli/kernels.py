@@ -19,7 +19,7 @@ from rich.markup import escape
 
 from harness.cli.common_args import (CAPTURE, SHAPE, SOURCES, command_line, console, fail, shape_args, split_list,
                                      stopped, suite_inputs, with_options)
-from harness.suite import RESULTS_ROOT
+from harness.suite import FLOOR_KERNELS, MODEL_ERROR_DEFAULTS, RESULTS_ROOT
 
 __all__ = ["error", "repro"]
 
@@ -43,10 +43,12 @@ def error(
     json_path: Optional[Path] = _JSON,
     per_call: bool = typer.Option(False, "--per-call", help="with --model: the error of one attention call on the "
                                                              "model's captured layers, not the model-level KL"),
-    documents: Optional[int] = typer.Option(None, help="--model: documents of --text, one window each (default 24 "
-                                                       "on a GPU, 4 on the CPU)"),
-    floor: Optional[str] = typer.Option(None, help="--model: the second correct BF16 kernel, the noise floor "
-                                                   "(default sdpa-cudnn on CUDA, sdpa-cpu on the CPU)"),
+    documents: Optional[int] = typer.Option(None, help=f"--model: documents of --text, one window each (default "
+                                                       f"{MODEL_ERROR_DEFAULTS['gpu']['documents']} on a GPU, "
+                                                       f"{MODEL_ERROR_DEFAULTS['cpu']['documents']} on the CPU)"),
+    floor: Optional[str] = typer.Option(None, help=f"--model: the second correct BF16 kernel, the noise floor "
+                                                   f"(default {FLOOR_KERNELS['cuda'][0]} on CUDA, "
+                                                   f"{FLOOR_KERNELS['cpu'][0]} on the CPU)"),
     reference: Optional[str] = typer.Option(None, help="--model: a correct BF16 kernel whose model is the reference "
                                                        "instead of fp64 attention (ZYFA's band: KL between the "
                                                        "reference's and the floor's models, upper 95 %)"),

@@ -53,7 +53,7 @@ from harness.suite._inputs import (
     synthetic_specs,
 )
 from harness.suite._in_model import IN_MODEL_LAUNCH_TIMEOUT_S, IN_MODEL_PASS_S, in_model_job
-from harness.suite._model_error import FLOOR_KERNELS, model_error_config, model_error_kernels
+from harness.suite._model_error import FLOOR_KERNELS, MODEL_ERROR_DEFAULTS, model_error_config, model_error_kernels
 from harness.suite._protocol import (
     ADAPTIVE_PILOT,
     BURST_DEFAULTS,
@@ -152,6 +152,7 @@ __all__ = [
     "HISTORY_CONTROL_GEMM",
     "HISTORY_RECENT",
     "FLOOR_KERNELS",
+    "MODEL_ERROR_DEFAULTS",
     "model_error_config",
     "model_error_kernels",
     "verdict_rule",
