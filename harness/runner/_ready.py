@@ -101,7 +101,7 @@ def _checked(launch, inputs, kernel, watchdog: Watchdog, device, *, check_output
     want = inputs.shape.out_shape()
     what = "[1, Hq, total_q, dv] (varlen: sequences packed along S)" if inputs.shape.packed else "[B, Hq, S_q, dv]"
     want_dtype = torch_dtype(kernel.output_dtype or inputs.dtype)
-    asynchronous = getattr(device, "kind", "cpu") in ("cuda", "rocm")
+    asynchronous = device.kind in ("cuda", "rocm")
     calls = [0]
 
     def call():
@@ -249,7 +249,7 @@ def time_kernel(side: KernelSide, measurer, kernel, launch, armed, inputs, guard
 
 
 def _sync(device) -> None:
-    if getattr(device, "kind", "cpu") in ("cuda", "rocm"):
+    if device.kind in ("cuda", "rocm"):
         device.synchronize()
 
 
