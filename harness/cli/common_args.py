@@ -30,7 +30,7 @@ from harness.cli.common_output import (
     stopped,
 )
 from harness.capture import DEFAULT_MODEL, MODELS
-from harness.config import CPU_THREADS
+from harness.config import CPU_THREADS, RunWriting
 from harness.suite import (
     ADAPTIVE_PILOT,
     CAPTURES_ROOT,
@@ -173,7 +173,7 @@ CAPTURE = dict(
     text=(Optional[str], typer.Option(None, help=f"text for --model captures: {DEFAULT_TEXT} (default), "
                                                  f"wikitext2:PATH or a file")),
     weights=(Optional[Path], typer.Option(None, help="model weights for --model (folder or GGUF file)")),
-    captures=(Path, typer.Option(CAPTURES_ROOT, help="captures root directory")),
+    captures=(Optional[Path], typer.Option(None, help=f"captures root directory (default {CAPTURES_ROOT})")),
     windows=(Optional[int], typer.Option(None, help=f"text windows of --model stacked along the batch (default: the "
                                                     f"model's, e.g. {MODELS[DEFAULT_MODEL].gpu_windows} for "
                                                     f"{DEFAULT_MODEL} on a GPU, so a launch reaches the power "
@@ -225,20 +225,26 @@ PROTOCOL = dict(
                                                        "time is timed)")),
 )
 # Where a run is recorded, and what it checks first.
+# None = the config's own default (harness.config.RunSettings / RunWriting, filled in by harness.suite.given_settings).
 RECORD = dict(
-    telemetry=(str, typer.Option("auto", help="auto (the device's own: nvml / amdsmi / host), nvml, amdsmi, host, none")),
-    results=(Path, typer.Option(RESULTS_ROOT, help="results root directory")),
+    telemetry=(Optional[str], typer.Option(None, help=f"auto (the device's own: nvml / amdsmi / host), nvml, amdsmi, "
+                                                      f"host, none (default {RunWriting.telemetry})")),
+    results=(Optional[Path], typer.Option(None, help=f"results root directory (default {RESULTS_ROOT})")),
     name=(Optional[str], typer.Option(None, help="a name for the run id (letters, digits, '.', '_' and '-')")),
     allow_busy=(bool, typer.Option(False, help="run even if other processes use the GPU (recorded)")),
-    gate=(bool, typer.Option(True, "--gate/--no-gate", help="correctness gate before timing")),
+    gate=(Optional[bool], typer.Option(None, "--gate/--no-gate", help=f"correctness gate before timing (default "
+                                                                      f"{'on' if RunWriting.gate else 'off'})")),
 )
-RUN = {**RECORD, "launch": (str, typer.Option("auto", help="auto (a CUDA graph where it captures, else a loop), "
-                                                             "graph or loop"))}
+RUN = {**RECORD, "launch": (Optional[str], typer.Option(None, help=f"auto (a CUDA graph where it captures, else a "
+                                                                    f"loop), graph or loop (default "
+                                                                    f"{RunWriting.launch})"))}
 # Where kernels run (`bench sustained`, `bench burst`): docs/kernels.md, "Isolation".
-ISOLATE = dict(isolation=(str, typer.Option("auto", help="auto (a kernel named module:function or file.py:function, "
-                                                         "or from a plugin, runs in a process of its own; the bundled "
-                                                         "kernels in the run's), process (every kernel in its own), "
-                                                         "none (every kernel in the run's process)")))
+ISOLATE = dict(isolation=(Optional[str], typer.Option(None, help=f"auto (a kernel named module:function or "
+                                                                 f"file.py:function, or from a plugin, runs in a "
+                                                                 f"process of its own; the bundled kernels in the "
+                                                                 f"run's), process (every kernel in its own), none "
+                                                                 f"(every kernel in the run's process; default "
+                                                                 f"{RunWriting.isolation})")))
 # The history store (harness.history): where a run is appended as a night, and that night's label.
 HISTORY = dict(
     history=(Optional[Path], typer.Option(None, "--history", metavar="DIR",
@@ -342,8 +348,9 @@ def capture_args(capture: dict, *, files=()):
     from harness.suite import CaptureArgs
 
     c = capture
+    root = {} if c["captures"] is None else {"captures": c["captures"]}  # None: CaptureArgs' own (CAPTURES_ROOT)
     return CaptureArgs(model=c["model"], layers=tuple(c["layer"] or ()), controls=tuple(c["control"] or ()) or None,
-                       text=c["text"], weights=c["weights"], captures=c["captures"], files=tuple(files or ()),
+                       text=c["text"], weights=c["weights"], **root, files=tuple(files or ()),
                        windows=c["windows"], capture_device=c["capture_device"], capture_dtype=c["capture_dtype"],
                        random_weights=c["random_weights"], allow_random_weights=c["allow_random_weights"],
                        recapture=c["recapture"])

@@ -15,6 +15,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Callable
 
+from harness.config import BurstProtocol, SustainedProtocol
 from harness.errors import KernelError
 from harness.runner._endings import Watchdog
 
@@ -28,7 +29,7 @@ class KernelSide:
     protocol, the watchdog, the clock, and where its live progress goes."""
 
     device: object
-    protocol: object
+    protocol: SustainedProtocol | BurstProtocol
     gate: bool
     launch: str  # the launch strategy: auto, graph, loop
     watchdog: Watchdog

@@ -7,12 +7,13 @@ import dataclasses
 from pathlib import Path
 from typing import Sequence
 
+from harness.config import RESULTS_ROOT
 from harness.errors import ConfigError
 from harness.suite._checks import check_seed, positive
 from harness.suite._devices import kernel_specs
 from harness.suite._inputs import CaptureArgs, captured_specs
 from harness.suite._models import DEFAULT_TEXT, main_job_defaults
-from harness.suite._protocol import sustained_config, sustained_protocol
+from harness.suite._protocol import given_settings, sustained_config, sustained_protocol
 from harness.suite._shapes import ShapeArgs, seq_lens
 from harness.suite._verdicts import until_ci
 
@@ -28,9 +29,10 @@ IN_MODEL_LAUNCH_TIMEOUT_S = 900.0
 
 def in_model_job(*, model: str, kernels: Sequence[str], reference: str | None, device: str, shape: ShapeArgs,
                  capture: CaptureArgs, protocol_options: dict, attention_pass_s: float | None, isolated: str | None,
-                 isolated_input: str | None, results: Path, name: str | None,
-                 telemetry: str = "auto", launch: str = "auto", allow_busy: bool = False, gate: bool = True,
-                 isolation: str = "auto", layout: str | None = None, gqa: str | None = None, seed: int = 0,
+                 isolated_input: str | None, results: Path | None, name: str | None,
+                 telemetry: str | None = None, launch: str | None = None, allow_busy: bool | None = None,
+                 gate: bool | None = None, isolation: str | None = None, layout: str | None = None,
+                 gqa: str | None = None, seed: int = 0,
                  progress=None, on_estimate=None):
     """The `InModelJob` of `bench in-model`, every default decided here: the main job's S and stacked windows on this
     device (`main_job_defaults`), the device's SDPA kernels, the reference the first of them (added when not named),
@@ -53,6 +55,8 @@ def in_model_job(*, model: str, kernels: Sequence[str], reference: str | None, d
                           f"give one --layer (the in-model run puts the kernel in every layer anyway).")
     spec = resolve_model(model)
     job = main_job_defaults(model, device)
+    results = RESULTS_ROOT if results is None else Path(results)
+    settings = given_settings(telemetry=telemetry, launch=launch, allow_busy=allow_busy, gate=gate)
     s_q = shape.one("seq_len_q")
     _, s_kv = seq_lens(shape.one("seq_len"), s_q, shape.one("seq_len_kv"), default=job.seq_len)
     positive(s_kv, "--seq-len")
@@ -72,13 +76,12 @@ def in_model_job(*, model: str, kernels: Sequence[str], reference: str | None, d
         model=model, kernels=tuple(names), reference=reference, text=capture.text or DEFAULT_TEXT,
         weights=capture.weights, seq_len=s_kv, seq_len_q=decode, windows=windows, device=device,
         dtype=capture.capture_dtype, random_weights=capture.random_weights, seed=check_seed(seed), protocol=proto,
-        attention_pass_s=attention_pass_s or IN_MODEL_PASS_S[quick], results_dir=Path(results), run_name=name,
-        telemetry=telemetry, launch=launch, allow_busy=allow_busy, gate=gate)
+        attention_pass_s=attention_pass_s or IN_MODEL_PASS_S[quick], results_dir=results, run_name=name, **settings)
     iso_config = isolated_run = None
     if isolated not in (None, "none"):
         from harness.results import resolve_run
 
-        isolated_run = resolve_run(isolated, results=Path(results))
+        isolated_run = resolve_run(isolated, results=results)
     elif isolated is None:
         layer = capture.layers[0] if capture.layers else spec.num_layers // 2
         args = dataclasses.replace(capture, layers=(layer,), controls=(), windows=windows,
@@ -86,7 +89,6 @@ def in_model_job(*, model: str, kernels: Sequence[str], reference: str | None, d
         inputs = captured_specs(args, device=device, seq_len=s_kv, decode_steps=decode or 0, seed=seed,
                                 progress=progress, on_estimate=on_estimate)
         iso_config = sustained_config(kernels=names, inputs=inputs, device=device, protocol=sustained_protocol(**opts),
-                                      telemetry=telemetry, results_dir=Path(results),
-                                      run_name=f"{name}-isolated" if name else "isolated", launch=launch,
-                                      allow_busy=allow_busy, gate=gate, isolation=isolation)
+                                      results_dir=results, run_name=f"{name}-isolated" if name else "isolated",
+                                      isolation=isolation, **settings)
     return InModelJob(in_model=config, isolated=iso_config, isolated_run=isolated_run, isolated_input=isolated_input)

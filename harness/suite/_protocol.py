@@ -14,7 +14,7 @@ from harness.suite._inputs import BURST_INPUTS, synthetic_specs
 
 __all__ = ["MAX_REPEATS", "ADAPTIVE_PILOT", "COMMITS_INPUT", "COMMITS_IDLE_S", "PROTOCOL_DEFAULTS", "QUICK_DEFAULTS",
            "BURST_DEFAULTS", "sustained_protocol", "sustained_config", "commits_protocol", "commits_config",
-           "burst_protocol", "burst_config"]
+           "burst_protocol", "burst_config", "given_settings"]
 
 
 # The protocols' own values (harness.config's dataclass fields): what help texts and docs quote, never retyped.
@@ -96,11 +96,18 @@ def sustained_protocol(*, quick: bool = False, repeats: int | None = None, windo
     return SustainedProtocol.quick(**overrides) if quick else SustainedProtocol(**overrides)
 
 
+def given_settings(**settings) -> dict:
+    """The run settings (telemetry, results_dir, launch, gate, isolation, ...) a user gave; those left out (None) take
+    their one default, the field's own in harness.config.RunSettings / RunWriting."""
+    return {k: v for k, v in settings.items() if v is not None}
+
+
 def sustained_config(*, kernels: Sequence[str] = (), inputs: Sequence[InputSpec], device: str,
                      protocol: SustainedProtocol, **settings) -> RunConfig:
-    """The RunConfig of a sustained run: the named kernels, or the defaults for the device and the inputs' workload."""
+    """The RunConfig of a sustained run: the named kernels, or the defaults for the device and the inputs' workload;
+    settings left None take their config defaults (`given_settings`)."""
     return RunConfig(kernels=kernel_specs(kernels, device=device, shapes=[i.shape for i in inputs]),
-                     inputs=tuple(inputs), device=device, protocol=protocol, **settings)
+                     inputs=tuple(inputs), device=device, protocol=protocol, **given_settings(**settings))
 
 
 def commits_config(*, repo, kernel: str, revisions: Sequence[str], source: str | None, shape: AttentionShape,
@@ -113,7 +120,7 @@ def commits_config(*, repo, kernel: str, revisions: Sequence[str], source: str |
     (kernel,) = kernel_specs([kernel], device=device, layout=layout, gqa=gqa)
     (spec,) = synthetic_specs([COMMITS_INPUT if source is None else source], shape=shape, dtype=dtype, seed=seed)
     return CommitsConfig(repo=repo, kernel=kernel, revisions=tuple(revisions), input=spec, device=device,
-                         protocol=protocol, **settings)
+                         protocol=protocol, **given_settings(**settings))
 
 
 def burst_protocol(*, warmup: int | None = None, timed: int | None = None, repeats: int | None = None,
@@ -135,4 +142,4 @@ def burst_config(*, kernels: Sequence[str], sources: Sequence[str] | None, shape
     return BurstConfig(kernels=kernel_specs(kernels, device=device, layout=layout, gqa=gqa, shapes=[shape]),
                        inputs=synthetic_specs(BURST_INPUTS if not sources else sources, shape=shape, dtype=dtype,
                                               seed=seed),
-                       device=device, protocol=protocol, **settings)
+                       device=device, protocol=protocol, **given_settings(**settings))
