@@ -113,11 +113,11 @@ def _device(config) -> str:
 
 def _protocol(config):
     """The protocol of the session's options, built by the suite as `bench sustained` builds its own (values refused
-    by flag: the suite's check names `--repeats` / `--window-s`, the options these mirror)."""
+    by their flags, --sustained-repeats / --sustained-window-s)."""
     from harness.suite import sustained_protocol
 
     return sustained_protocol(quick=config.getoption("sustained_quick"), repeats=config.getoption("sustained_repeats"),
-                              window_s=config.getoption("sustained_window_s"))
+                              window_s=config.getoption("sustained_window_s"), flag_prefix="--sustained-")
 
 
 @dataclass(frozen=True, kw_only=True)

@@ -61,21 +61,22 @@ def sustained_protocol(*, quick: bool = False, repeats: int | None = None, windo
                        sample_period_ms: float | None = None, probe: bool | None = None,
                        launch_timeout_s: float | None = None, until_ci: float | None = None,
                        max_repeats: int | None = None, l2: str | None = None,
-                       threads: int | None = None) -> SustainedProtocol:
+                       threads: int | None = None, flag_prefix: str = "--") -> SustainedProtocol:
     """The protocol's defaults (or `--quick`'s) with the options given on top; 0 and negatives refused by flag.
     `until_ci` (a fraction) makes the repeats adaptive: `repeats` (default ADAPTIVE_PILOT, or --quick's) is the
-    pilot, `max_repeats` (default MAX_REPEATS) the cap."""
+    pilot, `max_repeats` (default MAX_REPEATS) the cap. `flag_prefix`: how the options are spelled where they were
+    typed (the pytest plugin's are `--sustained-repeats`, `--sustained-window-s`)."""
     if max_repeats is not None and until_ci is None:
         raise ConfigError("--max-repeats caps the adaptive repeats of --until-ci; without --until-ci (it is off by "
                           "default, and under --quick) give the number of repeats with --repeats.")
     if until_ci is not None and repeats is None and not quick:
         repeats = ADAPTIVE_PILOT
-    checks = (("--repeats", repeats, False), ("--window-s", window_s, False), ("--warmin-cap-s", warmin_cap_s, False),
-              ("--idle-s", idle_s, True), ("--chunk-s", chunk_s, False), ("--sample-period-ms", sample_period_ms, False),
-              ("--launch-timeout-s", launch_timeout_s, False), ("--max-repeats", max_repeats, False),
-              ("--threads", threads, False))  # threads None: 1 on the CPU (config.with_cpu_threads), torch's on a GPU
+    checks = (("repeats", repeats, False), ("window-s", window_s, False), ("warmin-cap-s", warmin_cap_s, False),
+              ("idle-s", idle_s, True), ("chunk-s", chunk_s, False), ("sample-period-ms", sample_period_ms, False),
+              ("launch-timeout-s", launch_timeout_s, False), ("max-repeats", max_repeats, False),
+              ("threads", threads, False))  # threads None: 1 on the CPU (config.with_cpu_threads), torch's on a GPU
     for flag, value, zero_ok in checks:
-        positive(value, flag, allow_zero=zero_ok)
+        positive(value, flag_prefix + flag, allow_zero=zero_ok)
     overrides = {k: v for k, v in dict(
         repeats=repeats, window_s=window_s, warmin_cap_s=warmin_cap_s, idle_before_kernel_s=idle_s, chunk_s=chunk_s,
         sample_period_s=None if sample_period_ms is None else sample_period_ms / 1000, probe=probe,

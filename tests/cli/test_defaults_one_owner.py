@@ -106,8 +106,8 @@ def test_the_pytest_plugin_asks_the_suite_for_its_device_and_protocol(monkeypatc
         pytest_plugin._device(Options(sustained_device="gpu0"))
     assert pytest_plugin._protocol(Options(sustained_quick=True, sustained_repeats=4)) == SustainedProtocol.quick(
         repeats=4)
-    with pytest.raises(ConfigError, match="--repeats 0"):
-        pytest_plugin._protocol(Options(sustained_repeats=0))
+    with pytest.raises(ConfigError, match="--sustained-window-s 0"):  # named as the user typed it
+        pytest_plugin._protocol(Options(sustained_window_s=0.0))
 
 
 def test_burst_protocol_is_the_protocols_defaults_with_the_options_on_top():
