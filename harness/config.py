@@ -239,10 +239,13 @@ class RunSettings:
     def replace(self, **changes):
         return dataclasses.replace(self, **changes)
 
+    def settings(self) -> dict:
+        """The shared fields by name: what a config hands on to the RunConfig it runs (commits, in-model)."""
+        return {f.name: getattr(self, f.name) for f in dataclasses.fields(RunSettings)}
+
     def _settings_dict(self) -> dict:
         """The shared fields, JSON-ready (what `from_dict` of every subclass reads back)."""
-        return {f.name: getattr(self, f.name) for f in dataclasses.fields(RunSettings)} | {
-            "results_dir": str(self.results_dir)}
+        return self.settings() | {"results_dir": str(self.results_dir)}
 
 
 @dataclass(frozen=True, kw_only=True)

@@ -85,8 +85,7 @@ class CommitsConfig(RunSettings):
 
     def run_config(self, *, run_name: str, notes: str) -> RunConfig:
         """The RunConfig one revision's worker runs: this config's kernel on its input, under its settings."""
-        return RunConfig(**{f.name: getattr(self, f.name) for f in dataclasses.fields(RunSettings)},
-                         kernels=(self.kernel,), inputs=(self.input,), protocol=self.protocol, run_name=run_name,
+        return RunConfig(**self.settings(), kernels=(self.kernel,), inputs=(self.input,), protocol=self.protocol, run_name=run_name,
                          notes=notes)
 
     def __post_init__(self) -> None:

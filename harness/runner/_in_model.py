@@ -165,10 +165,9 @@ def run_in_model(config: InModelConfig, *, command: str = "", registry=None, obs
             notes.insert(0, "RANDOM WEIGHTS: the model was built from its published config with random weights; an "
                             "architecture check, never a model's figures (data moves the clock)")
         # by the kernels' own names: a plain function named `module:function` is registered as `function`
-        run_config = RunConfig(kernels=tuple(k.name for k in inner), inputs=(spec,), device=config.device,
-                               telemetry=config.telemetry, protocol=config.protocol, results_dir=config.results_dir,
-                               run_name=config.run_name, launch=config.launch, allow_busy=config.allow_busy,
-                               gate=False, notes="; ".join(notes), isolation="auto")
+        run_config = RunConfig(**{**config.settings(), "gate": False}, kernels=tuple(k.name for k in inner),
+                               inputs=(spec,), protocol=config.protocol, run_name=config.run_name,
+                               notes="; ".join(notes), isolation="auto")
         measurer = _InModel(config.protocol, pass_s=config.attention_pass_s, forward=forward)
 
         def info_row(setup):
