@@ -6,7 +6,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from pathlib import Path
 
-from harness.capture import DEFAULT_TEXT
+from harness.capture import DEFAULT_MODEL, DEFAULT_TEXT, CaptureConfig, resolve_model
 from harness.suite._checks import check_seed
 from harness.suite._devices import device_kind, default_seq_len
 
@@ -14,8 +14,9 @@ __all__ = ["CAPTURES_ROOT", "DEFAULT_TEXT", "MainJob", "default_layers", "main_j
            "capture_config"]
 
 
-# Where captures are read and written unless told otherwise (runs: RESULTS_ROOT, from harness.config).
-CAPTURES_ROOT = Path("captures")
+# Where captures are read and written unless told otherwise: the capture library's own (runs: RESULTS_ROOT, from
+# harness.config).
+CAPTURES_ROOT = CaptureConfig.root
 
 
 def default_layers(num_layers: int) -> tuple[int, ...]:
@@ -43,8 +44,6 @@ def main_job_defaults(model, device: str) -> MainJob:
     >>> main_job_defaults("smollm2-135m", "cuda:0").windows, main_job_defaults("smollm2-135m", "cpu").windows
     (6, 1)
     """
-    from harness.capture import resolve_model
-
     spec = resolve_model(model)
     seq_len = min(default_seq_len(device, model=True), spec.max_positions)
     if device_kind(device) == "cpu":
@@ -57,11 +56,12 @@ def main_job_defaults(model, device: str) -> MainJob:
     )
 
 
-# `bench capture` on its own (not as part of a run): the forward pass on the CPU unless --device says otherwise (a
-# capture is data, the same wherever it was computed, and the CPU needs no GPU free), 2048 tokens of one window.
-CAPTURE_DEVICE = "cpu"
-CAPTURE_SEQ_LEN = 2048
-CAPTURE_WINDOWS = 1
+# `bench capture` on its own (not as part of a run): the capture library's own values, CaptureConfig's fields (the
+# forward pass on the CPU unless --device says otherwise: a capture is data, the same wherever it was computed, and
+# the CPU needs no GPU free; 2048 tokens of one window), read here and never retyped.
+CAPTURE_DEVICE = CaptureConfig.device
+CAPTURE_SEQ_LEN = CaptureConfig.seq_len
+CAPTURE_WINDOWS = CaptureConfig.batch
 
 
 def capture_config(*, model: str | None = None, layers=None, seq_len: int | None = None, windows: int | None = None,
@@ -71,8 +71,6 @@ def capture_config(*, model: str | None = None, layers=None, seq_len: int | None
     """The CaptureConfig of `bench capture`, every option left out decided here: the registry's default model
     (harness.capture.DEFAULT_MODEL), its early and middle layer (`default_layers`), CAPTURE_SEQ_LEN tokens of
     DEFAULT_TEXT in CAPTURE_WINDOWS window(s) on CAPTURE_DEVICE, written under CAPTURES_ROOT."""
-    from harness.capture import DEFAULT_MODEL, CaptureConfig, resolve_model
-
     model = DEFAULT_MODEL if model is None else model
     device = CAPTURE_DEVICE if device is None else device
     device_kind(device)
