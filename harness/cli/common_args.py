@@ -35,7 +35,9 @@ from harness.suite import (
     ADAPTIVE_PILOT,
     CAPTURES_ROOT,
     DEFAULT_CONTROLS,
+    DEFAULT_DTYPE,
     DEFAULT_INPUTS,
+    DEFAULT_SEED,
     DEFAULT_TEXT,
     DEVICE_HELP,
     MAX_REPEATS,
@@ -159,8 +161,8 @@ SHAPE = dict(
                                                  f"{MLA_DIMS['head_dim_qk'] - MLA_DIMS['head_dim_v']} RoPE), V its first "
                                                  f"{MLA_DIMS['head_dim_v']} dims (read once); "
                                                  f"--heads default {MLA_DIMS['heads']} (a TP slice: --heads 16)")),
-    dtype=(str, typer.Option("bf16", help="bf16, fp16, fp32 or fp8 (e4m3 inputs for FP8 kernels)")),
-    seed=(int, typer.Option(0, help="seed of the synthetic inputs")),
+    dtype=(str, typer.Option(DEFAULT_DTYPE, help="bf16, fp16, fp32 or fp8 (e4m3 inputs for FP8 kernels)")),
+    seed=(int, typer.Option(DEFAULT_SEED, help="seed of the synthetic inputs")),
 )
 CAPTURE = dict(
     model=(Optional[str], typer.Option(None, help="captured activations of this model (see `bench list models`)")),

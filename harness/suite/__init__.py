@@ -45,6 +45,7 @@ from harness.suite._inputs import (
     BURST_INPUTS,
     CAPTURES_ROOT,
     DEFAULT_CONTROLS,
+    DEFAULT_DTYPE,
     DEFAULT_INPUTS,
     DEFAULT_TEXT,
     CaptureArgs,
@@ -71,6 +72,7 @@ from harness.suite._protocol import (
     sustained_protocol,
 )
 from harness.suite._shapes import (
+    DEFAULT_SEED,
     MLA_DIMS,
     NIGHTLY_HEADS,
     SHAPE_DEFAULTS,
@@ -125,6 +127,8 @@ __all__ = [
     "NIGHTLY_FAIL_ON_SLOWDOWN",
     "COMMITS_INPUT",
     "DEFAULT_INPUTS",
+    "DEFAULT_DTYPE",
+    "DEFAULT_SEED",
     "BURST_INPUTS",
     "DEFAULT_CONTROLS",
     "DEFAULT_TEXT",

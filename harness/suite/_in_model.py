@@ -14,7 +14,7 @@ from harness.suite._devices import kernel_specs
 from harness.suite._inputs import CaptureArgs, captured_specs
 from harness.suite._models import DEFAULT_TEXT, main_job_defaults
 from harness.suite._protocol import given_settings, sustained_config, sustained_protocol
-from harness.suite._shapes import ShapeArgs, seq_lens
+from harness.suite._shapes import DEFAULT_SEED, ShapeArgs, seq_lens
 from harness.suite._verdicts import until_ci
 
 __all__ = ["IN_MODEL_PASS_S", "IN_MODEL_LAUNCH_TIMEOUT_S", "in_model_job"]
@@ -32,7 +32,7 @@ def in_model_job(*, model: str, kernels: Sequence[str], reference: str | None, d
                  isolated_input: str | None, results: Path | None, name: str | None,
                  telemetry: str | None = None, launch: str | None = None, allow_busy: bool | None = None,
                  gate: bool | None = None, isolation: str | None = None, layout: str | None = None,
-                 gqa: str | None = None, seed: int = 0,
+                 gqa: str | None = None, seed: int = DEFAULT_SEED,
                  progress=None, on_estimate=None):
     """The `InModelJob` of `bench in-model`, every default decided here: the main job's S and stacked windows on this
     device (`main_job_defaults`), the device's SDPA kernels, the reference the first of them (added when not named),

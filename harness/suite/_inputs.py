@@ -12,20 +12,23 @@ from harness.errors import ConfigError
 from harness.inputs import AttentionShape, InputSpec, check_source
 from harness.suite._checks import check_seed, positive
 from harness.suite._models import CAPTURES_ROOT, DEFAULT_TEXT, main_job_defaults
-from harness.suite._shapes import ShapeArgs, attention_shapes, off_value, seq_lens
+from harness.suite._shapes import DEFAULT_SEED, ShapeArgs, attention_shapes, off_value, seq_lens
 
-__all__ = ["DEFAULT_INPUTS", "BURST_INPUTS", "DEFAULT_CONTROLS", "DEFAULT_TEXT", "CAPTURES_ROOT", "CaptureArgs",
+__all__ = ["DEFAULT_INPUTS", "DEFAULT_DTYPE", "BURST_INPUTS", "DEFAULT_CONTROLS", "DEFAULT_TEXT", "CAPTURES_ROOT",
+           "CaptureArgs",
            "synthetic_specs", "captured_specs", "input_specs"]
 
 
 DEFAULT_INPUTS = ("gaussian:0.1", "gaussian:1")
+# The dtype of a suite's inputs unless --dtype says otherwise (the seed: DEFAULT_SEED, suite._shapes).
+DEFAULT_DTYPE = "bf16"
 # A burst is the figure other tools print; one control is enough to set it beside a sustained run.
 BURST_INPUTS = ("gaussian:0.1",)
 DEFAULT_CONTROLS = ("gaussian:0.1",)
 
 
-def synthetic_specs(sources: Sequence[str] | None, *, shape, dtype: str = "bf16",
-                    seed: int = 0) -> tuple[InputSpec, ...]:
+def synthetic_specs(sources: Sequence[str] | None, *, shape, dtype: str = DEFAULT_DTYPE,
+                    seed: int = DEFAULT_SEED) -> tuple[InputSpec, ...]:
     """One InputSpec per synthetic source (None: DEFAULT_INPUTS) at `shape`, or at each (shape, sweep point
     label) of a sweep (`attention_shapes`), sources varying fastest and each named `source point`; every source is
     checked before any run directory exists."""
@@ -82,7 +85,8 @@ def _labelled(spec: InputSpec, tag: str, controls: Sequence[str]) -> list[InputS
     return [captured, *(dataclasses.replace(captured, source=c, name=f"{tag}:{c}", loader=None) for c in controls)]
 
 
-def captured_specs(args: CaptureArgs, *, device: str, seq_len: int | None, dtype: str = "bf16", seed: int = 0,
+def captured_specs(args: CaptureArgs, *, device: str, seq_len: int | None, dtype: str = DEFAULT_DTYPE,
+                   seed: int = DEFAULT_SEED,
                    progress=None, on_estimate=None, decode_steps: int = 0,
                    page_size: int | None = None) -> tuple[InputSpec, ...]:
     """A model's captured layers (captured first where missing) each followed by its controls, or the
@@ -122,7 +126,8 @@ def captured_specs(args: CaptureArgs, *, device: str, seq_len: int | None, dtype
 
 
 def input_specs(*, sources: Sequence[str] | None, shape: ShapeArgs, capture: CaptureArgs, device: str,
-                dtype: str = "bf16", seed: int = 0, progress=None, on_estimate=None) -> tuple[InputSpec, ...]:
+                dtype: str = DEFAULT_DTYPE, seed: int = DEFAULT_SEED, progress=None,
+                on_estimate=None) -> tuple[InputSpec, ...]:
     """The suite's inputs: captured activations (with their controls) when a model or files are named,
     else the synthetic sources at the shape the options give."""
     capture.check()

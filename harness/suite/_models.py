@@ -9,6 +9,7 @@ from pathlib import Path
 from harness.capture import DEFAULT_MODEL, DEFAULT_TEXT, CaptureConfig, resolve_model
 from harness.suite._checks import check_seed
 from harness.suite._devices import device_kind, default_seq_len
+from harness.suite._shapes import DEFAULT_SEED
 
 __all__ = ["CAPTURES_ROOT", "DEFAULT_TEXT", "MainJob", "default_layers", "main_job_defaults", "CAPTURE_DEVICE", "CAPTURE_SEQ_LEN", "CAPTURE_WINDOWS",
            "capture_config"]
@@ -67,7 +68,7 @@ CAPTURE_WINDOWS = CaptureConfig.batch
 def capture_config(*, model: str | None = None, layers=None, seq_len: int | None = None, windows: int | None = None,
                    decode_steps: int | None = None, text: str | None = None, weights: Path | None = None,
                    root: Path | None = None, dtype: str | None = None, device: str | None = None,
-                   random_weights: bool = False, seed: int = 0, recapture: bool = False):
+                   random_weights: bool = False, seed: int = DEFAULT_SEED, recapture: bool = False):
     """The CaptureConfig of `bench capture`, every option left out decided here: the registry's default model
     (harness.capture.DEFAULT_MODEL), its early and middle layer (`default_layers`), CAPTURE_SEQ_LEN tokens of
     DEFAULT_TEXT in CAPTURE_WINDOWS window(s) on CAPTURE_DEVICE, written under CAPTURES_ROOT."""

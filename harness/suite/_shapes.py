@@ -12,10 +12,13 @@ from harness.inputs import AttentionShape
 from harness.suite._checks import positive
 from harness.suite._devices import default_seq_len
 
-__all__ = ["NIGHTLY_HEADS", "SHAPE_DEFAULTS", "ShapeArgs", "seq_lens", "MLA_DIMS", "attention_shape", "attention_shapes", "nightly_shape", "nightly_shape_args",
+__all__ = ["DEFAULT_SEED", "NIGHTLY_HEADS", "SHAPE_DEFAULTS", "ShapeArgs", "seq_lens",
+           "MLA_DIMS", "attention_shape", "attention_shapes", "nightly_shape", "nightly_shape_args",
            "off_value"]
 
 
+# The seed of --varlen lengths (and of every synthetic input) unless --seed says otherwise.
+DEFAULT_SEED = 0
 # The shape of a synthetic input where its option is not given (S: `default_seq_len`, by device; Hkv: Hq; dv: dqk).
 SHAPE_DEFAULTS = dict(batch=1, heads=32, head_dim=128, causal=True)
 
@@ -134,7 +137,7 @@ def off_value(name: str, value):
     return value
 
 
-def attention_shapes(args: ShapeArgs, *, device: str, model: bool = False, seed: int = 0
+def attention_shapes(args: ShapeArgs, *, device: str, model: bool = False, seed: int = DEFAULT_SEED
                      ) -> tuple[tuple[AttentionShape, str], ...]:
     """Every (AttentionShape, label of its sweep point) the options describe: the product of the values of every
     list-valued option (the label names those, e.g. "B8 Skv4096 page16"; "" without a sweep). Sizes of 0 or less
@@ -185,7 +188,8 @@ def _mla_dims(point: dict) -> dict:
     return dict(heads_kv=1, head_dim_qk=MLA_DIMS["head_dim_qk"], head_dim_v=MLA_DIMS["head_dim_v"], latent_kv=True)
 
 
-def attention_shape(args: ShapeArgs, *, device: str, model: bool = False, seed: int = 0) -> AttentionShape:
+def attention_shape(args: ShapeArgs, *, device: str, model: bool = False,
+                    seed: int = DEFAULT_SEED) -> AttentionShape:
     """The one AttentionShape the options describe (a sweep, a list of values, is refused by flag)."""
     for name, _, _ in _SWEEP:
         args.one(name)
