@@ -11,6 +11,7 @@ launch differed bitwise from the first.
 
 from __future__ import annotations
 
+import inspect
 from pathlib import Path
 from typing import List, Optional
 
@@ -19,7 +20,13 @@ from rich.markup import escape
 
 from harness.cli.common_args import (CAPTURE, SHAPE, SOURCES, command_line, console, fail, shape_args, split_list,
                                      stopped, suite_inputs, with_options)
-from harness.suite import FLOOR_KERNELS, MODEL_ERROR_DEFAULTS, RESULTS_ROOT
+from harness.analysis import model_error_summary
+from harness.kernels import reproducibility
+from harness.suite import FLOOR_KERNELS, MODEL_ERROR_DEFAULTS, RESULTS_ROOT, given_settings
+
+# The defaults these commands quote and leave to their owner: the bootstrap's resamples and the repro's launches.
+_RESAMPLES = inspect.signature(model_error_summary).parameters["resamples"].default
+_REPRO_LAUNCHES = inspect.signature(reproducibility).parameters["launches"].default
 
 __all__ = ["error", "repro"]
 
@@ -58,7 +65,8 @@ def error(
                                                                                "layer at once (default on)"),
     results: Path = typer.Option(RESULTS_ROOT, help="--model: results root directory"),
     name: Optional[str] = typer.Option(None, help="--model: a name for the run id"),
-    resamples: int = typer.Option(1000, min=100, help="--model: bootstrap resamples over documents"),
+    resamples: Optional[int] = typer.Option(None, min=100, help=f"--model: bootstrap resamples over documents (default "
+                                                               f"{_RESAMPLES})"),
 ) -> None:
     """Error of one call of each kernel vs fp64 attention (FP8: by stage, input / P / kernel); with --model, the
     model run with its attention replaced by each kernel: KL of its next-token distribution vs fp64 attention."""
@@ -95,7 +103,6 @@ def error(
 def _model_error(suite: dict, *, json_path, documents, floor, all_layers, results, name, resamples,
                  reference=None, per_layer=True) -> None:
     """`bench error --model`: the run, then its figures (bootstrap over documents), one table."""
-    from harness.analysis import model_error_summary
     from harness.capture import model_error
     from harness.cli.common_args import capture_args
     from harness.errors import HarnessError
@@ -133,7 +140,7 @@ def _model_error(suite: dict, *, json_path, documents, floor, all_layers, result
         with stop_signals(), out.status("model error") as status:  # SIGTERM / SIGHUP end the run as Ctrl-C does
             result = model_error(config, kernels=kernels, floor=floor_kernel, reference=ref_kernel,
                                  progress=status.update)
-        figures = model_error_summary(result.rows, resamples=resamples) if result.rows else []
+        figures = model_error_summary(result.rows, **given_settings(resamples=resamples)) if result.rows else []
         against = "fp64 attention" if ref_kernel is None else f"{ref_kernel.name} attention (BF16)"
         title = (f"model error: {result.info.get('device_name')}, {config.documents} documents x {config.seq_len} tokens "
                  f"of {config.text}, vs the model with {against} (floor: {floor_kernel.name})")
@@ -159,7 +166,8 @@ def repro(
     sources: dict,
     shape: dict,
     capture: dict,
-    launches: int = typer.Option(200, min=2, help="launches per kernel x input x interferer (the first is the reference)"),
+    launches: Optional[int] = typer.Option(None, min=2, help=f"launches per kernel x input x interferer (the first is "
+                                                             f"the reference; default {_REPRO_LAUNCHES})"),
     interfere: List[str] = typer.Option(["none", "gemm"], "--interfere", callback=split_list,
                                         help="between launches: none, gemm or attention (repeatable or comma-separated)"),
     fail_on_diff: bool = typer.Option(False, "--fail-on-diff", help="exit 1 if any launch differs bitwise from the first"),
@@ -175,7 +183,8 @@ def repro(
         modes = check_interferers(interfere)
         _check_writable(json_path)
         setup = _setup(out, suite)
-        rows = repro_survey(setup, launches=launches, modes=modes, status=out.status)
+        rows = repro_survey(setup, launches=_REPRO_LAUNCHES if launches is None else launches, modes=modes,
+                            status=out.status)
         out.print(_repro_table(rows))
         _print_failures(out, rows)
         _write_json(json_path, rows)

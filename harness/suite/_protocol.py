@@ -98,8 +98,9 @@ def sustained_protocol(*, quick: bool = False, repeats: int | None = None, windo
 
 
 def given_settings(**settings) -> dict:
-    """The run settings (telemetry, results_dir, launch, gate, isolation, ...) a user gave; those left out (None) take
-    their one default, the field's own in harness.config.RunSettings / RunWriting."""
+    """The settings a user gave, those left out (None) dropped, so each takes its one default where it is declared: a
+    run's telemetry, results_dir, launch, gate and isolation in harness.config.RunSettings / RunWriting, and likewise
+    other configs' fields and library functions' parameters (TraceConfig, SlurmOptions, peak_registry, ...)."""
     return {k: v for k, v in settings.items() if v is not None}
 
 
