@@ -8,7 +8,8 @@ from typing import List, Optional
 import typer
 
 from harness.cli.common_args import console, fail, split_list
-from harness.suite import CAPTURE_DEVICE, CAPTURE_SEQ_LEN, CAPTURE_WINDOWS, CAPTURES_ROOT, DEFAULT_CONTROLS, DEFAULT_TEXT
+from harness.suite import CAPTURE_DEVICE, CAPTURE_SEQ_LEN, CAPTURE_WINDOWS, CAPTURES_ROOT, DEFAULT_CONTROLS, DEFAULT_SEED
+from harness.suite import DEFAULT_TEXT
 
 __all__ = ["capture_cmd", "inputs_synth"]
 
@@ -34,7 +35,7 @@ def capture_cmd(
                                                     f"{CAPTURE_DEVICE})"),
     random_weights: bool = typer.Option(False, help="the registered architecture with seeded random weights (no "
                                                     "download; labelled, refused as timing input)"),
-    seed: int = typer.Option(0, help="seed of --random-weights"),
+    seed: int = typer.Option(DEFAULT_SEED, help="seed of --random-weights"),
     recapture: bool = typer.Option(False, help="replace layer files that fail their checksum"),
     list_: bool = typer.Option(False, "--list", help="list the captures under --captures and verify each file"),
 ) -> None:
@@ -72,7 +73,7 @@ def capture_cmd(
 def inputs_synth(
     like: Path = typer.Option(..., help="a capture layer file"),
     dist: str = typer.Option(DEFAULT_CONTROLS[0], help="gaussian:STD, gaussian:matched, zeros, constant:C, randbits"),
-    seed: int = typer.Option(0, help="seed of the control's values"),
+    seed: int = typer.Option(DEFAULT_SEED, help="seed of the control's values"),
 ) -> None:
     """Write a control with the shapes and dtype of a capture."""
     from harness.capture import save_like
