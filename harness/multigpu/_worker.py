@@ -30,7 +30,7 @@ from pathlib import Path
 
 from harness.multigpu._plan import SIDECAR
 from harness.runner import NullObserver
-from harness.workers import JsonLinesChannel, protocol_channel, tolerate_pid
+from harness.workers import JsonLinesChannel, protocol_channel, tolerate_pids
 
 __all__ = ["SIDECAR", "main"]
 EXIT_BUSY, EXIT_ERROR, EXIT_STOPPED, EXIT_CRASH, EXIT_INTERRUPTED = 6, 3, 4, 5, 130
@@ -114,7 +114,7 @@ def _run_spec(spec: dict, channel: JsonLinesChannel) -> int:
         config = config_from_dict(spec["config"])
         device = _open(spec["device"], spec.get("device_factory"))
         # The orchestrator may hold a CUDA context from reading the GPUs' properties; any other process is busy.
-        device = tolerate_pid(device, spec["orchestrator_pid"])
+        device = tolerate_pids(device, {spec["orchestrator_pid"]})
         busy = check_idle(device, allow_busy=config.allow_busy)
         ident = device.identity()  # `cuda:<PCI bus id>` already refused any GPU but the one assigned
         channel.send(event="ready", gpu_id=spec["gpu_id"], device_name=ident.name, pci_bus_id=ident.pci_bus_id,

@@ -117,6 +117,10 @@ class ChildKernel:
         self._spawn()
 
     # -- the process -------------------------------------------------------------------------------
+    @property
+    def pid(self) -> int:
+        return self._worker.pid
+
     def _spawn(self) -> None:
         # A session of its own (harness.workers): a Ctrl-C in the terminal reaches the run alone, which then ends
         # its children, and a kill of the group also ends whatever the kernel itself started.

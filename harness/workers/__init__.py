@@ -16,12 +16,12 @@ worker per GPU (multigpu) and one per revision (commits). What they share is her
 - kill: `kill(grace_s=...)` ends the whole process group: SIGTERM (a worker's handler marks its run
   incomplete), SIGKILL after the grace for whatever is left (grace 0: SIGKILL at once), the leader reaped.
   `finish` asks first (EOF on stdin is "stop"), then kills; afterwards no process of the group is alive.
-- busy-device exceptions: `tolerate_pid` / `tolerate_children_of` wrap a device so that its busy check does
+- busy-device exceptions: `tolerate_pids` / `tolerate_children_of` wrap a device so that its busy check does
   not count the processes of the same comparison (the orchestrator, sibling workers): they sit blocked on a
   pipe while this one measures and cannot change its clock. Any other process still makes the device busy.
 """
 
-from harness.workers._busy import tolerate_children_of, tolerate_pid
+from harness.workers._busy import tolerate_children_of, tolerate_pids
 from harness.workers._channel import JsonLinesChannel, protocol_channel
 from harness.workers._deadline import Deadline, WaitExpired
 from harness.workers._process import Worker, child_env, harness_root, receive_any
@@ -29,4 +29,4 @@ from harness.workers._processes import exit_words, group_alive, parent_of, proce
 
 __all__ = ["Deadline", "JsonLinesChannel", "WaitExpired", "Worker", "child_env", "exit_words", "group_alive",
            "harness_root", "parent_of", "process_stopped", "protocol_channel", "receive_any", "signal_name",
-           "tolerate_children_of", "tolerate_pid"]
+           "tolerate_children_of", "tolerate_pids"]

@@ -2,11 +2,11 @@
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 
 from harness.workers._processes import parent_of
 
-__all__ = ["tolerate_children_of", "tolerate_pid"]
+__all__ = ["tolerate_children_of", "tolerate_pids"]
 
 
 class _Tolerating:
@@ -22,10 +22,13 @@ class _Tolerating:
         return [p for p in self._device.other_processes() if not self._tolerated(p.pid)]
 
 
-def tolerate_pid(device, pid: int):
-    """`device`, except that process `pid` (the orchestrator of a multi-GPU run) does not count as busy: it
-    may hold a CUDA context from reading the GPUs' properties, but only reads pipes while workers measure."""
-    return _Tolerating(device, lambda p: p == pid)
+def tolerate_pids(device, pids: Iterable[int]):
+    """`device`, except that the processes `pids` do not count as busy: the orchestrator of a multi-GPU run (it
+    may hold a CUDA context from reading the GPUs' properties, but only reads pipes while workers measure), or
+    a run's own kernel processes (a module that touches CUDA when imported leaves its child a context there,
+    and that child runs nothing while the run checks)."""
+    pids = frozenset(pids)
+    return _Tolerating(device, lambda p: p in pids)
 
 
 def tolerate_children_of(device, pid: int):

@@ -186,6 +186,9 @@ class Worker:
         if self._proc.poll() is None:
             self._proc.kill()  # a leader that left its group (setsid of its own) is still ours to end
         rc = self.wait(timeout=_REAP_S)
+        deadline = Deadline(_REAP_S)  # SIGKILL is delivered, not awaited: the group is gone when this returns
+        while group_alive(pgid) and not deadline.expired():
+            time.sleep(0.01)
         self._close()
         return rc
 

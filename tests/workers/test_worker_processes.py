@@ -22,7 +22,7 @@ from harness.workers import (
     group_alive,
     receive_any,
     tolerate_children_of,
-    tolerate_pid,
+    tolerate_pids,
 )
 
 # A leader that starts a grandchild (same process group: a non-interactive sh has no job control), says which,
@@ -200,7 +200,7 @@ class _Device:
 
 
 def test_the_orchestrator_alone_does_not_make_a_device_busy():
-    device = tolerate_pid(_Device([4242, 77]), 4242)
+    device = tolerate_pids(_Device([4242, 77, 5]), [4242, 5])
     assert [p.pid for p in device.other_processes()] == [77]
     assert device.spec == "cuda:0"  # everything else is the device's own
 
