@@ -81,7 +81,7 @@ def _next(events: queue.Queue, workers: list[_Worker], *, timeout: float):
     """The next event of any worker; a worker silent for `timeout` is stopped (its end arrives as None)."""
     while True:
         try:
-            return receive_any(events, timeout=1.0, workers=[w.proc for w in workers])
+            return receive_any(events, timeout=min(1.0, timeout), workers=[w.proc for w in workers])
         except WaitExpired:
             now = time.monotonic()
             for w in workers:
