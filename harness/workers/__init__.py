@@ -17,8 +17,9 @@ worker per GPU (multigpu) and one per revision (commits). What they share is her
   incomplete), SIGKILL after the grace for whatever is left (grace 0: SIGKILL at once), the leader reaped.
   `finish` asks first (EOF on stdin is "stop"), then kills; afterwards no process of the group is alive.
 - busy-device exceptions: `tolerate_pids` / `tolerate_children_of` wrap a device so that its busy check does
-  not count the processes of the same comparison (the orchestrator, sibling workers): they sit blocked on a
-  pipe while this one measures and cannot change its clock. Any other process still makes the device busy.
+  not count the processes of the same measurement (a multi-GPU run's orchestrator, the other revisions'
+  workers, a run's own kernel processes): they sit blocked on a pipe while one of them measures and cannot
+  change its clock. Any other process still makes the device busy.
 """
 
 from harness.workers._busy import tolerate_children_of, tolerate_pids
