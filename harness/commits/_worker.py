@@ -26,7 +26,7 @@ import sys
 from pathlib import Path
 from harness.errors import RunStopped, StopRequested
 from harness.runner import NullObserver
-from harness.workers import JsonLinesChannel, protocol_channel, tolerate_children_of
+from harness.workers import JsonLinesChannel, protocol_channel, stop_on_signals, tolerate_children_of
 
 __all__ = ["main", "spec_to_json", "MEASURED_FIELDS"]
 
@@ -128,17 +128,12 @@ def _run(spec: dict, channel: JsonLinesChannel) -> int:
     return 0
 
 
-def _terminated(signum, frame):
-    raise RunStopped(signum)
-
-
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m harness.commits._worker", description=__doc__.split("\n")[0])
     parser.add_argument("--spec", required=True, help="JSON from spec_to_json")
     args = parser.parse_args(argv)
     # A kill (or the orchestrator passing on its SIGTERM / SIGHUP) ends the run as `incomplete`, the signal named.
-    for sig in (signal.SIGTERM, signal.SIGHUP):
-        signal.signal(sig, _terminated)
+    stop_on_signals()
     # The real stdout carries the protocol; fd 1 points at stderr, so a kernel's prints cannot corrupt it.
     return _run(json.loads(args.spec), protocol_channel(sys.stdin))
 

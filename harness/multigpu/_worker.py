@@ -23,14 +23,13 @@ import argparse
 import dataclasses
 import json
 import os
-import signal
 import socket
 import sys
 from pathlib import Path
 
 from harness.multigpu._plan import SIDECAR
 from harness.runner import NullObserver
-from harness.workers import JsonLinesChannel, protocol_channel, tolerate_pids
+from harness.workers import JsonLinesChannel, protocol_channel, stop_on_signals, tolerate_pids
 
 __all__ = ["SIDECAR", "main"]
 EXIT_BUSY, EXIT_ERROR, EXIT_STOPPED, EXIT_CRASH, EXIT_INTERRUPTED = 6, 3, 4, 5, 130
@@ -157,10 +156,6 @@ def _run_job(job_path: Path, task: int, channel: JsonLinesChannel) -> int:
     return _guarded(channel, body)
 
 
-def _terminate(signum, frame):
-    raise KeyboardInterrupt(f"signal {signum}")
-
-
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m harness.multigpu._worker", description=__doc__.split("\n")[0])
     parser.add_argument("--spec", type=Path, help="worker file written by run_multi")
@@ -169,9 +164,9 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
     if (args.spec is None) == (args.job is None):
         parser.error("give exactly one of --spec and --job")
-    # SIGTERM (scancel, a job's time limit, a plain `kill`) ends the run like Ctrl-C: finished measurements
-    # are kept and the run is marked incomplete, instead of the process vanishing with its run "running".
-    signal.signal(signal.SIGTERM, _terminate)
+    # SIGTERM (scancel, a job's time limit, a plain `kill`) or SIGHUP ends the run like Ctrl-C: finished
+    # measurements are kept and the run is marked incomplete, naming the signal.
+    stop_on_signals()
     if args.spec is not None:
         spec = json.loads(args.spec.read_text(encoding="utf-8"))
         # The real stdout carries the protocol; fd 1 points at stderr, so a kernel's prints cannot corrupt it.

@@ -9,7 +9,8 @@ worker per GPU (multigpu) and one per revision (commits). What they share is her
 - relay: the child's stdout carries JSON lines, one message each, read by a thread into a queue (anything
   else on it is ignored); its stderr goes to a log file or, line by line, to a callback, and the last lines
   are kept for the text of a death. On the child's side `protocol_channel()` keeps the real stdout for the
-  messages and points fd 1 at stderr, so a print or a library's logging cannot corrupt them.
+  messages and points fd 1 at stderr, so a print or a library's logging cannot corrupt them, and
+  `stop_on_signals()` makes SIGTERM / SIGHUP end its run as Ctrl-C does (kept, `incomplete`, the signal named).
 - deadline: every wait takes one (`receive`, `receive_any`, `wait`, `finish`); there is no wait without one.
   A leader that has ended is never waited on for its pipe: a process it left behind holding stdout is killed
   after `drain_s`, and its end arrives. `Deadline` is a restartable deadline on an injected clock.
@@ -23,11 +24,11 @@ worker per GPU (multigpu) and one per revision (commits). What they share is her
 """
 
 from harness.workers._busy import tolerate_children_of, tolerate_pids
-from harness.workers._channel import JsonLinesChannel, protocol_channel
+from harness.workers._channel import JsonLinesChannel, protocol_channel, stop_on_signals
 from harness.workers._deadline import Deadline, WaitExpired
 from harness.workers._process import Worker, child_env, harness_root, receive_any
 from harness.workers._processes import exit_words, group_alive, parent_of, process_stopped, signal_name
 
 __all__ = ["Deadline", "JsonLinesChannel", "WaitExpired", "Worker", "child_env", "exit_words", "group_alive",
            "harness_root", "parent_of", "process_stopped", "protocol_channel", "receive_any", "signal_name",
-           "tolerate_children_of", "tolerate_pids"]
+           "stop_on_signals", "tolerate_children_of", "tolerate_pids"]

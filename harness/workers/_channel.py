@@ -1,12 +1,16 @@
-"""The child's side: its channel to the parent on the real stdout, fd 1 pointed at stderr."""
+"""The child's side: its channel to the parent on the real stdout, fd 1 pointed at stderr, and the stop signals
+that end its run as Ctrl-C does."""
 
 from __future__ import annotations
 
 import json
 import os
+import signal
 import sys
 
-__all__ = ["JsonLinesChannel", "protocol_channel"]
+from harness.errors import RunStopped
+
+__all__ = ["JsonLinesChannel", "protocol_channel", "stop_on_signals"]
 
 
 class JsonLinesChannel:
@@ -35,3 +39,16 @@ def protocol_channel(inp=sys.stdin) -> JsonLinesChannel:
     sys.stdout.flush()
     os.dup2(2, 1)
     return JsonLinesChannel(out, inp)
+
+
+def _stopped(signum, frame):
+    raise RunStopped(signum)
+
+
+def stop_on_signals(signals=(signal.SIGTERM, signal.SIGHUP)) -> None:
+    """In a child's main thread: each of `signals` (scancel, a job's time limit, a plain `kill`, the parent's
+    kill of its group, the parent passing on its own stop) raises RunStopped, so the run ends as on Ctrl-C:
+    finished measurements kept and the run `incomplete`, the signal named, instead of the process vanishing
+    with its run `running`."""
+    for sig in signals:
+        signal.signal(sig, _stopped)

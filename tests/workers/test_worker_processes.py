@@ -199,6 +199,21 @@ def test_the_childs_prints_cannot_reach_its_channel(started, tmp_path):
         w.kill(grace_s=0)
 
 
+def test_a_kill_lets_a_worker_end_its_run_as_on_ctrl_c(tmp_path):
+    """stop_on_signals: the SIGTERM of kill() is a RunStopped in the child, which names it and ends on its own."""
+    code = ("import time; from harness.errors import RunStopped; from harness.workers import protocol_channel, "
+            "stop_on_signals; stop_on_signals(); ch = protocol_channel()\n"
+            "try:\n    ch.send(event='up'); time.sleep(30)\nexcept RunStopped as exc:\n"
+            "    ch.send(event='stopped', by=exc.signal_name)")
+    w = Worker.start([sys.executable, "-c", code], log=tmp_path / "child.log")
+    try:
+        assert w.receive(timeout=20) == {"event": "up"}
+        assert w.kill(grace_s=20) == 0  # it ended itself, in time: no SIGKILL
+        assert w.receive(timeout=5) == {"event": "stopped", "by": "SIGTERM"}
+    finally:
+        w.kill(grace_s=0)
+
+
 class _Device:
     spec = "cuda:0"
 
