@@ -34,11 +34,12 @@ def harness_root() -> Path:
     return Path(harness.__file__).resolve().parent.parent
 
 
-def child_env(base: dict[str, str] | None = None) -> dict[str, str]:
-    """`base` (default: this process's environment) with this harness first on PYTHONPATH, so a child runs
-    the same harness whatever its working directory."""
+def child_env(base: dict[str, str] | None = None, *, root: str | Path | None = None) -> dict[str, str]:
+    """`base` (default: this process's environment) with `root` (default: this harness's, `harness_root()`)
+    first on PYTHONPATH, so a child runs the same harness whatever its working directory."""
     env = dict(os.environ if base is None else base)
-    env["PYTHONPATH"] = os.pathsep.join([str(harness_root())] + ([env["PYTHONPATH"]] if env.get("PYTHONPATH") else []))
+    first = str(harness_root() if root is None else root)
+    env["PYTHONPATH"] = os.pathsep.join([first] + ([env["PYTHONPATH"]] if env.get("PYTHONPATH") else []))
     return env
 
 
