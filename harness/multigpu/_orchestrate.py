@@ -73,8 +73,9 @@ class _Worker:
     def stderr_tail(self, n: int = 3) -> str:
         return " | ".join(self.proc.tail(n))
 
-    def finish(self, *, grace_s: float = 60.0) -> int | None:
-        return self.proc.finish(wait_s=grace_s, grace_s=_TERM_GRACE_S)
+    def finish(self, *, wait_s: float = 60.0) -> int | None:
+        """EOF on its stdin ("stop"), `wait_s` for it to end, then its group is killed (SIGTERM first)."""
+        return self.proc.finish(wait_s=wait_s, grace_s=_TERM_GRACE_S)
 
 
 def _next(events: queue.Queue, workers: list[_Worker], *, timeout: float):

@@ -31,7 +31,7 @@ def test_a_silent_worker_is_stopped_with_its_group_and_the_reason_is_kept(tmp_pa
         _pump([w], events, lambda gpu, event: seen.append(event), timeout=0.2)
         grandchild = seen[0]["pid"]
         assert w.ended and not _alive(grandchild)
-        assert w.finish(grace_s=5) == 130  # it heard SIGTERM (its handler ran), not a bare SIGKILL
+        assert w.finish(wait_s=5) == 130  # it heard SIGTERM (its handler ran), not a bare SIGKILL
         assert {"event": "error", "message": "interrupted"} in seen  # relayed as it came
         assert w.final == {"event": "error", "message": "sent nothing for 0 s; stopped"}  # but not its verdict
     finally:

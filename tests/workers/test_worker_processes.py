@@ -171,6 +171,15 @@ def test_a_group_whose_only_member_is_an_unreaped_zombie_is_not_alive():
     assert group_alive(proc.pid) is False
 
 
+def test_a_childs_environment_puts_this_harness_first_on_its_path():
+    from harness.workers import child_env, harness_root
+
+    env = child_env({"PATH": "/bin", "PYTHONPATH": "/theirs"})
+    assert env == {"PATH": "/bin", "PYTHONPATH": os.pathsep.join([str(harness_root()), "/theirs"])}
+    assert (harness_root() / "harness" / "workers" / "__init__.py").is_file()
+    assert child_env({}, root="/src") == {"PYTHONPATH": "/src"}
+
+
 def test_deadline_on_an_injected_clock():
     now = [10.0]
     d = Deadline(5, clock=lambda: now[0])
