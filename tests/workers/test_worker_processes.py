@@ -18,8 +18,10 @@ from harness.workers import (
     Deadline,
     WaitExpired,
     Worker,
+    child_env,
     exit_words,
     group_alive,
+    harness_root,
     receive_any,
     tolerate_children_of,
     tolerate_pids,
@@ -172,8 +174,6 @@ def test_a_group_whose_only_member_is_an_unreaped_zombie_is_not_alive():
 
 
 def test_a_childs_environment_puts_this_harness_first_on_its_path():
-    from harness.workers import child_env, harness_root
-
     env = child_env({"PATH": "/bin", "PYTHONPATH": "/theirs"})
     assert env == {"PATH": "/bin", "PYTHONPATH": os.pathsep.join([str(harness_root()), "/theirs"])}
     assert (harness_root() / "harness" / "workers" / "__init__.py").is_file()
