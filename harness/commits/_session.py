@@ -107,8 +107,8 @@ class _Worker:
         while True:
             try:
                 msg = self.proc.receive(timeout=timeout)
-            except WaitExpired:
-                self.stop()
+            except WaitExpired:  # stuck (it would not read a stop either): its group ends, SIGTERM first
+                self.proc.kill(grace_s=_TERM_GRACE_S)
                 raise WorkerError(f"The worker of revision {self.revision.describe()} sent nothing for {timeout:.0f} s "
                                   f"(waiting for {'/'.join(events)}); it was stopped. Last lines of its log:\n"
                                   f"{self._stderr_tail()}") from None
