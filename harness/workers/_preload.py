@@ -32,7 +32,7 @@ import sys
 import threading
 import time
 
-__all__ = ["PreloadedPopen", "preloaded_popen", "forkable"]
+__all__ = ["PreloadedPopen", "preloaded_popen", "forkable", "prestart"]
 
 # What the helper imports before it forks: the libraries every child imports first and that take seconds.
 PRELOAD = ("torch",)
@@ -380,6 +380,18 @@ class PreloadedPopen:
 
     def kill(self) -> None:
         self.send_signal(signal.SIGKILL)
+
+
+def prestart(*, python: str = sys.executable, env: dict | None = None) -> None:
+    """Start the helper for children of `env` (default: this process's environment) now, in the background, so
+    that its torch import overlaps the parent's own set-up (worktrees, inputs, telemetry) instead of delaying the
+    first child. Nothing happens where no helper may be started; never raises."""
+    if os.environ.get("HARNESS_NO_PRELOAD") == "1":
+        return
+    try:
+        _helper(python, dict(os.environ if env is None else env))
+    except OSError:
+        pass
 
 
 _SUPPORTED = {"stdin", "stdout", "stderr", "text", "bufsize", "encoding", "errors", "cwd", "env", "start_new_session"}

@@ -15,7 +15,7 @@ from pathlib import Path
 
 import pytest
 
-from harness.workers._preload import PreloadedPopen, forkable, preloaded_popen
+from harness.workers._preload import PreloadedPopen, forkable, preloaded_popen, prestart
 
 ROOT = Path(__file__).resolve().parents[2]
 MODULE = "tests.workers.preload_child"
@@ -95,3 +95,18 @@ def test_only_this_python_dash_m_is_forked():
     assert forkable(["/usr/bin/env", "-m", "x"]) is None
     proc = preloaded_popen([sys.executable, "-c", "print('plain')"], stdout=subprocess.PIPE, text=True)
     assert isinstance(proc, subprocess.Popen) and proc.communicate(timeout=60)[0] == "plain\n"
+
+
+def test_a_prestarted_helper_serves_the_next_child_and_the_opt_out_starts_children_plainly(monkeypatch):
+    from harness.workers import _preload
+
+    env = {**os.environ, "PYTHONPATH": str(ROOT), "OMP_NUM_THREADS": "1", "MKL_DYNAMIC": "prestart-test"}
+    prestart(env=env)
+    helper = _preload._HELPERS[_preload._key(sys.executable, env)]
+    proc, seen = start("exit", "0", env_extra={"OMP_NUM_THREADS": "1", "MKL_DYNAMIC": "prestart-test"})
+    assert proc._helper is helper and seen["preloaded"] and proc.wait(timeout=30) == 0
+    monkeypatch.setenv("HARNESS_NO_PRELOAD", "1")
+    plain = preloaded_popen([sys.executable, "-m", MODULE, "exit", "0"], stdout=subprocess.PIPE, text=True,
+                            env=env, cwd=ROOT)
+    assert isinstance(plain, subprocess.Popen) and json.loads(plain.stdout.readline())["preloaded"] is False
+    assert plain.wait(timeout=60) == 0
