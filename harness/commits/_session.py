@@ -29,7 +29,7 @@ from harness.commits._result import CommitComparison, CommitsResult, RevisionRun
 from harness.config import SustainedProtocol
 from harness.errors import ConfigError, HarnessError, KernelError
 from harness.inputs import InputSpec
-from harness.workers import WaitExpired, Worker, child_env, exit_words
+from harness.workers import WaitExpired, Worker, child_env, exit_words, prestart
 
 __all__ = ["CommitsConfig", "compare_commits", "WorkerError", "Terminated"]
 
@@ -201,6 +201,7 @@ def compare_commits(config: CommitsConfig, *, on_message: Callable[[str], None] 
     dirty = check_clean(root, allow_dirty=config.allow_dirty, under=str(sub))
     results_dir = Path(config.results_dir).resolve()
     env = child_env()
+    prestart(python=config.python, env=env)  # the workers' torch, imported while the worktrees are made
     names = ", ".join(r.describe() for r in revisions)
     with _terminate_as_interrupt(), tempfile.TemporaryDirectory(prefix="bench-commits-") as tmp, \
             worktrees(root, revisions, root=Path(tmp)) as trees:

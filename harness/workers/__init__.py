@@ -21,14 +21,20 @@ worker per GPU (multigpu) and one per revision (commits). What they share is her
   not count the processes of the same measurement (a multi-GPU run's orchestrator, the other revisions'
   workers, a run's own kernel processes): they sit blocked on a pipe while one of them measures and cannot
   change its clock. Any other process still makes the device busy.
+- preload: a child that is `python -m module` is forked from a helper process that has imported torch once
+  (`_preload`), so it starts in milliseconds instead of the seconds of torch's import (`prestart` starts the
+  helper ahead of the first child); what the child sees is what `python -m` gives it. HARNESS_NO_PRELOAD=1
+  starts every child the ordinary way.
 """
 
 from harness.workers._busy import tolerate_children_of, tolerate_pids
 from harness.workers._channel import JsonLinesChannel, protocol_channel, stop_on_signals
 from harness.workers._deadline import Deadline, WaitExpired
+from harness.workers._preload import PreloadedPopen, forkable, preloaded_popen, prestart
 from harness.workers._process import Worker, child_env, harness_root, receive_any
 from harness.workers._processes import exit_words, group_alive, parent_of, process_stopped, signal_name
 
 __all__ = ["Deadline", "JsonLinesChannel", "WaitExpired", "Worker", "child_env", "exit_words", "group_alive",
            "harness_root", "parent_of", "process_stopped", "protocol_channel", "receive_any", "signal_name",
-           "stop_on_signals", "tolerate_children_of", "tolerate_pids"]
+           "stop_on_signals", "tolerate_children_of", "tolerate_pids", "PreloadedPopen", "forkable",
+           "preloaded_popen", "prestart"]

@@ -16,6 +16,7 @@ from pathlib import Path
 
 import harness
 from harness.workers._deadline import Deadline, WaitExpired, finite
+from harness.workers._preload import preloaded_popen
 from harness.workers._processes import group_alive, killpg
 
 __all__ = ["Worker", "child_env", "harness_root", "receive_any"]
@@ -72,9 +73,10 @@ class Worker:
         try:
             # errors="replace": bytes that are not UTF-8 must not stop a relay thread (its pipe would fill and
             # the child, blocked on its next write, would be taken for hung).
-            proc = subprocess.Popen(argv, stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=stderr_to, text=True,
-                                    bufsize=1, encoding="utf-8", errors="replace", cwd=cwd, env=env,
-                                    start_new_session=True)
+            # python -m children fork from the helper that has torch imported (_preload): milliseconds, not seconds
+            proc = preloaded_popen(argv, stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=stderr_to, text=True,
+                                   bufsize=1, encoding="utf-8", errors="replace", cwd=cwd, env=env,
+                                   start_new_session=True)
         finally:
             if log is not None:
                 stderr_to.close()  # the child holds its own descriptor of the log
