@@ -16,13 +16,14 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent / "harness"
 
 # Lower layers first: a unit may import units of its own or a lower layer. The pipeline's order
-# (ARCHITECTURE.md): inputs/devices/telemetry/results are leaves, capture and kernels make what the
+# (ARCHITECTURE.md): inputs/devices/telemetry/results are leaves (so is workers, the child processes that
+# runner, multigpu and commits start), capture and kernels make what the
 # runner times, analysis reads what results stores, report renders it. `commits` (revision comparisons
 # and the nightly job) runs the whole pipeline and writes its reports, so it sits above report; the
 # suite layer, the pytest plugin and the CLI (with `python -m harness`) sit on top.
 LAYERS = [
     {"errors", "__init__"},
-    {"inputs", "devices", "telemetry", "results", "config", "numerics"},
+    {"inputs", "devices", "telemetry", "results", "config", "numerics", "workers"},
     {"capture", "kernels"},
     {"analysis"},
     {"runner"},

@@ -13,11 +13,7 @@ seed) and runs this same harness, whose synthetic inputs are drawn from a seeded
 from __future__ import annotations
 
 import dataclasses
-import json
-import os
-import queue
 import signal
-import subprocess
 import sys
 import tempfile
 import threading
@@ -34,6 +30,7 @@ from harness.commits._result import CommitComparison, CommitsResult, RevisionRun
 from harness.config import RunConfig, RunSettings, SustainedProtocol, protocol_from_dict
 from harness.errors import ConfigError, HarnessError, KernelError
 from harness.inputs import InputSpec
+from harness.workers import WaitExpired, Worker, child_env, exit_words, prestart
 
 __all__ = ["CommitsConfig", "compare_commits", "WorkerError", "Terminated"]
 
@@ -102,52 +99,41 @@ class CommitsConfig(RunSettings):
             raise ConfigError("Name the kernel to compare with --kernel (a registered name or module:function).")
 
 
+# How long a worker stopped with SIGTERM (its handler marks its run incomplete) has before SIGKILL.
+_TERM_GRACE_S = 10.0
+
+
 class _Worker:
-    """One revision's process and a thread reading its JSON lines, so every wait can time out."""
+    """One revision's process (harness.workers: a session of its own), every wait on it with a deadline."""
 
     def __init__(self, *, revision: Revision, argv: list[str], env: dict, cwd: Path, log: Path) -> None:
         self.revision = revision
         self.log = log
-        self._stderr = open(log, "w", encoding="utf-8")
         # A session of its own: a Ctrl-C in the terminal reaches the orchestrator only, which then stops
         # each worker once (a second SIGINT from the terminal would interrupt the worker's own clean-up).
-        self.proc = subprocess.Popen(argv, stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=self._stderr,
-                                     env=env, cwd=cwd, text=True, bufsize=1, start_new_session=True)
-        self.lines: queue.Queue = queue.Queue()
+        self.proc = Worker.start(argv, env=env, cwd=cwd, log=log)
         self.run_dir: str | None = None
-        threading.Thread(target=self._read, daemon=True).start()
-
-    def _read(self) -> None:
-        for line in self.proc.stdout:
-            self.lines.put(line)
-        self.lines.put(None)
 
     def send(self, op: str) -> None:
-        try:
-            self.proc.stdin.write(json.dumps({"op": op}) + "\n")
-            self.proc.stdin.flush()
-        except (BrokenPipeError, OSError):
-            pass  # the worker is gone; the next expect() reports why
+        self.proc.send({"op": op})  # when the worker is gone, the next expect() reports why
 
     def _stderr_tail(self, n: int = 15) -> str:
-        if not self._stderr.closed:
-            self._stderr.flush()
-        lines = self.log.read_text(encoding="utf-8", errors="replace").strip().splitlines()
-        return "\n".join(lines[-n:])
+        return "\n".join(self.proc.tail(n))
 
     def expect(self, events: tuple[str, ...], *, timeout: float, on_message: Callable[[str], None]) -> dict:
         while True:
             try:
-                line = self.lines.get(timeout=timeout)
-            except queue.Empty:
-                self.stop()
+                msg = self.proc.receive(timeout=timeout)
+            except WaitExpired:  # stuck (it would not read a stop either): its group ends, SIGTERM first
+                self.proc.kill(grace_s=_TERM_GRACE_S)
                 raise WorkerError(f"The worker of revision {self.revision.describe()} sent nothing for {timeout:.0f} s "
                                   f"(waiting for {'/'.join(events)}); it was stopped. Last lines of its log:\n"
                                   f"{self._stderr_tail()}") from None
-            if line is None:
+            if msg is None:
                 rc = self.proc.wait(timeout=30)
-                ended = (f"was killed by {signal.Signals(-rc).name}" if rc < 0 and -rc in signal.valid_signals()
-                         else f"exited with status {rc}")
+                if rc is None:  # its stdout closed but it goes on: it is ended, with whatever it started
+                    rc = self.proc.kill(grace_s=_TERM_GRACE_S)
+                ended = exit_words(rc)
                 cause = f"the worker of revision {self.revision.describe()} {ended}"
                 if self.run_dir:  # it could not write its own ending: its run would stay `running`
                     from harness.results import end_abandoned_run
@@ -157,10 +143,6 @@ class _Worker:
                 raise WorkerError(
                     f"The worker of revision {self.revision.describe()} {ended} while {'/'.join(events)} was expected. "
                     f"Last lines of its log:\n{self._stderr_tail()}", cause=cause)
-            try:
-                msg = json.loads(line)
-            except json.JSONDecodeError:
-                continue  # not protocol (cannot happen: the worker sends prints to stderr); never fatal
             if msg.get("event") == "started":
                 self.run_dir = msg.get("run_dir")
             elif msg.get("event") == "message":
@@ -175,22 +157,13 @@ class _Worker:
         """End the worker. `interrupt`: `signum` first (the signal that stopped `bench commits`: SIGINT, SIGTERM
         or SIGHUP, so its run names the one that did), so a measurement under way ends and its run is marked
         incomplete by the runner; otherwise `stop` on its pipe, read before its next repeat, with the
-        `reason` its run is then marked incomplete with."""
+        `reason` its run is then marked incomplete with. One that has not ended a minute later is killed
+        with its whole process group (SIGTERM, then SIGKILL); what it started is ended either way."""
         if self.proc.poll() is None:
             if interrupt:
-                self.proc.send_signal(signum)
-            try:
-                self.proc.stdin.write(json.dumps({"op": "stop", "reason": reason}) + "\n")
-                self.proc.stdin.flush()
-            except (BrokenPipeError, OSError, ValueError):
-                pass
-            try:
-                self.proc.stdin.close()
-                self.proc.wait(timeout=60)
-            except (subprocess.TimeoutExpired, OSError):
-                self.proc.kill()
-                self.proc.wait()
-        self._stderr.close()
+                self.proc.signal(signum)
+            self.proc.send({"op": "stop", "reason": reason})
+        self.proc.finish(wait_s=60, grace_s=_TERM_GRACE_S)
 
 
 class Terminated(KeyboardInterrupt):
@@ -219,12 +192,6 @@ def _terminate_as_interrupt():
             signal.signal(sig, old)
 
 
-def _harness_root() -> Path:
-    import harness
-
-    return Path(harness.__file__).resolve().parent.parent
-
-
 def _same_commit(a: Revision, b: Revision) -> str:
     if a.commit != b.commit:
         return ""
@@ -250,8 +217,8 @@ def compare_commits(config: CommitsConfig, *, on_message: Callable[[str], None] 
     revisions = [resolve_revision(root, r) for r in config.revisions]  # all checked before anything runs
     dirty = check_clean(root, allow_dirty=config.allow_dirty, under=str(sub))
     results_dir = Path(config.results_dir).resolve()
-    env = {**os.environ, "PYTHONPATH": os.pathsep.join(
-        [str(_harness_root())] + ([os.environ["PYTHONPATH"]] if os.environ.get("PYTHONPATH") else []))}
+    env = child_env()
+    prestart(python=config.python, env=env)  # the workers' torch, imported while the worktrees are made
     names = ", ".join(r.describe() for r in revisions)
     with _terminate_as_interrupt(), tempfile.TemporaryDirectory(prefix="bench-commits-") as tmp, \
             worktrees(root, revisions, root=Path(tmp)) as trees:

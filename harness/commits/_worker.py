@@ -18,14 +18,14 @@ complete).
 from __future__ import annotations
 
 import argparse
-import dataclasses
 import json
 import os
 import signal
 import sys
 from pathlib import Path
 from harness.errors import RunStopped, StopRequested
-from harness.runner import JsonLinesChannel, NullObserver
+from harness.runner import NullObserver
+from harness.workers import JsonLinesChannel, protocol_channel, stop_on_signals, tolerate_children_of
 
 __all__ = ["main", "spec_to_json", "MEASURED_FIELDS"]
 
@@ -73,32 +73,6 @@ class _Relay(NullObserver):
         return op == "more"
 
 
-def _parent_of(pid: int) -> int | None:
-    try:
-        stat = Path(f"/proc/{pid}/stat").read_text()
-        return int(stat.rsplit(")", 1)[1].split()[1])
-    except (OSError, ValueError, IndexError):
-        return None
-
-
-class _SiblingsTolerated:
-    """The device, except that the other workers of the same comparison do not count as busy.
-
-    They hold a CUDA context on this GPU but sit blocked on their pipe while this worker measures, so
-    they cannot change its clock; any other process still makes the run refuse the GPU.
-    """
-
-    def __init__(self, device, *, orchestrator_pid: int) -> None:
-        self._device = device
-        self._orchestrator = orchestrator_pid
-
-    def __getattr__(self, name):
-        return getattr(self._device, name)
-
-    def other_processes(self):
-        return [p for p in self._device.other_processes() if _parent_of(p.pid) != self._orchestrator]
-
-
 def spec_to_json(*, tree: str, revision_text: str, kernel: str, run: dict, command: str) -> str:
     """The worker's `--spec`: its revision's tree and kernel, and the RunConfig it runs (`RunConfig.to_dict`)."""
     return json.dumps(dict(tree=tree, revision_text=revision_text, kernel=kernel, run=run, command=command))
@@ -117,7 +91,9 @@ def _run(spec: dict, channel: JsonLinesChannel) -> int:
         registry = KernelRegistry()
         registry.add(kernel)
         config = RunConfig.from_dict({**spec["run"], "kernels": [kernel.name]})  # by the name it registered
-        device = _SiblingsTolerated(open_device(config.device), orchestrator_pid=os.getppid())
+        # The other workers of this comparison hold a context on the GPU but sit blocked on their pipe while
+        # this one measures; any other process still makes the run refuse the GPU.
+        device = tolerate_children_of(open_device(config.device), os.getppid())
         relay = _Relay(channel)
         more = relay.more_repeats if config.protocol.until_ci is not None else None
         result = run_sustained(config, observer=relay, registry=registry, device=device, command=spec["command"],
@@ -144,23 +120,14 @@ def _run(spec: dict, channel: JsonLinesChannel) -> int:
     return 0
 
 
-def _terminated(signum, frame):
-    raise RunStopped(signum)
-
-
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m harness.commits._worker", description=__doc__.split("\n")[0])
     parser.add_argument("--spec", required=True, help="JSON from spec_to_json")
     args = parser.parse_args(argv)
     # A kill (or the orchestrator passing on its SIGTERM / SIGHUP) ends the run as `incomplete`, the signal named.
-    for sig in (signal.SIGTERM, signal.SIGHUP):
-        signal.signal(sig, _terminated)
-    # Keep the real stdout for the protocol and point fd 1 at stderr, so a kernel that prints (or a
-    # library that logs to stdout) cannot write into the JSON stream.
-    protocol_out = os.fdopen(os.dup(1), "w", buffering=1)
-    sys.stdout.flush()
-    os.dup2(2, 1)
-    return _run(json.loads(args.spec), JsonLinesChannel(protocol_out, sys.stdin))
+    stop_on_signals()
+    # The real stdout carries the protocol; fd 1 points at stderr, so a kernel's prints cannot corrupt it.
+    return _run(json.loads(args.spec), protocol_channel(sys.stdin))
 
 
 if __name__ == "__main__":

@@ -12,9 +12,7 @@ import json
 import os
 import queue
 import signal
-import subprocess
 import sys
-import threading
 import time
 from collections.abc import Callable, Sequence
 from datetime import datetime, timezone
@@ -38,79 +36,58 @@ from harness.multigpu._select import (
     select_gpus,
     worker_env,
 )
+from harness.workers import WaitExpired, Worker, harness_root, receive_any
 
 __all__ = ["run_multi"]
 
 
+# How long a worker stopped with SIGTERM (its handler marks its run incomplete) has before SIGKILL.
+_TERM_GRACE_S = 10.0
+
+
 class _Worker:
-    """One GPU's process and a thread that reads its JSON lines into the shared queue."""
+    """One GPU's process (harness.workers: a session of its own) and what it has reported; its messages go
+    to the queue all workers share."""
 
     def __init__(self, slot: GpuSlot, *, argv: list[str], env: dict, cwd: Path, log: Path, events: queue.Queue):
         self.slot, self.log = slot, log
-        self._stderr = open(log, "w", encoding="utf-8")
         # A session of its own: Ctrl-C in the terminal reaches the orchestrator alone, which passes exactly one
         # SIGINT on to each worker (two could interrupt a worker while it marks its run incomplete).
-        self.proc = subprocess.Popen(argv, stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=self._stderr,
-                                     env=env, cwd=cwd, text=True, bufsize=1, start_new_session=True)
-        self.events = events
+        self.proc = Worker.start(argv, env=env, cwd=cwd, log=log, events=events, key=self)
         self.run_dir: Path | None = None
         self.final: dict | None = None  # the done / error / busy event, if one came
+        self.stopped = False  # the orchestrator ended it (silent, or not ready): `final` says why, not its last words
         self.measured = 0
         self.ended = False
         self.returncode: int | None = None
         self.last_seen = time.monotonic()
-        threading.Thread(target=self._read, daemon=True).start()
-
-    def _read(self) -> None:
-        for line in self.proc.stdout:
-            try:
-                self.events.put((self, json.loads(line)))
-            except json.JSONDecodeError:
-                pass  # not protocol (prints go to stderr); never fatal
-        self.events.put((self, None))
 
     def send(self, **message) -> None:
-        try:
-            self.proc.stdin.write(json.dumps(message) + "\n")
-            self.proc.stdin.flush()
-        except (BrokenPipeError, OSError):
-            pass  # the worker is gone; its end of stream says so
+        self.proc.send(message)  # when the worker is gone, its end of stream says so
+
+    def stop(self, why: str) -> None:
+        """End a worker that did not answer: its whole process group, SIGTERM first (its end arrives as None)."""
+        self.final, self.stopped = {"event": "error", "message": why}, True
+        self.proc.kill(grace_s=_TERM_GRACE_S)
 
     def stderr_tail(self, n: int = 3) -> str:
-        if not self._stderr.closed:
-            self._stderr.flush()
-        lines = self.log.read_text(encoding="utf-8", errors="replace").strip().splitlines()
-        return " | ".join(lines[-n:])
+        return " | ".join(self.proc.tail(n))
 
-    def finish(self, *, grace_s: float = 60.0) -> int:
-        if self.proc.poll() is None:
-            try:
-                self.proc.stdin.close()
-                self.proc.wait(timeout=grace_s)
-            except (subprocess.TimeoutExpired, OSError):
-                self.proc.kill()
-        rc = self.proc.wait()
-        self._stderr.close()
-        return rc
-
-
-def _harness_root() -> Path:
-    import harness
-
-    return Path(harness.__file__).resolve().parent.parent
+    def finish(self, *, wait_s: float = 60.0) -> int | None:
+        """EOF on its stdin ("stop"), `wait_s` for it to end, then its group is killed (SIGTERM first)."""
+        return self.proc.finish(wait_s=wait_s, grace_s=_TERM_GRACE_S)
 
 
 def _next(events: queue.Queue, workers: list[_Worker], *, timeout: float):
-    """The next event of any worker; a worker silent for `timeout` is killed (its end arrives as None)."""
+    """The next event of any worker; a worker silent for `timeout` is stopped (its end arrives as None)."""
     while True:
         try:
-            return events.get(timeout=1.0)
-        except queue.Empty:
+            return receive_any(events, timeout=min(1.0, timeout), workers=[w.proc for w in workers])
+        except WaitExpired:
             now = time.monotonic()
             for w in workers:
                 if not w.ended and now - w.last_seen > timeout and w.proc.poll() is None:
-                    w.final = {"event": "error", "message": f"sent nothing for {timeout:.0f} s; stopped"}
-                    w.proc.kill()
+                    w.stop(f"sent nothing for {timeout:.0f} s; stopped")
 
 
 def run_multi(
@@ -153,7 +130,7 @@ def run_multi(
     sub_root.mkdir()
     events: queue.Queue = queue.Queue()
     workers: list[_Worker] = []
-    pythonpath = str(_harness_root())
+    pythonpath = str(harness_root())
     cwd = Path.cwd()
     try:
         for slot in slots:
@@ -173,8 +150,7 @@ def run_multi(
             _pump(workers, events, emit, timeout=_silence_timeout(config))
     except BaseException as exc:
         for w in workers:  # the workers keep what they finished: ask them to stop, as Ctrl-C in a terminal does
-            if w.proc.poll() is None:
-                w.proc.send_signal(signal.SIGINT)
+            w.proc.signal(signal.SIGINT)
         _finish(workers)
         if not isinstance(exc, KeyboardInterrupt):
             writer.set_status("failed", f"{type(exc).__name__}: {exc}",
@@ -198,11 +174,10 @@ def _await_ready(workers, events, emit, *, timeout: float) -> list[_Worker]:
     deadline = time.monotonic() + timeout
     while pending:
         try:
-            w, msg = events.get(timeout=max(0.1, deadline - time.monotonic()))
-        except queue.Empty:
+            w, msg = receive_any(events, timeout=max(0.1, deadline - time.monotonic()), workers=[w.proc for w in pending])
+        except WaitExpired:
             for w in pending:
-                w.final = {"event": "error", "message": f"not ready after {timeout:.0f} s; stopped"}
-                w.proc.kill()
+                w.stop(f"not ready after {timeout:.0f} s; stopped")
             break
         if msg is None:
             w.ended = True
@@ -211,7 +186,7 @@ def _await_ready(workers, events, emit, *, timeout: float) -> list[_Worker]:
         emit(w.slot.gpu_id, msg)
         if msg.get("event") == "ready":
             pending.discard(w)
-        elif msg.get("event") in ("busy", "error"):
+        elif msg.get("event") in ("busy", "error") and not w.stopped:
             w.final = msg
             pending.discard(w)
     return [w for w in workers if w.final is None and not w.ended]
@@ -233,7 +208,7 @@ def _pump(workers, events, emit, *, timeout: float) -> None:
             w.run_dir = Path(msg["run_dir"])
         elif kind == "measured":
             w.measured += 1
-        elif kind in ("done", "error", "busy"):
+        elif kind in ("done", "error", "busy") and not w.stopped:
             w.final = msg
         emit(w.slot.gpu_id, msg)
 

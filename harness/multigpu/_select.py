@@ -18,6 +18,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 
 from harness.errors import ConfigError, DeviceError, TelemetryError
+from harness.workers import child_env
 
 __all__ = [
     "MULTICAST_OFF",
@@ -161,9 +162,7 @@ def select_gpus(text: str, *, present: Sequence[GpuSlot]) -> list[GpuSlot]:
 
 def worker_env(slot: GpuSlot, *, base: dict[str, str] | None = None, pythonpath: str | None = None) -> dict[str, str]:
     """The environment of the worker for `slot`: its GPU alone visible, multicast off."""
-    env = dict(os.environ if base is None else base)
+    env = child_env(base, root=pythonpath) if pythonpath else dict(os.environ if base is None else base)
     env.update(slot.visible)
     env.update(MULTICAST_OFF)
-    if pythonpath:
-        env["PYTHONPATH"] = os.pathsep.join([pythonpath] + ([env["PYTHONPATH"]] if env.get("PYTHONPATH") else []))
     return env

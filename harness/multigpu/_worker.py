@@ -23,13 +23,13 @@ import argparse
 import dataclasses
 import json
 import os
-import signal
 import socket
 import sys
 from pathlib import Path
 
 from harness.multigpu._plan import SIDECAR
-from harness.runner import JsonLinesChannel, NullObserver
+from harness.runner import NullObserver
+from harness.workers import JsonLinesChannel, protocol_channel, stop_on_signals, tolerate_pids
 
 __all__ = ["SIDECAR", "main"]
 EXIT_BUSY, EXIT_ERROR, EXIT_STOPPED, EXIT_CRASH, EXIT_INTERRUPTED = 6, 3, 4, 5, 130
@@ -54,24 +54,6 @@ class _Relay(NullObserver):
 
     def on_message(self, text: str) -> None:
         self.channel.send(event="message", text=text)
-
-
-class _OrchestratorTolerated:
-    """The device, except that the orchestrating process does not count as busy.
-
-    The orchestrator read the GPUs' properties through PyTorch, which may leave it a CUDA context on them,
-    but it only reads pipes while workers measure, so it cannot change a clock. Any other process still
-    makes the worker refuse its GPU.
-    """
-
-    def __init__(self, device, *, orchestrator_pid: int) -> None:
-        self._device, self._orchestrator = device, orchestrator_pid
-
-    def __getattr__(self, name):
-        return getattr(self._device, name)
-
-    def other_processes(self):
-        return [p for p in self._device.other_processes() if p.pid != self._orchestrator]
 
 
 def _open(device: str, factory: str | None):
@@ -130,7 +112,8 @@ def _run_spec(spec: dict, channel: JsonLinesChannel) -> int:
     def body() -> int:
         config = RunConfig.from_dict(spec["config"])
         device = _open(spec["device"], spec.get("device_factory"))
-        device = _OrchestratorTolerated(device, orchestrator_pid=spec["orchestrator_pid"])
+        # The orchestrator may hold a CUDA context from reading the GPUs' properties; any other process is busy.
+        device = tolerate_pids(device, {spec["orchestrator_pid"]})
         busy = check_idle(device, allow_busy=config.allow_busy)
         ident = device.identity()  # `cuda:<PCI bus id>` already refused any GPU but the one assigned
         channel.send(event="ready", gpu_id=spec["gpu_id"], device_name=ident.name, pci_bus_id=ident.pci_bus_id,
@@ -173,10 +156,6 @@ def _run_job(job_path: Path, task: int, channel: JsonLinesChannel) -> int:
     return _guarded(channel, body)
 
 
-def _terminate(signum, frame):
-    raise KeyboardInterrupt(f"signal {signum}")
-
-
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m harness.multigpu._worker", description=__doc__.split("\n")[0])
     parser.add_argument("--spec", type=Path, help="worker file written by run_multi")
@@ -185,19 +164,15 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
     if (args.spec is None) == (args.job is None):
         parser.error("give exactly one of --spec and --job")
-    # Keep the real stdout for the protocol and point fd 1 at stderr, so a kernel that prints (or a
-    # library that logs to stdout) cannot write into the JSON stream.
-    protocol_out = os.fdopen(os.dup(1), "w", buffering=1)
-    sys.stdout.flush()
-    os.dup2(2, 1)
-    # SIGTERM (scancel, a job's time limit, a plain `kill`) ends the run like Ctrl-C: finished measurements
-    # are kept and the run is marked incomplete, instead of the process vanishing with its run "running".
-    signal.signal(signal.SIGTERM, _terminate)
+    # SIGTERM (scancel, a job's time limit, a plain `kill`) or SIGHUP ends the run like Ctrl-C: finished
+    # measurements are kept and the run is marked incomplete, naming the signal.
+    stop_on_signals()
     if args.spec is not None:
         spec = json.loads(args.spec.read_text(encoding="utf-8"))
-        return _run_spec(spec, JsonLinesChannel(protocol_out, sys.stdin))
+        # The real stdout carries the protocol; fd 1 points at stderr, so a kernel's prints cannot corrupt it.
+        return _run_spec(spec, protocol_channel(sys.stdin))
     task = args.task if args.task is not None else int(os.environ.get("SLURM_ARRAY_TASK_ID", "-1"))
-    return _run_job(args.job, task, JsonLinesChannel(protocol_out, None))
+    return _run_job(args.job, task, protocol_channel(None))
 
 
 if __name__ == "__main__":

@@ -17,7 +17,6 @@ from harness.runner._launch import Launcher, build_launcher, estimate_launch_ns
 from harness.runner._loop import ISOLATION_NONE_NOTE, TIMED_STATUSES, RunHooks, RunResult
 from harness.runner._overhead import LaunchOverhead, measure_launch_overhead
 from harness.runner._measure import MeasureOutcome, PhaseTimes, run_protocol
-from harness.runner._channel import JsonLinesChannel
 from harness.runner._observer import NullObserver, RunObserver
 from harness.runner._ready import check_kernel
 from harness.runner._probe import InbandProbe, ProbeReading, probe_unavailable_reason, summarize_probe_blocks
@@ -34,7 +33,6 @@ __all__ = [
     "InModelJobResult",
     "run_in_model_job",
     "ISOLATION_NONE_NOTE",
-    "JsonLinesChannel",
     "BurstConfig",
     "BurstProtocol",
     "Chunk",

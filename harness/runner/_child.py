@@ -17,6 +17,8 @@ import os
 import sys
 import time
 
+from harness.workers import protocol_channel
+
 __all__ = ["main"]
 
 
@@ -206,14 +208,8 @@ def _where(exc: BaseException) -> str:
 
 
 def main() -> int:
-    from harness.runner._channel import JsonLinesChannel
-
-    # Keep the real stdout for the protocol and point fd 1 at stderr, so a kernel that prints (or a library
-    # that writes to fd 1) cannot write into the JSON stream.
-    protocol_out = os.fdopen(os.dup(1), "w", buffering=1)
-    sys.stdout.flush()
-    os.dup2(2, 1)
-    channel = JsonLinesChannel(protocol_out, sys.stdin)
+    # The real stdout carries the protocol; fd 1 points at stderr, so a kernel's prints cannot corrupt it.
+    channel = protocol_channel(sys.stdin)
     start = channel.receive()
     if start.get("op") != "start":
         return 2

@@ -8,8 +8,8 @@ recorded, so a second Ctrl-C 1 ms after the first cannot leave the run `running`
 third signal while ending restores the default and re-sends it: the way out when clean-up itself hangs. Only
 signals more than `BURST_S` after the first count toward it: a burst (a kernel that signals the run on every
 call) is one signal.
-A handler somebody else installed (the multi-GPU worker's SIGTERM) is left alone. Outside the main thread
-nothing is installed: Python delivers signals to the main thread only.
+A handler somebody else installed (a measuring worker's: harness.workers.stop_on_signals) is left alone.
+Outside the main thread nothing is installed: Python delivers signals to the main thread only.
 
 `Watchdog` bounds one stretch of kernel code (a gate call, one chunk) with SIGALRM (`setitimer`). What it
 can stop: Python-level work that returns to the interpreter (a `time.sleep`, a Python loop, a kernel

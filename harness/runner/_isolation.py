@@ -31,19 +31,12 @@ the cause, as each comes up, and the next configuration prepared starts a new ch
 
 from __future__ import annotations
 
-import collections
-import json
 import os
-import queue
-import signal
-import subprocess
 import sys
-import threading
-import time
-from pathlib import Path
 
 from harness.errors import KernelError, KernelTimeout
 from harness.runner._ready import ReportedFailure
+from harness.workers import Deadline, WaitExpired, Worker, child_env, process_stopped, signal_name
 
 __all__ = ["ChildKernel", "ChildDied", "ChildHung", "isolated", "grace_s", "quiet_s"]
 
@@ -84,6 +77,8 @@ def quiet_s(timeout_s: float) -> float:
 
 # After the child's process has ended, how long its last lines may still take to arrive on the pipe.
 _DRAIN_S = 2.0
+# How long a child asked to stop (or whose pipe has closed) may take to end before it is killed.
+_END_S = 30.0
 
 
 def _bundled(kernel) -> bool:
@@ -97,29 +92,6 @@ def isolated(name: str, registry, mode: str) -> bool:
     if name in registry:
         return mode == "process" or not _bundled(registry.get(name))
     return ":" in name  # a module:function or file.py:function spec: imported only in its child
-
-
-def _harness_root() -> str:
-    import harness
-
-    return str(Path(harness.__file__).resolve().parent.parent)
-
-
-def _stopped(pid: int) -> bool:
-    """Whether process `pid` is stopped (state T in /proc; False where that cannot be read)."""
-    try:
-        with open(f"/proc/{pid}/stat", encoding="ascii", errors="replace") as f:
-            text = f.read()
-        return text[text.rindex(")") + 2:].split()[0] in ("T", "t")
-    except (OSError, ValueError, IndexError):
-        return False
-
-
-def _signal_name(num: int) -> str:
-    try:
-        return signal.Signals(num).name
-    except ValueError:
-        return f"signal {num}"
 
 
 class ChildKernel:
@@ -140,73 +112,43 @@ class ChildKernel:
                        "gate": gate, "launch": launch, "timeout_s": self.timeout_s}
         self.kernel = None
         self.stage = "importing it"
-        self._proc = None
+        self._worker = None
         self._spawn()
 
     # -- the process -------------------------------------------------------------------------------
+    @property
+    def pid(self) -> int:
+        return self._worker.pid
+
     def _spawn(self) -> None:
-        env = {**os.environ, "PYTHONPATH": os.pathsep.join(
-            [_harness_root()] + ([os.environ["PYTHONPATH"]] if os.environ.get("PYTHONPATH") else []))}
-        # A session of its own: a Ctrl-C in the terminal reaches the run alone, which then ends its children,
-        # and a kill of the group also ends whatever the kernel itself started.
-        # errors="replace": bytes a kernel writes that are not UTF-8 must not stop the thread that drains its
-        # stderr (its pipe then filled, and the kernel, blocked on its next write, was killed as hung).
-        self._proc = subprocess.Popen([self._python, "-m", "harness.runner._child"], stdin=subprocess.PIPE,
-                                      stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, bufsize=1,
-                                      encoding="utf-8", errors="replace", cwd=self._cwd, env=env,
-                                      start_new_session=True)
-        self._events: queue.Queue = queue.Queue()
-        self._tail: collections.deque = collections.deque(maxlen=8)
+        # A session of its own (harness.workers): a Ctrl-C in the terminal reaches the run alone, which then ends
+        # its children, and a kill of the group also ends whatever the kernel itself started.
+        self._worker = Worker.start([self._python, "-m", "harness.runner._child"], env=child_env(), cwd=self._cwd,
+                                    on_stderr=self._relay_stderr, tail=8, drain_s=_DRAIN_S)
         self._alive, self._busy = True, False
         self._held: set = set()  # the configurations prepared in this process (their inputs, their kernel)
-        self._err_thread = threading.Thread(target=self._read_stderr, args=(self._proc,), daemon=True)
-        self._err_thread.start()
-        threading.Thread(target=self._read_events, args=(self._proc, self._events), daemon=True).start()
         self._send(self._start)
 
-    @staticmethod
-    def _read_events(proc, events: queue.Queue) -> None:
-        for line in proc.stdout:
-            try:
-                events.put(json.loads(line))
-            except json.JSONDecodeError:
-                pass  # not protocol: the child sends everything else to stderr
-        events.put(None)
-
-    def _read_stderr(self, proc) -> None:
+    def _relay_stderr(self, line: str) -> None:
         """The kernel's own prints and tracebacks reach the run's stderr (never its stdout, which may carry
-        --json -), and the last lines are kept for the row of a child that dies."""
-        for line in proc.stderr:
-            self._tail.append(line.rstrip("\n")[:300])
-            label = self.kernel.name if self.kernel is not None else self.ref
-            try:
-                sys.stderr.write(f"[{label}] {line}")
-                sys.stderr.flush()
-            except (OSError, ValueError):
-                pass  # a closed stderr must not stop the run
+        --json -); the worker keeps the last lines for the row of a child that dies."""
+        label = self.kernel.name if self.kernel is not None else self.ref
+        sys.stderr.write(f"[{label}] {line}")
+        sys.stderr.flush()
 
     def _send(self, message: dict) -> None:
-        try:
-            self._proc.stdin.write(json.dumps(message) + "\n")
-            self._proc.stdin.flush()
-        except (BrokenPipeError, OSError, ValueError):
-            pass  # it is gone; the next _await says why
+        self._worker.send(message)  # when it is gone, the next _await says why
 
     def _kill(self) -> None:
-        try:
-            os.killpg(self._proc.pid, signal.SIGKILL)
-        except (ProcessLookupError, PermissionError):
-            self._proc.kill()
-
-    def _reap(self, timeout: float = 30.0) -> int:
-        try:
-            rc = self._proc.wait(timeout=timeout)
-        except subprocess.TimeoutExpired:
-            self._kill()
-            rc = self._proc.wait()
+        """SIGKILL to its whole process group at once: a child called hung has had its grace already."""
+        self._worker.kill(grace_s=0.0)
         self._alive = False
         self._held.clear()
-        self._err_thread.join(timeout=2.0)
+
+    def _reap(self, timeout: float = _END_S) -> int | None:
+        rc = self._worker.finish(wait_s=timeout, grace_s=0.0)
+        self._alive = False
+        self._held.clear()
         return rc
 
     def _died(self, rc: int) -> ChildDied:
@@ -222,14 +164,17 @@ class ChildKernel:
         return ChildDied(f"{cause} (while it ran {where} for another input; this input was prepared in that process "
                          f"and went with it)" if where else cause)
 
-    def _death(self, rc: int) -> str:
-        if rc < 0:
-            name = _signal_name(-rc)
+    def _death(self, rc: int | None) -> str:
+        if rc is None:
+            cause = "did not end even when killed (stuck in a driver call); it is left behind"
+        elif rc < 0:
+            name = signal_name(-rc)
             cause = f"was killed by {name}" + (f": {_SIGNAL_CAUSE[name]}" if name in _SIGNAL_CAUSE else "")
         else:
             cause = (f"ended with exit status {rc} without reporting why (os._exit({rc}), or an exit from native "
                      f"code: nothing the harness could catch)")
-        tail = f"; the last lines it wrote to stderr: {' | '.join(self._tail)}" if self._tail else ""
+        lines = self._worker.tail(8)
+        tail = f"; the last lines it wrote to stderr: {' | '.join(lines)}" if lines else ""
         return f"its own process {cause}{tail}"
 
     def _await(self, want: str) -> dict:
@@ -239,51 +184,38 @@ class ChildKernel:
             raise self._gone()
         what = limit = None
         quiet = quiet_s(self.timeout_s)
-        deadline = time.monotonic() + quiet
-        ended_at = None
+        deadline = Deadline(quiet)
         self._busy = True
         try:
             while True:
                 try:
-                    ev = self._events.get(timeout=0.25)
-                except queue.Empty:
-                    now = time.monotonic()
-                    if self._proc.poll() is not None:
-                        # Ended, but its stdout is still open: a process it started holds the pipe. Its last
-                        # lines have had time to arrive; what is left of its group is killed.
-                        ended_at = ended_at or now
-                        if now - ended_at > _DRAIN_S:
-                            self._kill()
-                            raise self._died(self._reap())
-                        continue
-                    if now > deadline:
-                        stopped = _stopped(self._proc.pid)
-                        self._kill()
-                        self._reap()
-                        if stopped:  # a hang with a cause the row can name
-                            text = (f"its own process was stopped (SIGSTOP or SIGTSTP: its state was T) and did not "
-                                    f"answer within {quiet if what is None else limit + grace_s(limit):g} s, so it "
-                                    f"was killed (SIGKILL)")
-                        elif what is None:
-                            text = (f"its own process sent nothing for {quiet:g} s outside any call of the kernel's "
-                                    f"code (stage {self.stage}), so it was killed (SIGKILL)")
-                        else:
-                            text = (f"{what} did not return within the {limit:g} s launch timeout, nor did its own "
-                                    f"process answer within {grace_s(limit):g} s more: it is stuck where the watchdog "
-                                    f"cannot reach it (a C call, or a GPU kernel that never finishes), so its process "
-                                    f"was killed (SIGKILL)")
-                        self._cause, self._cause_stage = text, self.stage  # for the configurations it held
-                        raise ChildHung(text) from None
-                    continue
+                    ev = self._worker.receive(timeout=deadline.left())
+                except WaitExpired:
+                    stopped = process_stopped(self._worker.pid)
+                    self._kill()
+                    if stopped:  # a hang with a cause the row can name
+                        text = (f"its own process was stopped (SIGSTOP or SIGTSTP: its state was T) and did not "
+                                f"answer within {quiet if what is None else limit + grace_s(limit):g} s, so it "
+                                f"was killed (SIGKILL)")
+                    elif what is None:
+                        text = (f"its own process sent nothing for {quiet:g} s outside any call of the kernel's "
+                                f"code (stage {self.stage}), so it was killed (SIGKILL)")
+                    else:
+                        text = (f"{what} did not return within the {limit:g} s launch timeout, nor did its own "
+                                f"process answer within {grace_s(limit):g} s more: it is stuck where the watchdog "
+                                f"cannot reach it (a C call, or a GPU kernel that never finishes), so its process "
+                                f"was killed (SIGKILL)")
+                    self._cause, self._cause_stage = text, self.stage  # for the configurations it held
+                    raise ChildHung(text) from None
                 if ev is None:
                     raise self._died(self._reap())
                 kind = ev.get("event")
                 if kind == "limit":
                     what, limit = ev["what"], float(ev["s"] or self.timeout_s)
-                    deadline = time.monotonic() + limit + grace_s(limit)
+                    deadline.restart(limit + grace_s(limit))
                 elif kind == "unlimit":
                     what = limit = None
-                    deadline = time.monotonic() + quiet
+                    deadline.restart(quiet)
                 elif kind == "stage":
                     self.stage = ev["stage"]
                 elif kind in ("phase", "chunk"):
@@ -359,7 +291,6 @@ class ChildKernel:
             # Not what the child writes: something in the kernel's process wrote into the harness's pipe. Its
             # process can no longer be trusted to answer in order, so it is ended.
             self._kill()
-            self._reap()
             self._cause, self._cause_stage = "its own process wrote into the harness's pipe", self.stage
             raise KernelError("its own process sent a timing the harness did not write (something in the kernel's "
                               "process wrote into the harness's pipe to it); that process was ended")
@@ -379,16 +310,11 @@ class ChildKernel:
                 pass  # it ended on the way out; the next configuration starts a new one
 
     def close(self) -> None:
-        if self._proc is None or self._proc.poll() is not None:
-            if self._proc is not None:
-                self._reap()
+        if self._worker is None:
             return
-        if self._busy:  # stopped mid-measurement (Ctrl-C, a signal): what it was timing is discarded
-            self._kill()
-        else:
+        if self._worker.poll() is None:
+            if self._busy:  # stopped mid-measurement (Ctrl-C, a signal): what it was timing is discarded
+                self._kill()
+                return
             self._send({"op": "stop"})
-        try:
-            self._proc.stdin.close()
-        except OSError:
-            pass
         self._reap(timeout=10.0)

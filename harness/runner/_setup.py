@@ -13,6 +13,7 @@ from harness.errors import KernelError, UnknownKernelError
 from harness.kernels import kernel_provenance
 from harness.runner._isolation import ChildDied, ChildHung, ChildKernel, isolated
 from harness.runner._ready import ReportedFailure
+from harness.workers import tolerate_pids
 
 __all__ = ["RunSetup", "set_up_run", "start_children", "run_info_row", "config_row", "kernel_provenance",
            "check_memory", "estimate_bytes", "CPU_TIMING_NOTE"]
@@ -40,21 +41,6 @@ class RunSetup:
                 host.close()
             except Exception:  # the run's ending must not stop at one child
                 pass
-
-
-class _OwnChildrenTolerated:
-    """The device, except that this run's own kernel processes do not count as busy: a kernel module that
-    touches CUDA when imported leaves its child a context there, and that child runs nothing while the
-    run checks."""
-
-    def __init__(self, device, pids: set[int]) -> None:
-        self._device, self._pids = device, pids
-
-    def __getattr__(self, name):
-        return getattr(self._device, name)
-
-    def other_processes(self):
-        return [p for p in self._device.other_processes() if p.pid not in self._pids]
 
 
 def estimate_bytes(spec, *, gate: bool) -> dict[str, int]:
@@ -149,7 +135,8 @@ def set_up_run(config, *, registry=None, device=None, sampler=None, measurer=Non
             from harness.runner._l2 import check_cold
 
             check_cold(config.inputs, device)
-        checked = _OwnChildrenTolerated(device, {h._proc.pid for h in hosts.values()}) if hosts else device
+        # This run's own kernel processes hold a context at most and run nothing while the run checks.
+        checked = tolerate_pids(device, {h.pid for h in hosts.values()}) if hosts else device
         busy = check_idle(checked, allow_busy=config.allow_busy)
         ident = device.identity()
         telemetry_name = config.telemetry if config.telemetry != "auto" else device.default_telemetry()

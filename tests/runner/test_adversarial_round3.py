@@ -133,7 +133,7 @@ def test_a_stopped_kernel_process_is_told_from_a_hung_one():
     """B12: a kernel that SIGSTOPs its own process was reported as stuck in a C call; it is now named as stopped."""
     import signal
 
-    from harness.runner._isolation import _stopped
+    from harness.workers import process_stopped as _stopped
 
     proc = subprocess.Popen(["sleep", "30"])
     try:

@@ -227,7 +227,7 @@ def test_a_stop_signal_while_a_child_measures_ends_the_run_and_the_child(tmp_pat
 
     def spawn(self):
         real(self)
-        seen["pid"] = self._proc.pid
+        seen["pid"] = self._worker.pid
 
     iso.ChildKernel._spawn = spawn
     try:

@@ -1,0 +1,34 @@
+"""A child for tests/workers/test_preload.py: says what it sees, then does what its first argument asks."""
+
+import json
+import os
+import random
+import signal
+import subprocess
+import sys
+import time
+
+preloaded = "torch" in sys.modules  # before anything here imports it: what the process started with
+
+if __name__ == "__main__":
+    what = sys.argv[1]
+    print(json.dumps({"preloaded": preloaded, "argv": sys.argv[1:], "cwd": os.getcwd(), "path0": sys.path[0],
+                      "env": os.environ.get("PRELOAD_TEST"), "sid": os.getsid(0), "pid": os.getpid(),
+                      "random": random.random(), "main": __name__, "file": __file__}), flush=True)
+    if what == "echo":
+        for line in sys.stdin:
+            print("echo " + line.strip(), flush=True)
+    elif what == "exit":
+        sys.exit(int(sys.argv[2]))
+    elif what == "raise":
+        raise RuntimeError("raised in the child")
+    elif what == "signal":
+        os.kill(os.getpid(), signal.SIGKILL)
+    elif what == "stderr":
+        print("to stderr", file=sys.stderr)
+    elif what == "sleep":
+        time.sleep(60)
+    elif what == "grandchild":  # a process of its own group that outlives nothing: killed with the group
+        p = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(60)"])
+        print(json.dumps({"grandchild": p.pid}), flush=True)
+        time.sleep(60)
