@@ -17,12 +17,14 @@ from __future__ import annotations
 import dataclasses
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import ClassVar
 
 from harness.errors import ConfigError
 from harness.inputs import InputSpec
 
-__all__ = ["SustainedProtocol", "BurstProtocol", "RunConfig", "LAUNCH_STRATEGIES", "check_launch", "RESULTS_ROOT", "ISOLATION_MODES",
-           "check_isolation", "CPU_THREADS", "with_cpu_threads"]
+__all__ = ["SustainedProtocol", "BurstProtocol", "protocol_from_dict", "RunSettings", "RunWriting", "RunConfig",
+           "BurstConfig", "LAUNCH_STRATEGIES", "check_launch", "RESULTS_ROOT", "ISOLATION_MODES", "check_isolation",
+           "CPU_THREADS", "with_cpu_threads"]
 
 LAUNCH_STRATEGIES = ("auto", "graph", "loop")
 
@@ -44,6 +46,11 @@ class _Protocol:
     # set them. A CPU run resolves None to CPU_THREADS (`with_cpu_threads`), so its times are one core's and calm on
     # a shared machine (torch's default of one thread per core stalled kernels for seconds under load).
     threads: int | None = None
+    # What the run loop reads of either protocol: fixed for a burst (kernel order rotated, inputs not interleaved,
+    # repeats not adaptive), fields the user sets in SustainedProtocol.
+    rotate_order: ClassVar[bool] = True
+    interleave_inputs: ClassVar[bool] = False
+    until_ci: ClassVar[float | None] = None
 
     def _check_shared(self) -> None:
         if self.threads is not None and (isinstance(self.threads, bool) or not isinstance(self.threads, int)
@@ -58,7 +65,12 @@ class _Protocol:
         return dataclasses.replace(self, **changes)
 
     def as_dict(self) -> dict:
+        """The protocol values a run records (its `protocol_json`)."""
         return dataclasses.asdict(self)
+
+    def to_dict(self) -> dict:
+        """A JSON-ready dict, its `kind` named, that `protocol_from_dict` rebuilds an equal protocol from."""
+        return {"kind": "sustained", **dataclasses.asdict(self)}
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -158,6 +170,9 @@ class BurstProtocol(_Protocol):
     def as_dict(self) -> dict:
         return {"kind": "burst", **super().as_dict()}
 
+    def to_dict(self) -> dict:
+        return self.as_dict()
+
 
 ISOLATION_MODES = ("auto", "process", "none")
 
@@ -190,24 +205,54 @@ def with_cpu_threads(protocol, device: str):
     return protocol
 
 
-# Where runs are recorded unless told otherwise: `results/` of the working directory.
+# Where runs are recorded unless told otherwise: `results/` of the working directory (harness.suite re-exports it).
 RESULTS_ROOT = Path("results")
 
 
-@dataclass(frozen=True, kw_only=True)
-class RunConfig:
-    """One `bench sustained` invocation: which kernels on which inputs, where, and how."""
+def protocol_from_dict(d: dict) -> "SustainedProtocol | BurstProtocol":
+    """The protocol `to_dict` wrote: its `kind` names the class (sustained when absent, as in older rows)."""
+    kinds = {"sustained": SustainedProtocol, "burst": BurstProtocol}
+    kind = d.get("kind", "sustained")
+    if kind not in kinds:
+        raise ConfigError(f"A protocol of kind {kind!r}: one of {', '.join(kinds)}.")
+    return kinds[kind](**{k: v for k, v in d.items() if k != "kind"})
 
-    kernels: tuple[str, ...]
-    inputs: tuple[InputSpec, ...]
-    device: str = "cuda:0"
+
+@dataclass(frozen=True, kw_only=True)
+class RunSettings:
+    """The settings every config that times kernels shares (RunConfig, BurstConfig, harness.commits.CommitsConfig,
+    harness.runner.InModelConfig): declared once, checked once. No field has a default device: harness.suite
+    decides it (DEFAULT_DEVICE) and builds every config."""
+
+    device: str
     telemetry: str = "auto"  # "auto" = the device's own backend (nvml on CUDA, host on CPU), never a fallback
-    protocol: SustainedProtocol = field(default_factory=SustainedProtocol)
     results_dir: Path = RESULTS_ROOT
-    run_name: str | None = None
-    launch: str = "auto"
-    allow_busy: bool = False
+    launch: str = "auto"  # LAUNCH_STRATEGIES
     gate: bool = True
+    allow_busy: bool = False
+
+    def __post_init__(self) -> None:
+        # Resolved once, at the start: a kernel that changes the working directory cannot move the results.
+        object.__setattr__(self, "results_dir", Path(self.results_dir).absolute())
+        check_launch(self.launch, self.device)
+
+    def replace(self, **changes):
+        return dataclasses.replace(self, **changes)
+
+    def settings(self) -> dict:
+        """The shared fields by name: what a config hands on to the RunConfig it runs (commits, in-model)."""
+        return {f.name: getattr(self, f.name) for f in dataclasses.fields(RunSettings)}
+
+    def _settings_dict(self) -> dict:
+        """The shared fields, JSON-ready (what `from_dict` of every subclass reads back)."""
+        return self.settings() | {"results_dir": str(self.results_dir)}
+
+
+@dataclass(frozen=True, kw_only=True)
+class RunWriting(RunSettings):
+    """What a config that writes a run of its own adds: its name, notes, and where its kernels run."""
+
+    run_name: str | None = None
     notes: str = ""
     # Where kernels run: "auto" (a user's kernel in a process of its own, the bundled ones in the run's),
     # "process" (every kernel in its own), "none" (all in the run's process). docs/kernels.md: Isolation.
@@ -215,13 +260,67 @@ class RunConfig:
 
     def __post_init__(self) -> None:
         check_isolation(self.isolation)
+        super().__post_init__()
+
+
+def _inputs_from(d: dict) -> tuple[InputSpec, ...]:
+    return tuple(InputSpec.from_dict(i) for i in d["inputs"])
+
+
+@dataclass(frozen=True, kw_only=True)
+class RunConfig(RunWriting):
+    """One `bench sustained` invocation: which kernels on which inputs, where, and how (built by harness.suite)."""
+
+    kernels: tuple[str, ...]
+    inputs: tuple[InputSpec, ...]
+    protocol: SustainedProtocol = field(default_factory=SustainedProtocol)
+
+    def __post_init__(self) -> None:
+        super().__post_init__()
         object.__setattr__(self, "protocol", with_cpu_threads(self.protocol, self.device))
-        # Resolved once, at the start: a kernel that changes the working directory cannot move the results.
-        object.__setattr__(self, "results_dir", Path(self.results_dir).absolute())
         if not self.kernels:
             raise ConfigError("No kernels given: name at least one with --kernel (see `bench list kernels`).")
         if not self.inputs:
             raise ConfigError("No inputs given: name at least one input source with --input (e.g. gaussian:0.1).")
-        check_launch(self.launch, self.device)
         if len(set(self.kernels)) != len(self.kernels):
             raise ConfigError(f"Kernel list {list(self.kernels)} names a kernel twice.")
+
+    def to_dict(self) -> dict:
+        """A JSON-ready dict from which `from_dict` rebuilds an equal RunConfig (across processes)."""
+        return {**self._settings_dict(), "run_name": self.run_name, "notes": self.notes, "isolation": self.isolation,
+                "kernels": list(self.kernels), "inputs": [i.to_dict() for i in self.inputs],
+                "protocol": self.protocol.to_dict()}
+
+    @classmethod
+    def from_dict(cls, d: dict) -> "RunConfig":
+        return cls(**{**d, "kernels": tuple(d["kernels"]), "inputs": _inputs_from(d),
+                      "protocol": protocol_from_dict(d["protocol"]), "results_dir": Path(d["results_dir"])})
+
+
+@dataclass(frozen=True, kw_only=True)
+class BurstConfig(RunWriting):
+    """One `bench burst` invocation (harness.runner.run_burst); `into` appends to an existing run directory."""
+
+    kernels: tuple[str, ...]
+    inputs: tuple[InputSpec, ...]
+    protocol: BurstProtocol = field(default_factory=BurstProtocol)
+    into: Path | None = None
+
+    def __post_init__(self) -> None:
+        super().__post_init__()
+        object.__setattr__(self, "protocol", with_cpu_threads(self.protocol, self.device))
+        if self.into is not None:
+            object.__setattr__(self, "into", Path(self.into).absolute())
+        if not self.kernels or not self.inputs:
+            raise ConfigError("bench burst needs at least one --kernel and one --input.")
+
+    def to_dict(self) -> dict:
+        return {**self._settings_dict(), "run_name": self.run_name, "notes": self.notes, "isolation": self.isolation,
+                "kernels": list(self.kernels), "inputs": [i.to_dict() for i in self.inputs],
+                "protocol": self.protocol.to_dict(), "into": None if self.into is None else str(self.into)}
+
+    @classmethod
+    def from_dict(cls, d: dict) -> "BurstConfig":
+        return cls(**{**d, "kernels": tuple(d["kernels"]), "inputs": _inputs_from(d),
+                      "protocol": protocol_from_dict(d["protocol"]), "results_dir": Path(d["results_dir"]),
+                      "into": None if d.get("into") is None else Path(d["into"])})

@@ -10,6 +10,8 @@ import sys
 from dataclasses import dataclass
 from pathlib import Path
 
+from harness.suite import machine_device
+
 __all__ = ["Check", "diagnose", "amd_checks", "probe_amdsmi_import", "device_missing", "DEVICE_CHECKS"]
 
 
@@ -186,7 +188,7 @@ def diagnose(*, device: str | None = None, nvml=None, amdsmi=None) -> list[Check
         return [Check("torch", "missing", f"import torch failed ({type(exc).__name__}: {' '.join(str(exc).split())}). "
                       "PyTorch's ROCm build imports amdsmi while it loads, so a broken or mismatched amdsmi shows up "
                       "here; see the amdsmi import check"), *_amdsmi_after_torch_failed()]
-    spec = device or ("cuda:0" if cuda else "cpu")
+    spec = device or machine_device()  # this machine's own: cuda:0, rocm:0 on PyTorch's ROCm build, else cpu
     checks.append(Check("device", "info", f"checking {spec}"))
     if spec.split(":")[0] == "rocm" or (hip and spec.startswith("cuda")):
         checks.extend(amd_checks(amdsmi=amdsmi))

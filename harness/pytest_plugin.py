@@ -83,8 +83,9 @@ class IgnoredOptionWarning(UserWarning):
 
 def pytest_addoption(parser) -> None:
     group = parser.getgroup("sustained", "sustained-clock kernel benchmarks (harness `sustained` fixture)")
-    group.addoption("--sustained-device", default=None, help="cpu, cuda:N or cuda:<PCI bus id> (default: cuda:0 if "
-                    "PyTorch sees a GPU, else cpu)")
+    group.addoption("--sustained-device", default=None, help="cpu, cuda:N, rocm:N or cuda:/rocm:<PCI bus id> "
+                    "(default: this machine's own, harness.suite.machine_device: cuda:0 where PyTorch sees a CUDA "
+                    "GPU, rocm:0 on its ROCm build, else cpu)")
     group.addoption("--sustained-quick", action="store_true", help="short protocol for dry runs (not sustained figures)")
     group.addoption("--sustained-telemetry", default="auto", help="auto, nvml, host or none")
     group.addoption("--sustained-results", default=None, help=f"keep each test's results run here (default: "
@@ -103,22 +104,20 @@ def pytest_addoption(parser) -> None:
 
 
 def _device(config) -> str:
+    """--sustained-device (checked, a ConfigError naming the flag), else this machine's own device: the suite's."""
+    from harness.suite import machine_device, run_device
+
     spec = config.getoption("sustained_device")
-    if spec:
-        from harness.suite import device_kind
-
-        return device_kind(spec, flag="--sustained-device") and spec  # a ConfigError naming the flag
-    import torch
-
-    return "cuda:0" if torch.cuda.is_available() else "cpu"
+    return run_device(spec, flag="--sustained-device") if spec else machine_device()
 
 
 def _protocol(config):
-    from harness.config import SustainedProtocol
+    """The protocol of the session's options, built by the suite as `bench sustained` builds its own (values refused
+    by their flags, --sustained-repeats / --sustained-window-s)."""
+    from harness.suite import sustained_protocol
 
-    overrides = {k: v for k, v in dict(repeats=config.getoption("sustained_repeats"),
-                                       window_s=config.getoption("sustained_window_s")).items() if v is not None}
-    return SustainedProtocol.quick(**overrides) if config.getoption("sustained_quick") else SustainedProtocol(**overrides)
+    return sustained_protocol(quick=config.getoption("sustained_quick"), repeats=config.getoption("sustained_repeats"),
+                              window_s=config.getoption("sustained_window_s"), flag_prefix="--sustained-")
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -190,9 +189,9 @@ class _Sustained:
 
     def __call__(self, kernel, inputs, *, protocol=None, launch: str = "auto", layout: str | None = None,
                  gqa: str | None = None) -> SustainedResult:
-        from harness.config import RunConfig
         from harness.errors import HarnessError
         from harness.runner import check_kernel, run_sustained
+        from harness.suite import sustained_config
 
         bench, config = self._benchmark, self._request.config
         if bench._mode:
@@ -213,14 +212,15 @@ class _Sustained:
             except HarnessError as exc:
                 _fail(bench, f"sustained (benchmarks disabled, the gate still runs): {exc}")
             return SustainedResult(run_dir=None)
-        proto = protocol or _protocol(config)
         name = re.sub(r"[^A-Za-z0-9._-]+", "-", self._request.node.name).strip("-")[:60] or "test"
-        run = RunConfig(kernels=(k.name,), inputs=(spec,), device=device, telemetry=config.getoption("sustained_telemetry"),
-                        protocol=proto, results_dir=self._root, run_name=name, launch=launch,
-                        gate=not config.getoption("sustained_no_gate"),
-                        allow_busy=config.getoption("sustained_allow_busy"), notes=f"pytest {self._request.node.nodeid}")
         bench._mode = "sustained(...)"
         try:
+            proto = protocol or _protocol(config)
+            run = sustained_config(kernels=(k.name,), inputs=(spec,), device=device, protocol=proto,
+                                   telemetry=config.getoption("sustained_telemetry"), results_dir=self._root,
+                                   run_name=name, launch=launch, gate=not config.getoption("sustained_no_gate"),
+                                   allow_busy=config.getoption("sustained_allow_busy"),
+                                   notes=f"pytest {self._request.node.nodeid}")
             result = run_sustained(run, registry=registry, command=f"pytest {self._request.node.nodeid}")
         except HarnessError as exc:  # a message the user can act on; a traceback into the runner would hide it
             _fail(bench, f"sustained: {exc}")

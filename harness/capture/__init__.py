@@ -44,9 +44,9 @@ from harness.capture._load import (
 from harness.capture._model_error import SUFFIX_MODEL_TYPES, ModelErrorConfig, ModelErrorResult, model_error
 from harness.capture._models import DEFAULT_MODEL, GPU_WINDOWS, MODELS, ModelSpec, miniature, resolve_model
 from harness.capture._progress import capture_progress
-from harness.capture._suite import MainJob, default_layers, main_job_defaults, model_input_specs
+from harness.capture._suite import model_input_specs
 from harness.capture._recompute import LayerStats
-from harness.capture._text import TEXT_SOURCES, document_windows, documents, load_text
+from harness.capture._text import DEFAULT_TEXT, TEXT_SOURCES, document_windows, documents, load_text
 from harness.capture._weights import ResolvedWeights, resolve_weights
 
 __all__ = [
@@ -57,13 +57,13 @@ __all__ = [
     "LayerStats",
     "CaptureInfo",
     "CaptureEstimate",
-    "MainJob",
     "ModelSpec",
     "ResolvedWeights",
     "MODELS",
     "DEFAULT_MODEL",
     "GPU_WINDOWS",
     "TEXT_SOURCES",
+    "DEFAULT_TEXT",
     "CONTROL_DISTS",
     "E4M3_MAX",
     "capture",
@@ -74,12 +74,10 @@ __all__ = [
     "ensure_capture",
     "estimate_capture",
     "format_listing",
-    "main_job_defaults",
     "miniature",
     "recapture_command",
     "parse_layers",
     "capture_progress",
-    "default_layers",
     "model_input_specs",
     "load_capture",
     "capture_shape",

@@ -25,7 +25,7 @@ from harness.capture._model_io import (build_random, load_model, load_tokenizer,
 from harness.capture._models import DEFAULT_MODEL, ModelSpec, check_config, resolve_model
 from harness.capture._progress import Stages
 from harness.capture._recompute import LayerStats, recompute
-from harness.capture._text import byte_windows, load_text, text_name, token_windows
+from harness.capture._text import DEFAULT_TEXT, byte_windows, load_text, text_name, token_windows
 from harness.capture._weights import resolve_weights
 from harness.errors import CaptureError, ConfigError
 
@@ -69,7 +69,7 @@ class CaptureConfig:
     model: str | ModelSpec = DEFAULT_MODEL
     layers: tuple[int, ...] = (3, 15)
     seq_len: int = 2048
-    text: str = "pydoc"
+    text: str = DEFAULT_TEXT
     weights: str | Path | None = None
     root: Path = Path("captures")
     batch: int = 1  # consecutive windows of the text, one per batch row
@@ -343,7 +343,7 @@ def _decode_provenance(config: CaptureConfig, tokens, *, tokenizer) -> dict:
     return out
 
 
-def ensure_capture(model: str | ModelSpec = DEFAULT_MODEL, *, layers, seq_len: int, text: str = "pydoc",
+def ensure_capture(model: str | ModelSpec = DEFAULT_MODEL, *, layers, seq_len: int, text: str = DEFAULT_TEXT,
                    weights: str | Path | None = None, root: Path | str = Path("captures"), batch: int = 1,
                    device: str = "cpu", dtype: str | None = None, random_weights: bool = False, seed: int = 0,
                    recapture: bool = False, progress=None, on_estimate=None, decode_steps: int = 0) -> list[Path]:

@@ -23,6 +23,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Sequence
 
+from harness.capture._text import DEFAULT_TEXT
 from harness.errors import CaptureError, ConfigError
 
 __all__ = ["ModelErrorConfig", "ModelErrorResult", "model_error", "SUFFIX_MODEL_TYPES"]
@@ -44,7 +45,7 @@ class ModelErrorConfig:
     """
 
     model: object = "smollm2-135m"  # a registered name, a local path, or a ModelSpec
-    text: str = "pydoc"
+    text: str = DEFAULT_TEXT
     weights: Path | None = None
     seq_len: int = 1024
     documents: int = 24

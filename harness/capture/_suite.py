@@ -1,63 +1,29 @@
-"""The inputs of `bench sustained --model`: captured layers, each followed by its controls."""
+"""The inputs of `bench sustained --model`: captured layers, each followed by its controls (which layers, S and
+windows by default is harness.suite's `main_job_defaults`)."""
 
 from __future__ import annotations
 
 import dataclasses
-from dataclasses import dataclass
 from pathlib import Path
 
 from harness.capture._capture import ensure_capture, parse_layers
 from harness.capture._device import choose_capture_device
 from harness.capture._load import capture_spec
 from harness.capture._models import resolve_model
+from harness.capture._text import DEFAULT_TEXT
 
-__all__ = ["MainJob", "default_layers", "main_job_defaults", "model_input_specs"]
-
-
-def default_layers(num_layers: int) -> tuple[int, ...]:
-    """An early and a middle layer: attention changes character with depth (sinks grow in deep layers)."""
-    return tuple(sorted({max(1, num_layers // 10), num_layers // 2}))
-
-
-@dataclass(frozen=True, kw_only=True)
-class MainJob:
-    """What `bench sustained --model M` captures and times by default on one kind of device."""
-
-    layers: tuple[int, ...]
-    seq_len: int
-    windows: int  # text windows stacked along the batch of each captured input (and its controls)
-    why: str
-
-
-def main_job_defaults(model: str, device: str) -> MainJob:
-    """The main job's capture defaults: on a GPU one middle layer at S = 8192 with the registry's
-    `gpu_windows` stacked along the batch, so one launch is long enough for the card to reach its power
-    limiter (the effect the main job exists to show) and the job stays near two minutes; on a CPU an early
-    and a middle layer at S = 1024, one window (a dry run: CPU timings are not sustained-clock figures).
-
-    >>> main_job_defaults("smollm2-135m", "cuda:0").windows, main_job_defaults("smollm2-135m", "cpu").windows
-    (6, 1)
-    """
-    spec = resolve_model(model)
-    if device.partition(":")[0] == "cpu":
-        return MainJob(layers=default_layers(spec.num_layers), seq_len=min(1024, spec.max_positions), windows=1,
-                       why="CPU: a dry run at a short length")
-    return MainJob(
-        layers=(spec.num_layers // 2,), seq_len=min(8192, spec.max_positions), windows=spec.gpu_windows,
-        why=f"GPU: {spec.gpu_windows} text window(s) of layer {spec.num_layers // 2} stacked along the batch, so a "
-            f"launch lasts long enough to reach the power limiter (registry gpu_windows)",
-    )
+__all__ = ["model_input_specs"]
 
 
 def model_input_specs(
     model: str,
     *,
-    layers=None,
+    layers,
     seq_len: int,
-    text: str = "pydoc",
+    text: str = DEFAULT_TEXT,
     weights: str | Path | None = None,
-    root: str | Path = "captures",
-    controls: tuple[str, ...] = ("gaussian:0.1",),
+    root: str | Path,
+    controls: tuple[str, ...],
     dtype: str = "bfloat16",
     seed: int = 0,
     progress=None,
@@ -81,8 +47,7 @@ def model_input_specs(
     are refused as inputs unless `allow_random_weights`. `decode_steps` N: a decode capture (`CaptureConfig`), S_q = N
     queries against the `seq_len` keys of the cache; `page_size`: its cache (and the controls') in shuffled pages.
     """
-    spec = resolve_model(model)
-    layers = parse_layers(layers) if layers else default_layers(spec.num_layers)
+    layers = parse_layers(layers)
     paths = ensure_capture(model, layers=layers, seq_len=seq_len, text=text, weights=weights, root=root,
                            batch=windows, device=choose_capture_device(device, capture_device), dtype=capture_dtype,
                            random_weights=random_weights, seed=seed, recapture=recapture, progress=progress,

@@ -11,7 +11,7 @@ from typing import Any
 
 from harness.errors import CaptureError
 
-__all__ = ["TextSource", "TEXT_SOURCES", "load_text", "text_name", "token_windows", "byte_windows", "documents",
+__all__ = ["DEFAULT_TEXT", "TextSource", "TEXT_SOURCES", "load_text", "text_name", "token_windows", "byte_windows", "documents",
            "document_windows"]
 
 TEXT_SOURCES = {
@@ -19,6 +19,8 @@ TEXT_SOURCES = {
     "wikitext2:PATH": "the WikiText-2 test split, from the raw file (wiki.test.raw) at PATH",
     "PATH": "any UTF-8 text file",
 }
+# The text a capture reads unless told otherwise (harness.suite re-exports it as the suite's default): needs no download.
+DEFAULT_TEXT = "pydoc"
 
 
 @dataclass(frozen=True, kw_only=True)

@@ -10,12 +10,12 @@ from typing import List, Optional
 
 import typer
 
-from harness.cli.common_args import EXPORT, ISOLATE, RECORD, SHAPE, SOURCES, export, reading_runs, split_list
+from harness.cli.common_args import EXPORT, ISOLATE, PROTOCOL, RECORD, SHAPE, SOURCES, export, reading_runs, split_list
 from harness.cli.common_args import command_line as _command, console as _console, fail as _fail, with_options
 from harness.cli.common_args import between_runs_option, fail_on_slowdown_option, nothing_timed, stopped
 from harness.cli.common_args import unresolved_option
-from harness.config import RESULTS_ROOT
 from harness.errors import ExitCode
+from harness.suite import BURST_DEFAULTS as _BURST, RESULTS_ROOT
 
 __all__ = ["burst", "compare", "report"]
 
@@ -137,34 +137,30 @@ def burst(
     record: dict,
     isolate: dict,
     into: Optional[Path] = typer.Option(None, help="append to this run directory (burst next to its sustained rows)"),
-    warmup: int = typer.Option(500, help="warm-up launches"),
-    timed: int = typer.Option(100, help="timed launches"),
-    repeats: int = typer.Option(3, help="repeats per kernel x input"),
-    idle_s: float = typer.Option(2.0, help="idle before each measurement, seconds"),
-    threads: Optional[int] = typer.Option(None, "--threads", help="torch's CPU threads, recorded with the run (default "
-                                                                 "1 on the CPU; on a GPU torch's own)"),
+    warmup: Optional[int] = typer.Option(None, help=f"warm-up launches (default {_BURST.warmup_launches})"),
+    timed: Optional[int] = typer.Option(None, help=f"timed launches (default {_BURST.timed_launches})"),
+    repeats: Optional[int] = typer.Option(None, help=f"repeats per kernel x input (default {_BURST.repeats})"),
+    idle_s: Optional[float] = typer.Option(None, help=f"idle before each measurement, seconds (default "
+                                                      f"{_BURST.idle_s:g})"),
+    threads: Optional[int] = PROTOCOL["threads"][1],
 ) -> None:
     """Kernel-only timing: device time of every kernel a launch dispatches (profiler trace), after a warm-up."""
     from harness.analysis import BURST_STATUS, aggregate_measurements
     from harness.cli.common_args import shape_args
     from harness.errors import HarnessError
     from harness.report import burst_tables, run_observer
-    from harness.runner import BurstConfig, BurstProtocol, run_burst
-    from harness.suite import BURST_INPUTS, attention_shape, kernel_specs, synthetic_specs
+    from harness.runner import run_burst
+    from harness.suite import attention_shape, burst_config, burst_protocol, run_device
 
     console = _console()
     try:
-        device = sources["device"]
-        dims = attention_shape(shape_args(shape), device=device)
-        config = BurstConfig(
-            kernels=kernel_specs(sources["kernel"], device=device, layout=sources["layout"], gqa=sources["gqa"],
-                                 shapes=[dims]),
-            inputs=synthetic_specs(sources["input_"] or BURST_INPUTS, shape=dims, dtype=shape["dtype"],
-                                   seed=shape["seed"]),
+        device = run_device(sources["device"])
+        config = burst_config(
+            kernels=sources["kernel"], sources=sources["input_"], layout=sources["layout"], gqa=sources["gqa"],
+            shape=attention_shape(shape_args(shape), device=device), dtype=shape["dtype"], seed=shape["seed"],
             device=device, telemetry=record["telemetry"], results_dir=record["results"], run_name=record["name"],
             into=into, allow_busy=record["allow_busy"], gate=record["gate"], isolation=isolate["isolation"],
-            protocol=BurstProtocol(warmup_launches=warmup, timed_launches=timed, repeats=repeats, idle_s=idle_s,
-                                   threads=threads),
+            protocol=burst_protocol(warmup=warmup, timed=timed, repeats=repeats, idle_s=idle_s, threads=threads),
         )
         command = _command()
         result = run_burst(config, observer=run_observer(console), command=command)

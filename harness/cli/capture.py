@@ -8,48 +8,54 @@ from typing import List, Optional
 import typer
 
 from harness.cli.common_args import console, fail, split_list
-from harness.suite import CAPTURES_ROOT
+from harness.suite import CAPTURE_DEVICE, CAPTURE_SEQ_LEN, CAPTURE_WINDOWS, CAPTURES_ROOT, DEFAULT_CONTROLS, DEFAULT_SEED
+from harness.suite import DEFAULT_TEXT
 
 __all__ = ["capture_cmd", "inputs_synth"]
 
 
 def capture_cmd(
-    model: str = typer.Option("smollm2-135m", help="registered model name, a local HF folder or a .gguf file"),
-    layers: List[str] = typer.Option(["3,15"], "--layers", "--layer", callback=split_list,
-                                     help="layer indices, comma-separated or repeated (--layers 3,15 or --layers 3 "
-                                          "--layers 15)"),
-    seq_len: int = typer.Option(2048, help="tokens of text per captured window"),
-    windows: int = typer.Option(1, help="consecutive text windows stacked along the batch"),
-    decode_steps: int = typer.Option(0, help="the last N of the --seq-len tokens decoded greedily, one forward pass "
-                                             "each with the model's KV cache; q holds those N steps (S_q = N, "
-                                             "S_kv = --seq-len)"),
-    text: str = typer.Option("pydoc", help="pydoc, wikitext2:PATH or a text file"),
+    model: Optional[str] = typer.Option(None, help="registered model name, a local HF folder or a .gguf file "
+                                                   "(default: the registry's default, see `bench list models`)"),
+    layers: Optional[List[str]] = typer.Option(None, "--layers", "--layer", callback=split_list,
+                                               help="layer indices, comma-separated or repeated (--layers 3,15 or "
+                                                    "--layers 3 --layers 15; default: an early and a middle one)"),
+    seq_len: Optional[int] = typer.Option(None, help=f"tokens of text per captured window (default {CAPTURE_SEQ_LEN})"),
+    windows: Optional[int] = typer.Option(None, help=f"consecutive text windows stacked along the batch (default "
+                                                     f"{CAPTURE_WINDOWS})"),
+    decode_steps: Optional[int] = typer.Option(None, help="the last N of the --seq-len tokens decoded greedily, one "
+                                                          "forward pass each with the model's KV cache; q holds those "
+                                                          "N steps (S_q = N, S_kv = --seq-len; default 0, a prefill)"),
+    text: Optional[str] = typer.Option(None, help=f"{DEFAULT_TEXT} (default), wikitext2:PATH or a text file"),
     weights: Optional[Path] = typer.Option(None, help="model weights (folder or GGUF file)"),
-    root: Path = typer.Option(CAPTURES_ROOT, "--captures", help="captures root directory"),
+    root: Optional[Path] = typer.Option(None, "--captures", help=f"captures root directory (default {CAPTURES_ROOT})"),
     dtype: Optional[str] = typer.Option(None, help="dtype of the forward pass (default bf16 on a GPU, fp32 on the CPU; "
                                                   "saved as bf16)"),
-    device: str = typer.Option("cpu", help="device of the forward pass (cpu, cuda:N)"),
+    device: Optional[str] = typer.Option(None, help=f"device of the forward pass (cpu, cuda:N; default "
+                                                    f"{CAPTURE_DEVICE})"),
     random_weights: bool = typer.Option(False, help="the registered architecture with seeded random weights (no "
                                                     "download; labelled, refused as timing input)"),
-    seed: int = typer.Option(0, help="seed of --random-weights"),
+    seed: int = typer.Option(DEFAULT_SEED, help="seed of --random-weights"),
     recapture: bool = typer.Option(False, help="replace layer files that fail their checksum"),
     list_: bool = typer.Option(False, "--list", help="list the captures under --captures and verify each file"),
 ) -> None:
     """Capture the post-RoPE q, k, v a model's attention receives, verified against the model's output."""
-    from harness.capture import CaptureConfig, capture, capture_progress, format_listing, list_captures
+    from harness.capture import capture, capture_progress, format_listing, list_captures
     from harness.errors import HarnessError
+    from harness.suite import capture_config
 
     out = console()
     try:
         if list_:
-            infos = list_captures(root, verify=True)
+            infos = list_captures(CAPTURES_ROOT if root is None else root, verify=True)
             typer.echo(format_listing(infos), nl=False)
             if any(i.status != "ok" for i in infos):
                 raise typer.Exit(2)
             return
-        config = CaptureConfig(model=model, layers=",".join(layers), seq_len=seq_len, text=text, weights=weights,
-                               root=root, dtype=dtype, device=device, batch=windows, random_weights=random_weights,
-                               seed=seed, recapture=recapture, decode_steps=decode_steps)
+        config = capture_config(model=model, layers=",".join(layers) if layers else None, seq_len=seq_len,
+                                windows=windows, decode_steps=decode_steps, text=text, weights=weights, root=root,
+                                dtype=dtype, device=device, random_weights=random_weights, seed=seed,
+                                recapture=recapture)
         with capture_progress(out) as progress:
             result = capture(config, progress=progress, on_estimate=lambda e: out.print(e.describe(), highlight=False))
     except HarnessError as exc:
@@ -66,8 +72,8 @@ def capture_cmd(
 
 def inputs_synth(
     like: Path = typer.Option(..., help="a capture layer file"),
-    dist: str = typer.Option("gaussian:0.1", help="gaussian:STD, gaussian:matched, zeros, constant:C, randbits"),
-    seed: int = typer.Option(0, help="seed of the control's values"),
+    dist: str = typer.Option(DEFAULT_CONTROLS[0], help="gaussian:STD, gaussian:matched, zeros, constant:C, randbits"),
+    seed: int = typer.Option(DEFAULT_SEED, help="seed of the control's values"),
 ) -> None:
     """Write a control with the shapes and dtype of a capture."""
     from harness.capture import save_like

@@ -18,12 +18,29 @@ from harness.cli.common_args import export_console, suite_inputs
 from harness.cli.common_args import command_line as _command, fail as _fail, protocol_of, shape_args, split_list
 from harness.cli.common_args import between_runs_option, fail_on_slowdown_option, reading_runs, renamed_option
 from harness.cli.common_args import unresolved_option, with_options
+from harness.analysis import MIN_GATE_PILOT
 from harness.errors import ExitCode
-from harness.suite import NIGHTLY_FAIL_ON_SLOWDOWN, NIGHTLY_RESULTS
+from harness.history import MIN_NIGHTS, NIGHTS
+from harness.suite import (
+    ADAPTIVE_PILOT,
+    COMMITS_IDLE_S,
+    COMMITS_INPUT,
+    DEFAULT_INPUTS,
+    DEVICE_HELP,
+    HISTORY_CONTROL,
+    HISTORY_CONTROL_GEMM,
+    MAX_REPEATS,
+    NIGHTLY_BASELINE,
+    NIGHTLY_FAIL_ON_SLOWDOWN,
+    NIGHTLY_HEADS,
+    NIGHTLY_RESULTS,
+    PROTOCOL_DEFAULTS,
+    QUICK_DEFAULTS,
+)
 
 _COMMITS_PROTOCOL = {**{k: PROTOCOL[k] for k in ("quick", "window_s", "warmin_cap_s")}, "idle_s": (Optional[float], typer.Option(
-    None, help="idle before each revision's window, seconds (default 0: the revisions run back to back, so each "
-               "window starts from the same hot card)"))}
+    None, help=f"idle before each revision's window, seconds (default {COMMITS_IDLE_S:g}: the revisions run back to "
+               f"back, so each window starts from the same hot card)"))}
 
 __all__ = ["commits", "nightly"]
 
@@ -41,24 +58,26 @@ def commits(
                                                            "entry point), module:function or file.py:function"),
     fail_on_slowdown: Optional[str] = fail_on_slowdown_option("a revision"),
     unresolved: Optional[str] = unresolved_option(),
-    device: str = typer.Option("cuda:0", help="cpu, cuda:N or cuda:<PCI bus id>: one device for every revision"),
+    device: Optional[str] = typer.Option(None, help=f"{DEVICE_HELP}: one device for every revision"),
     allow_dirty: bool = typer.Option(False, help="go ahead with uncommitted changes in --repo (recorded; they are not measured)"),
     input_: Optional[List[str]] = typer.Option(None, "--input", "-i", callback=split_list,
-                                               help="input source, identical for every revision (default gaussian:0.1; "
-                                                    "one per run: the same flag as `bench sustained`'s list, refused "
-                                                    "with more than one)"),
+                                               help=f"input source, identical for every revision (default "
+                                                    f"{COMMITS_INPUT}; one per run: the same flag as `bench "
+                                                    f"sustained`'s list, refused with more than one)"),
     layout: Optional[str] = SOURCES["layout"][1],
     gqa: Optional[str] = SOURCES["gqa"][1],
-    repeats: Optional[int] = typer.Option(None, help="the pilot: interleaved pairs before look 1 (default 5; with "
-                                                     "--until-ci off 3, --quick 2; at least 5 under a gate)"),
+    repeats: Optional[int] = typer.Option(None, help=f"the pilot: interleaved pairs before look 1 (default "
+                                                     f"{ADAPTIVE_PILOT}; with --until-ci off {PROTOCOL_DEFAULTS.repeats}, "
+                                                     f"--quick {QUICK_DEFAULTS.repeats}; at least {MIN_GATE_PILOT} "
+                                                     f"under a gate)"),
     until_ci: Optional[str] = typer.Option(None, "--until-ci", help="the sequential design: look 1 after the pilot and, "
                                                                    "only if a revision is unresolved there, look 2 at "
                                                                    "--max-repeats pairs; a value (e.g. 0.25%) also "
                                                                    "asks every half-width to be at most it before "
                                                                    "stopping; off: one look (default: on; off with "
                                                                    "--quick)"),
-    max_repeats: Optional[int] = typer.Option(None, help="the pairs of look 2 under the sequential design "
-                                                         "(default 10)"),
+    max_repeats: Optional[int] = typer.Option(None, help=f"the pairs of look 2 under the sequential design "
+                                                         f"(default {MAX_REPEATS})"),
     max_time_s: Optional[float] = typer.Option(None, help="under --until-ci, begin no pair after the pilot that would "
                                                            "end past this many seconds of timing (imports, compiles "
                                                            "and gates not counted; default: no limit)"),
@@ -66,12 +85,11 @@ def commits(
     summary: Optional[Path] = typer.Option(None, "--summary", hidden=True, help="the old name of --md"),
 ) -> None:
     """Compare a kernel across revisions: a worktree and a process per revision, repeats interleaved A B A B."""
-    from harness.commits import CommitsConfig, commits_gate_line, commits_lines, commits_markdown, commits_table
+    from harness.commits import commits_gate_line, commits_lines, commits_markdown, commits_table
     from harness.commits import compare_commits
     from harness.errors import ConfigError, HarnessError
     from harness.report import commits_figures, figures_document, gate_figures
-    from harness.config import check_launch
-    from harness.suite import COMMITS_INPUT, attention_shape, commits_protocol, kernel_specs, synthetic_specs
+    from harness.suite import attention_shape, commits_config, commits_protocol, run_device
     from harness.suite import unresolved_policy, until_ci as until_ci_of, verdict_rule
 
     try:
@@ -83,15 +101,13 @@ def commits(
         if input_ and len(input_) > 1:
             raise ConfigError(f"--input: `bench commits` times every revision on one input, and got {len(input_)} "
                               f"({', '.join(input_)}). Give one -i per `bench commits` run.")
-        (kernel,) = kernel_specs([kernel], device=device, layout=layout, gqa=gqa)
-        check_launch(run["launch"], device)
-        dims = attention_shape(shape_args(shape), device=device)
-        (spec,) = synthetic_specs(input_ or [COMMITS_INPUT], shape=dims, dtype=shape["dtype"], seed=shape["seed"])
+        device = run_device(device)
         if run["name"] is not None:
             raise ConfigError("--name: `bench commits` names each revision's run after the revision; leave --name out.")
-        config = CommitsConfig(
-            repo=repo, kernel=kernel, revisions=tuple(revisions), input=spec, device=device,
-            telemetry=run["telemetry"], protocol=commits_protocol(
+        config = commits_config(
+            repo=repo, kernel=kernel, revisions=revisions, source=input_[0] if input_ else None, layout=layout, gqa=gqa,
+            shape=attention_shape(shape_args(shape), device=device), dtype=shape["dtype"], seed=shape["seed"],
+            device=device, telemetry=run["telemetry"], protocol=commits_protocol(
                 quick=protocol["quick"], gated=threshold is not None, repeats=repeats, until_ci=target,
                 max_repeats=max_repeats, window_s=protocol["window_s"], warmin_cap_s=protocol["warmin_cap_s"],
                 idle_s=protocol["idle_s"]),
@@ -154,12 +170,12 @@ def nightly(
     protocol: dict,
     history: dict,
     figures: dict,
-    device: str = typer.Option("cuda:0", help="cpu (a dry run), cuda:N or cuda:<PCI bus id>"),
+    device: Optional[str] = typer.Option(None, help=f"{DEVICE_HELP}; cpu is a dry run"),
     results: Optional[Path] = typer.Option(None, "--results", help="summary.md, report.html, verdict.json and runs/ "
                                                                    f"go here (default {NIGHTLY_RESULTS})"),
     out: Optional[Path] = typer.Option(None, "--out", hidden=True, help="the old name of --results"),
     baseline: Optional[Path] = typer.Option(None, help="where the baseline run is stored (a folder that persists between "
-                                                       "nights; default baseline/, none with --history)"),
+                                                       f"nights; default {NIGHTLY_BASELINE}/, none with --history)"),
     update_baseline: bool = typer.Option(False, help="store tonight's run as the baseline (only when asked for)"),
     fail_on_slowdown: Optional[str] = fail_on_slowdown_option("a kernel x input", default=NIGHTLY_FAIL_ON_SLOWDOWN),
     unresolved: Optional[str] = unresolved_option(),
@@ -169,20 +185,22 @@ def nightly(
     gqa: Optional[str] = SOURCES["gqa"][1],
     capture_file: List[Path] = typer.Option([], "--capture", help="a capture layer file (repeatable), timed with its controls"),
     input_: Optional[List[str]] = typer.Option(None, "--input", "-i", callback=split_list,
-                                               help="synthetic inputs when no capture is given (repeatable or "
-                                                    "comma-separated; default gaussian:0.1 and gaussian:1, 32/8 heads)"),
-    until_ci: Optional[str] = typer.Option(None, "--until-ci", help="adaptive repeats (pilot 5) until each kernel x "
+                                               help=f"synthetic inputs when no capture is given (repeatable or "
+                                                    f"comma-separated; default {' and '.join(DEFAULT_INPUTS)}, "
+                                                    f"{NIGHTLY_HEADS[0]}/{NIGHTLY_HEADS[1]} heads)"),
+    until_ci: Optional[str] = typer.Option(None, "--until-ci", help=f"adaptive repeats (pilot {ADAPTIVE_PILOT}) until each kernel x "
                                                                    "input's own interval is this narrow, or off "
                                                                    "(default: the gate / sqrt 2; off with --quick)"),
     telemetry: str = RUN["telemetry"][1],
     draw: bool = typer.Option(True, "--figures/--no-figures", help="figures in report.html"),
     history_nights: Optional[int] = typer.Option(None, "--history-nights", help="with --history: judge tonight against "
-                                                                                "the last N comparable nights (default "
-                                                                                "10; at least 3)"),
+                                                                                f"the last N comparable nights (default "
+                                                                                f"{NIGHTS}; at least {MIN_NIGHTS})"),
     history_control: Optional[str] = typer.Option(None, "--history-control", help="with --history: the control timed "
-                                                                                  "every night beside the suite (default "
-                                                                                  "peak-gemm-bf16-random; on the CPU at "
-                                                                                  "256^3), or none"),
+                                                                                  f"every night beside the suite (default "
+                                                                                  f"{HISTORY_CONTROL['cuda']}; on the CPU "
+                                                                                  f"at {HISTORY_CONTROL_GEMM['cpu']}^3), "
+                                                                                  f"or none"),
     append: bool = typer.Option(True, "--append/--no-append", help="with --history: append tonight as a night (--no-append: "
                                                                    "judge it against the history, e.g. a pull request "
                                                                    "against main's nights, and leave the history as it is)"),
@@ -192,8 +210,7 @@ def nightly(
     from harness.commits import HistoryRequest
     from harness.errors import ConfigError
     from harness.report import history_figures, nightly_figures, run_observer
-    from harness.suite import HISTORY_CONTROL, HISTORY_CONTROL_GEMM, attention_shapes, device_kind, history_settings
-    from harness.suite import nightly_shape_args
+    from harness.suite import attention_shapes, device_kind, history_settings, nightly_shape_args, run_device
     from harness.suite import sustained_config, synthetic_specs
 
     with reading_runs("nightly", figures) as console:
@@ -201,6 +218,7 @@ def nightly(
         from harness.suite import verdict_rule
 
         out = renamed_option("--out", "--results", out, results, warn=_warn) or NIGHTLY_RESULTS
+        device = run_device(device)
         rule, threshold = verdict_rule(fail_on_slowdown, default=NIGHTLY_FAIL_ON_SLOWDOWN,
                                        between_runs_cv=between_runs_cv)
         policy = unresolved_policy(unresolved)
@@ -230,7 +248,7 @@ def nightly(
             if given:
                 raise ConfigError(f"{', '.join(given)} belong(s) to --history, which was not given. Add --history DIR "
                                   f"(the folder of nights) or drop {', '.join(given)}.")
-        baseline = baseline if baseline is not None or request is not None else Path("baseline")
+        baseline = baseline if baseline is not None or request is not None else NIGHTLY_BASELINE
         if update_baseline and baseline is None:
             raise ConfigError("--update-baseline stores tonight's run as the baseline: name the folder with --baseline "
                               "DIR (with --history no baseline is kept unless one is named).")

@@ -3,7 +3,8 @@ declared once, and what turns them into the suite's arguments.
 
 Options come in groups (sources, shape, capture, protocol, run), each declared once and added to a
 command's signature by `with_options`, so the commands cannot drift apart in a flag's name, default or
-help. Defaults that depend on the device or the workload are `None` here and decided in `harness.suite`.
+help. Options with a default are `None` here and decided in `harness.suite`; the help texts quote the suite's values
+(and harness.config's protocol fields), never a number of their own.
 What a command prints and how it ends (console, exports, the error exit) is `harness.cli.common_output`,
 whose names this module also exports, so a command module imports both from here.
 """
@@ -28,7 +29,26 @@ from harness.cli.common_output import (
     reading_runs,
     stopped,
 )
-from harness.suite import CAPTURES_ROOT, RESULTS_ROOT
+from harness.capture import DEFAULT_MODEL, MODELS
+from harness.config import CPU_THREADS, RunWriting
+from harness.suite import (
+    ADAPTIVE_PILOT,
+    CAPTURES_ROOT,
+    DEFAULT_CONTROLS,
+    DEFAULT_DTYPE,
+    DEFAULT_INPUTS,
+    DEFAULT_SEED,
+    DEFAULT_TEXT,
+    DEVICE_HELP,
+    MAX_REPEATS,
+    MLA_DIMS,
+    PROTOCOL_DEFAULTS as _P,
+    QUICK_DEFAULTS as _Q,
+    RESULTS_ROOT,
+    SHAPE_DEFAULTS,
+    default_seq_len,
+    run_device,
+)
 
 __all__ = ["console", "fail", "command_line", "SOURCES", "SHAPE", "CAPTURE", "PROTOCOL", "RECORD", "RUN", "ISOLATE", "EXPORT",
            "HISTORY",
@@ -80,8 +100,8 @@ SOURCES = dict(
                                          "comma-separated; default: the device's SDPA kernels)")),
     input_=(Optional[List[str]], typer.Option(None, "--input", "-i", callback=split_list,
                                               help="input source, see `bench list inputs` (repeatable or "
-                                                   "comma-separated; default: gaussian:0.1 and gaussian:1)")),
-    device=(str, typer.Option("cuda:0", help="cpu, cuda:N, rocm:N, or cuda:/rocm:<PCI bus id>")),
+                                                   f"comma-separated; default: {' and '.join(DEFAULT_INPUTS)})")),
+    device=(Optional[str], typer.Option(None, help=DEVICE_HELP)),
     layout=(Optional[str], typer.Option(None, help="layout of the plain callables named with -k: bhsd (torch SDPA's, "
                                                    "the default) or bshd (flash-attn's)")),
     gqa=(Optional[str], typer.Option(None, help="plain callables and grouped-query inputs: native (K/V passed with "
@@ -106,19 +126,22 @@ def split_or_none(values):
 
 _LIST = "; a list (1,8 or the flag repeated) sweeps it"
 SHAPE = dict(
-    batch=(Optional[List[str]], typer.Option(None, callback=split_sizes, help=f"B (default 1){_LIST}")),
-    heads=(Optional[List[str]], typer.Option(None, callback=split_sizes, help=f"Hq (default 32){_LIST}")),
+    batch=(Optional[List[str]], typer.Option(None, callback=split_sizes, help=f"B (default {SHAPE_DEFAULTS['batch']}){_LIST}")),
+    heads=(Optional[List[str]], typer.Option(None, callback=split_sizes,
+                                             help=f"Hq (default {SHAPE_DEFAULTS['heads']}){_LIST}")),
     heads_kv=(Optional[List[str]], typer.Option(None, callback=split_sizes, help=f"Hkv (default: Hq){_LIST}")),
     seq_len=(Optional[List[str]], typer.Option(None, callback=split_sizes,
-                                               help="S, queries and keys per sequence (default 16384 on a GPU, 8192 "
-                                                    f"with --model; 1024 on the CPU){_LIST}")),
+                                               help=f"S, queries and keys per sequence (default "
+                                                    f"{default_seq_len('cuda', model=False)} on a GPU, "
+                                                    f"{default_seq_len('cuda', model=True)} with --model; "
+                                                    f"{default_seq_len('cpu', model=False)} on the CPU){_LIST}")),
     seq_len_q=(Optional[List[str]], typer.Option(None, callback=split_sizes,
                                                  help="S_q, queries per sequence, the last S_q tokens of it (decode: "
                                                       f"1-8; default: --seq-len, else S_kv){_LIST}")),
     seq_len_kv=(Optional[List[str]], typer.Option(None, callback=split_sizes,
                                                   help="S_kv, keys per sequence in the KV cache (with --seq-len-q; "
                                                        f"default as --seq-len){_LIST}")),
-    head_dim=(Optional[List[str]], typer.Option(None, callback=split_sizes, help=f"dqk (default 128){_LIST}")),
+    head_dim=(Optional[List[str]], typer.Option(None, callback=split_sizes, help=f"dqk (default {SHAPE_DEFAULTS['head_dim']}){_LIST}")),
     head_dim_v=(Optional[List[str]], typer.Option(None, callback=split_sizes, help=f"dv (default: dqk){_LIST}")),
     causal=(Optional[bool], typer.Option(None, "--causal/--no-causal",
                                          help="causal mask, aligned to the end of the KV cache (default causal)")),
@@ -133,11 +156,13 @@ SHAPE = dict(
                                               help="sequences of different KV lengths: uniform (1..S_kv), uniform:F "
                                                    "(F S_kv..S_kv), lengths:L1/L2/... (one per sequence), drawn with "
                                                    f"--seed; none for equal lengths (default){_LIST}")),
-    mla=(bool, typer.Option(False, "--mla", help="DeepSeek-V2/V3 MLA decode in its absorbed form: one latent KV head "
-                                                 "of dqk 576 (512 latent + 64 RoPE), V its first 512 dims (read once); "
-                                                 "--heads default 128 (a TP slice: --heads 16)")),
-    dtype=(str, typer.Option("bf16", help="bf16, fp16, fp32 or fp8 (e4m3 inputs for FP8 kernels)")),
-    seed=(int, typer.Option(0, help="seed of the synthetic inputs")),
+    mla=(bool, typer.Option(False, "--mla", help=f"DeepSeek-V2/V3 MLA decode in its absorbed form: one latent KV head "
+                                                 f"of dqk {MLA_DIMS['head_dim_qk']} ({MLA_DIMS['head_dim_v']} latent + "
+                                                 f"{MLA_DIMS['head_dim_qk'] - MLA_DIMS['head_dim_v']} RoPE), V its first "
+                                                 f"{MLA_DIMS['head_dim_v']} dims (read once); "
+                                                 f"--heads default {MLA_DIMS['heads']} (a TP slice: --heads 16)")),
+    dtype=(str, typer.Option(DEFAULT_DTYPE, help="bf16, fp16, fp32 or fp8 (e4m3 inputs for FP8 kernels)")),
+    seed=(int, typer.Option(DEFAULT_SEED, help="seed of the synthetic inputs")),
 )
 CAPTURE = dict(
     model=(Optional[str], typer.Option(None, help="captured activations of this model (see `bench list models`)")),
@@ -146,13 +171,15 @@ CAPTURE = dict(
                                         "default: an early and a middle one)")),
     control=(Optional[List[str]], typer.Option(None, "--control", callback=split_list,
                                                help="control input of the capture's shape (repeatable or "
-                                                    "comma-separated; default gaussian:0.1)")),
-    text=(Optional[str], typer.Option(None, help="text for --model captures: pydoc (default), wikitext2:PATH or a file")),
+                                                    f"comma-separated; default {', '.join(DEFAULT_CONTROLS)})")),
+    text=(Optional[str], typer.Option(None, help=f"text for --model captures: {DEFAULT_TEXT} (default), "
+                                                 f"wikitext2:PATH or a file")),
     weights=(Optional[Path], typer.Option(None, help="model weights for --model (folder or GGUF file)")),
-    captures=(Path, typer.Option(CAPTURES_ROOT, help="captures root directory")),
-    windows=(Optional[int], typer.Option(None, help="text windows of --model stacked along the batch (default: the "
-                                                    "model's, e.g. 3 for smollm2-135m on a GPU, so a launch reaches the "
-                                                    "power limiter; 1 on the CPU)")),
+    captures=(Optional[Path], typer.Option(None, help=f"captures root directory (default {CAPTURES_ROOT})")),
+    windows=(Optional[int], typer.Option(None, help=f"text windows of --model stacked along the batch (default: the "
+                                                    f"model's, e.g. {MODELS[DEFAULT_MODEL].gpu_windows} for "
+                                                    f"{DEFAULT_MODEL} on a GPU, so a launch reaches the power "
+                                                    f"limiter; 1 on the CPU)")),
     capture_device=(Optional[str], typer.Option(None, help="device of the capture's forward pass (default: the run's "
                                                            "--device)")),
     capture_dtype=(Optional[str], typer.Option(None, help="dtype of the capture's forward pass (default bf16 on a GPU, "
@@ -162,50 +189,64 @@ CAPTURE = dict(
     allow_random_weights=(bool, typer.Option(False, help="time captures of random-weight models anyway (recorded)")),
     recapture=(bool, typer.Option(False, help="capture again, replacing a damaged or outdated capture")),
 )
+def _both(field: str) -> str:
+    """`(default 3; --quick 2)`: a protocol field's value and --quick's, as the help states them."""
+    return f"(default {getattr(_P, field):g}; --quick {getattr(_Q, field):g})"
+
+
 # The sustained protocol's settings; None = the protocol's default (or --quick's), given in the help.
 PROTOCOL = dict(
     quick=(bool, typer.Option(False, help="short protocol for dry runs (not sustained figures)")),
-    repeats=(Optional[int], typer.Option(None, help="repeats per kernel x input, kernel order rotated (default 3; "
-                                                    "--quick 2)")),
-    window_s=(Optional[float], typer.Option(None, help="timed window per measurement, seconds (default 4; --quick 0.4)")),
-    warmin_cap_s=(Optional[float], typer.Option(None, help="warm-in cap, seconds; past it the window is timed and "
-                                                           "marked unsettled (default 30; --quick 2)")),
-    idle_s=(Optional[float], typer.Option(None, help="idle before each kernel, seconds (default 2; --quick 0.1)")),
-    chunk_s=(Optional[float], typer.Option(None, help="warm-in chunk length, seconds (default 0.5; --quick 0.1)")),
-    sample_period_ms=(Optional[float], typer.Option(None, help="telemetry sampling period, ms (default 10)")),
+    repeats=(Optional[int], typer.Option(None, help=f"repeats per kernel x input, kernel order rotated "
+                                                    f"{_both('repeats')}")),
+    window_s=(Optional[float], typer.Option(None, help=f"timed window per measurement, seconds {_both('window_s')}")),
+    warmin_cap_s=(Optional[float], typer.Option(None, help=f"warm-in cap, seconds; past it the window is timed and "
+                                                           f"marked unsettled {_both('warmin_cap_s')}")),
+    idle_s=(Optional[float], typer.Option(None, help=f"idle before each kernel, seconds "
+                                                     f"{_both('idle_before_kernel_s')}")),
+    chunk_s=(Optional[float], typer.Option(None, help=f"warm-in chunk length, seconds {_both('chunk_s')}")),
+    sample_period_ms=(Optional[float], typer.Option(None, help=f"telemetry sampling period, ms (default "
+                                                               f"{_P.sample_period_s * 1000:g})")),
     probe=(Optional[bool], typer.Option(None, "--probe/--no-probe", help="in-band clock probe during the window "
                                                                          "(default on; CUDA)")),
-    launch_timeout_s=(Optional[float], typer.Option(None, help="a kernel's first call or one chunk may take this "
-                                                               "long, then it is stopped and recorded as timeout "
-                                                               "(default 60)")),
-    until_ci=(Optional[str], typer.Option(None, "--until-ci", help="adaptive repeats: add repeats (Stein's two-stage "
-                                                                   "rule; --repeats is the pilot, default 5) until each "
-                                                                   "kernel x input's interval is at most this wide, "
-                                                                   "e.g. 0.25% (default: off)")),
-    max_repeats=(Optional[int], typer.Option(None, help="cap on repeats under --until-ci (default 10)")),
-    threads=(Optional[int], typer.Option(None, "--threads", help="torch's CPU threads in every process that runs a "
-                                                                 "kernel, recorded with the run (default 1 on the "
-                                                                 "CPU; on a GPU torch's own)")),
+    launch_timeout_s=(Optional[float], typer.Option(None, help=f"a kernel's first call or one chunk may take this "
+                                                               f"long, then it is stopped and recorded as timeout "
+                                                               f"(default {_P.launch_timeout_s:g})")),
+    until_ci=(Optional[str], typer.Option(None, "--until-ci", help=f"adaptive repeats: add repeats (Stein's two-stage "
+                                                                   f"rule; --repeats is the pilot, default "
+                                                                   f"{ADAPTIVE_PILOT}) until each kernel x input's "
+                                                                   f"interval is at most this wide, e.g. 0.25% "
+                                                                   f"(default: off)")),
+    max_repeats=(Optional[int], typer.Option(None, help=f"cap on repeats under --until-ci (default {MAX_REPEATS})")),
+    threads=(Optional[int], typer.Option(None, "--threads", help=f"torch's CPU threads in every process that runs a "
+                                                                 f"kernel, recorded with the run (default "
+                                                                 f"{CPU_THREADS} on the CPU; on a GPU torch's own)")),
     l2=(Optional[str], typer.Option(None, "--l2", help="warm (launches back to back on one copy of the inputs; the "
                                                        "default) or cold (launches rotate through copies of the "
                                                        "inputs larger than twice the L2; nothing flushed, so no flush "
                                                        "time is timed)")),
 )
 # Where a run is recorded, and what it checks first.
+# None = the config's own default (harness.config.RunSettings / RunWriting, filled in by harness.suite.given_settings).
 RECORD = dict(
-    telemetry=(str, typer.Option("auto", help="auto (the device's own: nvml / amdsmi / host), nvml, amdsmi, host, none")),
-    results=(Path, typer.Option(RESULTS_ROOT, help="results root directory")),
+    telemetry=(Optional[str], typer.Option(None, help=f"auto (the device's own: nvml / amdsmi / host), nvml, amdsmi, "
+                                                      f"host, none (default {RunWriting.telemetry})")),
+    results=(Optional[Path], typer.Option(None, help=f"results root directory (default {RESULTS_ROOT})")),
     name=(Optional[str], typer.Option(None, help="a name for the run id (letters, digits, '.', '_' and '-')")),
     allow_busy=(bool, typer.Option(False, help="run even if other processes use the GPU (recorded)")),
-    gate=(bool, typer.Option(True, "--gate/--no-gate", help="correctness gate before timing")),
+    gate=(Optional[bool], typer.Option(None, "--gate/--no-gate", help=f"correctness gate before timing (default "
+                                                                      f"{'on' if RunWriting.gate else 'off'})")),
 )
-RUN = {**RECORD, "launch": (str, typer.Option("auto", help="auto (a CUDA graph where it captures, else a loop), "
-                                                             "graph or loop"))}
+RUN = {**RECORD, "launch": (Optional[str], typer.Option(None, help=f"auto (a CUDA graph where it captures, else a "
+                                                                    f"loop), graph or loop (default "
+                                                                    f"{RunWriting.launch})"))}
 # Where kernels run (`bench sustained`, `bench burst`): docs/kernels.md, "Isolation".
-ISOLATE = dict(isolation=(str, typer.Option("auto", help="auto (a kernel named module:function or file.py:function, "
-                                                         "or from a plugin, runs in a process of its own; the bundled "
-                                                         "kernels in the run's), process (every kernel in its own), "
-                                                         "none (every kernel in the run's process)")))
+ISOLATE = dict(isolation=(Optional[str], typer.Option(None, help=f"auto (a kernel named module:function or "
+                                                                 f"file.py:function, or from a plugin, runs in a "
+                                                                 f"process of its own; the bundled kernels in the "
+                                                                 f"run's), process (every kernel in its own), none "
+                                                                 f"(every kernel in the run's process; default "
+                                                                 f"{RunWriting.isolation})")))
 # The history store (harness.history): where a run is appended as a night, and that night's label.
 HISTORY = dict(
     history=(Optional[Path], typer.Option(None, "--history", metavar="DIR",
@@ -248,10 +289,13 @@ def unresolved_option():
 
 def between_runs_option():
     """`--between-runs-cv`, for the commands that compare separate runs (compare, nightly)."""
-    return typer.Option(None, "--between-runs-cv", help="the coefficient of variation between separate runs of this "
-                                                        "suite (e.g. 0.3%, from A/A nights or bench history); every "
-                                                        "interval between two runs includes it (default: 0.5% on a "
-                                                        "GPU, 5% on a CPU)")
+    from harness.analysis import BETWEEN_RUNS_CV
+
+    return typer.Option(None, "--between-runs-cv", help=f"the coefficient of variation between separate runs of this "
+                                                        f"suite (e.g. 0.3%, from A/A nights or bench history); every "
+                                                        f"interval between two runs includes it (default: "
+                                                        f"{BETWEEN_RUNS_CV['gpu']:.1%} on a GPU, "
+                                                        f"{BETWEEN_RUNS_CV['cpu']:.0%} on a CPU)")
 
 
 def renamed_option(old: str, new: str, old_value, new_value, *, warn):
@@ -306,8 +350,9 @@ def capture_args(capture: dict, *, files=()):
     from harness.suite import CaptureArgs
 
     c = capture
+    root = {} if c["captures"] is None else {"captures": c["captures"]}  # None: CaptureArgs' own (CAPTURES_ROOT)
     return CaptureArgs(model=c["model"], layers=tuple(c["layer"] or ()), controls=tuple(c["control"] or ()) or None,
-                       text=c["text"], weights=c["weights"], captures=c["captures"], files=tuple(files or ()),
+                       text=c["text"], weights=c["weights"], **root, files=tuple(files or ()),
                        windows=c["windows"], capture_device=c["capture_device"], capture_dtype=c["capture_dtype"],
                        random_weights=c["random_weights"], allow_random_weights=c["allow_random_weights"],
                        recapture=c["recapture"])
@@ -328,7 +373,8 @@ def suite_inputs(out, *, sources: dict, shape: dict, capture: dict, files=()):
 
     selection = capture_args(capture, files=files)
     dims = shape_args(shape)
-    common = dict(shape=dims, capture=selection, device=sources["device"], dtype=shape["dtype"], seed=shape["seed"])
+    common = dict(shape=dims, capture=selection, device=run_device(sources["device"]), dtype=shape["dtype"],
+                  seed=shape["seed"])
     if not selection.wanted:
         return input_specs(sources=sources["input_"], **common)
     if sources["input_"]:

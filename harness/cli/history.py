@@ -13,7 +13,8 @@ import typer
 from harness.cli.common_args import EXPORT, PROTOCOL, RUN, SHAPE, command_line, export, export_console, fail
 from harness.cli.common_args import fail_on_slowdown_option, protocol_of, shape_args, with_options
 from harness.errors import ExitCode
-from harness.suite import HISTORY_RECENT, NIGHTLY_FAIL_ON_SLOWDOWN
+from harness.history import MIN_NIGHTS, NIGHTS
+from harness.suite import COMMITS_INPUT, DEVICE_HELP, HISTORY_RECENT, NIGHTLY_FAIL_ON_SLOWDOWN
 
 __all__ = ["history", "bisect"]
 
@@ -44,7 +45,8 @@ def history(
     fail_on_slowdown: Optional[str] = fail_on_slowdown_option("the last night's kernel x input (against its nights)",
                                                               default=NIGHTLY_FAIL_ON_SLOWDOWN),
     nights: Optional[int] = typer.Option(None, "--history-nights", help="judge the last night against the last N "
-                                                                        "comparable nights (default 10; at least 3)"),
+                                                                        f"comparable nights (default {NIGHTS}; at least "
+                                                                        f"{MIN_NIGHTS})"),
     recent: int = typer.Option(HISTORY_RECENT, "--recent", help="change points of the last N nights in the terminal "
                                                                 "and Markdown (the dashboard shows all)"),
     dashboard_url: Optional[str] = typer.Option(None, "--dashboard-url", help="link the Markdown to the published "
@@ -104,8 +106,9 @@ def bisect(
                                                            "entry point), module:function or file.py:function"),
     fail_on_slowdown: str = typer.Option(..., "--fail-on-slowdown", help="the slowdown to find: every step calls a "
                                                                          "candidate slower beyond this (e.g. 1%)"),
-    device: str = typer.Option("cuda:0", help="cpu, cuda:N or cuda:<PCI bus id>"),
-    input_: str = typer.Option("gaussian:0.1", "--input", "-i", help="the input every step times"),
+    device: Optional[str] = typer.Option(None, help=DEVICE_HELP),
+    input_: Optional[str] = typer.Option(None, "--input", "-i", help=f"the input every step times (default "
+                                                                     f"{COMMITS_INPUT})"),
     allow_dirty: bool = typer.Option(False, help="go ahead with uncommitted changes in --repo (not measured)"),
     confirm: bool = typer.Option(True, "--confirm/--no-confirm", help="compare the last good and the first bad commit "
                                                                       "directly at the end"),
@@ -113,23 +116,21 @@ def bisect(
                                                                                "slowdown there: nothing to find)"),
 ) -> None:
     """The first commit where a slowdown appeared: binary search, each step an interleaved `bench commits` pair run."""
-    from harness.commits import CommitsConfig, bisect_commits, commit_line
-    from harness.config import check_launch
+    from harness.commits import bisect_commits, commit_line
     from harness.errors import HarnessError
-    from harness.suite import attention_shape, kernel_specs, synthetic_specs, until_ci as until_ci_of, verdict_rule
+    from harness.suite import attention_shape, commits_config, run_device, until_ci as until_ci_of, verdict_rule
 
     out = export_console({})
     try:
         rule, _ = verdict_rule(fail_on_slowdown)
-        (kernel,) = kernel_specs([kernel], device=device)
-        check_launch(run["launch"], device)
-        (spec,) = synthetic_specs([input_], shape=attention_shape(shape_args(shape), device=device),
-                                  dtype=shape["dtype"], seed=shape["seed"])
+        device = run_device(device)
         target = until_ci_of(protocol["until_ci"], default=None)
-        config = CommitsConfig(
-            repo=repo, kernel=kernel, revisions=(good, bad), input=spec, device=device, telemetry=run["telemetry"],
-            protocol=protocol_of({**protocol, "until_ci": target}), results_dir=run["results"], launch=run["launch"],
-            gate=run["gate"], allow_dirty=allow_dirty, allow_busy=run["allow_busy"], rule=rule)
+        config = commits_config(
+            repo=repo, kernel=kernel, revisions=(good, bad), source=input_,
+            shape=attention_shape(shape_args(shape), device=device), dtype=shape["dtype"], seed=shape["seed"],
+            device=device, telemetry=run["telemetry"], protocol=protocol_of({**protocol, "until_ci": target}),
+            results_dir=run["results"], launch=run["launch"], gate=run["gate"], allow_dirty=allow_dirty,
+            allow_busy=run["allow_busy"], rule=rule)
         result = bisect_commits(config, good=good, bad=bad, confirm=confirm, check_ends=check_ends,
                                 on_message=lambda text: out.print(f"[dim]{text}[/]", highlight=False),
                                 command=command_line())

@@ -13,6 +13,7 @@ import typer
 
 from harness.cli.common_args import CAPTURE, EXPORT, PROTOCOL, RUN, SHAPE, SOURCES, capture_args, command_line
 from harness.cli.common_args import export, export_console, fail, shape_args, stopped, with_options
+from harness.suite import IN_MODEL_PASS_S
 
 __all__ = ["in_model"]
 
@@ -42,7 +43,8 @@ def in_model(
                                                             "captured input)"),
     attention_pass_s: Optional[float] = typer.Option(None, help="the attention pass after each window, seconds: "
                                                                 "forwards in pairs, plain and with marks around every "
-                                                                "attention call (default 1; --quick 0.2)"),
+                                                                f"attention call (default {IN_MODEL_PASS_S[False]:g}; "
+                                                                f"--quick {IN_MODEL_PASS_S[True]:g})"),
 ) -> None:
     """Time a model's forward pass with each kernel in every attention layer, and set each kernel's speedup there
     against its speedup on the captured layer alone."""
@@ -54,11 +56,11 @@ def in_model(
             raise ConfigError("`bench in-model` needs --model (see `bench list models`; e.g. --model smollm2-135m, or "
                               "--model qwen3-8b --random-weights).")
         from harness.capture import capture_progress
-        from harness.suite import in_model_job
+        from harness.suite import in_model_job, run_device
 
         with capture_progress(out) as progress:
             job = in_model_job(
-                model=capture["model"], kernels=sources["kernel"], reference=reference, device=sources["device"],
+                model=capture["model"], kernels=sources["kernel"], reference=reference, device=run_device(sources["device"]),
                 shape=shape_args({k: shape[k] for k in ("seq_len", "seq_len_q", "seq_len_kv")}),
                 capture=capture_args({"control": None, "capture_device": None, "allow_random_weights": False, **capture}),
                 protocol_options=protocol,

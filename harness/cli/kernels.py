@@ -11,6 +11,7 @@ launch differed bitwise from the first.
 
 from __future__ import annotations
 
+import inspect
 from pathlib import Path
 from typing import List, Optional
 
@@ -19,7 +20,13 @@ from rich.markup import escape
 
 from harness.cli.common_args import (CAPTURE, SHAPE, SOURCES, command_line, console, fail, shape_args, split_list,
                                      stopped, suite_inputs, with_options)
-from harness.suite import RESULTS_ROOT
+from harness.analysis import model_error_summary
+from harness.kernels import reproducibility
+from harness.suite import FLOOR_KERNELS, MODEL_ERROR_DEFAULTS, RESULTS_ROOT, given_settings
+
+# The defaults these commands quote and leave to their owner: the bootstrap's resamples and the repro's launches.
+_RESAMPLES = inspect.signature(model_error_summary).parameters["resamples"].default
+_REPRO_LAUNCHES = inspect.signature(reproducibility).parameters["launches"].default
 
 __all__ = ["error", "repro"]
 
@@ -43,10 +50,12 @@ def error(
     json_path: Optional[Path] = _JSON,
     per_call: bool = typer.Option(False, "--per-call", help="with --model: the error of one attention call on the "
                                                              "model's captured layers, not the model-level KL"),
-    documents: Optional[int] = typer.Option(None, help="--model: documents of --text, one window each (default 24 "
-                                                       "on a GPU, 4 on the CPU)"),
-    floor: Optional[str] = typer.Option(None, help="--model: the second correct BF16 kernel, the noise floor "
-                                                   "(default sdpa-cudnn on CUDA, sdpa-cpu on the CPU)"),
+    documents: Optional[int] = typer.Option(None, help=f"--model: documents of --text, one window each (default "
+                                                       f"{MODEL_ERROR_DEFAULTS['gpu']['documents']} on a GPU, "
+                                                       f"{MODEL_ERROR_DEFAULTS['cpu']['documents']} on the CPU)"),
+    floor: Optional[str] = typer.Option(None, help=f"--model: the second correct BF16 kernel, the noise floor "
+                                                   f"(default {FLOOR_KERNELS['cuda'][0]} on CUDA, "
+                                                   f"{FLOOR_KERNELS['cpu'][0]} on the CPU)"),
     reference: Optional[str] = typer.Option(None, help="--model: a correct BF16 kernel whose model is the reference "
                                                        "instead of fp64 attention (ZYFA's band: KL between the "
                                                        "reference's and the floor's models, upper 95 %)"),
@@ -56,7 +65,8 @@ def error(
                                                                                "layer at once (default on)"),
     results: Path = typer.Option(RESULTS_ROOT, help="--model: results root directory"),
     name: Optional[str] = typer.Option(None, help="--model: a name for the run id"),
-    resamples: int = typer.Option(1000, min=100, help="--model: bootstrap resamples over documents"),
+    resamples: Optional[int] = typer.Option(None, min=100, help=f"--model: bootstrap resamples over documents (default "
+                                                               f"{_RESAMPLES})"),
 ) -> None:
     """Error of one call of each kernel vs fp64 attention (FP8: by stage, input / P / kernel); with --model, the
     model run with its attention replaced by each kernel: KL of its next-token distribution vs fp64 attention."""
@@ -93,13 +103,12 @@ def error(
 def _model_error(suite: dict, *, json_path, documents, floor, all_layers, results, name, resamples,
                  reference=None, per_layer=True) -> None:
     """`bench error --model`: the run, then its figures (bootstrap over documents), one table."""
-    from harness.analysis import model_error_summary
     from harness.capture import model_error
     from harness.cli.common_args import capture_args
     from harness.errors import HarnessError
     from harness.kernels import resolve_kernels
     from harness.report import MODEL_ERROR_NOTE, model_error_table
-    from harness.suite import model_error_config, model_error_kernels
+    from harness.suite import model_error_config, model_error_kernels, run_device
 
     out = console()
     src = suite["sources"]
@@ -110,7 +119,8 @@ def _model_error(suite: dict, *, json_path, documents, floor, all_layers, result
             raise ConfigError("--input names synthetic inputs, but `bench error --model` runs the model over its "
                               "documents. Drop --input.")
         _check_writable(json_path)
-        names, floor_name = model_error_kernels(src["kernel"], device=src["device"], floor=floor, layout=src["layout"],
+        device = run_device(src["device"])
+        names, floor_name = model_error_kernels(src["kernel"], device=device, floor=floor, layout=src["layout"],
                                                 gqa=src["gqa"], reference=reference)
         kernels = resolve_kernels(names)
         try:
@@ -121,7 +131,7 @@ def _model_error(suite: dict, *, json_path, documents, floor, all_layers, result
             raise ConfigError(f"--floor {floor_name!r} (the second correct BF16 kernel the others are read against): "
                               f"{exc}") from None
         ref_kernel = resolve_kernels([reference])[0] if reference else None
-        config = model_error_config(model=suite["capture"]["model"], device=src["device"], shape=shape_args(suite["shape"]),
+        config = model_error_config(model=suite["capture"]["model"], device=device, shape=shape_args(suite["shape"]),
                                     capture=capture_args(suite["capture"]), documents=documents, all_layers=all_layers,
                                     results=results, name=name, command=command_line(), reference=reference,
                                     per_layer=per_layer)
@@ -130,7 +140,7 @@ def _model_error(suite: dict, *, json_path, documents, floor, all_layers, result
         with stop_signals(), out.status("model error") as status:  # SIGTERM / SIGHUP end the run as Ctrl-C does
             result = model_error(config, kernels=kernels, floor=floor_kernel, reference=ref_kernel,
                                  progress=status.update)
-        figures = model_error_summary(result.rows, resamples=resamples) if result.rows else []
+        figures = model_error_summary(result.rows, **given_settings(resamples=resamples)) if result.rows else []
         against = "fp64 attention" if ref_kernel is None else f"{ref_kernel.name} attention (BF16)"
         title = (f"model error: {result.info.get('device_name')}, {config.documents} documents x {config.seq_len} tokens "
                  f"of {config.text}, vs the model with {against} (floor: {floor_kernel.name})")
@@ -156,7 +166,8 @@ def repro(
     sources: dict,
     shape: dict,
     capture: dict,
-    launches: int = typer.Option(200, min=2, help="launches per kernel x input x interferer (the first is the reference)"),
+    launches: Optional[int] = typer.Option(None, min=2, help=f"launches per kernel x input x interferer (the first is "
+                                                             f"the reference; default {_REPRO_LAUNCHES})"),
     interfere: List[str] = typer.Option(["none", "gemm"], "--interfere", callback=split_list,
                                         help="between launches: none, gemm or attention (repeatable or comma-separated)"),
     fail_on_diff: bool = typer.Option(False, "--fail-on-diff", help="exit 1 if any launch differs bitwise from the first"),
@@ -172,7 +183,8 @@ def repro(
         modes = check_interferers(interfere)
         _check_writable(json_path)
         setup = _setup(out, suite)
-        rows = repro_survey(setup, launches=launches, modes=modes, status=out.status)
+        rows = repro_survey(setup, launches=_REPRO_LAUNCHES if launches is None else launches, modes=modes,
+                            status=out.status)
         out.print(_repro_table(rows))
         _print_failures(out, rows)
         _write_json(json_path, rows)
@@ -189,10 +201,10 @@ def repro(
 def _setup(out, suite: dict):
     """Kernels first (an unknown name is refused before any capture), then inputs, then the device."""
     from harness.kernels import resolve_kernels, set_up_survey
-    from harness.suite import kernel_specs
+    from harness.suite import kernel_specs, run_device
 
     src = suite["sources"]
-    device = src["device"]
+    device = run_device(src["device"])
     if not src["kernel"]:  # the defaults follow the inputs' workload (decode, paged, ...): inputs first
         specs = suite_inputs(out, **suite)
         kernels = resolve_kernels(kernel_specs((), device=device, shapes=[s.shape for s in specs]))

@@ -68,7 +68,8 @@ def list_models(json_out: Optional[str] = _json_option()) -> None:
     out.print(t)
 
 
-def doctor(device: Optional[str] = typer.Option(None, help="device to check (default: cuda:0 if present, else cpu); "
+def doctor(device: Optional[str] = typer.Option(None, help="device to check (default: this machine's own, cuda:0 where PyTorch sees a CUDA "
+                                                           "GPU, rocm:0 on its ROCm build, else cpu); "
                                                            "exit 2 when it cannot be used here"),
            json_out: Optional[str] = _json_option()) -> None:
     """What this machine can measure, and what is missing; exit 2 when the device named is missing (a CI preflight)."""
@@ -102,8 +103,9 @@ def doctor(device: Optional[str] = typer.Option(None, help="device to check (def
 
 
 def list_kernels(device: Optional[str] = typer.Option(None, help="device to check availability on: cpu, cuda, rocm "
-                                                                    "(default: this machine's own, cuda:0 if PyTorch "
-                                                                    "sees a GPU, else cpu)"),
+                                                                    "(default: this machine's own, cuda:0 where PyTorch "
+                                                                    "sees a CUDA GPU, rocm:0 on its ROCm build, else "
+                                                                    "cpu)"),
                  json_out: Optional[str] = _json_option()) -> None:
     """Every registered kernel: what it computes (dense, decode, paged, varlen, window, mla), and whether it runs here."""
     from rich.table import Table

@@ -15,6 +15,7 @@ import typer
 from rich.markup import escape
 
 from harness.cli.common_args import command_line as _command, console as _console, fail as _fail
+from harness.multigpu import SlurmOptions
 
 __all__ = ["merge", "render_multi", "run_multi_and_render", "slurm"]
 
@@ -85,14 +86,16 @@ def run_multi_and_render(config, *, gpus: str, replicate: bool, console=None, co
 def slurm(
     args: List[str] = typer.Argument(None, help="`bench sustained` options, after `--` (the suite to run)"),
     out: Path = typer.Option(..., help="job folder: bench.sbatch, job.json, tasks/ and logs/ are written here"),
-    per: str = typer.Option("gpu", help="gpu: one array task per GPU; config: one per configuration"),
+    per: Optional[str] = typer.Option(None, help=f"gpu: one array task per GPU; config: one per configuration (default "
+                                                 f"{SlurmOptions.per})"),
     tasks: Optional[int] = typer.Option(None, help="with --per gpu: how many GPUs (array tasks)"),
     replicate: bool = typer.Option(False, help="with --per gpu: every task runs the whole suite (GPU-to-GPU spread)"),
     partition: Optional[str] = typer.Option(None, help="Slurm partition (default: the cluster's default partition)"),
     account: Optional[str] = typer.Option(None, help="Slurm account to charge (default: your default account)"),
-    time: str = typer.Option("02:00:00", help="time limit of each task"),
-    job_name: str = typer.Option("bench", help="Slurm job name"),
-    cpus_per_task: int = typer.Option(8, help="CPUs of each task; checked against the partition's nodes (sinfo)"),
+    time: Optional[str] = typer.Option(None, help=f"time limit of each task (default {SlurmOptions.time})"),
+    job_name: Optional[str] = typer.Option(None, help=f"Slurm job name (default {SlurmOptions.job_name})"),
+    cpus_per_task: Optional[int] = typer.Option(None, help=f"CPUs of each task; checked against the partition's nodes "
+                                                           f"(sinfo; default {SlurmOptions.cpus_per_task})"),
     mem: Optional[str] = typer.Option(None, help="memory of each task, e.g. 64G (default: the partition's default)"),
     max_parallel: Optional[int] = typer.Option(None, help="at most this many tasks at once"),
     sbatch_arg: List[str] = typer.Option([], "--sbatch-arg", help="another #SBATCH option, e.g. --constraint=h200 (repeatable)"),
@@ -105,15 +108,16 @@ def slurm(
     """Write a Slurm job array for a suite (and with --submit submit it); `bench merge` joins the tasks' runs."""
     from harness.cli.sustained import sustained_config_from_args
     from harness.errors import HarnessError
-    from harness.multigpu import SlurmOptions, check_slurm_job, submit_slurm_job, task_device as _task_device, write_slurm_job
+    from harness.multigpu import check_slurm_job, submit_slurm_job, task_device as _task_device, write_slurm_job
+    from harness.suite import given_settings
 
     console = _console()
     try:
-        options = SlurmOptions(per=per, tasks=tasks, replicate=replicate, device=_task_device(task_device, args or []),
-                               job_name=job_name,
-                               time=time, partition=partition, account=account, cpus_per_task=cpus_per_task, mem=mem,
-                               max_parallel=max_parallel, sbatch_args=tuple(sbatch_arg), setup=tuple(setup),
-                               **({"python": python} if python else {}))
+        options = SlurmOptions(tasks=tasks, replicate=replicate, device=_task_device(task_device, args or []),
+                               partition=partition, account=account, mem=mem, max_parallel=max_parallel,
+                               sbatch_args=tuple(sbatch_arg), setup=tuple(setup),
+                               **given_settings(per=per, job_name=job_name, time=time, cpus_per_task=cpus_per_task,
+                                                python=python or None))
         config = sustained_config_from_args(list(args or []))
         job = write_slurm_job(config, options=options, out_dir=out, command=_command())
         if not submit:

@@ -5,6 +5,7 @@ The functions are registered on the `bench` app in `harness.cli`; tests wrap the
 
 from __future__ import annotations
 
+import inspect
 from pathlib import Path
 from typing import List, Optional
 
@@ -12,7 +13,12 @@ import typer
 
 from harness.cli.common_args import PROTOCOL, RECORD, command_line as _command, console as _console, fail as _fail
 from harness.cli.common_args import protocol_of, split_list, with_options
-from harness.suite import RESULTS_ROOT
+from harness.profiling import TraceConfig, peak_registry, run_peaks
+from harness.suite import DEVICE_HELP, RESULTS_ROOT
+
+# The defaults of `bench peaks`' options: peak_registry's and run_peaks' own, quoted by the help texts.
+_PEAKS = {k: p.default for k, p in inspect.signature(peak_registry).parameters.items()}
+_RUN_PEAKS = {k: p.default for k, p in inspect.signature(run_peaks).parameters.items()}
 
 _PEAKS_PROTOCOL = {k: PROTOCOL[k] for k in ("quick", "repeats", "window_s", "warmin_cap_s", "idle_s")}
 
@@ -24,24 +30,27 @@ def trace(
     kernel: List[str] = typer.Option([], "--kernel", "-k", callback=split_list,
                                      help="only these kernels of the run (repeatable or comma-separated; default: all)"),
     kernel_regex: Optional[str] = typer.Option(None, help="keep only profiled CUDA kernels whose name matches"),
-    warm_s: float = typer.Option(8.0, help="back-to-back warm-in before the profiled launch, seconds"),
+    warm_s: Optional[float] = typer.Option(None, help=f"back-to-back warm-in before the profiled launch, seconds "
+                                                      f"(default {TraceConfig.warm_s:g})"),
     metrics: Optional[str] = typer.Option(None, help="comma-separated ncu metrics, replacing the default list"),
     ncu: Optional[str] = typer.Option(None, help="the ncu executable (default: ncu on PATH)"),
     device: Optional[str] = typer.Option(None, help="device to profile on (default: the run's)"),
     timeline: bool = typer.Option(False, "--timeline/--no-timeline", help="also a Proton timeline of Triton kernels"),
-    timeout_s: float = typer.Option(900.0, help="limit per profiled kernel, seconds"),
+    timeout_s: Optional[float] = typer.Option(None, help=f"limit per profiled kernel, seconds (default "
+                                                         f"{TraceConfig.timeout_s:g})"),
 ) -> None:
     """Pipe counters of one warm launch per kernel under ncu (clocks as found), stored beside the run."""
     from harness.errors import HarnessError
-    from harness.profiling import NCU_METRICS, TraceConfig, trace_run
+    from harness.profiling import NCU_METRICS, trace_run
+    from harness.suite import given_settings
     from harness.report import pipe_tables
 
     console = _console()
     try:
         config = TraceConfig(
-            run_dir=run, kernels=tuple(kernel), kernel_regex=kernel_regex, warm_s=warm_s, ncu=ncu, device=device,
+            run_dir=run, kernels=tuple(kernel), kernel_regex=kernel_regex, ncu=ncu, device=device,
             metrics=tuple(m.strip() for m in metrics.split(",") if m.strip()) if metrics else NCU_METRICS,
-            timeline=timeline, timeout_s=timeout_s)
+            timeline=timeline, **given_settings(warm_s=warm_s, timeout_s=timeout_s))
         result = trace_run(config, on_message=lambda text: console.print(text, highlight=False))
     except HarnessError as exc:
         _fail(exc)
@@ -63,16 +72,20 @@ def peaks(
     kernel: List[str] = typer.Option([], "--kernel", "-k", callback=split_list,
                                      help="peak kernels (repeatable or comma-separated; default: all; see --list)"),
     list_: bool = typer.Option(False, "--list", help="list the peak kernels and exit"),
-    device: str = typer.Option("cuda:0", help="cuda:N or cuda:<PCI bus id>"),
-    telemetry: str = typer.Option("auto", help="auto (the device's own), nvml, none"),
-    results: Path = typer.Option(RESULTS_ROOT, help="results root directory (the peaks run goes here)"),
-    name: str = typer.Option("peaks", help="a name for the run id"),
+    device: Optional[str] = typer.Option(None, help=DEVICE_HELP),
+    telemetry: Optional[str] = RECORD["telemetry"][1],
+    results: Optional[Path] = typer.Option(None, help=f"results root directory (the peaks run goes here; default "
+                                                      f"{RESULTS_ROOT})"),
+    name: Optional[str] = typer.Option(None, help=f"a name for the run id (default {_RUN_PEAKS['run_name']})"),
     into: List[Path] = typer.Option([], help="also store the peaks in this run (repeatable), so its report draws the "
                                              "roofline and sets its GB/s against the read roof"),
-    gemm_size: int = typer.Option(8192, help="M = N = K of the GEMM peaks"),
-    copy_mib: int = typer.Option(1024, help="bytes copied per launch of the copy peak, MiB"),
-    read_mib: int = typer.Option(2048, help="bytes read per launch of the read-stream peak, MiB"),
-    write_mib: int = typer.Option(1024, help="bytes written per launch of the write-stream peak, MiB"),
+    gemm_size: Optional[int] = typer.Option(None, help=f"M = N = K of the GEMM peaks (default {_PEAKS['gemm_size']})"),
+    copy_mib: Optional[int] = typer.Option(None, help=f"bytes copied per launch of the copy peak, MiB (default "
+                                                      f"{_PEAKS['copy_bytes'] >> 20})"),
+    read_mib: Optional[int] = typer.Option(None, help=f"bytes read per launch of the read-stream peak, MiB (default "
+                                                      f"{_PEAKS['read_bytes'] >> 20})"),
+    write_mib: Optional[int] = typer.Option(None, help=f"bytes written per launch of the write-stream peak, MiB "
+                                                       f"(default {_PEAKS['write_bytes'] >> 20})"),
     fp8_fast_accum: bool = typer.Option(False, "--fp8-fast-accum/--no-fp8-fast-accum",
                                         help="cuBLASLt fast accumulation for the fp8 GEMMs"),
     allow_busy: bool = RECORD["allow_busy"][1],
@@ -80,21 +93,22 @@ def peaks(
     """Empirical peaks under the sustained protocol: GEMMs by operand, FMA, exp2 (MUFU), read/write/copy streams, each
     also timed by a second method; the roofs."""
     from harness.errors import HarnessError
-    from harness.profiling import peak_registry, run_peaks
     from harness.report import peaks_table, run_observer
+    from harness.suite import given_settings, run_device
 
     console = _console()
     try:
-        registry = peak_registry(gemm_size=gemm_size, copy_bytes=copy_mib << 20, read_bytes=read_mib << 20,
-                                 write_bytes=write_mib << 20, fp8_fast_accum=fp8_fast_accum)
+        mib = {k: None if v is None else v << 20 for k, v in (("copy_bytes", copy_mib), ("read_bytes", read_mib),
+                                                               ("write_bytes", write_mib))}
+        registry = peak_registry(fp8_fast_accum=fp8_fast_accum, **given_settings(gemm_size=gemm_size, **mib))
         if list_:
             for k in registry:
                 console.print(f"{k.name:24} {k.extra['unit']:5} {k.description}", highlight=False)
             return
         command = _command()
-        result = run_peaks(kernels=tuple(kernel), device=device, telemetry=telemetry, protocol=protocol_of(protocol),
-                           results_dir=results, run_name=name, registry=registry, into=list(into), allow_busy=allow_busy,
-                           observer=run_observer(console), command=command)
+        result = run_peaks(kernels=tuple(kernel), device=run_device(device), protocol=protocol_of(protocol),
+                           registry=registry, into=list(into), allow_busy=allow_busy, observer=run_observer(console),
+                           command=command, **given_settings(telemetry=telemetry, results_dir=results, run_name=name))
     except HarnessError as exc:
         _fail(exc)
     for k, why in result.skipped.items():

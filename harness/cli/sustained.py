@@ -78,10 +78,9 @@ def sustained(
 
 
 def _config(out, *, sources, shape, capture, protocol, run, isolate):
-    from harness.suite import device_kind, sustained_config
+    from harness.suite import run_device, sustained_config
 
-    device = sources["device"]
-    device_kind(device)
+    device = run_device(sources["device"])
     proto = protocol_of(protocol)
     inputs = suite_inputs(out, sources=sources, shape=shape, capture=capture)
     from harness.suite import kernel_specs

@@ -12,6 +12,7 @@ seed) and runs this same harness, whose synthetic inputs are drawn from a seeded
 
 from __future__ import annotations
 
+import dataclasses
 import signal
 import sys
 import tempfile
@@ -26,7 +27,7 @@ from harness.analysis import OPEN, VerdictRule, compare_runs
 from harness.commits._git import Revision, check_clean, repo_root, resolve_revision, worktrees
 from harness.commits._schedule import look_one, measure_timeout, next_pair_fits, pair_order, plan_text
 from harness.commits._result import CommitComparison, CommitsResult, RevisionRun
-from harness.config import SustainedProtocol
+from harness.config import RunConfig, RunSettings, SustainedProtocol, protocol_from_dict
 from harness.errors import ConfigError, HarnessError, KernelError
 from harness.inputs import InputSpec
 from harness.workers import WaitExpired, Worker, child_env, exit_words, prestart
@@ -44,21 +45,16 @@ class WorkerError(KernelError):
 
 
 @dataclass(frozen=True, kw_only=True)
-class CommitsConfig:
-    """One `bench commits` invocation. `revisions[0]` is the base every other revision is compared with."""
+class CommitsConfig(RunSettings):
+    """One `bench commits` invocation (built in harness.suite, which decides its defaults). `revisions[0]` is the base
+    every other revision is compared with; each revision's worker runs `run_config` of it."""
 
     repo: Path
     kernel: str
     revisions: tuple[str, ...]
     input: InputSpec
-    device: str = "cuda:0"
-    telemetry: str = "auto"
     protocol: SustainedProtocol = field(default_factory=SustainedProtocol)
-    results_dir: Path = Path("results")
-    launch: str = "auto"
-    gate: bool = True
     allow_dirty: bool = False
-    allow_busy: bool = False
     rule: VerdictRule | None = None  # None: the analysis package's default noise rule
     python: str = sys.executable
     startup_timeout_s: float = 1800.0  # import + compile + gate, per worker (Triton autotuning can be slow)
@@ -69,7 +65,28 @@ class CommitsConfig:
     # resolved at the threshold is enough; the protocol's until_ci then only switches the sequential design on).
     width_target: float | None = None
 
+    def to_dict(self) -> dict:
+        """A JSON-ready dict from which `from_dict` rebuilds an equal CommitsConfig."""
+        return {**self._settings_dict(), "repo": str(self.repo), "kernel": self.kernel,
+                "revisions": list(self.revisions), "input": self.input.to_dict(), "protocol": self.protocol.to_dict(),
+                "allow_dirty": self.allow_dirty, "rule": None if self.rule is None else dataclasses.asdict(self.rule),
+                "python": self.python, "startup_timeout_s": self.startup_timeout_s, "max_time_s": self.max_time_s,
+                "width_target": self.width_target}
+
+    @classmethod
+    def from_dict(cls, d: dict) -> "CommitsConfig":
+        return cls(**{**d, "repo": Path(d["repo"]), "revisions": tuple(d["revisions"]),
+                      "input": InputSpec.from_dict(d["input"]), "protocol": protocol_from_dict(d["protocol"]),
+                      "results_dir": Path(d["results_dir"]),
+                      "rule": None if d.get("rule") is None else VerdictRule(**d["rule"])})
+
+    def run_config(self, *, run_name: str, notes: str) -> RunConfig:
+        """The RunConfig one revision's worker runs: this config's kernel on its input, under its settings."""
+        return RunConfig(**self.settings(), kernels=(self.kernel,), inputs=(self.input,), protocol=self.protocol, run_name=run_name,
+                         notes=notes)
+
     def __post_init__(self) -> None:
+        super().__post_init__()
         if self.max_time_s is not None:
             if self.protocol.until_ci is None:
                 raise ConfigError("--max-time-s limits the adaptive repeats of --until-ci, which is off here "
@@ -212,13 +229,10 @@ def compare_commits(config: CommitsConfig, *, on_message: Callable[[str], None] 
             for i, rev in enumerate(revisions):
                 notes = (f"bench commits {names} in {root}: this run is revision {rev.describe()} = {rev.commit}"
                          + (f"; --allow-dirty with uncommitted changes to {', '.join(dirty)} (not measured)" if dirty else ""))
-                spec = spec_to_json(
-                    tree=str(trees[rev.commit] / sub), revision_text=rev.describe(), kernel=config.kernel,
-                    input=config.input, protocol=config.protocol,
-                    device=config.device, telemetry=config.telemetry, results_dir=str(results_dir),
-                    run_name=f"commits-{i}-{rev.short[:8]}", launch=config.launch, gate=config.gate,
-                    allow_busy=config.allow_busy, notes=notes, command=command,
-                )
+                run = config.replace(results_dir=results_dir).run_config(run_name=f"commits-{i}-{rev.short[:8]}",
+                                                                         notes=notes)
+                spec = spec_to_json(tree=str(trees[rev.commit] / sub), revision_text=rev.describe(),
+                                    kernel=config.kernel, run=run.to_dict(), command=command)
                 workers.append(_Worker(revision=rev, argv=[config.python, "-m", "harness.commits._worker", "--spec", spec],
                                        env=env, cwd=cwd, log=Path(tmp) / f"worker-{i}.log"))
             for w in workers:  # every revision prepared and gated before the first timed repeat

@@ -18,7 +18,6 @@ complete).
 from __future__ import annotations
 
 import argparse
-import dataclasses
 import json
 import os
 import signal
@@ -74,18 +73,16 @@ class _Relay(NullObserver):
         return op == "more"
 
 
-def spec_to_json(**spec) -> str:
-    """The worker's `--spec`: dataclasses (InputSpec, SustainedProtocol) become plain dicts."""
-    return json.dumps({k: dataclasses.asdict(v) if dataclasses.is_dataclass(v) else v for k, v in spec.items()},
-                      default=str)
+def spec_to_json(*, tree: str, revision_text: str, kernel: str, run: dict, command: str) -> str:
+    """The worker's `--spec`: its revision's tree and kernel, and the RunConfig it runs (`RunConfig.to_dict`)."""
+    return json.dumps(dict(tree=tree, revision_text=revision_text, kernel=kernel, run=run, command=command))
 
 
 def _run(spec: dict, channel: JsonLinesChannel) -> int:
     from harness.commits._loader import MissingKernelError, load_revision_kernel
-    from harness.config import RunConfig, SustainedProtocol
+    from harness.config import RunConfig
     from harness.devices import open_device
     from harness.errors import HarnessError
-    from harness.inputs import InputSpec
     from harness.kernels import KernelRegistry
     from harness.runner import run_sustained
 
@@ -93,12 +90,7 @@ def _run(spec: dict, channel: JsonLinesChannel) -> int:
         kernel = load_revision_kernel(Path(spec["tree"]), spec["kernel"], revision=spec["revision_text"])
         registry = KernelRegistry()
         registry.add(kernel)
-        config = RunConfig(
-            kernels=(kernel.name,), inputs=(InputSpec.from_dict(spec["input"]),), device=spec["device"],
-            telemetry=spec["telemetry"], protocol=SustainedProtocol(**spec["protocol"]),
-            results_dir=Path(spec["results_dir"]), run_name=spec["run_name"], launch=spec["launch"],
-            allow_busy=spec["allow_busy"], gate=spec["gate"], notes=spec["notes"],
-        )
+        config = RunConfig.from_dict({**spec["run"], "kernels": [kernel.name]})  # by the name it registered
         # The other workers of this comparison hold a context on the GPU but sit blocked on their pipe while
         # this one measures; any other process still makes the run refuse the GPU.
         device = tolerate_children_of(open_device(config.device), os.getppid())

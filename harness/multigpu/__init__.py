@@ -28,8 +28,6 @@ from harness.multigpu._plan import (
     MODES,
     SIDECAR,
     assign_configs,
-    config_from_dict,
-    config_to_dict,
     subset_config,
 )
 from harness.multigpu._select import (
@@ -70,8 +68,6 @@ __all__ = [
     "assign_configs",
     "check_partition",
     "check_slurm_job",
-    "config_from_dict",
-    "config_to_dict",
     "cpu_stand_ins",
     "enumerate_cuda_gpus",
     "merge_exit_code",

@@ -28,7 +28,7 @@ from harness.multigpu._merge import (
     read_piece,
     read_rows,
 )
-from harness.multigpu._plan import assign_configs, config_to_dict
+from harness.multigpu._plan import assign_configs
 from harness.results import gpu_dirname
 from harness.multigpu._select import (
     GpuSlot,
@@ -120,7 +120,7 @@ def run_multi(
     assign_configs(n, len(slots), replicate=replicate)  # refuse more GPUs than configurations before starting
     writer = RunWriter(config.results_dir, new_run_id(config.run_name))
     started_at = datetime.now(timezone.utc).isoformat()
-    config_json = to_json({**config_to_dict(config), "protocol": None, "gpus": gpus, "replicate": replicate})
+    config_json = to_json({**config.to_dict(), "protocol": None, "gpus": gpus, "replicate": replicate})
     commit, dirty = git_state(Path(__file__).resolve().parent)
     writer.write_run({"status": "running", "started_at": started_at, "command": command, "git_commit": commit,
                       "git_dirty": dirty, **host_facts(), "protocol_json": to_json(config.protocol.as_dict()),
@@ -134,7 +134,7 @@ def run_multi(
     cwd = Path.cwd()
     try:
         for slot in slots:
-            spec = {"config": config_to_dict(config), "gpu_id": slot.gpu_id, "device": slot.device,
+            spec = {"config": config.to_dict(), "gpu_id": slot.gpu_id, "device": slot.device,
                     "device_factory": slot.device_factory, "results_dir": str(sub_root.resolve()),
                     "run_name": f"gpu-{gpu_dirname(slot.gpu_id)}", "mode": mode, "command": command,
                     "orchestrator_pid": os.getpid()}

@@ -14,12 +14,11 @@ gives every worker the whole suite, to measure the spread between GPUs on identi
 from __future__ import annotations
 
 import dataclasses
-from pathlib import Path
 
-from harness.config import RunConfig, SustainedProtocol
+from harness.config import RunConfig
 from harness.errors import ConfigError
 
-__all__ = ["MODES", "SIDECAR", "assign_configs", "config_from_dict", "config_to_dict", "subset_config"]
+__all__ = ["MODES", "SIDECAR", "assign_configs", "subset_config"]
 
 MODES = ("shard", "replicate")
 # Beside each worker's runs.parquet: its GPU and the suite indices of its configurations (see _worker). Here,
@@ -50,18 +49,3 @@ def subset_config(config: RunConfig, indices: tuple[int, ...], **changes) -> Run
     if bad:
         raise ConfigError(f"Configuration indices {bad} are outside the suite of {len(config.inputs)}.")
     return dataclasses.replace(config, inputs=tuple(config.inputs[i] for i in indices), **changes)
-
-
-def config_to_dict(config: RunConfig) -> dict:
-    """A JSON-ready dict from which `config_from_dict` rebuilds an equal RunConfig."""
-    d = dataclasses.asdict(config)
-    d["results_dir"] = str(config.results_dir)
-    return d
-
-
-def config_from_dict(d: dict) -> RunConfig:
-    from harness.inputs import InputSpec
-
-    inputs = tuple(InputSpec.from_dict(i) for i in d["inputs"])
-    return RunConfig(**{**d, "kernels": tuple(d["kernels"]), "inputs": inputs,
-                        "protocol": SustainedProtocol(**d["protocol"]), "results_dir": Path(d["results_dir"])})

@@ -32,7 +32,7 @@ from pathlib import Path
 
 from harness.config import RunConfig
 from harness.errors import ConfigError, HarnessError
-from harness.multigpu._plan import assign_configs, config_to_dict
+from harness.multigpu._plan import assign_configs
 from harness.multigpu._select import MULTICAST_OFF
 
 __all__ = ["PER", "SlurmJob", "SlurmOptions", "check_partition", "check_slurm_job", "plan_tasks", "render_sbatch",
@@ -202,7 +202,7 @@ def write_slurm_job(config: RunConfig, *, options: SlurmOptions, out_dir: Path |
     for d in (out_dir, results, out_dir / "logs"):
         d.mkdir(parents=True, exist_ok=True)
     job_config = replace(config, device=options.device, results_dir=results)
-    job = {"config": config_to_dict(job_config), "mode": _mode(options), "tasks": [list(t) for t in tasks],
+    job = {"config": job_config.to_dict(), "mode": _mode(options), "tasks": [list(t) for t in tasks],
            "results_dir": str(results), "command": command, "device_factory": device_factory,
            "python": options.python, "python_version": sys.version.split()[0],
            "environment": {k: os.environ[k] for k in ENVIRONMENT if k in os.environ}, "submitted": None}

@@ -107,10 +107,10 @@ def _guarded(channel: JsonLinesChannel, body) -> int:
 
 def _run_spec(spec: dict, channel: JsonLinesChannel) -> int:
     from harness.devices import check_idle
-    from harness.multigpu._plan import config_from_dict
+    from harness.config import RunConfig
 
     def body() -> int:
-        config = config_from_dict(spec["config"])
+        config = RunConfig.from_dict(spec["config"])
         device = _open(spec["device"], spec.get("device_factory"))
         # The orchestrator may hold a CUDA context from reading the GPUs' properties; any other process is busy.
         device = tolerate_pids(device, {spec["orchestrator_pid"]})
@@ -132,7 +132,7 @@ def _run_spec(spec: dict, channel: JsonLinesChannel) -> int:
 
 
 def _run_job(job_path: Path, task: int, channel: JsonLinesChannel) -> int:
-    from harness.multigpu._plan import config_from_dict
+    from harness.config import RunConfig
 
     def body() -> int:
         from harness.errors import ConfigError
@@ -141,7 +141,7 @@ def _run_job(job_path: Path, task: int, channel: JsonLinesChannel) -> int:
             job = json.loads(Path(job_path).read_text(encoding="utf-8"))
         except (OSError, ValueError) as exc:
             raise ConfigError(f"Cannot read the job file {job_path}: {exc}") from None
-        config, tasks = config_from_dict(job["config"]), job["tasks"]
+        config, tasks = RunConfig.from_dict(job["config"]), job["tasks"]
         if not 0 <= task < len(tasks):
             raise ConfigError(f"Task {task} is outside the job's {len(tasks)} task(s) (0..{len(tasks) - 1}).")
         device = _open(config.device, job.get("device_factory"))

@@ -85,8 +85,8 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("mode", choices=("ncu", "proton"))
     ap.add_argument("--kernel", required=True)
     ap.add_argument("--spec", required=True, help="the InputSpec as JSON (spec_to_json)")
-    ap.add_argument("--device", default="cuda:0")
-    ap.add_argument("--warm-s", type=float, default=8.0)
+    ap.add_argument("--device", required=True)  # child_argv passes the parent's
+    ap.add_argument("--warm-s", type=float, required=True)  # child_argv passes TraceConfig's
     ap.add_argument("--out", default=None, help="proton: where the Chrome trace goes")
     args = ap.parse_args(argv)
     from harness.errors import HarnessError

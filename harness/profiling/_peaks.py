@@ -26,6 +26,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Sequence
 
+from harness.config import RESULTS_ROOT
 from harness.errors import ConfigError, ResultsError
 from harness.inputs import AttentionShape, InputSpec
 from harness.kernels import Kernel, KernelRegistry
@@ -291,8 +292,8 @@ class PeaksResult:
         return roofs_from_peaks(self.rows)
 
 
-def run_peaks(*, kernels: Sequence[str] = (), device: str = "cuda:0", telemetry: str = "auto", protocol=None,
-              results_dir: Path = Path("results"), run_name: str = "peaks", registry: KernelRegistry | None = None,
+def run_peaks(*, device: str, kernels: Sequence[str] = (), telemetry: str = "auto", protocol=None,
+              results_dir: Path = RESULTS_ROOT, run_name: str = "peaks", registry: KernelRegistry | None = None,
               into: Path | Sequence[Path] | None = None, allow_busy: bool = False, observer=None, command: str = "",
               check_warm_s: float = 1.0) -> PeaksResult:
     """Time the peak kernels under the sustained protocol (a run of its own), then each by its second method

@@ -108,7 +108,7 @@ def model_error_figure(figures: Sequence[dict], *, title: str = "Model error per
         "accurate as BF16 attention."))
 
 
-def model_error_sections(run, *, figures: bool = True, resamples: int = 1000) -> list[Section]:
+def model_error_sections(run, *, figures: bool = True, resamples: int | None = None) -> list[Section]:
     """The run's model-error section, or [] when it has no model_error rows."""
     from harness.analysis import model_error_summary
     from harness.results import read_rows
@@ -119,7 +119,7 @@ def model_error_sections(run, *, figures: bool = True, resamples: int = 1000) ->
     rows = [r for r in rows if r["kernel"] not in failed]  # a kernel that failed part way: no partial figures
     if not rows:
         return [Section(title="Model error: every kernel failed", text=" ".join(failed.values()))] if failed else []
-    summary = model_error_summary(rows, resamples=resamples)
+    summary = model_error_summary(rows, **({} if resamples is None else {"resamples": resamples}))  # None: its own
     prov = cfg.get("provenance", {}).get("text", {})
     floor = next((f["kernel"] for f in summary if f["role"] == "floor"), "-")
     ref = summary[0].get("reference") or "fp64"

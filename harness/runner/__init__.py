@@ -7,7 +7,8 @@ True
 """
 
 from harness.config import BurstProtocol
-from harness.runner._burst import BurstConfig, KernelTimes, ProfEvent, device_time_from_events, run_burst
+from harness.config import BurstConfig
+from harness.runner._burst import KernelTimes, ProfEvent, device_time_from_events, run_burst
 from harness.runner._chunks import Chunk, ChunkSource, PipelinedChunks
 from harness.runner._endings import StopSignals, Watchdog, stop_signals
 from harness.runner._in_model import MIN_PAIRS, InModelConfig, InModelResult, run_in_model

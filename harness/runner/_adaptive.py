@@ -22,7 +22,7 @@ __all__ = ["own_precision"]
 
 def own_precision(protocol) -> Callable[[int, list], bool] | None:
     """The run loop's `more_repeats` for a protocol with `until_ci` (None without it)."""
-    target = getattr(protocol, "until_ci", None)
+    target = protocol.until_ci
     if target is None:
         return None
 

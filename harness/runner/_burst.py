@@ -16,50 +16,22 @@ from __future__ import annotations
 
 import dataclasses
 import uuid
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from datetime import datetime, timezone
 from pathlib import Path
 from typing import TYPE_CHECKING, Sequence
 
-from harness.config import BurstProtocol
+from harness.config import BurstConfig, BurstProtocol
 from harness.errors import ConfigError, KernelError, ResultsError
 from harness.runner._loop import RunHooks, RunResult, run_loop
 
 if TYPE_CHECKING:  # typing.Unpack is Python 3.11+; the annotation is never evaluated at run time
     from typing import Unpack
 
-__all__ = ["BurstConfig", "KernelTimes", "ProfEvent", "device_time_from_events", "run_burst"]
+__all__ = ["KernelTimes", "ProfEvent", "device_time_from_events", "run_burst"]
 
 TIMED_RANGE = "harness::burst_timed"
 _DEVICE_ACTIVITIES = ("kernel", "gpu_memcpy", "gpu_memset")
-
-
-@dataclass(frozen=True, kw_only=True)
-class BurstConfig:
-    kernels: tuple[str, ...]
-    inputs: tuple  # InputSpec, ...
-    device: str = "cuda:0"
-    telemetry: str = "auto"
-    protocol: BurstProtocol = field(default_factory=BurstProtocol)
-    results_dir: Path = Path("results")
-    run_name: str | None = None
-    into: Path | None = None  # append to this run directory instead of writing a new run
-    allow_busy: bool = False
-    gate: bool = True
-    isolation: str = "auto"  # as RunConfig's
-
-    def __post_init__(self) -> None:
-        from harness.config import check_isolation
-
-        check_isolation(self.isolation)
-        from harness.config import with_cpu_threads
-
-        object.__setattr__(self, "protocol", with_cpu_threads(self.protocol, self.device))
-        object.__setattr__(self, "results_dir", Path(self.results_dir).absolute())
-        if self.into is not None:
-            object.__setattr__(self, "into", Path(self.into).absolute())
-        if not self.kernels or not self.inputs:
-            raise ConfigError("bench burst needs at least one --kernel and one --input.")
 
 
 @dataclass(frozen=True, kw_only=True)

@@ -58,17 +58,17 @@ class _Served:
     prepared state: the configurations of one comparison group are timed in turn, repeat by repeat."""
 
     def __init__(self, channel, start: dict, kernel, watchdog) -> None:
-        from harness.config import BurstProtocol, SustainedProtocol
+        from harness.config import protocol_from_dict
 
         self.ch, self.start, self.kernel, self.watchdog = channel, start, kernel, watchdog
         if start["measurer"] == "burst":
             from harness.runner._burst import _Burst
 
-            self.measurer = _Burst(BurstProtocol(**start["protocol"]))
+            self.measurer = _Burst(protocol_from_dict(start["protocol"]))
         else:
             from harness.runner._run import _Sustained
 
-            self.measurer = _Sustained(SustainedProtocol(**start["protocol"]))
+            self.measurer = _Sustained(protocol_from_dict(start["protocol"]))
         self.side = None
         self.stage = "prepare"
         self.spec = self.inputs = self.state = None

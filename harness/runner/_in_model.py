@@ -26,7 +26,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from harness.analysis import attention_figures, chunk_clock, median, samples_in
-from harness.config import RESULTS_ROOT, RunConfig, SustainedProtocol, check_launch
+from harness.config import RunConfig, RunSettings, SustainedProtocol
 from harness.errors import ConfigError
 from harness.runner._loop import RunResult, run_loop
 from harness.runner._run import _rows_of, _sample_row, _Sustained, _time_one
@@ -39,8 +39,9 @@ _SOURCE = "in-model"  # the input source of the wrapped kernels' (unread) input 
 
 
 @dataclass(frozen=True, kw_only=True)
-class InModelConfig:
-    """One `bench in-model` run: which model over which text, which kernels against which reference, how timed.
+class InModelConfig(RunSettings):
+    """One `bench in-model` run: which model over which text, which kernels against which reference, how timed
+    (built by harness.suite.in_model_job, which decides every default).
 
     `seq_len` S (the KV cache's length when decoding); `seq_len_q` N < S: each call is a decode step of N tokens
     (None: the prefill of B = `windows` windows x S tokens). `dtype` None: bf16 on a GPU, fp32 on the CPU (kernels
@@ -49,23 +50,17 @@ class InModelConfig:
     model: object  # a registered name, a local path, or a ModelSpec
     kernels: tuple[str, ...]
     reference: str
-    text: str = "pydoc"
+    text: str
+    seq_len: int
+    windows: int
+    attention_pass_s: float
     weights: Path | None = None
-    seq_len: int = 1024
     seq_len_q: int | None = None
-    windows: int = 1
-    device: str = "cpu"
     dtype: str | None = None
     random_weights: bool = False
     seed: int = 0
     protocol: SustainedProtocol = field(default_factory=SustainedProtocol)
-    attention_pass_s: float = 1.0
-    results_dir: Path = RESULTS_ROOT
     run_name: str | None = None
-    telemetry: str = "auto"
-    launch: str = "auto"
-    allow_busy: bool = False
-    gate: bool = True
 
     def __post_init__(self) -> None:
         if not self.kernels:
@@ -83,8 +78,7 @@ class InModelConfig:
         if self.protocol.l2 != "warm":
             raise ConfigError("--l2 cold rotates a kernel's inputs through copies; a model's forward has its own memory "
                               "traffic and no input copies to rotate. Drop --l2 for in-model timing.")
-        check_launch(self.launch, self.device)
-        object.__setattr__(self, "results_dir", Path(self.results_dir).absolute())
+        super().__post_init__()
 
 
 @dataclass(kw_only=True)
@@ -171,10 +165,9 @@ def run_in_model(config: InModelConfig, *, command: str = "", registry=None, obs
             notes.insert(0, "RANDOM WEIGHTS: the model was built from its published config with random weights; an "
                             "architecture check, never a model's figures (data moves the clock)")
         # by the kernels' own names: a plain function named `module:function` is registered as `function`
-        run_config = RunConfig(kernels=tuple(k.name for k in inner), inputs=(spec,), device=config.device,
-                               telemetry=config.telemetry, protocol=config.protocol, results_dir=config.results_dir,
-                               run_name=config.run_name, launch=config.launch, allow_busy=config.allow_busy,
-                               gate=False, notes="; ".join(notes), isolation="auto")
+        run_config = RunConfig(**{**config.settings(), "gate": False}, kernels=tuple(k.name for k in inner),
+                               inputs=(spec,), protocol=config.protocol, run_name=config.run_name,
+                               notes="; ".join(notes), isolation="auto")
         measurer = _InModel(config.protocol, pass_s=config.attention_pass_s, forward=forward)
 
         def info_row(setup):

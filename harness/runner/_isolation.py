@@ -103,13 +103,12 @@ class ChildKernel:
 
     def __init__(self, ref: str, *, device: str, device_kind: str, measurer: str, protocol, gate: bool, launch: str,
                  cwd: str | None = None, python: str = sys.executable) -> None:
-        proto = {k: v for k, v in protocol.as_dict().items() if k != "kind"}
         self.ref = ref
         self.timeout_s = float(protocol.launch_timeout_s)
         self._cwd = cwd or os.getcwd()
         self._python = python
         self._start = {"op": "start", "ref": ref, "cwd": self._cwd, "sys_path": [p or self._cwd for p in sys.path],
-                       "device": device, "device_kind": device_kind, "measurer": measurer, "protocol": proto,
+                       "device": device, "device_kind": device_kind, "measurer": measurer, "protocol": protocol.to_dict(),
                        "gate": gate, "launch": launch, "timeout_s": self.timeout_s}
         self.kernel = None
         self.stage = "importing it"

@@ -164,7 +164,7 @@ def run_loop(config, *, protocol, measurer: Measurer, open_writer, info_row, obs
             setup.close_hosts()
             raise
         result = RunResult(run_id=writer.run_id, path=writer.path, status="running", info=info or {})
-        watchdog = Watchdog(getattr(protocol, "launch_timeout_s", None))
+        watchdog = Watchdog(protocol.launch_timeout_s)
         thread = SamplerThread(setup.sampler, period_s=protocol.sample_period_s, clock=clock)
         sampler_open = False
         try:
@@ -172,17 +172,17 @@ def run_loop(config, *, protocol, measurer: Measurer, open_writer, info_row, obs
             sampler_open = True
             if info is not None:
                 info["telemetry_json"] = _to_json(setup.sampler.describe())
-                notes = [watchdog.note, ISOLATION_NONE_NOTE if getattr(config, "isolation", None) == "none" else ""]
+                notes = [watchdog.note, ISOLATION_NONE_NOTE if config.isolation == "none" else ""]
                 if any(notes):
                     info["notes"] = "; ".join(x for x in (info.get("notes"), *notes) if x)
                 with stops.deferred():
                     writer.write_run(info)
             obs.on_run_start(result, total=len(config.inputs) * len(setup.kernels) * protocol.repeats)
-            if getattr(config, "isolation", None) == "none":
+            if config.isolation == "none":
                 obs.on_message(ISOLATION_NONE_NOTE)
             thread.start()
             side = KernelSide(device=setup.device, protocol=protocol, gate=config.gate,
-                              launch=getattr(config, "launch", "auto"), watchdog=watchdog, clock=clock, sleep=sleep,
+                              launch=config.launch, watchdog=watchdog, clock=clock, sleep=sleep,
                               on_phase=obs.on_phase, on_chunk=lambda c, chk: obs.on_chunk(c, chk, thread.last_poll()))
             s = Session(config=config, protocol=protocol, kernels=setup.kernels, device=setup.device,
                         ident=setup.ident, thread=thread, writer=writer, result=result, obs=obs, clock=clock,
@@ -193,7 +193,7 @@ def run_loop(config, *, protocol, measurer: Measurer, open_writer, info_row, obs
             measurer.start(s)
             if len(setup.hosts) < len(setup.kernels):
                 measurer.open(side)
-            for group in comparison_groups(config.inputs, interleave=getattr(protocol, "interleave_inputs", False)):
+            for group in comparison_groups(config.inputs, interleave=protocol.interleave_inputs):
                 _run_group(s, measurer, group)
             # Every kernel x input attempted, but a run that timed none of them has no figures: it ends `failed`,
             # as `bench merge` calls such a run, never `complete` as if it had measured something.
@@ -356,7 +356,7 @@ def _run_group(s: Session, m: Measurer, group) -> None:
     proto, p = s.protocol, m.mid_prefix
     configs = [c for c in (_open_config(s, m, ci, spec) for ci, spec in group) if c is not None]
     indices = {c.ci for c in configs}
-    rotate = getattr(proto, "rotate_order", True)
+    rotate = proto.rotate_order
     rep = -1
     while True:
         rep += 1

@@ -15,6 +15,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Callable
 
+from harness.config import BurstProtocol, SustainedProtocol
 from harness.errors import KernelError
 from harness.runner._endings import Watchdog
 
@@ -28,7 +29,7 @@ class KernelSide:
     protocol, the watchdog, the clock, and where its live progress goes."""
 
     device: object
-    protocol: object
+    protocol: SustainedProtocol | BurstProtocol
     gate: bool
     launch: str  # the launch strategy: auto, graph, loop
     watchdog: Watchdog
@@ -101,7 +102,7 @@ def _checked(launch, inputs, kernel, watchdog: Watchdog, device, *, check_output
     want = inputs.shape.out_shape()
     what = "[1, Hq, total_q, dv] (varlen: sequences packed along S)" if inputs.shape.packed else "[B, Hq, S_q, dv]"
     want_dtype = torch_dtype(kernel.output_dtype or inputs.dtype)
-    asynchronous = getattr(device, "kind", "cpu") in ("cuda", "rocm")
+    asynchronous = device.kind in ("cuda", "rocm")
     calls = [0]
 
     def call():
@@ -197,7 +198,7 @@ def ready_kernel(side: KernelSide, measurer, kernel, inputs, guard: InputsGuard,
         on_stage("set-up for timing")
         during = "its set-up for timing"
         with wd.limit(what="its set-up for timing"):
-            if getattr(side.protocol, "l2", "warm") == "cold":  # after the gate, which judged the first copy
+            if side.protocol.l2 == "cold":  # after the gate, which judged the first copy
                 from harness.runner._l2 import cold_launch
 
                 launch = cold_launch(kernel, inputs, launch, device=side.device)
@@ -249,7 +250,7 @@ def time_kernel(side: KernelSide, measurer, kernel, launch, armed, inputs, guard
 
 
 def _sync(device) -> None:
-    if getattr(device, "kind", "cpu") in ("cuda", "rocm"):
+    if device.kind in ("cuda", "rocm"):
         device.synchronize()
 
 

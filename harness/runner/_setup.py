@@ -89,9 +89,8 @@ def check_memory(config, device) -> None:
     free, total, what = _available(device)
     if free is None:
         return
-    gate = getattr(config, "gate", True)
     for spec in config.inputs:
-        sizes = estimate_bytes(spec, gate=gate)
+        sizes = estimate_bytes(spec, gate=config.gate)
         need = sum(sizes.values())
         if need > free:
             s = spec.shape
@@ -132,7 +131,7 @@ def set_up_run(config, *, registry=None, device=None, sampler=None, measurer=Non
                                  head_dim_v=spec.shape.head_dim_v, causal=spec.shape.causal, device_kind=device.kind,
                                  shape=spec.shape)
         check_memory(config, device)
-        if getattr(protocol or getattr(config, "protocol", None), "l2", "warm") == "cold":
+        if (protocol or config.protocol).l2 == "cold":
             from harness.runner._l2 import check_cold
 
             check_cold(config.inputs, device)
@@ -155,11 +154,10 @@ def set_up_run(config, *, registry=None, device=None, sampler=None, measurer=Non
 def apply_threads(protocol) -> None:
     """torch's CPU threads as the protocol says (`threads`, `--threads`; None: left as they are). Each kernel's own
     process does the same (runner._child), so every process that runs a kernel runs it on as many threads."""
-    threads = getattr(protocol, "threads", None)
-    if threads is not None:
+    if protocol.threads is not None:
         import torch
 
-        torch.set_num_threads(threads)
+        torch.set_num_threads(protocol.threads)
 
 
 def measure_contention(device) -> dict | None:
@@ -191,9 +189,9 @@ def run_info_row(config, setup: RunSetup, *, command: str, protocol) -> dict:
         "compute_capability": ident.compute_capability, "sm_count": ident.sm_count, "memory_bytes": ident.memory_bytes,
         "power_limit_w": ident.power_limit_w, "max_sm_clock_mhz": ident.max_sm_clock_mhz,
         "telemetry_backend": setup.telemetry_name, "protocol_json": to_json(protocol.as_dict()),
-        "config_json": to_json({**dataclasses.asdict(config), "protocol": None}), "allow_busy": config.allow_busy,
+        "config_json": to_json({**config.to_dict(), "protocol": None}), "allow_busy": config.allow_busy,
         "busy_processes_json": to_json([dataclasses.asdict(p) for p in setup.busy]),
-        "notes": getattr(config, "notes", ""),
+        "notes": config.notes,
         "contention_json": to_json({"before": setup.contention}) if setup.contention is not None else None,
         "timing_note": _cpu_note(protocol) if ident.kind == "cpu" else None,
         "machine_json": to_json(ident.machine()),
@@ -201,7 +199,7 @@ def run_info_row(config, setup: RunSetup, *, command: str, protocol) -> dict:
 
 
 def _cpu_note(protocol) -> str:
-    threads = getattr(protocol, "threads", None)
+    threads = protocol.threads
     return CPU_TIMING_NOTE + (f"; torch ran on {threads} CPU thread{'s' if threads != 1 else ''} (--threads)"
                               if threads is not None else "; torch's own number of CPU threads")
 
@@ -238,15 +236,14 @@ def start_children(config, *, registry, measurer, protocol, device_kind: str) ->
 
     by_default = registry is None
     registry = registry or default_registry()
-    mode = getattr(config, "isolation", "none")
     kernels: list = []
     children: list[tuple[int, ChildKernel]] = []
     try:
         for i, name in enumerate(config.kernels):
-            if by_default and isolated(name, registry, mode):
+            if by_default and isolated(name, registry, config.isolation):
                 children.append((i, ChildKernel(name, device=config.device, device_kind=device_kind,
                                                 measurer=measurer.kind, protocol=protocol, gate=config.gate,
-                                                launch=getattr(config, "launch", "auto"))))
+                                                launch=config.launch)))
                 kernels.append(None)
             else:
                 kernels.append(registry.get(name))

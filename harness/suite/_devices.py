@@ -8,7 +8,7 @@ from typing import Sequence
 from harness.errors import ConfigError
 from harness.inputs import AttentionShape
 
-__all__ = ["device_kind", "machine_device", "default_kernels", "workload_kernels", "kernel_specs", "default_seq_len"]
+__all__ = ["DEFAULT_DEVICE", "DEVICE_HELP", "run_device", "device_kind", "machine_device", "default_kernels", "workload_kernels", "kernel_specs", "default_seq_len"]
 
 
 # The bundled SDPA back-ends of each device kind; ROCm's PyTorch has no cuDNN.
@@ -16,6 +16,20 @@ _KERNELS = {"cpu": ("sdpa-cpu",), "rocm": ("sdpa-flash", "sdpa-efficient"), "cud
 # S: long enough on a GPU for one launch to take milliseconds (the sustained clock needs seconds of load,
 # not microseconds); on the CPU short enough that the fp64 gate reference stays in seconds.
 _SEQ_LEN = {("gpu", False): 16384, ("gpu", True): 8192, ("cpu", False): 1024, ("cpu", True): 1024}
+
+
+# The device a command runs kernels on when --device is not given: the first CUDA GPU, as a sustained-clock run means.
+# A CPU run is asked for (--device cpu), never a fallback; `machine_device` (the pytest plugin, `bench doctor`,
+# `bench list kernels`) is what this machine has.
+DEFAULT_DEVICE = "cuda:0"
+DEVICE_HELP = f"cpu, cuda:N, rocm:N, or cuda:/rocm:<PCI bus id> (default {DEFAULT_DEVICE})"
+
+
+def run_device(device: str | None, *, flag: str = "--device") -> str:
+    """--device as given, its kind checked (a ConfigError naming `flag`), or DEFAULT_DEVICE when it was not."""
+    device = DEFAULT_DEVICE if device is None else device
+    device_kind(device, flag=flag)
+    return device
 
 
 def device_kind(device: str, *, flag: str = "--device") -> str:

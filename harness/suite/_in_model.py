@@ -7,12 +7,14 @@ import dataclasses
 from pathlib import Path
 from typing import Sequence
 
+from harness.config import RESULTS_ROOT
 from harness.errors import ConfigError
 from harness.suite._checks import check_seed, positive
-from harness.suite._devices import device_kind, kernel_specs
-from harness.suite._inputs import DEFAULT_TEXT, CaptureArgs, captured_specs
-from harness.suite._protocol import sustained_config, sustained_protocol
-from harness.suite._shapes import ShapeArgs
+from harness.suite._devices import kernel_specs
+from harness.suite._inputs import CaptureArgs, captured_specs
+from harness.suite._models import DEFAULT_TEXT, main_job_defaults
+from harness.suite._protocol import given_settings, sustained_config, sustained_protocol
+from harness.suite._shapes import DEFAULT_SEED, ShapeArgs, seq_lens
 from harness.suite._verdicts import until_ci
 
 __all__ = ["IN_MODEL_PASS_S", "IN_MODEL_LAUNCH_TIMEOUT_S", "in_model_job"]
@@ -27,16 +29,17 @@ IN_MODEL_LAUNCH_TIMEOUT_S = 900.0
 
 def in_model_job(*, model: str, kernels: Sequence[str], reference: str | None, device: str, shape: ShapeArgs,
                  capture: CaptureArgs, protocol_options: dict, attention_pass_s: float | None, isolated: str | None,
-                 isolated_input: str | None, results: Path, name: str | None,
-                 telemetry: str = "auto", launch: str = "auto", allow_busy: bool = False, gate: bool = True,
-                 isolation: str = "auto", layout: str | None = None, gqa: str | None = None, seed: int = 0,
+                 isolated_input: str | None, results: Path | None, name: str | None,
+                 telemetry: str | None = None, launch: str | None = None, allow_busy: bool | None = None,
+                 gate: bool | None = None, isolation: str | None = None, layout: str | None = None,
+                 gqa: str | None = None, seed: int = DEFAULT_SEED,
                  progress=None, on_estimate=None):
     """The `InModelJob` of `bench in-model`, every default decided here: the main job's S and stacked windows on this
     device (`main_job_defaults`), the device's SDPA kernels, the reference the first of them (added when not named),
     and the isolated run: `isolated` names a run (a directory, run id or --name under `results`), "none" for none, or
     (None) it is timed first: the same kernels on the captured layer (--layer, default the model's middle layer;
     captured first where missing), no controls."""
-    from harness.capture import main_job_defaults, resolve_model
+    from harness.capture import resolve_model
     from harness.runner import InModelConfig, InModelJob
 
     if capture.controls:
@@ -52,11 +55,10 @@ def in_model_job(*, model: str, kernels: Sequence[str], reference: str | None, d
                           f"give one --layer (the in-model run puts the kernel in every layer anyway).")
     spec = resolve_model(model)
     job = main_job_defaults(model, device)
-    s, s_q, s_kv = (shape.one(n) for n in ("seq_len", "seq_len_q", "seq_len_kv"))
-    if s is not None and s_kv is not None:
-        raise ConfigError("--seq-len and --seq-len-kv both give the tokens per window: give --seq-len-kv (with "
-                          "--seq-len-q for a decode step), or --seq-len alone.")
-    s_kv = s_kv or s or (min(8192, spec.max_positions) if device_kind(device) != "cpu" else job.seq_len)
+    results = RESULTS_ROOT if results is None else Path(results)
+    settings = given_settings(telemetry=telemetry, launch=launch, allow_busy=allow_busy, gate=gate)
+    s_q = shape.one("seq_len_q")
+    _, s_kv = seq_lens(shape.one("seq_len"), s_q, shape.one("seq_len_kv"), default=job.seq_len)
     positive(s_kv, "--seq-len")
     positive(s_q, "--seq-len-q")
     windows = capture.windows if capture.windows is not None else job.windows
@@ -74,13 +76,12 @@ def in_model_job(*, model: str, kernels: Sequence[str], reference: str | None, d
         model=model, kernels=tuple(names), reference=reference, text=capture.text or DEFAULT_TEXT,
         weights=capture.weights, seq_len=s_kv, seq_len_q=decode, windows=windows, device=device,
         dtype=capture.capture_dtype, random_weights=capture.random_weights, seed=check_seed(seed), protocol=proto,
-        attention_pass_s=attention_pass_s or IN_MODEL_PASS_S[quick], results_dir=Path(results), run_name=name,
-        telemetry=telemetry, launch=launch, allow_busy=allow_busy, gate=gate)
+        attention_pass_s=attention_pass_s or IN_MODEL_PASS_S[quick], results_dir=results, run_name=name, **settings)
     iso_config = isolated_run = None
     if isolated not in (None, "none"):
         from harness.results import resolve_run
 
-        isolated_run = resolve_run(isolated, results=Path(results))
+        isolated_run = resolve_run(isolated, results=results)
     elif isolated is None:
         layer = capture.layers[0] if capture.layers else spec.num_layers // 2
         args = dataclasses.replace(capture, layers=(layer,), controls=(), windows=windows,
@@ -88,7 +89,6 @@ def in_model_job(*, model: str, kernels: Sequence[str], reference: str | None, d
         inputs = captured_specs(args, device=device, seq_len=s_kv, decode_steps=decode or 0, seed=seed,
                                 progress=progress, on_estimate=on_estimate)
         iso_config = sustained_config(kernels=names, inputs=inputs, device=device, protocol=sustained_protocol(**opts),
-                                      telemetry=telemetry, results_dir=Path(results),
-                                      run_name=f"{name}-isolated" if name else "isolated", launch=launch,
-                                      allow_busy=allow_busy, gate=gate, isolation=isolation)
+                                      results_dir=results, run_name=f"{name}-isolated" if name else "isolated",
+                                      isolation=isolation, **settings)
     return InModelJob(in_model=config, isolated=iso_config, isolated_run=isolated_run, isolated_input=isolated_input)

@@ -11,23 +11,24 @@ from typing import Sequence
 from harness.errors import ConfigError
 from harness.inputs import AttentionShape, InputSpec, check_source
 from harness.suite._checks import check_seed, positive
-from harness.suite._shapes import ShapeArgs, attention_shapes, off_value
+from harness.suite._models import CAPTURES_ROOT, DEFAULT_TEXT, main_job_defaults
+from harness.suite._shapes import DEFAULT_SEED, ShapeArgs, attention_shapes, off_value, seq_lens
 
-__all__ = ["DEFAULT_INPUTS", "BURST_INPUTS", "DEFAULT_CONTROLS", "DEFAULT_TEXT", "CAPTURES_ROOT", "CaptureArgs",
+__all__ = ["DEFAULT_INPUTS", "DEFAULT_DTYPE", "BURST_INPUTS", "DEFAULT_CONTROLS", "DEFAULT_TEXT", "CAPTURES_ROOT",
+           "CaptureArgs",
            "synthetic_specs", "captured_specs", "input_specs"]
 
 
 DEFAULT_INPUTS = ("gaussian:0.1", "gaussian:1")
+# The dtype of a suite's inputs unless --dtype says otherwise (the seed: DEFAULT_SEED, suite._shapes).
+DEFAULT_DTYPE = "bf16"
 # A burst is the figure other tools print; one control is enough to set it beside a sustained run.
 BURST_INPUTS = ("gaussian:0.1",)
 DEFAULT_CONTROLS = ("gaussian:0.1",)
-DEFAULT_TEXT = "pydoc"
-# Where captures are read and written unless told otherwise (runs: RESULTS_ROOT, from harness.config).
-CAPTURES_ROOT = Path("captures")
 
 
-def synthetic_specs(sources: Sequence[str] | None, *, shape, dtype: str = "bf16",
-                    seed: int = 0) -> tuple[InputSpec, ...]:
+def synthetic_specs(sources: Sequence[str] | None, *, shape, dtype: str = DEFAULT_DTYPE,
+                    seed: int = DEFAULT_SEED) -> tuple[InputSpec, ...]:
     """One InputSpec per synthetic source (None: DEFAULT_INPUTS) at `shape`, or at each (shape, sweep point
     label) of a sweep (`attention_shapes`), sources varying fastest and each named `source point`; every source is
     checked before any run directory exists."""
@@ -84,7 +85,8 @@ def _labelled(spec: InputSpec, tag: str, controls: Sequence[str]) -> list[InputS
     return [captured, *(dataclasses.replace(captured, source=c, name=f"{tag}:{c}", loader=None) for c in controls)]
 
 
-def captured_specs(args: CaptureArgs, *, device: str, seq_len: int | None, dtype: str = "bf16", seed: int = 0,
+def captured_specs(args: CaptureArgs, *, device: str, seq_len: int | None, dtype: str = DEFAULT_DTYPE,
+                   seed: int = DEFAULT_SEED,
                    progress=None, on_estimate=None, decode_steps: int = 0,
                    page_size: int | None = None) -> tuple[InputSpec, ...]:
     """A model's captured layers (captured first where missing) each followed by its controls, or the
@@ -93,7 +95,7 @@ def captured_specs(args: CaptureArgs, *, device: str, seq_len: int | None, dtype
     check_seed(seed)
     import re
 
-    from harness.capture import capture_spec, main_job_defaults, model_input_specs
+    from harness.capture import capture_spec, model_input_specs
 
     controls = DEFAULT_CONTROLS if args.controls is None else tuple(args.controls)
     for c in controls:
@@ -124,7 +126,8 @@ def captured_specs(args: CaptureArgs, *, device: str, seq_len: int | None, dtype
 
 
 def input_specs(*, sources: Sequence[str] | None, shape: ShapeArgs, capture: CaptureArgs, device: str,
-                dtype: str = "bf16", seed: int = 0, progress=None, on_estimate=None) -> tuple[InputSpec, ...]:
+                dtype: str = DEFAULT_DTYPE, seed: int = DEFAULT_SEED, progress=None,
+                on_estimate=None) -> tuple[InputSpec, ...]:
     """The suite's inputs: captured activations (with their controls) when a model or files are named,
     else the synthetic sources at the shape the options give."""
     capture.check()
@@ -143,15 +146,12 @@ def _captured_inputs(capture: CaptureArgs, shape: ShapeArgs, **kw) -> tuple[Inpu
         raise ConfigError(f"{', '.join(ignored)} set(s) the shape of synthetic inputs, but captured inputs take "
                           f"their shape from the model (--seq-len, or --seq-len-q/--seq-len-kv for decode, and "
                           f"--page-size apply). Drop {', '.join(ignored)}.")
-    s, s_q, s_kv = (shape.one(n) for n in keep[:3])
+    s_q_given = shape.one("seq_len_q")
     page = positive(off_value("page_size", shape.one("page_size")), "--page-size")
-    if s is not None and s_kv is not None:
-        raise ConfigError("--seq-len and --seq-len-kv both give the keys per sequence: give --seq-len-kv (with "
-                          "--seq-len-q for the decode steps), or --seq-len alone.")
-    s_kv = s_kv if s_kv is not None else s
-    if s_q is not None and s_kv is None:
+    s_q, s_kv = seq_lens(shape.one("seq_len"), s_q_given, shape.one("seq_len_kv"), default=None)
+    if s_q_given is not None and s_kv is None:
         raise ConfigError(f"--seq-len-q {s_q} with --model decodes {s_q} token(s) after a prompt: give the cache's "
                           f"length with --seq-len-kv too, e.g. --seq-len-q 1 --seq-len-kv 4096.")
-    positive(s_q, "--seq-len-q")
-    decode = s_q if s_q is not None and s_q != s_kv else 0
+    positive(s_q_given, "--seq-len-q")
+    decode = s_q if s_q_given is not None and s_q != s_kv else 0
     return captured_specs(capture, seq_len=s_kv, decode_steps=decode, page_size=page, **kw)

@@ -9,10 +9,11 @@ from typing import Sequence
 from harness.errors import ConfigError
 from harness.suite._checks import positive
 from harness.suite._devices import device_kind, kernel_specs
-from harness.suite._inputs import DEFAULT_TEXT, CaptureArgs
+from harness.suite._inputs import CaptureArgs
+from harness.suite._models import DEFAULT_TEXT, default_layers
 from harness.suite._shapes import ShapeArgs
 
-__all__ = ["FLOOR_KERNELS", "model_error_kernels", "model_error_config"]
+__all__ = ["FLOOR_KERNELS", "MODEL_ERROR_DEFAULTS", "model_error_kernels", "model_error_config"]
 
 
 # The second correct BF16 kernel of `bench error --model` (the noise floor), by device: the first of these
@@ -22,7 +23,7 @@ FLOOR_KERNELS = {"cuda": ("sdpa-cudnn", "sdpa-flash", "triton-bf16"), "rocm": ("
 # Documents x tokens of `bench error --model`: on a GPU 24 documents of 1024 tokens (pydoc has 26 that long),
 # 8 to a forward pass; on the CPU a dry run of 4 x 128, all in one pass. Every layer on a GPU (a forward of
 # SmolLM2 is milliseconds there); an early and a middle one on the CPU.
-_MODEL_ERROR = {"gpu": dict(seq_len=1024, documents=24, batch=8), "cpu": dict(seq_len=128, documents=4, batch=4)}
+MODEL_ERROR_DEFAULTS = {"gpu": dict(seq_len=1024, documents=24, batch=8), "cpu": dict(seq_len=128, documents=4, batch=4)}
 
 
 def model_error_kernels(names: Sequence[str], *, device: str, floor: str | None = None, layout: str | None = None,
@@ -60,7 +61,7 @@ def model_error_config(*, model: str, device: str, shape: ShapeArgs, capture: Ca
     positive(shape.one("seq_len"), "--seq-len")
     positive(documents, "--documents")
     spec = resolve_model(model)
-    defaults = _MODEL_ERROR["cpu" if device_kind(device) == "cpu" else "gpu"]
+    defaults = MODEL_ERROR_DEFAULTS["cpu" if device_kind(device) == "cpu" else "gpu"]
     seq_len = min(shape.one("seq_len") or defaults["seq_len"], spec.max_positions)
     if not per_layer:
         if capture.layers:
@@ -69,8 +70,6 @@ def model_error_config(*, model: str, device: str, shape: ShapeArgs, capture: Ca
     elif capture.layers:
         layers = tuple(capture.layers)
     else:
-        from harness.capture import default_layers
-
         layers = default_layers(spec.num_layers) if device_kind(device) == "cpu" else tuple(range(spec.num_layers))
     n = documents or defaults["documents"]
     return ModelErrorConfig(

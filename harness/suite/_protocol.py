@@ -1,18 +1,26 @@
 """The protocol of a run (the sustained protocol's defaults, or --quick's, with the options on top), the RunConfig of a
-sustained run, and `bench commits`'s protocol and input."""
+sustained run, the BurstConfig of `bench burst`, and `bench commits`'s protocol, input and CommitsConfig."""
 
 from __future__ import annotations
 
 from typing import Sequence
 
-from harness.config import RunConfig, SustainedProtocol
+from harness.config import BurstConfig, BurstProtocol, RunConfig, SustainedProtocol
 from harness.errors import ConfigError
-from harness.inputs import InputSpec
+from harness.inputs import AttentionShape, InputSpec
 from harness.suite._checks import positive
 from harness.suite._devices import kernel_specs
+from harness.suite._inputs import BURST_INPUTS, synthetic_specs
 
-__all__ = ["MAX_REPEATS", "ADAPTIVE_PILOT", "COMMITS_INPUT", "COMMITS_IDLE_S", "sustained_protocol", "sustained_config",
-           "commits_protocol"]
+__all__ = ["MAX_REPEATS", "ADAPTIVE_PILOT", "COMMITS_INPUT", "COMMITS_IDLE_S", "PROTOCOL_DEFAULTS", "QUICK_DEFAULTS",
+           "BURST_DEFAULTS", "sustained_protocol", "sustained_config", "commits_protocol", "commits_config",
+           "burst_protocol", "burst_config", "given_settings"]
+
+
+# The protocols' own values (harness.config's dataclass fields): what help texts and docs quote, never retyped.
+PROTOCOL_DEFAULTS = SustainedProtocol()
+QUICK_DEFAULTS = SustainedProtocol.quick()
+BURST_DEFAULTS = BurstProtocol()
 
 
 # `--until-ci`: the cap on repeats, and the pilot whose spread (pilot - 1 df) sets how many: a pilot of 3
@@ -53,21 +61,22 @@ def sustained_protocol(*, quick: bool = False, repeats: int | None = None, windo
                        sample_period_ms: float | None = None, probe: bool | None = None,
                        launch_timeout_s: float | None = None, until_ci: float | None = None,
                        max_repeats: int | None = None, l2: str | None = None,
-                       threads: int | None = None) -> SustainedProtocol:
+                       threads: int | None = None, flag_prefix: str = "--") -> SustainedProtocol:
     """The protocol's defaults (or `--quick`'s) with the options given on top; 0 and negatives refused by flag.
     `until_ci` (a fraction) makes the repeats adaptive: `repeats` (default ADAPTIVE_PILOT, or --quick's) is the
-    pilot, `max_repeats` (default MAX_REPEATS) the cap."""
+    pilot, `max_repeats` (default MAX_REPEATS) the cap. `flag_prefix`: how the options are spelled where they were
+    typed (the pytest plugin's are `--sustained-repeats`, `--sustained-window-s`)."""
     if max_repeats is not None and until_ci is None:
         raise ConfigError("--max-repeats caps the adaptive repeats of --until-ci; without --until-ci (it is off by "
                           "default, and under --quick) give the number of repeats with --repeats.")
     if until_ci is not None and repeats is None and not quick:
         repeats = ADAPTIVE_PILOT
-    checks = (("--repeats", repeats, False), ("--window-s", window_s, False), ("--warmin-cap-s", warmin_cap_s, False),
-              ("--idle-s", idle_s, True), ("--chunk-s", chunk_s, False), ("--sample-period-ms", sample_period_ms, False),
-              ("--launch-timeout-s", launch_timeout_s, False), ("--max-repeats", max_repeats, False),
-              ("--threads", threads, False))  # threads None: 1 on the CPU (config.with_cpu_threads), torch's on a GPU
+    checks = (("repeats", repeats, False), ("window-s", window_s, False), ("warmin-cap-s", warmin_cap_s, False),
+              ("idle-s", idle_s, True), ("chunk-s", chunk_s, False), ("sample-period-ms", sample_period_ms, False),
+              ("launch-timeout-s", launch_timeout_s, False), ("max-repeats", max_repeats, False),
+              ("threads", threads, False))  # threads None: 1 on the CPU (config.with_cpu_threads), torch's on a GPU
     for flag, value, zero_ok in checks:
-        positive(value, flag, allow_zero=zero_ok)
+        positive(value, flag_prefix + flag, allow_zero=zero_ok)
     overrides = {k: v for k, v in dict(
         repeats=repeats, window_s=window_s, warmin_cap_s=warmin_cap_s, idle_before_kernel_s=idle_s, chunk_s=chunk_s,
         sample_period_s=None if sample_period_ms is None else sample_period_ms / 1000, probe=probe,
@@ -88,8 +97,51 @@ def sustained_protocol(*, quick: bool = False, repeats: int | None = None, windo
     return SustainedProtocol.quick(**overrides) if quick else SustainedProtocol(**overrides)
 
 
+def given_settings(**settings) -> dict:
+    """The settings a user gave, those left out (None) dropped, so each takes its one default where it is declared: a
+    run's telemetry, results_dir, launch, gate and isolation in harness.config.RunSettings / RunWriting, and likewise
+    other configs' fields and library functions' parameters (TraceConfig, SlurmOptions, peak_registry, ...)."""
+    return {k: v for k, v in settings.items() if v is not None}
+
+
 def sustained_config(*, kernels: Sequence[str] = (), inputs: Sequence[InputSpec], device: str,
                      protocol: SustainedProtocol, **settings) -> RunConfig:
-    """The RunConfig of a sustained run: the named kernels, or the defaults for the device and the inputs' workload."""
+    """The RunConfig of a sustained run: the named kernels, or the defaults for the device and the inputs' workload;
+    settings left None take their config defaults (`given_settings`)."""
     return RunConfig(kernels=kernel_specs(kernels, device=device, shapes=[i.shape for i in inputs]),
-                     inputs=tuple(inputs), device=device, protocol=protocol, **settings)
+                     inputs=tuple(inputs), device=device, protocol=protocol, **given_settings(**settings))
+
+
+def commits_config(*, repo, kernel: str, revisions: Sequence[str], source: str | None, shape: AttentionShape,
+                   dtype: str, seed: int, device: str, protocol: SustainedProtocol, layout: str | None = None,
+                   gqa: str | None = None, **settings):
+    """The CommitsConfig of `bench commits` / `bench bisect`: one kernel (with --layout / --gqa applied) on one input
+    (`source`, default COMMITS_INPUT) at `shape`, every revision alike."""
+    from harness.commits import CommitsConfig
+
+    (kernel,) = kernel_specs([kernel], device=device, layout=layout, gqa=gqa)
+    (spec,) = synthetic_specs([COMMITS_INPUT if source is None else source], shape=shape, dtype=dtype, seed=seed)
+    return CommitsConfig(repo=repo, kernel=kernel, revisions=tuple(revisions), input=spec, device=device,
+                         protocol=protocol, **given_settings(**settings))
+
+
+def burst_protocol(*, warmup: int | None = None, timed: int | None = None, repeats: int | None = None,
+                   idle_s: float | None = None, threads: int | None = None) -> BurstProtocol:
+    """`bench burst`'s protocol: BurstProtocol's defaults (BURST_DEFAULTS) with the options given on top, refused by
+    flag when out of range."""
+    for flag, value, zero_ok in (("--warmup", warmup, True), ("--timed", timed, False), ("--repeats", repeats, False),
+                                 ("--idle-s", idle_s, True), ("--threads", threads, False)):
+        positive(value, flag, allow_zero=zero_ok)
+    return BurstProtocol(**{k: v for k, v in dict(warmup_launches=warmup, timed_launches=timed, repeats=repeats,
+                                                  idle_s=idle_s, threads=threads).items() if v is not None})
+
+
+def burst_config(*, kernels: Sequence[str], sources: Sequence[str] | None, shape: AttentionShape, dtype: str, seed: int,
+                 device: str, protocol: BurstProtocol, layout: str | None = None, gqa: str | None = None,
+                 **settings) -> BurstConfig:
+    """The BurstConfig of `bench burst`: the named kernels (or the device's for the workload) on `sources` (default
+    BURST_INPUTS) at `shape`."""
+    return BurstConfig(kernels=kernel_specs(kernels, device=device, layout=layout, gqa=gqa, shapes=[shape]),
+                       inputs=synthetic_specs(BURST_INPUTS if not sources else sources, shape=shape, dtype=dtype,
+                                              seed=seed),
+                       device=device, protocol=protocol, **given_settings(**settings))

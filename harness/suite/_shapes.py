@@ -12,19 +12,25 @@ from harness.inputs import AttentionShape
 from harness.suite._checks import positive
 from harness.suite._devices import default_seq_len
 
-__all__ = ["ShapeArgs", "MLA_DIMS", "attention_shape", "attention_shapes", "nightly_shape", "nightly_shape_args",
+__all__ = ["DEFAULT_SEED", "NIGHTLY_HEADS", "SHAPE_DEFAULTS", "ShapeArgs", "seq_lens",
+           "MLA_DIMS", "attention_shape", "attention_shapes", "nightly_shape", "nightly_shape_args",
            "off_value"]
 
 
+# The seed of --varlen lengths (and of every synthetic input) unless --seed says otherwise.
+DEFAULT_SEED = 0
+# The shape of a synthetic input where its option is not given (S: `default_seq_len`, by device; Hkv: Hq; dv: dqk).
+SHAPE_DEFAULTS = dict(batch=1, heads=32, head_dim=128, causal=True)
+
 # The nightly job's synthetic suite: grouped-query attention (32 query heads over 8 KV heads), the layout
 # of the 7-8B models it stands in for.
-_NIGHTLY_HEADS = (32, 8)
+NIGHTLY_HEADS = (32, 8)
 
 
 def nightly_shape(device: str, *, seq_len: int | None = None, heads=None, heads_kv=None) -> AttentionShape:
     """The nightly job's synthetic shape on this device: 32/8 heads unless --heads / --heads-kv say otherwise
     (--heads alone: Hkv = Hq, as in `bench sustained`)."""
-    hq, hkv = _NIGHTLY_HEADS
+    hq, hkv = NIGHTLY_HEADS
     if heads is not None and heads_kv is None:
         hkv = None
     return attention_shape(ShapeArgs(heads=hq if heads is None else heads, heads_kv=hkv if heads_kv is None else heads_kv,
@@ -35,7 +41,7 @@ def nightly_shape_args(args: "ShapeArgs") -> "ShapeArgs":
     """The shape options of `bench nightly` on synthetic inputs: `bench sustained`'s, with the nightly suite's 32 / 8
     heads where neither --heads nor --heads-kv (nor --mla) was given."""
     if args.heads is None and args.heads_kv is None and not args.mla:
-        return dataclasses.replace(args, heads=_NIGHTLY_HEADS[0], heads_kv=_NIGHTLY_HEADS[1])
+        return dataclasses.replace(args, heads=NIGHTLY_HEADS[0], heads_kv=NIGHTLY_HEADS[1])
     return args
 
 
@@ -101,6 +107,17 @@ class ShapeArgs:
         return value
 
 
+def seq_lens(seq_len, seq_len_q, seq_len_kv, *, default):
+    """(S_q, S_kv) of one shape, the one rule every command uses: S_kv is --seq-len-kv, else --seq-len, else `default`
+    (the device's S, or the model's); S_q is --seq-len-q, else --seq-len, else S_kv. --seq-len and --seq-len-kv both
+    given is refused (both say the keys per sequence). None stays None where `default` is None."""
+    if seq_len is not None and seq_len_kv is not None:
+        raise ConfigError("--seq-len and --seq-len-kv both give the keys per sequence: give --seq-len-kv (with "
+                          "--seq-len-q for the queries), or --seq-len alone for self-attention.")
+    s_kv = seq_len_kv if seq_len_kv is not None else seq_len if seq_len is not None else default
+    return (seq_len_q if seq_len_q is not None else seq_len if seq_len is not None else s_kv), s_kv
+
+
 def _values(value) -> tuple:
     return value if isinstance(value, tuple) else (value,)
 
@@ -120,16 +137,14 @@ def off_value(name: str, value):
     return value
 
 
-def attention_shapes(args: ShapeArgs, *, device: str, model: bool = False, seed: int = 0
+def attention_shapes(args: ShapeArgs, *, device: str, model: bool = False, seed: int = DEFAULT_SEED
                      ) -> tuple[tuple[AttentionShape, str], ...]:
     """Every (AttentionShape, label of its sweep point) the options describe: the product of the values of every
     list-valued option (the label names those, e.g. "B8 Skv4096 page16"; "" without a sweep). Sizes of 0 or less
     are refused with their flag's name; --varlen lengths are drawn with `seed` (--seed)."""
     from harness.inputs import varlen_lengths
 
-    if args.seq_len is not None and args.seq_len_kv is not None:
-        raise ConfigError("--seq-len and --seq-len-kv both give the keys per sequence: give --seq-len-kv (with "
-                          "--seq-len-q for the queries), or --seq-len alone for self-attention.")
+    seq_lens(args.seq_len, None, args.seq_len_kv, default=None)  # the conflict, before any sweep point
     for name, flag, _ in _SWEEP:
         if name != "varlen":
             for value in _values(getattr(args, name)):
@@ -140,19 +155,19 @@ def attention_shapes(args: ShapeArgs, *, device: str, model: bool = False, seed:
         v = {name: off_value(name, x) for (name, _, _), x in zip(_SWEEP, point)}
         label = " ".join(f"{short}{v[name] if v[name] is not None else ' none'}" if name != "varlen"
                          else f"varlen {v[name] or 'none'}" for name, _, short in _SWEEP if name in swept)
-        heads = (MLA_DIMS["heads"] if args.mla else 32) if v["heads"] is None else v["heads"]
-        s_kv = v["seq_len_kv"] or v["seq_len"] or default_seq_len(device, model=model)
-        s_q = v["seq_len_q"] or v["seq_len"] or s_kv
-        batch = 1 if v["batch"] is None else v["batch"]
+        heads = (MLA_DIMS["heads"] if args.mla else SHAPE_DEFAULTS["heads"]) if v["heads"] is None else v["heads"]
+        s_q, s_kv = seq_lens(v["seq_len"], v["seq_len_q"], v["seq_len_kv"], default=default_seq_len(device, model=model))
+        batch = SHAPE_DEFAULTS["batch"] if v["batch"] is None else v["batch"]
         dims = _mla_dims(v) if args.mla else dict(
             heads_kv=heads if v["heads_kv"] is None else v["heads_kv"],
-            head_dim_qk=128 if v["head_dim"] is None else v["head_dim"], head_dim_v=v["head_dim_v"])
+            head_dim_qk=SHAPE_DEFAULTS["head_dim"] if v["head_dim"] is None else v["head_dim"],
+            head_dim_v=v["head_dim_v"])
         try:
             lengths, how = varlen_lengths(v["varlen"], batch=batch, seq_len_kv=s_kv, seed=seed) if v["varlen"] else (
                 None, None)
             shape = AttentionShape(
                 batch=batch, heads_q=heads, seq_len=s_q, seq_len_kv=s_kv, **dims,
-                causal=True if args.causal is None else args.causal, window=v["window"],
+                causal=SHAPE_DEFAULTS["causal"] if args.causal is None else args.causal, window=v["window"],
                 page_size=v["page_size"], kv_lens=lengths, varlen=how)
         except ConfigError as exc:
             raise ConfigError(f"{exc} (sweep point {label})" if label else str(exc)) from None
@@ -173,7 +188,8 @@ def _mla_dims(point: dict) -> dict:
     return dict(heads_kv=1, head_dim_qk=MLA_DIMS["head_dim_qk"], head_dim_v=MLA_DIMS["head_dim_v"], latent_kv=True)
 
 
-def attention_shape(args: ShapeArgs, *, device: str, model: bool = False, seed: int = 0) -> AttentionShape:
+def attention_shape(args: ShapeArgs, *, device: str, model: bool = False,
+                    seed: int = DEFAULT_SEED) -> AttentionShape:
     """The one AttentionShape the options describe (a sweep, a list of values, is refused by flag)."""
     for name, _, _ in _SWEEP:
         args.one(name)

@@ -9,7 +9,7 @@ from pathlib import Path
 from harness.errors import ConfigError
 
 __all__ = ["HISTORY_RECENT", "HISTORY_CONTROL", "HISTORY_CONTROL_GEMM", "HistorySettings", "history_settings",
-           "NIGHTLY_RESULTS", "NIGHTLY_FAIL_ON_SLOWDOWN", "UNRESOLVED_DEFAULT", "unresolved_policy", "verdict_rule",
+           "NIGHTLY_RESULTS", "NIGHTLY_BASELINE", "NIGHTLY_FAIL_ON_SLOWDOWN", "UNRESOLVED_DEFAULT", "unresolved_policy", "verdict_rule",
            "until_ci", "nightly_until_ci"]
 
 
@@ -49,6 +49,7 @@ def history_settings(fail_on_slowdown: str | None, *, nights: int | None = None)
 # `bench nightly`'s own defaults: where its outputs go, and its gate (a nightly job judges; compare and commits
 # judge only when asked).
 NIGHTLY_RESULTS = Path("out/nightly")
+NIGHTLY_BASELINE = Path("baseline")  # where the baseline run is kept between nights (without --history)
 NIGHTLY_FAIL_ON_SLOWDOWN = "2%"
 
 

@@ -15,8 +15,8 @@ from harness.capture import (
     choose_capture_device,
     default_capture_dtype,
     estimate_capture,
-    main_job_defaults,
 )
+from harness.suite import main_job_defaults
 from harness.errors import CaptureError
 
 torch = pytest.importorskip("torch")

@@ -116,7 +116,8 @@ def test_random_capture_is_refused_as_a_timing_input(random_captures):
 
 def test_model_input_specs_refuse_random_unless_allowed(random_captures, text_file_module):
     root, _ = random_captures
-    common = dict(layers=(2,), seq_len=48, text=str(text_file_module), root=root, random_weights=True, seed=3)
+    common = dict(layers=(2,), seq_len=48, text=str(text_file_module), root=root, random_weights=True, seed=3,
+                  controls=("gaussian:0.1",))
     model = miniature(MODELS["mistral-7b"])
     with pytest.raises(InputError, match="random weights"):
         model_input_specs(model, **common)

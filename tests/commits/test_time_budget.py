@@ -20,7 +20,7 @@ def test_a_pair_is_begun_only_when_one_as_long_as_the_mean_still_fits():
 def _config(**kw):
     spec = InputSpec(source="gaussian:0.1", shape=AttentionShape(batch=1, heads_q=2, heads_kv=2, seq_len=64,
                                                                  head_dim_qk=16), dtype="fp32")
-    return CommitsConfig(repo=".", kernel="k", revisions=("a", "b"), input=spec, **kw)
+    return CommitsConfig(repo=".", kernel="k", revisions=("a", "b"), input=spec, device="cpu", **kw)
 
 
 def test_the_limit_is_refused_without_adaptive_repeats_and_below_zero():

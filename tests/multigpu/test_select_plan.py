@@ -5,13 +5,12 @@ from __future__ import annotations
 import pytest
 from multigpu_helpers import suite
 
+from harness.config import RunConfig
 from harness.errors import ConfigError, DeviceError
 from harness.multigpu import (
     MULTICAST_OFF,
     GpuSlot,
     assign_configs,
-    config_from_dict,
-    config_to_dict,
     parse_gpus,
     select_gpus,
     subset_config,
@@ -89,7 +88,7 @@ def test_config_round_trips_through_json_and_subsets(tmp_path):
     import json
 
     config = suite(tmp_path, seeds=(0, 1, 2), notes="n")
-    back = config_from_dict(json.loads(json.dumps(config_to_dict(config))))
+    back = RunConfig.from_dict(json.loads(json.dumps(config.to_dict())))
     assert back == config
     sub = subset_config(config, (2, 0), run_name="x")
     assert [i.seed for i in sub.inputs] == [2, 0] and sub.run_name == "x"

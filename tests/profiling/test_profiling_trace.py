@@ -156,7 +156,8 @@ def test_child_runs_on_the_cpu_and_reports_its_warm_in(capsys):
                        "--warm-s", "0.05"]) == 0
     info = json.loads(capsys.readouterr().out.strip().splitlines()[-1].removeprefix("TRACE-CHILD "))
     assert info["warm_launches"] >= 10 and info["profiled_range"] is False
-    assert child_main(["ncu", "--kernel", "nope", "--spec", spec_to_json(spec), "--device", "cpu"]) == 2
+    assert child_main(["ncu", "--kernel", "nope", "--spec", spec_to_json(spec), "--device", "cpu",
+                       "--warm-s", "0.05"]) == 2
     assert "No kernel named 'nope'" in capsys.readouterr().out
 
 

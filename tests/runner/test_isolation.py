@@ -246,6 +246,7 @@ def test_every_device_wait_while_a_kernel_gets_ready_is_inside_a_bounded_stretch
     """A GPU kernel that never ends makes the next synchronize hang. That must be inside a stretch the watchdog
     announces (a kernel's own process is killed for it), never in harness code after it (the gate's first
     reduction): prepare() returns at once after queuing work, so its stretch ends with the device's wait."""
+    from harness.config import BurstProtocol
     from harness.devices._cpu import CpuDevice
     from harness.inputs import AttentionShape, InputSpec, make_inputs
     from harness.kernels import adapt_callable
@@ -262,7 +263,7 @@ def test_every_device_wait_while_a_kernel_gets_ready_is_inside_a_bounded_stretch
             waits.append(open_stretch[-1] if open_stretch else None)
 
     watchdog = Watchdog(5.0, on_limit=lambda what, s: open_stretch.append(what) if what else open_stretch.pop())
-    side = KernelSide(device=AsyncDevice("cpu"), protocol=None, gate=True, launch="loop", watchdog=watchdog,
+    side = KernelSide(device=AsyncDevice("cpu"), protocol=BurstProtocol(), gate=True, launch="loop", watchdog=watchdog,
                       clock=lambda: 0, sleep=lambda s: None, on_phase=lambda p: None, on_chunk=lambda c, k: None)
 
     class Arm:
