@@ -21,7 +21,7 @@ A plain attention function is a kernel too (`-k mykern:attn`, `-k path/to/file.p
 """
 
 from harness.kernels._callable import CALLABLE_SIGNATURE, adapt_callable, convention, describe_convention, fp8_inputs
-from harness.kernels._callable_spec import LAYOUTS, SPEC_OPTIONS, apply_options, split_spec, with_options
+from harness.kernels._callable_spec import LAYOUTS, SPEC_OPTIONS, apply_options, split_spec, spec_with_options
 from harness.kernels._decode_layout import DECODE_LAYOUTS, DecodeBatch, decode_batch
 from harness.kernels._error import ErrorReport, attention_error, kernel_reference_inputs
 from harness.kernels._gate import (GateResult, GateTolerance, compare_declared, declared_tolerance, gate, gate_columns,
@@ -66,7 +66,7 @@ __all__ = [
     "describe_convention",
     "fp8_inputs",
     "split_spec",
-    "with_options",
+    "spec_with_options",
     "ErrorReport",
     "ReproReport",
     "attention_error",
