@@ -1,18 +1,53 @@
-"""Issue 40, acceptance 1: the simulated 120-night histories of recorded H200 repeats (benchmarks/history_simulation.py),
-written night by night through the history store and analysed as `bench history` does."""
+"""Issue 40, acceptance 1: simulated 120-night histories of recorded H200 repeats, written night by night through
+the history store and analysed as `bench history` does, find the injected code changes and tell the driver update
+from them; an A/A history finds nothing. (`benchmarks/history_simulation.py` prints the same scenario's table and
+its calibration over many seeds.)"""
 
 from __future__ import annotations
 
 import json
+from pathlib import Path
 
 import pytest
 
-from benchmarks.history_simulation import POOLS, THRESHOLD, acceptance, load_pools
+from harness.history import (SimEvent, analyze_history, detection_delay, read_history, read_noise_pools,
+                             simulate_history, simulate_verdicts)
+from harness.results import HISTORY_TABLE, write_table_atomic
+
+POOLS = Path(__file__).resolve().parents[1] / "fixtures" / "h200" / "history_pools.json"
+# +1 % cycles at night 40 (a code change), a driver update at 70 that lowers the clock 2 % (a fingerprint change),
+# +0.3 % cycles at 100; 10 repeats a night (the nightly's --max-repeats cap); the nightly's 0.5 % threshold.
+EVENTS = (SimEvent(night=40, cycles=1.01), SimEvent(night=70, clock=0.98, driver="590.48.01"),
+          SimEvent(night=100, cycles=1.003))
+THRESHOLD = 0.005
+
+
+def _through_store(rows, folder):
+    """One night file per night, written and read back as `bench nightly --history` and `bench history` do."""
+    folder.mkdir(parents=True)
+    by_night = {}
+    for r in rows:
+        by_night.setdefault(r["night"], []).append(r)
+    for night, rs in by_night.items():
+        write_table_atomic(folder / f"night-{night}-{rs[0]['run_id']}.parquet", HISTORY_TABLE, rs)
+    return read_history(folder)
 
 
 @pytest.fixture(scope="module")
-def result():
-    return acceptance()
+def result(tmp_path_factory):
+    pools = read_noise_pools(POOLS)
+    out = {}
+    for name, events in (("events", EVENTS), ("aa", ())):
+        rows = simulate_history(pools["kernel"], nights=120, repeats=10, events=events, control=pools["control"],
+                                seed=0)
+        history = _through_store(rows, tmp_path_factory.mktemp("history") / name)
+        a = analyze_history(history, threshold=THRESHOLD)
+        out[name] = {"analysis": a, "history": history,
+                     "change_points": [(s.role, c.night + 1, c.attribution, c.kind, c.found_in, c.ratios, c.events)
+                                       for s in a.series for c in s.change_points],
+                     "verdicts": simulate_verdicts(rows, threshold=THRESHOLD)["verdicts"]}
+    out["delay_0.3"] = detection_delay(out["events"]["history"], night=100, ratio=1.003, threshold=THRESHOLD)
+    return out
 
 
 def _near(cps, role, night):
@@ -69,6 +104,15 @@ def test_the_pools_are_the_fixture_runs_repeats():
     logs = [math.log(m["cycles_per_launch_inband"]) for m in rows]
     mine = {round(x - sum(logs) / len(logs), 12) for x in logs}
     assert mine <= {round(d[0], 12) for d in doc["deviations"]} and run.name in doc["runs"]
-    kernel, control = load_pools()
-    assert kernel.shape["kernel"] in ("sdpa-cudnn", "attn.py:attn") and control.name == "sdpa-flash"
-    assert THRESHOLD == 0.005
+    pools = read_noise_pools(POOLS)
+    assert pools["kernel"].shape["kernel"] in ("sdpa-cudnn", "attn.py:attn") and pools["control"].name == "sdpa-flash"
+    assert [list(d) for d in pools["kernel"].deviations] == doc["deviations"]  # read back as written
+
+
+def test_a_file_that_holds_no_pools_is_refused_naming_it(tmp_path):
+    from harness.errors import ResultsError
+
+    bad = tmp_path / "pools.json"
+    bad.write_text('{"runs": []}')
+    with pytest.raises(ResultsError, match="pools.json: not a file of noise pools"):
+        read_noise_pools(bad)
