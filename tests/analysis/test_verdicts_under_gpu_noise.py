@@ -1,6 +1,6 @@
 """The verdict procedure holds its stated error rates under GPU-like noise (issue 39, acceptance 1).
 
-`benchmarks.verdict_simulation.simulate` draws repeats of A and B from each noise model of the H200 (two states,
+`harness.analysis.simulate_verdict_rates` draws repeats of A and B from each noise model of the H200 (two states,
 drift, correlated neighbours, heavy tails, and their mix), in the order the harness measures them, and judges
 them with `paired_decision` (interleaved, the sequential design of `bench commits`) or `welch` + `classify` (two
 separate runs). 20,000 trials a cell; each cell's stream is seeded, so the figures are the same on every run.
@@ -10,9 +10,11 @@ from __future__ import annotations
 
 import pytest
 
-from benchmarks.verdict_simulation import DESIGNS, LIMITS, MODELS, simulate
+from harness.analysis import NOISE_MODELS, SEQUENTIAL_DESIGNS, simulate_verdict_rates as simulate
 
-CELLS = [(d, m, t) for d in DESIGNS for t in (0.003, 0.02) for m in MODELS]
+# The acceptance's limits (benchmarks/verdict_simulation.py prints them under its table)
+LIMITS = {"false": 0.05, "interval": 0.055, "same@T": 0.055, "unres": 0.10, "slower@0.5": 0.85, "same@0.5": 0.01}
+CELLS = [(d, m, t) for d in SEQUENTIAL_DESIGNS for t in (0.003, 0.02) for m in NOISE_MODELS]
 
 
 @pytest.fixture(scope="module")
@@ -44,7 +46,7 @@ def test_a_half_percent_slowdown_is_found_in_the_mixed_noise(rates):
 def test_separate_runs_cannot_pass_a_gate_tighter_than_their_between_run_floor(rates):
     # Two runs with a 0.5 % drift between them: Welch alone called 21-36 % of them slower at 0.3 %. With the
     # between-run variance the interval is wider than a 0.3 % gate, so nothing is called either way: unresolved.
-    for model in MODELS:
+    for model in NOISE_MODELS:
         r = rates[("independent", model, 0.003)]
         assert r["false"] == 0 and r["unres"] >= 0.99, (model, r)
     # At 2 %, above the floor (1.2 % at a 0.5 % between-run cv), unchanged runs are called the same.
