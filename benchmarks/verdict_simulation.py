@@ -9,7 +9,7 @@ look 1 after a pilot of 5 pairs, look 2 at 10) and `harness.analysis.welch` + `c
 Noise models (log time per repeat, in the order measured; the H200's, docs/verdicts.md):
 - `iid 0.1 %`, `iid 0.5 %`: normal, that coefficient of variation;
 - `state 5/10/20 %`: base 0.05 %, and that share of repeats (each independently) 0.8 % faster: cuDNN's second
-  state on the H200 (benchmarks/h200/cudnn_states.py; 1 repeat in 20 of an A/A `bench commits`);
+  state on the H200 (docs/experiments/cudnn-two-states.md; 1 repeat in 20 of an A/A `bench commits`);
 - `drift`: base 0.05 % and a linear drift of 0.5 % from the first repeat measured to the last;
 - `AR(1)`: correlated neighbours, rho 0.5, stationary cv 0.1 %;
 - `t3`: Student t with 3 degrees of freedom, scale 0.05 % (heavy tails);

@@ -49,7 +49,7 @@ registry = KernelRegistry()
 
 # d=128: two ring slots. On the H200 (S=16384 H=32 causal, gaussian:0.1) `bench commits` of 3 slots
 # against 2 gave time x0.974, all of it cycles (tests/analysis/test_h200_summma_step.py); 4 slots ranked
-# slower still in burst. d=64 (S=8192 H=32, burst, benchmarks/h200/gluon_shapes.sh) keeps 3: causal, 3 slots
+# slower still in burst. d=64 (S=8192 H=32, burst, docs/experiments/fp8-kernel-tuning.md) keeps 3: causal, 3 slots
 # ranked 0.7 % ahead of 2; not causal, 2 ranked 1.8 % ahead; both within two rounds' spread (logs in
 # tests/fixtures/h200/logs/20261202/gluon_shapes). One table serves both masks.
 SUMMMA_CONFIGS = {dims: dict(cfg, sum_mma=True) for dims, cfg in {
