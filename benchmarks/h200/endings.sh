@@ -7,12 +7,9 @@
 #   OUT=out/h200 HARNESS_GIT_COMMIT=$(git rev-parse HEAD) bash benchmarks/h200/endings.sh
 #
 # Each step has its own time limit so one failure cannot cost the others; logs go to $OUT.
-set -u -o pipefail
-OUT=${OUT:-out/h200}
-mkdir -p "$OUT" results
-export PYTHONUNBUFFERED=1 PYTHONPATH="$PWD${PYTHONPATH:+:$PYTHONPATH}"
-BENCH="python3 -m harness"
-step() { echo "== $(date -u +%T) $*" | tee -a "$OUT/endings-steps.log"; }
+# shellcheck source=benchmarks/h200/preamble.sh
+. "$(dirname "$0")/preamble.sh"
+mkdir -p results
 smi() {
     nvidia-smi --query-gpu=utilization.gpu,memory.used --format=csv 2>&1
     nvidia-smi --query-compute-apps=pid,process_name,used_memory --format=csv 2>&1

@@ -35,21 +35,17 @@
 # Rough time: GGUF and capture ~50 s, gate check ~80 s, model error ~70 s, sustained ~150 s (6 min). Each step
 # has its own time limit (100 + 150 + 120 + 200 s: under the device call's 600 s with the set-up), so a slow or
 # failing step does not cost the others. Nothing here changes clocks or power.
-set -u -o pipefail
 OUT=${OUT:-out/fp8-captured}
-mkdir -p "$OUT"
-OUT=$(cd "$OUT" && pwd)
-export COLUMNS=${COLUMNS:-250} PYTHONUNBUFFERED=1 PYTHONPATH="$PWD${PYTHONPATH:+:$PYTHONPATH}"
+# shellcheck source=benchmarks/h200/preamble.sh
+. "$(dirname "$0")/preamble.sh"
 export HARNESS_GIT_COMMIT=${HARNESS_GIT_COMMIT:-$(git rev-parse HEAD 2>/dev/null || echo)}
 BENCH="${PYTHON:-python3} -m harness"
 PY=${PYTHON:-python3}
-DEVICE=${DEVICE:-cuda:0}
 FP8=${FP8:-"triton-fp8-exact triton-fp8-lean gluon-fp8-lean-summma"}
 CAP_SEQ=${CAP_SEQ:-8192} CAP_WINDOWS=${CAP_WINDOWS:-3} DOCS=${DOCS:-16} DOC_SEQ=${DOC_SEQ:-1024}
 GATE_ARGS=${GATE_ARGS:-} ERROR_ARGS=${ERROR_ARGS:-}
 SUSTAINED_ARGS=${SUSTAINED_ARGS:-"--repeats 2 --window-s 2 --idle-s 1 --warmin-cap-s 8"}
 CAP=captures/smollm2-135m/pydoc-S${CAP_SEQ}$([ "$CAP_WINDOWS" -gt 1 ] && echo "-B$CAP_WINDOWS")
-step() { echo "== $(date -u +%T) $*" | tee -a "$OUT/steps.log"; }
 pack() { [ -n "$2" ] && [ -d "$2" ] && tar czf "$OUT/$1" "$2" 2>/dev/null; }
 trap 'pack results-error.tgz "${ERR_RUN:-}"; pack results-sustained.tgz "${SUS_RUN:-}"; step end' EXIT
 nvidia-smi --query-gpu=name,driver_version,clocks.sm,power.draw,power.limit,temperature.gpu --format=csv \

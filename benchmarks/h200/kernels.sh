@@ -7,12 +7,9 @@
 #
 # Each step has its own time limit so that one slow step cannot cost the results of the others; the
 # results directory is packed into $OUT/results-kernels.tgz at the end.
-set -u -o pipefail
-OUT=${OUT:-out/h200}
-mkdir -p "$OUT" results
-export PYTHONUNBUFFERED=1 PYTHONPATH="$PWD${PYTHONPATH:+:$PYTHONPATH}"
-BENCH="python3 -m harness"  # a variable, not a function: `timeout` runs programs
-step() { echo "== $(date -u +%T) $*" | tee -a "$OUT/steps.log"; }
+# shellcheck source=benchmarks/h200/preamble.sh
+. "$(dirname "$0")/preamble.sh"
+mkdir -p results
 trap 'tar czf "$OUT/results-kernels.tgz" results' EXIT
 
 ALL="--kernel sdpa-cudnn --kernel sdpa-flash --kernel sdpa-efficient --kernel sdpa-math --kernel triton-bf16 --kernel triton-fp8-exact --kernel triton-fp8-lean"

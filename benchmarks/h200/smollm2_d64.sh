@@ -9,13 +9,10 @@
 #   (device call: carry captures/smollm2-135m/pydoc-S8192-B3)
 #
 # Rough time on one H200: sustained, 4 kernels x 2 inputs x 2 repeats, ~4 min; trace ~1.5 min.
-set -u -o pipefail
 OUT=${OUT:-out/d64}
-mkdir -p "$OUT" results
-OUT=$(cd "$OUT" && pwd)
-export COLUMNS=${COLUMNS:-250} PYTHONUNBUFFERED=1 PYTHONPATH="$PWD${PYTHONPATH:+:$PYTHONPATH}"
-BENCH="python3 -m harness"
-step() { echo "== $(date -u +%T) $*" | tee -a "$OUT/steps.log"; }
+# shellcheck source=benchmarks/h200/preamble.sh
+. "$(dirname "$0")/preamble.sh"
+mkdir -p results
 trap 'tar czf "$OUT/results-d64.tgz" results 2>/dev/null' EXIT
 nvidia-smi --query-gpu=name,driver_version,clocks.sm,power.draw,power.limit,temperature.gpu --format=csv \
     > "$OUT/env.log" 2>&1

@@ -5,13 +5,12 @@
 # captures here (they differ by < 2 % in power at B=3: fixture 20261201-225635-main-job-09c5b6).
 #
 #   OUT=out/stacking bash benchmarks/h200/stacking.sh        # ~2.5 min on one H200
-set -u -o pipefail
 OUT=${OUT:-out/stacking}
-mkdir -p "$OUT" results
-export PYTHONUNBUFFERED=1 PYTHONPATH="$PWD${PYTHONPATH:+:$PYTHONPATH}"
-BENCH="python3 -m harness"
+# shellcheck source=benchmarks/h200/preamble.sh
+. "$(dirname "$0")/preamble.sh"
+mkdir -p results
 for B in ${BATCHES:-1 3 6 9 12}; do
-  echo "== $(date -u +%T) B=$B" | tee -a "$OUT/steps.log"
+  step "B=$B"
   timeout 100 $BENCH sustained -k sdpa-flash -k sdpa-cudnn -k triton-fp8-lean -i gaussian:0.1 --batch "$B" --heads 9 \
       --heads-kv 3 --seq-len 8192 --head-dim 64 --causal --repeats 1 --window-s 2 --idle-s 1 --warmin-cap-s 12 \
       --name "stack-B$B" 2>&1 | grep -v '^[┏┃┡│└]' | tee -a "$OUT/steps.log"

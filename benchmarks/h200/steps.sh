@@ -7,10 +7,8 @@
 # Each NAME:SECONDS runs benchmarks/h200/NAME.sh with OUT=/tmp/h200/NAME; its console goes to
 # $OUT/steps.log, and /tmp/h200/NAME (with any results/ it made) becomes $OUT/NAME.tgz.
 # With WHEELS=1 the carried wheels in .whl/ are installed first (polars: the image has none).
-set -u -o pipefail
-OUT=${OUT:-out/h200}
-mkdir -p "$OUT"
-export PYTHONUNBUFFERED=1 PYTHONPATH="$PWD${PYTHONPATH:+:$PYTHONPATH}"
+# shellcheck source=benchmarks/h200/preamble.sh
+. "$(dirname "$0")/preamble.sh"
 if [ "${WHEELS:-0}" = 1 ] && ls .whl/*.whl >/dev/null 2>&1; then
   python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade --target /tmp/site .whl/*.whl \
     && export PYTHONPATH="$PYTHONPATH:/tmp/site"
