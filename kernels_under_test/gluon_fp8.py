@@ -48,7 +48,7 @@ __all__ = ["CONFIGS", "SUMMMA_CONFIGS", "availability", "compile_for", "descript
 registry = KernelRegistry()
 
 # d=128: two ring slots. On the H200 (S=16384 H=32 causal, gaussian:0.1) `bench commits` of 3 slots
-# against 2 gave time x0.974, all of it cycles (tests/analysis/test_h200_summma_step.py); 4 slots ranked
+# against 2 gave time x0.974, all of it cycles (tests/analysis/test_h200_summma_ring_slots.py); 4 slots ranked
 # slower still in burst. d=64 (S=8192 H=32, burst, docs/experiments/fp8-kernel-tuning.md) keeps 3: causal, 3 slots
 # ranked 0.7 % ahead of 2; not causal, 2 ranked 1.8 % ahead; both within two rounds' spread (logs in
 # tests/fixtures/h200/logs/20261202/gluon_shapes). One table serves both masks.

@@ -5,7 +5,7 @@ under ncu. Writes $OUT/tune.jsonl (one line per timing) and $OUT/tune.log, and p
 Timing: each candidate is compiled and checked against cuDNN SDPA on the same (logical) cache first, then timed as
 CUDA-graph replays (graphs of N launches, N so a replay lasts ~20 ms; 3 warm replays, then the median of 7 timed
 with CUDA events), the way the sustained protocol times a decode kernel, but without waiting for the clock to
-settle: a ranking, not the figure of record (that is benchmarks/h200/decode_round2.sh's).
+settle: a ranking, not the figure of record (that is benchmarks/h200/decode_roofs.sh's).
 
     python benchmarks/h200/decode_tune.py --out $OUT [--budget-s 300]      # the H200
     python benchmarks/h200/decode_tune.py --out $OUT --parts copy,mla16    # the copy tilings and MLA's TP slice only

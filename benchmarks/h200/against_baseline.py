@@ -1,7 +1,7 @@
 """Every kernel of a sustained run against one baseline kernel (default sdpa-cudnn), per input: time = cycles /
 clock, each as a median over repeats, read with pyarrow alone (the GPU image has no polars).
 
-    python benchmarks/fp8_vs_cudnn.py results/<run> [--baseline sdpa-cudnn]
+    python benchmarks/h200/against_baseline.py results/<run> [--baseline sdpa-cudnn]
 
 Prints per input and kernel: status (a kernel that failed the gate says so and has no figures), median
 ms/launch, in-band clock, Mcycles/launch (time x in-band clock), and time, cycles and clock factors against

@@ -2,7 +2,7 @@
 # Run several H200 scripts in one device call, each under its own time limit, and pack what each wrote
 # into one file: the device tool brings back at most 8 files from $OUT.
 #
-#   bash benchmarks/h200/steps.sh endings:150 commits_callable:240 nightly_log:200
+#   bash benchmarks/h200/run_several.sh hung_kernel:150 commits_plain_function:240 nightly_log:200
 #
 # Each NAME:SECONDS runs benchmarks/h200/NAME.sh with OUT=/tmp/h200/NAME; its console goes to
 # $OUT/steps.log, and /tmp/h200/NAME (with any results/ it made) becomes $OUT/NAME.tgz.

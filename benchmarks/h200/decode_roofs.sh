@@ -20,8 +20,8 @@
 # Protocol of steps 2-3: 2 repeats, 0.5 s windows, 0.1 s chunks, warm-in capped at 4 s (decode_sweep.sh's; the
 # power-capped points may end `unsettled` there and say so).
 #
-#   OUT=$OUT bash benchmarks/h200/decode_round2.sh                         # the H200
-#   OUT=/tmp/round2 DEVICE=cpu QUICK=1 PYTHON=.venv/bin/python bash benchmarks/h200/decode_round2.sh
+#   OUT=$OUT bash benchmarks/h200/decode_roofs.sh                         # the H200
+#   OUT=/tmp/round2 DEVICE=cpu QUICK=1 PYTHON=.venv/bin/python bash benchmarks/h200/decode_roofs.sh
 #       the CPU dry run: tiny shapes, --quick, the Triton kernels interpreted, torch-only peaks (no exp2, no cuDNN)
 # On the device $OUT gets 7 files (steps, peaks, candidates, decode, mla logs, summary.txt, results-round2.tgz),
 # within the device tool's 8; the reports (step 5) are rendered where polars is installed.

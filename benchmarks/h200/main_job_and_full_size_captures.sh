@@ -7,7 +7,7 @@
 # repeat each, to show where the launch reaches the power limiter (needs the SmolLM2 weights on the device:
 # left out of this script, since the 94 MB GGUF cannot travel to the device machine).
 #
-#   OUT=out/capture HARNESS_GIT_COMMIT=$(git rev-parse HEAD) bash benchmarks/h200/capture.sh
+#   OUT=out/capture HARNESS_GIT_COMMIT=$(git rev-parse HEAD) bash benchmarks/h200/main_job_and_full_size_captures.sh
 #
 # Time: (a) ~2-2.5 min, (b) ~1.5-2.5 min (random init of 7-16 B parameters on the GPU, one forward pass, an fp32
 # self-check), (c) ~1.5 min; total under ~7 min. Each step has its own time limit, so one failure or a slow
@@ -67,6 +67,6 @@ EOF
 timeout 60 $BENCH capture --list 2>&1 | tee "$OUT/captures-list.log"
 
 step "(b) full-size architectures with random weights, S=8192, captured on the GPU"
-timeout 360 python3 benchmarks/capture_full_size.py --device cuda:0 --seq-len 8192 2>&1 | tee "$OUT/full-size.log"
+timeout 360 python3 benchmarks/h200/capture_full_size.py --device cuda:0 --seq-len 8192 2>&1 | tee "$OUT/full-size.log"
 
 step done

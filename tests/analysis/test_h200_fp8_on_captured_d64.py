@@ -1,6 +1,6 @@
 """Issue 19 at d=64 on real activations, on the H200: SmolLM2-135M layer 15 captured on the CPU (3 pydoc
 windows of S=8192 stacked: B3 H9/3 d64 causal, sink mass 0.45) and its Gaussian 0.1 control, sustained,
-2 repeats, 2 s windows (benchmarks/h200/smollm2_d64.sh; logs/20261202/smollm2_d64).
+2 repeats, 2 s windows (benchmarks/h200/fp8_on_captured_d64.sh; logs/20261202/smollm2_d64).
 
 - Both FP8 kernels fail the correctness gate on the captured layer (max |diff| beyond rounding 0.087 and
   0.083 against 0.03; SNR 37 dB passes) and are not timed there; on the control they pass (34.5 dB).

@@ -4,7 +4,7 @@
 # B = 1, 3, 6, 9, 12, one short repeat per kernel: power, pwr-lim share, TF/s. Gaussian stands in for the
 # captures here (they differ by < 2 % in power at B=3: fixture 20261201-225635-main-job-09c5b6).
 #
-#   OUT=out/stacking bash benchmarks/h200/stacking.sh        # ~2.5 min on one H200
+#   OUT=out/stacking bash benchmarks/h200/stacking_to_power_limit.sh        # ~2.5 min on one H200
 OUT=${OUT:-out/stacking}
 # shellcheck source=benchmarks/h200/preamble.sh
 . "$(dirname "$0")/preamble.sh"

@@ -3,7 +3,7 @@
 # H=32, d=128 on Gaussian std 0.1 and 1; the sustained benchmark of the four kernels the goals name;
 # burst timing next to it, after a long warm-up (the protocol's 500) and from a cool GPU (25 launches).
 #
-#   OUT=out/h200 HARNESS_GIT_COMMIT=$(git rev-parse HEAD) bash benchmarks/h200/kernels.sh
+#   OUT=out/h200 HARNESS_GIT_COMMIT=$(git rev-parse HEAD) bash benchmarks/h200/bundled_kernels.sh
 #
 # Each step has its own time limit so that one slow step cannot cost the results of the others; the
 # results directory is packed into $OUT/results-kernels.tgz at the end.
@@ -28,9 +28,9 @@ timeout 45 $BENCH burst -k sdpa-cudnn -i gaussian:0.1 --warmup 25 --timed 25 --r
     2>&1 | tee "$OUT/cold-burst.log"
 if [ "${CHECK:-1}" = 1 ]; then  # CHECK=0 skips the correctness side
 step "gate and error table on std 1 (every bundled GPU kernel)"
-timeout 100 python3 benchmarks/kernel_check.py $ALL --input gaussian:1 --error 2>&1 | tee "$OUT/check-std1.log"
+timeout 100 python3 benchmarks/h200/kernel_check.py $ALL --input gaussian:1 --error 2>&1 | tee "$OUT/check-std1.log"
 
 step "gate, error table and reproducibility (200 launches, with and without a GEMM between) on std 0.1"
-timeout 150 python3 benchmarks/kernel_check.py $ALL --input gaussian:0.1 --error --repro 200 2>&1 | tee "$OUT/check-std01.log"
+timeout 150 python3 benchmarks/h200/kernel_check.py $ALL --input gaussian:0.1 --error --repro 200 2>&1 | tee "$OUT/check-std01.log"
 fi
 step done

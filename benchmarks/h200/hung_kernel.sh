@@ -4,7 +4,7 @@
 # cuDNN rows must be timed, the hung kernel recorded as `timeout` (launch watchdog, 10 s here), and the
 # GPU idle afterwards (nvidia-smi before and after). About 1.5 minutes.
 #
-#   OUT=out/h200 HARNESS_GIT_COMMIT=$(git rev-parse HEAD) bash benchmarks/h200/endings.sh
+#   OUT=out/h200 HARNESS_GIT_COMMIT=$(git rev-parse HEAD) bash benchmarks/h200/hung_kernel.sh
 #
 # Each step has its own time limit so one failure cannot cost the others; logs go to $OUT.
 # shellcheck source=benchmarks/h200/preamble.sh

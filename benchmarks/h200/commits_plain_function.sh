@@ -4,8 +4,8 @@
 # revision adds one elementwise pass over the output (out.mul_(1.0): a read and a write of 128 MiB, about
 # 1.5 % of a 4-5 ms causal call at S=16384, H=32, d=128). Default protocol, 3 interleaved repeats.
 #
-#   OUT=out/h200 bash benchmarks/h200/commits_callable.sh          # about 3 minutes on one H200
-#   OUT=/tmp/cc DEVICE=cpu QUICK=1 bash benchmarks/h200/commits_callable.sh   # a CPU dry run, small shapes
+#   OUT=out/h200 bash benchmarks/h200/commits_plain_function.sh          # about 3 minutes on one H200
+#   OUT=/tmp/cc DEVICE=cpu QUICK=1 bash benchmarks/h200/commits_plain_function.sh   # a CPU dry run, small shapes
 #
 # Logs: $OUT/commits_callable.log (the table, verdict, interval, cycles x clock split), the Markdown summary
 # $OUT/commits_callable.md, and the two results runs packed into $OUT/results-commits-callable.tgz.

@@ -1,4 +1,4 @@
-"""Issue 42 on the H200 (2026-12-04, `benchmarks/h200/decode_round2.sh`, fixtures 20261204-*-round2-*): the roofs
+"""Issue 42 on the H200 (2026-12-04, `benchmarks/h200/decode_roofs.sh`, fixtures 20261204-*-round2-*): the roofs
 with their second timings, the decode point against cuDNN SDPA on the dense cache, and MLA decode, every figure
 recomputed from the stored runs through the harness's own readers (the numbers the terminal tables and the report
 print)."""

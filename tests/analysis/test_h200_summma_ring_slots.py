@@ -1,7 +1,7 @@
 """Issue 19's last step on the H200: gluon-fp8-lean-summma's TMA ring at d=128 from 3 slots to 2 (commit
 bf06879 against 8a13bf2), by `bench commits` and then sustained beside the references and traced
-(benchmarks/h200/summma_step.sh; logs/20261202/summma-step*). S=16384, H=32, d=128, causal, gaussian:0.1,
-every measurement at the 700 W cap.
+(benchmarks/h200/summma_step.sh at bdfb2fe, in git history; tests/fixtures/h200/logs/20261202/summma-step*).
+S=16384, H=32, d=128, causal, gaussian:0.1, every measurement at the 700 W cap.
 
 - bench commits, 3 interleaved repeats a revision: 2 slots run x0.974 the time of 3 [0.968, 0.979],
   x0.973 in cycles at the same clock (x1.0007): the whole win is cycles.

@@ -3,7 +3,7 @@
 Not a sustained measurement (use `bench sustained` for that): this is the correctness side of the
 bundled kernels, run on the GPU before timing them.
 
-    python benchmarks/kernel_check.py --seq-len 16384 --heads 32 --head-dim 128 --input gaussian:0.1
+    python benchmarks/h200/kernel_check.py --seq-len 16384 --heads 32 --head-dim 128 --input gaussian:0.1
 """
 
 from __future__ import annotations

@@ -5,7 +5,7 @@
 # then the pipe counters (ncu) of summma and cuDNN on both inputs.
 #
 #   .venv/bin/bench capture --model smollm2-135m --layers 15 --seq-len 8192 --windows 3 --device cpu
-#   HARNESS_GIT_COMMIT=$(git rev-parse HEAD) OUT=out/d64 bash benchmarks/h200/smollm2_d64.sh
+#   HARNESS_GIT_COMMIT=$(git rev-parse HEAD) OUT=out/d64 bash benchmarks/h200/fp8_on_captured_d64.sh
 #   (device call: carry captures/smollm2-135m/pydoc-S8192-B3)
 #
 # Rough time on one H200: sustained, 4 kernels x 2 inputs x 2 repeats, ~4 min; trace ~1.5 min.

@@ -2,8 +2,8 @@
 published configs with random weights on the GPU (bf16), one middle layer captured at S = 8192 through the same
 hook as a real capture, self-checked; time, estimate and peak GPU memory per model, printed as a table.
 
-    python benchmarks/capture_full_size.py --device cuda:0 --seq-len 8192
-    python benchmarks/capture_full_size.py --device cpu --mini        # the same code path on miniatures (CPU)
+    python benchmarks/h200/capture_full_size.py --device cuda:0 --seq-len 8192
+    python benchmarks/h200/capture_full_size.py --device cpu --mini        # the same code path on miniatures (CPU)
 
 Each model runs in its own try block, so one failure (memory, a transformers version without the class)
 still leaves the others' rows; the failure is printed in its row.

@@ -1,8 +1,8 @@
 """The low-precision recipes' table and the founding documents' claims, from the JSON of two `bench error` runs
 (benchmarks/h200/lowp_recipes.sh writes them; pure Python, no torch, so it runs wherever the JSON lands).
 
-    python benchmarks/lowp_recipes.py --model OUT/model.json --split OUT/split.json [--markdown OUT/table.md]
-    python benchmarks/lowp_recipes.py --run results/<model-error run> ...
+    python benchmarks/h200/lowp_recipes_table.py --model OUT/model.json --split OUT/split.json [--markdown OUT/table.md]
+    python benchmarks/h200/lowp_recipes_table.py --run results/<model-error run> ...
 
 Prints
 1. the recipe table: per emulated recipe, with the attention replaced in every layer, KL(BF16 model || recipe

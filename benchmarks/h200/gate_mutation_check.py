@@ -2,9 +2,9 @@
 it and every deliberately broken one (tests/kernels/fp8_mutants.py) must fail it, on captured layers and on
 a Gaussian control of their shape.
 
-    PYTHONPATH=. python benchmarks/fp8_gate_check.py --capture captures/smollm2-135m/pydoc-S8192-B3/layer15.safetensors \\
+    PYTHONPATH=. python benchmarks/h200/gate_mutation_check.py --capture captures/smollm2-135m/pydoc-S8192-B3/layer15.safetensors \\
         --capture captures/smollm2-135m/pydoc-S8192-B3/layer03.safetensors --control gaussian:0.1 --json gate.json
-    TRITON_INTERPRET=1 PYTHONPATH=. python benchmarks/fp8_gate_check.py --device cpu --heads 1 --seq-len 1024 \\
+    TRITON_INTERPRET=1 PYTHONPATH=. python benchmarks/h200/gate_mutation_check.py --device cpu --heads 1 --seq-len 1024 \\
         --capture ... (the CPU, in Triton's interpreter: a slice of the capture's heads and rows)
 
 Per input: one fp64 emulation per declared numerics (harness.kernels.emulate_declared), then per kernel

@@ -2,7 +2,7 @@
 # Proton timelines of the FP8 Triton kernels (issue 6) at S=16384, d=128, 8 heads: one recorded launch after
 # a warm-in, drawn per warp. The Chrome trace of 32 heads is ~130 MB, so fewer heads keep it quick to parse.
 #
-#   OUT=out/tl RUN=results/<a run> bash benchmarks/h200/timelines.sh
+#   OUT=out/tl RUN=results/<a run> bash benchmarks/h200/proton_timelines.sh
 OUT=${OUT:-out/tl}
 # shellcheck source=benchmarks/h200/preamble.sh
 . "$(dirname "$0")/preamble.sh"
