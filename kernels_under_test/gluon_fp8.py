@@ -169,7 +169,7 @@ triton_fp8._declare(
 def compile_for(*, head_dim: int = 128, causal: bool = True, config: dict | None = None, arch: int = 90):
     """Compile the Gluon kernel ahead of time for `sm_<arch>` without a GPU (ptxas ships with triton).
 
-    As `_triton_common.compile_for`: disassemble `.asm["cubin"]` with triton's cuobjdump (`-sass`,
+    As `_triton_aot.compile_for`: disassemble `.asm["cubin"]` with triton's cuobjdump (`-sass`,
     `-res-usage`); `.metadata.shared` is the shared memory it needs. Strides and S as a launch
     specialises them (multiples of 16)."""
     import triton

@@ -36,7 +36,7 @@ HEAD_DIMS = ((64, 64), (128, 128), (192, 128))
 LOG2E = math.log2(math.e)
 
 # Hopper (H200) starting points, checked ahead of time for sm_90 with triton 3.6 (HGMMA, no spills; see
-# _triton_common.compile_for and tests/kernels/test_triton_sass.py). Tune on the GPU: tile block_m x block_n,
+# _triton_aot.compile_for and tests/kernels/test_triton_sass.py). Tune on the GPU: tile block_m x block_n,
 # num_warps, num_stages (software-pipeline depth); optional keys rescale_branch (skip acc *= alpha when no
 # row's max moved: a tile-wide branch), use_tma (False: pointer loads) and pack_p (round p to bf16 two at a
 # time: half the conversions on the unit MUFU.EX2 uses; docs/experiments/fp8-kernel-tuning.md).
