@@ -10,6 +10,7 @@ from pathlib import Path
 
 import pytest
 
+from harness.errors import ResultsError
 from harness.history import (SimEvent, analyze_history, detection_delay, read_history, read_noise_pools,
                              simulate_history, simulate_verdicts)
 from harness.results import HISTORY_TABLE, write_table_atomic
@@ -110,8 +111,6 @@ def test_the_pools_are_the_fixture_runs_repeats():
 
 
 def test_a_file_that_holds_no_pools_is_refused_naming_it(tmp_path):
-    from harness.errors import ResultsError
-
     bad = tmp_path / "pools.json"
     bad.write_text('{"runs": []}')
     with pytest.raises(ResultsError, match="pools.json: not a file of noise pools"):

@@ -28,6 +28,7 @@ from harness.profiling import (
     roofs_from_peaks,
     run_peaks,
     stream_bytes,
+    stream_kernel,
 )
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -242,7 +243,6 @@ def test_memory_streams_move_16_bytes_per_access(loop_sass, stream, op):
 def test_stream_kernel_is_the_kernel_the_peaks_launch():
     pytest.importorskip("triton")
     from harness.profiling import _peak_triton as pt
-    from harness.profiling import stream_kernel
 
     assert [stream_kernel(w) for w in ("read", "write", "copy")] == [pt.read_stream, pt.write_stream, pt.copy_stream]
     with pytest.raises(KeyError):
