@@ -7,7 +7,11 @@ tuning sweeps (benchmarks/h200/decode_tune.py) without importing triton.
 from __future__ import annotations
 
 __all__ = ["MLA_CONFIG", "MLA_CONFIG_NARROW", "MLA_SPLIT_CHOICES", "SPLITKV_CANDIDATES", "SPLITKV_CANDIDATES_PAGED",
-           "SPLITKV_CONFIG", "SPLITKV_CONFIG_PAGED"]
+           "SPLITKV_CONFIG", "SPLITKV_CONFIG_PAGED", "SPLITKV_MAX_QUERIES"]
+
+# Queries of one sequence a split-KV program holds (times the GQA group, in one tile): decode and speculative
+# decode, not prefill.
+SPLITKV_MAX_QUERIES = 16
 
 # Tuned on the H200 (benchmarks/h200/decode_tune.py, 2026-12-05; B16, Hq 32 / Hkv 8, d 128, S_kv 32768, CUDA-graph
 # replays): dense 481 us (cuDNN SDPA 476 us on the same cache: 98.9 % of its rate), pages of 16 497 us (95.8 %).

@@ -22,7 +22,7 @@ import triton
 import triton.language as tl
 
 from kernels_under_test._decode_configs import (SPLITKV_CANDIDATES, SPLITKV_CANDIDATES_PAGED, SPLITKV_CONFIG,
-                                                SPLITKV_CONFIG_PAGED)
+                                                SPLITKV_CONFIG_PAGED, SPLITKV_MAX_QUERIES)
 from kernels_under_test._triton_interpreter import fix_interpreter
 from kernels_under_test.triton_bf16 import interpreting
 
@@ -197,7 +197,6 @@ def _bind(inputs, cfg: dict):
     import torch
 
     from harness.errors import UnsupportedInputError
-    from kernels_under_test.decode import SPLITKV_MAX_QUERIES
 
     if interpreting():
         fix_interpreter()
