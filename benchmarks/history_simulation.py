@@ -18,14 +18,13 @@ is 99 %), false `slower` verdicts, and the delay of the +0.3 % step, at 5 and 10
     python -m benchmarks.history_simulation --trials 0      # the acceptance table only (~5 s)
     python -m benchmarks.history_simulation --write-pools   # rebuild the pools from the fixture runs
 
-tests/history/test_history_simulation.py asserts the acceptance history's rows.
+tests/history/test_simulated_history.py asserts the acceptance history's rows (its own copy of the scenario).
 """
 
 from __future__ import annotations
 
 import argparse
 import json
-import math
 import tempfile
 from pathlib import Path
 
@@ -34,13 +33,14 @@ from harness.history import (
     NoisePool,
     SimEvent,
     analyze_history,
+    detection_delay,
     noise_pool,
     read_history,
+    read_noise_pools,
     simulate_history,
     simulate_verdicts,
 )
-
-__all__ = ["EVENTS", "POOLS", "REPEATS", "THRESHOLD", "acceptance", "load_pools", "write_pools", "step_delay"]
+from harness.results import HISTORY_TABLE, read_rows, table_schema, write_table_atomic
 
 ROOT = Path(__file__).resolve().parents[1]
 FIXTURES = ROOT / "tests" / "fixtures" / "h200"
@@ -69,31 +69,22 @@ def write_pools(path: Path = POOLS) -> dict:
                     "run's mean log clock minus their mean", "pools": {}}
     for role, (name, match) in {"kernel": ("sdpa-cudnn", _cudnn), "control": ("sdpa-flash", _flash)}.items():
         pool = noise_pool(runs, name=name, match=match)
-        doc["pools"][role] = {**{k: getattr(pool, k) for k in ("name", "cycles", "clock_mhz", "power_w", "shape")},
-                              "deviations": [list(d) for d in pool.deviations], "sessions": list(pool.sessions),
-                              "runs": sorted(r.name for r in runs if _matches(r, match))}
+        doc["pools"][role] = {**pool.to_dict(), "runs": sorted(r.name for r in runs if _matches(r, match))}
     Path(path).write_text(json.dumps(doc, indent=1) + "\n", encoding="utf-8")
     return doc
 
 
 def _matches(run: Path, match) -> bool:
-    from harness.results import read_rows
-
     return sum(1 for m in read_rows(run, "measurements") if m.get("cycles_per_launch_inband") and match(m)) >= 2
 
 
 def load_pools(path: Path = POOLS) -> tuple[NoisePool, NoisePool]:
-    doc = json.loads(Path(path).read_text())["pools"]
-    make = lambda d: NoisePool(name=d["name"], deviations=tuple(tuple(x) for x in d["deviations"]),
-                               sessions=tuple(d["sessions"]), cycles=d["cycles"], clock_mhz=d["clock_mhz"],
-                               power_w=d["power_w"], shape=d["shape"])
-    return make(doc["kernel"]), make(doc["control"])
+    pools = read_noise_pools(path)
+    return pools["kernel"], pools["control"]
 
 
 def _through_store(rows: list[dict], folder: Path) -> History:
     """One night file per night, written and read back as `bench nightly --history` and `bench history` do."""
-    from harness.results import HISTORY_TABLE, write_table_atomic
-
     by_night: dict[str, list[dict]] = {}
     for r in rows:
         by_night.setdefault(r["night"], []).append(r)
@@ -103,28 +94,8 @@ def _through_store(rows: list[dict], folder: Path) -> History:
     return read_history(folder)
 
 
-def _prefix(history: History, nights: int) -> History:
-    """The history as it stood after its first `nights` nights (labels n001, n002, ...)."""
-    import pyarrow as pa
-    import pyarrow.compute as pc
-
-    labels = pa.array([f"n{i:03d}" for i in range(1, nights + 1)])
-    return History(path=history.path, table=history.table.filter(pc.is_in(history.table["night"], value_set=labels)),
-                   files=history.files)
-
-
-def step_delay(history: History, *, night: int, ratio: float, most: int = 10, tolerance: int = 1) -> int | None:
-    """Nights (counting `night` itself) until a change point found in cycles, moving them the way `ratio` does,
-    places the change at `night` (its location interval, widened by `tolerance`, holds it) when the history ends
-    that night; None within `most`. A step seen after a few nights is found before its night is pinned down: the
-    interval says where it may be, and the commit range spans it."""
-    for k in range(night, night + most):
-        a = analyze_history(_prefix(history, k), threshold=THRESHOLD)
-        kernel = next(s for s in a.series if s.role == "kernel")
-        if any(c.lo + 1 - tolerance <= night <= c.hi + 1 + tolerance and "cycles" in c.found_in
-               and ((c.ratios["cycles"] or 1.0) - 1) * (ratio - 1) > 0 for c in kernel.change_points):
-            return k - night + 1
-    return None
+def step_delay(history: History, *, night: int, ratio: float) -> int | None:
+    return detection_delay(history, night=night, ratio=ratio, threshold=THRESHOLD)
 
 
 def acceptance(*, seed: int = SEED, repeats: int = REPEATS, folder: Path | None = None) -> dict:
@@ -152,8 +123,6 @@ def calibration(*, trials: int, repeats: int, seed: int = 1) -> dict:
     """Over `trials` seeded histories each: A/A histories with any change point (kernel or control), nights
     outside the 99 % interval, false slower verdicts, and the +0.3 % step's delay (in memory, no files)."""
     import pyarrow as pa
-
-    from harness.results import HISTORY_TABLE, table_schema
 
     kernel, control = load_pools()
     as_history = lambda rows: History(path=Path("."), table=pa.Table.from_pylist(rows, schema=table_schema(HISTORY_TABLE)),

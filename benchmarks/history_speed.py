@@ -27,8 +27,9 @@ import tempfile
 import time
 from pathlib import Path
 
-from benchmarks.history_simulation import load_pools
-from harness.history import SimEvent, simulate_history
+from harness.history import SimEvent, read_noise_pools, simulate_history
+
+POOLS = Path(__file__).resolve().parents[1] / "tests" / "fixtures" / "h200" / "history_pools.json"
 
 NIGHTS, SERIES = 1000, 50
 
@@ -37,7 +38,8 @@ def build(folder: Path, *, nights: int = NIGHTS, series: int = SERIES) -> int:
     """Write the simulated history into `folder` (one file per night); returns the bytes written."""
     from harness.results import HISTORY_TABLE, write_table_atomic
 
-    kernel, control = load_pools()
+    pools = read_noise_pools(POOLS)
+    kernel, control = pools["kernel"], pools["control"]
     by_night: dict[str, list[dict]] = {}
     for i in range(series):
         pool = control if i % 10 == 9 else kernel

@@ -18,73 +18,15 @@ degree of freedom) draw no verdict at all, so n starts at 3 here.
     python -m benchmarks.interval_calibration              # the A/A table and the power row (about 30 s)
     python -m benchmarks.interval_calibration --trials 400 # the issue's 400 trials a cell
 
-`tests/analysis/test_interval_calibration.py` runs `simulate` on every cell of the acceptance table.
+`harness.analysis.simulate_verdict_shares` is the simulation; tests/analysis/test_interval_calibration.py runs it on
+every cell of the acceptance table.
 """
 
 from __future__ import annotations
 
 import argparse
-import math
-import random
 
-from harness.analysis import VerdictRule, decompose, stein_total
-
-__all__ = ["DESIGNS", "simulate", "main"]
-
-DESIGNS = ("independent", "interleaved", "two-stage")
-
-
-def _noise(rng: random.Random, cv: float, outliers: float) -> float:
-    # With `outliers`, that share of repeats scatters 4x wider (a repeat that caught a clock step, say).
-    return rng.gauss(0.0, 4 * cv if outliers and rng.random() < outliers else cv)
-
-
-def _pair(rng: random.Random, cv: float, change: float, order: int, drift: float,
-          outliers: float) -> tuple[float, float]:
-    shared = rng.gauss(0.0, drift * cv)  # the card's state in this repeat, the same for both sides
-    within = 0.25 * drift * cv * (1 if order % 2 == 0 else -1)  # what moves between the first and second side
-    a = shared + _noise(rng, cv, outliers) - within / 2
-    b = shared + _noise(rng, cv, outliers) + within / 2 + math.log1p(change)
-    return math.exp(a), math.exp(b)
-
-
-def simulate(*, design: str, n: int, cv: float, trials: int, seed: int = 0, change: float = 0.0,
-             threshold: float = 0.0, drift: float = 1.0, target: float = 0.005, cap: int = 10,
-             outliers: float = 0.0) -> dict:
-    """Shares of each verdict over `trials` comparisons of n repeats a side (two-stage: n is ignored; the pilot
-    is 3 pairs). `threshold` 0 judges the interval alone, the strictest reading of "false slower/faster". Each
-    cell draws its own stream (the seed and the cell's parameters), so cells are independent samples."""
-    if design not in DESIGNS:
-        raise ValueError(f"design must be one of {DESIGNS}")
-    rng = random.Random(f"{seed}:{design}:{n}:{cv}:{change}:{threshold}:{drift}:{target}:{cap}:{outliers}")
-    rule = VerdictRule(threshold=threshold)
-    counts: dict[str, int] = {}
-    pairs_used = 0
-    for _ in range(trials):
-        if design == "independent":
-            ta = [math.exp(_noise(rng, cv, outliers)) for _ in range(n)]
-            tb = [math.exp(math.log1p(change) + _noise(rng, cv, outliers)) for _ in range(n)]
-            d = decompose(time_a=ta, time_b=tb, rule=rule)
-        else:
-            if design == "two-stage":
-                pilot = 3
-                side = lambda k, shift: [math.exp(shift + _noise(rng, cv, outliers)) for _ in range(k)]
-                ta, tb = side(pilot, 0.0), side(pilot, math.log1p(change))
-                need = max(stein_total([math.log(t) for t in ta], target=target / 2 ** 0.5, cap=cap),
-                           stein_total([math.log(t) for t in tb], target=target / 2 ** 0.5, cap=cap))
-                ta += side(need - pilot, 0.0)
-                tb += side(need - pilot, math.log1p(change))
-                d = decompose(time_a=ta, time_b=tb, rule=rule, pilot_a=pilot, pilot_b=pilot)
-                pairs_used += need
-            else:
-                sides = [_pair(rng, cv, change, i, drift, outliers) for i in range(n)]
-                d = decompose(time_a=[a for a, _ in sides], time_b=[b for _, b in sides], rule=rule, paired=True)
-                pairs_used += n
-        counts[d.verdict] = counts.get(d.verdict, 0) + 1
-    out = {v: counts.get(v, 0) / trials for v in ("slower", "faster", "same", "unresolved", "too few repeats")}
-    out["false"] = out["slower"] + out["faster"]
-    out["mean_pairs"] = pairs_used / trials if design != "independent" else float(n)
-    return out
+from harness.analysis import simulate_verdict_shares as simulate
 
 
 def main(argv=None) -> None:

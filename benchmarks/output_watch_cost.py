@@ -1,4 +1,4 @@
-"""What checking the output while it is timed costs (issue 41, `harness.runner._watch`), on this machine's CPU.
+"""What checking the output while it is timed costs (issue 41, `harness.runner.OutputWatch`), on this machine's CPU.
 
 Two costs, printed as figures:
 1. Inside the timed launches: the loop launcher now keeps the output of the last launch of each call (one list
@@ -90,7 +90,7 @@ def follow_ms(shape, dtype, rounds: int, device: str = "cpu") -> float:
 
 def check_ms(shape, dtype, rounds: int, device: str = "cpu") -> tuple[float, float]:
     """(ms for the gated output's statistics, ms for one check of an output) at `shape`."""
-    from harness.runner._watch import OutputWatch
+    from harness.runner import OutputWatch
 
     torch.manual_seed(0)
     out = torch.randn(*shape, device=device).to(dtype)

@@ -131,11 +131,11 @@ class SustainedResult:
 
 
 def _kernel_and_registry(kernel, *, layout: str | None = None, gqa: str | None = None):
-    from harness.kernels import Kernel, KernelRegistry, adapt_callable, default_registry, with_options
+    from harness.kernels import Kernel, KernelRegistry, adapt_callable, default_registry, spec_with_options
 
     if isinstance(kernel, str):
         registry = default_registry()
-        return registry.get(with_options(kernel, layout=layout, gqa=gqa)), registry
+        return registry.get(spec_with_options(kernel, layout=layout, gqa=gqa)), registry
     if isinstance(kernel, Kernel):
         if layout or gqa:
             raise TypeError("sustained(kernel, layout=/gqa=): a Kernel declares its own layout; pass a plain function")

@@ -23,7 +23,7 @@ the descale cancels at the end. It replaces the per-score shift and add of the r
 Why not the running sum as the wgmma's C operand (the first version): an FP8 wgmma adds its products to C
 in about 13 fraction bits aligned to the largest term (C included) and truncates, so once l is ~2^13 times
 one P code (8192 near-uniform keys) every new code is cut to nothing: at S=16384 causal, gaussian:0.1 the
-long rows' l came out up to ~45 % low, SNR 17.8 dB (benchmarks/summma_row_sum_emulation.py). acc does not
+long rows' l came out up to ~45 % low, SNR 17.8 dB (docs/experiments/summma-row-sum.md). acc does not
 swamp the same way because p v has random signs (acc grows like sqrt(n)), the row sum of positives like n.
 
 What the SASS shows (triton 3.6, ptxas 12.8): the order is in the PTX (wait_group 1 after the two
@@ -31,7 +31,7 @@ issues, wait_group 0 after softmax), but ptxas schedules the PV wait (WARPGROUP.
 right after the row max, and most of softmax (the FMA, the 2^23 add, the clamp, the row sum) after it,
 so within a warpgroup PV(j-1) overlaps the row max only; QK(j) does overlap the acc rescale and the P
 layout conversion. The TMA refills also bring BAR.SYNCs into the loop (Gluon's membar pass).
-Measured on the H200 (burst, S=16384 H=32 d=128 causal, gaussian:0.1, benchmarks/gluon_tune.py): 64 rows
+Measured on the H200 (burst, S=16384 H=32 d=128 causal, gaussian:0.1, docs/experiments/fp8-kernel-tuning.md): 64 rows
 of 4 warps, 3 stages 3.523 ms against triton-fp8-lean-accmma 3.469 ms; 128 rows of 8 warps 4.752 ms (164
 registers: one CTA an SM).
 

@@ -37,10 +37,7 @@ try:
 except ImportError:  # pragma: no cover - a Triton without Proton: PROTON=True then fails to compile
     pl = None
 
-__all__ = [
-    "Config", "MODE_BF16", "MODE_EXACT", "MODE_LEAN", "P_BLOCK", "attention_launch", "compile_for", "split_qk_dim",
-    "tma_possible",
-]
+__all__ = ["Config", "MODE_BF16", "MODE_EXACT", "MODE_LEAN", "P_BLOCK", "attention_launch", "split_qk_dim", "tma_possible"]
 
 MODE_BF16, MODE_EXACT, MODE_LEAN = 0, 1, 2
 P_BLOCK = 64  # keys per power-of-two P scaling block in the FP8 modes (the protocol's 64)
@@ -398,40 +395,3 @@ def attention_launch(
         return out
 
     return launch
-
-
-def compile_for(
-    *, mode: int, dqk: int, dv: int, causal: bool, config: Config, tau: float, sigma: float = 0.0, beta: float = 0.0,
-    v_transposed: bool = False, arch: int = 90, proton: bool = False, bulk=None,
-):
-    """Compile ahead of time for `sm_<arch>` without a GPU (ptxas ships with triton): SASS, registers, spills.
-
-    Disassemble `.asm["cubin"]` with triton's bundled cuobjdump (`-sass`, `-res-usage`: STACK > 0 is a
-    spill); `.metadata.shared` is the shared memory it needs. Strides are specialised as a launch would.
-    """
-    from triton.backends.compiler import GPUTarget
-    from triton.compiler import ASTSource
-
-    lo, hi = split_qk_dim(dqk)
-    elem = "fp8e4nv" if mode != MODE_BF16 else "bf16"
-    bn = config.block_n
-    if config.use_tma:
-        vblock = f"{dv},{bn}" if v_transposed else f"{bn},{dv}"
-        sig = {"Q": f"*{elem}", "K": f"tensordesc<{elem}[{bn},{lo}]>", "K2": f"tensordesc<{elem}[{bn},{hi or lo}]>",
-               "V": f"tensordesc<{elem}[{vblock}]>"}
-    else:
-        sig = {name: f"*{elem}" for name in ("Q", "K", "K2", "V")}
-    sig.update(Out="*bf16", qk_scale="fp32", out_scale="fp32")
-    for name in ("stride_qb", "stride_qh", "stride_qm", "stride_kb", "stride_kh", "stride_kn", "stride_vb",
-                 "stride_vh", "stride_vn", "stride_vd", "stride_ob", "stride_oh", "stride_om", "HQ", "GROUP", "S"):
-        sig[name] = "i32"
-    consts = _constexprs(mode=mode, causal=causal, dqk=dqk, dv=dv, config=config, tau=tau, sigma=sigma, beta=beta,
-                         use_tma=config.use_tma, v_transposed=v_transposed, proton=proton, bulk=bulk)
-    unit = ("stride_vn",) if v_transposed else ("stride_vd",)  # what the JIT specialises for unit strides
-    consts.update({name: 1 for name in unit})
-    sig.update({name: "constexpr" for name in consts})
-    attrs = {(i,): [["tt.divisibility", 16]] for i, name in enumerate(sig)
-             if sig[name].startswith("*") or (sig[name] == "i32" and name not in ("HQ", "GROUP"))}
-    src = ASTSource(fn=_attn_fwd, signature=sig, constexprs=consts, attrs=attrs)
-    opts = {"num_warps": config.num_warps, "num_stages": config.num_stages}
-    return triton.compile(src, target=GPUTarget("cuda", arch, 32), options=opts)

@@ -21,29 +21,17 @@ import math
 import triton
 import triton.language as tl
 
+from kernels_under_test._decode_configs import (SPLITKV_CANDIDATES, SPLITKV_CANDIDATES_PAGED, SPLITKV_CONFIG,
+                                                SPLITKV_CONFIG_PAGED, SPLITKV_MAX_QUERIES)
 from kernels_under_test._triton_interpreter import fix_interpreter
 from kernels_under_test.triton_bf16 import interpreting
 
 __all__ = ["prepare", "CANDIDATES", "CANDIDATES_PAGED", "CONFIG", "CONFIG_PAGED", "fastest", "split_plan"]
 
 LOG2E = math.log2(math.e)
-# Tuned on the H200 (benchmarks/h200/decode_tune.py, 2026-12-05; B16, Hq 32 / Hkv 8, d 128, S_kv 32768, CUDA-graph
-# replays): dense 481 us (cuDNN SDPA 476 us on the same cache: 98.9 % of its rate), pages of 16 497 us (95.8 %).
-# ctas_per_sm: the programs per SM the splits aim at (3 splits of B16 x Hkv8 here); heads_first: the grid's fastest
-# axis the KV heads (a page interleaves the heads of each token, so one row of a page is read by Hkv programs).
-# A dense cache ran 480-484 us at every split count tried; a paged one did not: at one allocation the same kernel
-# ran 497 or 598-615 us as the split count changed (3 or 4 splits), and the issue-42 acceptance run (another
-# allocation and page order) ran the tuned configuration at 604 us, steadily. ncu: the paged kernel waits on its
-# loads (48 % of warp time stalled on long scoreboard against 20 % dense: each token's page-table entry is a load on
-# the address path of its K/V rows) and reaches 90 % of DRAM peak against 94 % dense. So on a GPU the split count
-# (and, paged, the block and grid order) is chosen per input at setup among CANDIDATES, by timing each on the input
-# itself (`fastest`; untimed, as a factory's setup is). Measured and dropped: one page-table load per page of a block
-# (tl.reshape of the offsets: 2.1x slower), evict-first loads (no change), 2 or 8 warps, BLOCK_N 16 x 5 stages.
-CONFIG = dict(block_n=64, num_warps=4, num_stages=2, max_splits=64, ctas_per_sm=2, heads_first=False)
-CONFIG_PAGED = dict(CONFIG, block_n=128, num_stages=3)
-CANDIDATES = (CONFIG, dict(CONFIG, ctas_per_sm=4), dict(CONFIG, block_n=128, num_stages=3))
-CANDIDATES_PAGED = (CONFIG_PAGED, dict(CONFIG_PAGED, ctas_per_sm=8), dict(CONFIG, ctas_per_sm=3),
-                    dict(CONFIG_PAGED, heads_first=True), dict(CONFIG, ctas_per_sm=3, heads_first=True))
+# The tuned configurations and the setup candidates: _decode_configs (no triton there, so decode.py exports them).
+CONFIG, CONFIG_PAGED = SPLITKV_CONFIG, SPLITKV_CONFIG_PAGED
+CANDIDATES, CANDIDATES_PAGED = SPLITKV_CANDIDATES, SPLITKV_CANDIDATES_PAGED
 
 
 @triton.jit
@@ -209,7 +197,6 @@ def _bind(inputs, cfg: dict):
     import torch
 
     from harness.errors import UnsupportedInputError
-    from kernels_under_test.decode import SPLITKV_MAX_QUERIES
 
     if interpreting():
         fix_interpreter()

@@ -21,23 +21,16 @@ from __future__ import annotations
 import triton
 import triton.language as tl
 
+from kernels_under_test._decode_configs import (MLA_CONFIG, MLA_CONFIG_NARROW, MLA_SPLIT_CHOICES,
+                                                SPLITKV_MAX_QUERIES)
 from kernels_under_test._triton_decode import LOG2E, _pow2, _splitkv_merge, fastest
 from kernels_under_test._triton_interpreter import fix_interpreter
 from kernels_under_test.triton_bf16 import interpreting
 
 __all__ = ["prepare", "CONFIG", "CONFIG_NARROW", "mla_plan"]
 
-# Tuned on the H200 (benchmarks/h200/decode_tune.py, 2026-12-05; B16, S_kv 16384, pages of 64, CUDA-graph replays).
-# 128 heads (two blocks of 64 rows, 8 warps, one program per SM): 322 us, 227 TFLOP/s; ncu: DRAM reads 304 MB (the
-# cache once), 255 registers a thread, tensor pipe 38 % active: compute-bound (242 FLOP per cache byte, above the
-# H200's ridge), held back by register pressure (the 64 x 512 fp32 accumulator). 4 warps: 918 us (spills); 32-row
-# blocks: 517 us; 128-row blocks do not fit shared memory. A TP slice of 16 heads (one 16-row block, memory-bound):
-# 112 us, 2.7 TB/s, with two programs per SM.
-CONFIG = dict(block_h=64, block_n=64, num_warps=8, num_stages=2, ctas_per_sm=1, max_splits=64)
-CONFIG_NARROW = dict(CONFIG, block_h=16, block_n=32, num_warps=4, ctas_per_sm=2)  # fewer than 64 rows of queries
-# The split count, like triton-splitkv's, is picked per input at setup by timing (the TP slice ran 113-144 us at 2-8
-# programs per SM, not in order): the configuration above and these.
-SPLIT_CHOICES = {"wide": (1, 2), "narrow": (2, 4, 6)}
+# The tuned configurations and split choices: _decode_configs (no triton there, so decode.py exports them).
+CONFIG, CONFIG_NARROW, SPLIT_CHOICES = MLA_CONFIG, MLA_CONFIG_NARROW, MLA_SPLIT_CHOICES
 
 
 @triton.jit
@@ -153,7 +146,6 @@ def _bind(inputs, cfg: dict):
     import torch
 
     from harness.errors import UnsupportedInputError
-    from kernels_under_test.decode import SPLITKV_MAX_QUERIES
 
     if interpreting():
         fix_interpreter()

@@ -26,15 +26,17 @@ import functools
 
 from harness.inputs import FEATURES  # triton-splitkv: every workload but MLA's latent cache
 from harness.kernels import WORKLOADS, Kernel, KernelRegistry
+from kernels_under_test._decode_configs import (MLA_CONFIG, MLA_CONFIG_NARROW, SPLITKV_CANDIDATES,
+                                                SPLITKV_CANDIDATES_PAGED, SPLITKV_CONFIG, SPLITKV_CONFIG_PAGED,
+                                                SPLITKV_MAX_QUERIES)
 from kernels_under_test.triton_bf16 import triton_availability
 
-__all__ = ["registry", "padded_indices", "decode_mask", "SPLITKV_MAX_QUERIES"]
+# The tuned configurations are exported for tuning sweeps: a registered kernel's prepare(inputs, config=...) takes one.
+__all__ = ["registry", "padded_indices", "decode_mask", "SPLITKV_MAX_QUERIES", "MLA_CONFIG", "MLA_CONFIG_NARROW",
+           "SPLITKV_CANDIDATES", "SPLITKV_CANDIDATES_PAGED", "SPLITKV_CONFIG", "SPLITKV_CONFIG_PAGED"]
 
 registry = KernelRegistry()
 
-# Queries of one sequence a split-KV program holds (times the GQA group, in one tile): decode and speculative
-# decode, not prefill.
-SPLITKV_MAX_QUERIES = 16
 
 
 def padded_indices(shape, *, page_table=None, device):

@@ -48,8 +48,8 @@ __all__ = ["CONFIGS", "SUMMMA_CONFIGS", "availability", "compile_for", "descript
 registry = KernelRegistry()
 
 # d=128: two ring slots. On the H200 (S=16384 H=32 causal, gaussian:0.1) `bench commits` of 3 slots
-# against 2 gave time x0.974, all of it cycles (tests/analysis/test_h200_summma_step.py); 4 slots ranked
-# slower still in burst. d=64 (S=8192 H=32, burst, benchmarks/h200/gluon_shapes.sh) keeps 3: causal, 3 slots
+# against 2 gave time x0.974, all of it cycles (tests/analysis/test_h200_summma_ring_slots.py); 4 slots ranked
+# slower still in burst. d=64 (S=8192 H=32, burst, docs/experiments/fp8-kernel-tuning.md) keeps 3: causal, 3 slots
 # ranked 0.7 % ahead of 2; not causal, 2 ranked 1.8 % ahead; both within two rounds' spread (logs in
 # tests/fixtures/h200/logs/20261202/gluon_shapes). One table serves both masks.
 SUMMMA_CONFIGS = {dims: dict(cfg, sum_mma=True) for dims, cfg in {
@@ -169,7 +169,7 @@ triton_fp8._declare(
 def compile_for(*, head_dim: int = 128, causal: bool = True, config: dict | None = None, arch: int = 90):
     """Compile the Gluon kernel ahead of time for `sm_<arch>` without a GPU (ptxas ships with triton).
 
-    As `_triton_common.compile_for`: disassemble `.asm["cubin"]` with triton's cuobjdump (`-sass`,
+    As `_triton_aot.compile_for`: disassemble `.asm["cubin"]` with triton's cuobjdump (`-sass`,
     `-res-usage`); `.metadata.shared` is the shared memory it needs. Strides and S as a launch
     specialises them (multiples of 16)."""
     import triton

@@ -36,13 +36,13 @@ HEAD_DIMS = ((64, 64), (128, 128), (192, 128))
 LOG2E = math.log2(math.e)
 
 # Hopper (H200) starting points, checked ahead of time for sm_90 with triton 3.6 (HGMMA, no spills; see
-# _triton_common.compile_for and tests/kernels/test_triton_sass.py). Tune on the GPU: tile block_m x block_n,
+# _triton_aot.compile_for and tests/kernels/test_triton_sass.py). Tune on the GPU: tile block_m x block_n,
 # num_warps, num_stages (software-pipeline depth); optional keys rescale_branch (skip acc *= alpha when no
 # row's max moved: a tile-wide branch), use_tma (False: pointer loads) and pack_p (round p to bf16 two at a
-# time: half the conversions on the unit MUFU.EX2 uses; benchmarks/triton_tune.py times it).
+# time: half the conversions on the unit MUFU.EX2 uses; docs/experiments/fp8-kernel-tuning.md).
 CONFIGS = {
     (64, 64): dict(block_m=128, block_n=128, num_warps=8, num_stages=3),
-    # Measured on the H200 (benchmarks/triton_tune.py, S=16384 H=32, burst): 6.09 ms as (8 warps, 2 stages),
+    # Measured on the H200 (S=16384 H=32, burst; docs/experiments/fp8-kernel-tuning.md): 6.09 ms as (8 warps, 2 stages),
     # 4.57 ms with pack_p, 4.02 ms with pack_p and 3 stages (230 KB of shared memory).
     (128, 128): dict(block_m=128, block_n=128, num_warps=8, num_stages=3, pack_p=True),
     (192, 128): dict(block_m=128, block_n=64, num_warps=8, num_stages=2),

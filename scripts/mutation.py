@@ -54,12 +54,12 @@ MODULES: dict[str, tuple[str, tuple[str, ...]]] = {
         "tests/analysis/test_analysis_compare.py")),
     # The verdict procedure (issue 39): the simulation under GPU-like noise first, then the rules' edges.
     "interval": ("harness/analysis/_interval.py", (
-        "tests/analysis/test_interval_edges.py", "tests/analysis/test_verdict_simulation.py",
+        "tests/analysis/test_interval_edges.py", "tests/analysis/test_verdicts_under_gpu_noise.py",
         "tests/analysis/test_gate_outcome.py", "tests/analysis/test_analysis_compare.py",
         "tests/analysis/test_analysis_decompose.py", "tests/analysis/test_compare_verdict.py",
         "tests/analysis/test_decompose_properties.py")),
     "sequential": ("harness/analysis/_sequential.py", (
-        "tests/analysis/test_verdict_simulation.py", "tests/analysis/test_decompose_properties.py")),
+        "tests/analysis/test_verdicts_under_gpu_noise.py", "tests/analysis/test_decompose_properties.py")),
     "outcome": ("harness/analysis/_outcome.py", (
         "tests/analysis/test_gate_outcome.py", "tests/plugin/test_saved_comparison.py")),
     "gate": ("harness/kernels/_gate.py", (

@@ -33,14 +33,13 @@
 # otherwise make it beforehand on a CPU (about 2 min, 13 MB, well under the 64 MiB a carried path may take):
 #   .venv/bin/python -m harness capture --model smollm2-135m --layers 15 --seq-len 4096 --decode-steps 1 --windows 4
 # and carry captures/smollm2-135m/pydoc-S4096-decode1-B4 with CAPTURE=<its layer15.safetensors>.
-set -u -o pipefail
 OUT=${OUT:-out/decode}
-DEVICE=${DEVICE:-cuda:0}
+# shellcheck source=benchmarks/h200/preamble.sh
+. "$(dirname "$0")/preamble.sh"
 QUICK=${QUICK:-0}
 BUDGET_S=${BUDGET_S:-470}
 RESULTS="$OUT/results"
-mkdir -p "$OUT" "$RESULTS"
-export PYTHONUNBUFFERED=1 PYTHONPATH="$PWD${PYTHONPATH:+:$PYTHONPATH}"
+mkdir -p "$RESULTS"
 PY=${PYTHON:-python3}
 BENCH="$PY -m harness"  # a variable, not a function: `timeout` runs programs
 START=$(date +%s)

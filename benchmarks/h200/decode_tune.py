@@ -5,7 +5,7 @@ under ncu. Writes $OUT/tune.jsonl (one line per timing) and $OUT/tune.log, and p
 Timing: each candidate is compiled and checked against cuDNN SDPA on the same (logical) cache first, then timed as
 CUDA-graph replays (graphs of N launches, N so a replay lasts ~20 ms; 3 warm replays, then the median of 7 timed
 with CUDA events), the way the sustained protocol times a decode kernel, but without waiting for the clock to
-settle: a ranking, not the figure of record (that is benchmarks/h200/decode_round2.sh's).
+settle: a ranking, not the figure of record (that is benchmarks/h200/decode_roofs.sh's).
 
     python benchmarks/h200/decode_tune.py --out $OUT [--budget-s 300]      # the H200
     python benchmarks/h200/decode_tune.py --out $OUT --parts copy,mla16    # the copy tilings and MLA's TP slice only
@@ -24,6 +24,9 @@ import subprocess
 import sys
 import time
 from pathlib import Path
+
+from harness.kernels import default_registry
+from harness.profiling import stream_kernel
 
 T0 = time.time()
 
@@ -151,6 +154,12 @@ def cudnn_launch(torch, x, k, v, backend_name: str):
     return launch
 
 
+def kernel_factory(name: str):
+    """A registered kernel's factory, `prepare(inputs, config=None)`: the decode kernels take a launch config
+    (kernels_under_test/decode.py exports the tuned ones)."""
+    return default_registry().get(name).prepare
+
+
 def try_config(torch, timer, out, *, kernel, prepare, x, ref, config, label, nbytes, flops):
     try:
         launch = prepare(x, config=config)
@@ -194,7 +203,7 @@ def main() -> int:
         log(out, f"{p.name} SMs {p.multi_processor_count} L2 {p.L2_cache_size >> 20} MiB torch {torch.__version__} "
                  f"triton {triton.__version__}")
     timer = Timer(torch, device)
-    from kernels_under_test import _triton_decode, _triton_mla
+    splitkv, mla = kernel_factory("triton-splitkv"), kernel_factory("triton-mla")
 
     D = dict(batch=2, hq=8, hkv=2, d=64, s_kv=256) if args.dry else dict(batch=16, hq=32, hkv=8, d=128, s_kv=32768)
     best: dict[str, dict] = {}
@@ -236,7 +245,7 @@ def main() -> int:
             for c in ctas:
                 if left() < 120:
                     break
-                r = try_config(torch, timer, out, kernel="triton-splitkv", prepare=_triton_decode.prepare, x=x, ref=ref,
+                r = try_config(torch, timer, out, kernel="triton-splitkv", prepare=splitkv, x=x, ref=ref,
                                config={**cfg, "ctas_per_sm": c}, label=label, nbytes=nbytes, flops=flops)
                 if r and r["time_ns"]:
                     rows.append(r)
@@ -247,7 +256,7 @@ def main() -> int:
                       *([{"page_rows": True}, {"page_rows": True, "evict_first": True}] if label != "dense" else [])):
             if left() < 100:
                 break
-            r = try_config(torch, timer, out, kernel="triton-splitkv", prepare=_triton_decode.prepare, x=x, ref=ref,
+            r = try_config(torch, timer, out, kernel="triton-splitkv", prepare=splitkv, x=x, ref=ref,
                            config={**top["config"], **extra}, label=label, nbytes=nbytes, flops=flops)
             if r and r["time_ns"]:
                 rows.append(r)
@@ -278,7 +287,7 @@ def main() -> int:
             for c in ((1, 2) if not args.dry else (1,)):
                 if left() < 70:
                     break
-                r = try_config(torch, timer, out, kernel="triton-mla", prepare=_triton_mla.prepare, x=x, ref=ref,
+                r = try_config(torch, timer, out, kernel="triton-mla", prepare=mla, x=x, ref=ref,
                                config={**cfg, "ctas_per_sm": c}, label=f"mla Hq{hq} page{page}", nbytes=nb, flops=fl)
                 if r and r["time_ns"]:
                     rows.append(r)
@@ -291,7 +300,7 @@ def main() -> int:
             torch.cuda.empty_cache()
 
     # 3. the memory streams: read candidates, write and copy at the best read tiling; torch's own beside them
-    from harness.profiling import _peak_triton as pt
+    read_stream, write_stream, copy_stream = (stream_kernel(w) for w in ("read", "write", "copy"))
 
     n = (1 << 30) if not args.dry else (1 << 16)  # bf16 elements: 2 GiB on the GPU
     src = torch.randn(n, device=device).to(torch.bfloat16)
@@ -304,7 +313,7 @@ def main() -> int:
         grid = n // (block * unroll)
         part = torch.empty(grid, device=device, dtype=torch.float32)
         try:
-            launch = lambda: pt.read_stream[(grid,)](src, part, BLOCK=block, UNROLL=unroll, num_warps=warps)  # noqa
+            launch = lambda: read_stream[(grid,)](src, part, BLOCK=block, UNROLL=unroll, num_warps=warps)  # noqa
             t = timer(launch)
             te = timer.eager(launch)
         except Exception as exc:
@@ -321,9 +330,9 @@ def main() -> int:
         half = n // 2
         grid_c = half // (block * unroll)
         for name, launch, nb in (
-            ("write_stream", lambda: pt.write_stream[(grid,)](dst, 0.25, BLOCK=block, UNROLL=unroll, num_warps=warps),
+            ("write_stream", lambda: write_stream[(grid,)](dst, 0.25, BLOCK=block, UNROLL=unroll, num_warps=warps),
              2 * n),
-            ("copy_stream", lambda: pt.copy_stream[(grid_c,)](src[:half], dst[:half], BLOCK=block, UNROLL=unroll,
+            ("copy_stream", lambda: copy_stream[(grid_c,)](src[:half], dst[:half], BLOCK=block, UNROLL=unroll,
                                                               num_warps=warps), 4 * half),
             ("torch.sum", lambda: torch.sum(src, dtype=torch.float32), 2 * n),
             ("copy_ (1 GiB)", lambda: dst[:half].copy_(src[:half]), 4 * half),
@@ -372,7 +381,9 @@ def candidates(torch, timer, out, args, left, summary) -> None:
     """triton-splitkv's setup candidates (CANDIDATES, CANDIDATES_PAGED) timed on the dense cache and on pages of 16
     laid out in three page orders, and which one its prepare() picks: does the paged rate follow the page order?"""
     from harness.inputs import paged_cache
-    from kernels_under_test import _triton_decode
+    from kernels_under_test.decode import SPLITKV_CANDIDATES, SPLITKV_CANDIDATES_PAGED
+
+    splitkv = kernel_factory("triton-splitkv")
 
     device = "cpu" if args.dry else "cuda"
     D = dict(batch=2, hq=8, hkv=2, d=64, s_kv=256) if args.dry else dict(batch=16, hq=32, hkv=8, d=128, s_kv=32768)
@@ -386,14 +397,14 @@ def candidates(torch, timer, out, args, left, summary) -> None:
     for label, x in layouts:
         if left() < 15:
             break
-        cands = _triton_decode.CANDIDATES_PAGED if x.shape.paged else _triton_decode.CANDIDATES
+        cands = SPLITKV_CANDIDATES_PAGED if x.shape.paged else SPLITKV_CANDIDATES
         times = []
         for cfg in cands:
-            t = timer(_triton_decode.prepare(x, config=cfg))
+            t = timer(splitkv(x, config=cfg))
             times.append(t)
             record(out, kernel="triton-splitkv", shape=label, config=cfg, time_ns=t, gb_per_s=nbytes / t)
             log(out, f"candidate {label} {cfg}: {t / 1e3:.1f} us {nbytes / t:.0f} GB/s")
-        picked = _triton_decode.prepare(x) if not args.dry else None
+        picked = splitkv(x) if not args.dry else None
         t = timer(picked) if picked is not None else min(times)
         log(out, f"prepare() on {label} picks {getattr(picked, 'config', None)}: {t / 1e3:.1f} us")
         summary.append(("splitkv picked", label, t, nbytes / t))
@@ -405,8 +416,9 @@ def extra_parts(torch, timer, out, args, left, summary, parts) -> None:
     import triton
     import triton.language as tl
 
-    from harness.profiling import _peak_triton as pt
-    from kernels_under_test import _triton_mla
+    from kernels_under_test.decode import MLA_CONFIG_NARROW
+
+    mla = kernel_factory("triton-mla")
 
     @triton.jit
     def copy_plain(src_ptr, dst_ptr, BLOCK: tl.constexpr, UNROLL: tl.constexpr):
@@ -425,7 +437,7 @@ def extra_parts(torch, timer, out, args, left, summary, parts) -> None:
         log(out, f"copy_ 1 GiB: {4 * half / t:.0f} GB/s graph (memcpy node), {4 * half / te:.0f} eager")
         record(out, kernel="copy_", time_ns=t, eager_ns=te)
         best = None
-        for kern, evict in ((pt.copy_stream, True), (copy_plain, False)):
+        for kern, evict in ((stream_kernel("copy"), True), (copy_plain, False)):
             for block, unroll, warps in ((4096, 1, 4), (16384, 1, 8), (8192, 1, 8), (2048, 1, 4), (1024, 4, 4),
                                          (2048, 2, 4), (4096, 2, 8), (8192, 2, 8)) if not args.dry else ((1024, 1, 4),):
                 if left() < 30:
@@ -457,8 +469,8 @@ def extra_parts(torch, timer, out, args, left, summary, parts) -> None:
             for c in (2, 3, 4, 6, 8):
                 if left() < 20:
                     break
-                r = try_config(torch, timer, out, kernel="triton-mla", prepare=_triton_mla.prepare, x=x, ref=ref,
-                               config={**_triton_mla.CONFIG_NARROW, **cfg, "ctas_per_sm": c, "max_splits": 128},
+                r = try_config(torch, timer, out, kernel="triton-mla", prepare=mla, x=x, ref=ref,
+                               config={**MLA_CONFIG_NARROW, **cfg, "ctas_per_sm": c, "max_splits": 128},
                                label="mla Hq16 page64", nbytes=nb, flops=fl)
                 if r and r["time_ns"]:
                     rows.append(r)
@@ -472,19 +484,19 @@ def ncu_child() -> int:
     import torch
 
     best = json.loads(os.environ["TUNE_BEST"])
-    from kernels_under_test import _triton_decode, _triton_mla
+    splitkv, mla = kernel_factory("triton-splitkv"), kernel_factory("triton-mla")
 
     D = dict(batch=16, hq=32, hkv=8, d=128, s_kv=32768)
     dense, k, v = decode_inputs(torch, page=None, device="cuda", **D)
     cudnn_launch(torch, dense, k, v, "CUDNN_ATTENTION")()
     if "splitkv-dense" in best:
-        _triton_decode.prepare(dense, config=best["splitkv-dense"])()
+        splitkv(dense, config=best["splitkv-dense"])()
     if "splitkv-page16" in best:
         paged, _, _ = decode_inputs(torch, page=16, device="cuda", **D)
-        _triton_decode.prepare(paged, config=best["splitkv-page16"])()
+        splitkv(paged, config=best["splitkv-page16"])()
     if "mla-128" in best:
         x, _, _ = decode_inputs(torch, hq=128, page=64, device="cuda", mla=True, batch=16, hkv=1, d=576, s_kv=16384)
-        _triton_mla.prepare(x, config=best["mla-128"])()
+        mla(x, config=best["mla-128"])()
     torch.cuda.synchronize()
     return 0
 

@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # Issue 32 on one H200, in one device call (~6-8 min): FP8 attention on real SmolLM2-135M activations.
-#   1. the mutation check of the gate by declared numerics (benchmarks/fp8_gate_check.py): the three bundled
+#   1. the mutation check of the gate by declared numerics (benchmarks/h200/gate_mutation_check.py): the three bundled
 #      FP8 kernels (triton-fp8-exact: exact P; triton-fp8-lean: lean P; gluon-fp8-lean-summma: lean P, async
 #      wgmma, row sum on the tensor cores) must pass and the five mutants (tests/kernels/fp8_mutants.py) fail,
 #      on captured layers 3 and 15 (3 pydoc windows of S=8192 stacked: B3 H9/3 d64 causal) and their Gaussian
@@ -10,7 +10,7 @@
 #      next-token distribution vs fp64 attention, floor sdpa-cudnn, bootstrap over documents; its HTML report
 #      is rendered on the CPU afterwards (no polars here). (acceptance 2, H200 half)
 #   3. bench sustained on the stacked captured layer 15 and its Gaussian 0.1 control: every one of those FP8
-#      kernels that passes the gate is timed beside sdpa-cudnn, then benchmarks/fp8_vs_cudnn.py prints time =
+#      kernels that passes the gate is timed beside sdpa-cudnn, then benchmarks/h200/against_baseline.py prints time =
 #      cycles x clock against cuDNN and captured / control. (acceptance 3)
 #
 # What it needs on the device:
@@ -35,21 +35,17 @@
 # Rough time: GGUF and capture ~50 s, gate check ~80 s, model error ~70 s, sustained ~150 s (6 min). Each step
 # has its own time limit (100 + 150 + 120 + 200 s: under the device call's 600 s with the set-up), so a slow or
 # failing step does not cost the others. Nothing here changes clocks or power.
-set -u -o pipefail
 OUT=${OUT:-out/fp8-captured}
-mkdir -p "$OUT"
-OUT=$(cd "$OUT" && pwd)
-export COLUMNS=${COLUMNS:-250} PYTHONUNBUFFERED=1 PYTHONPATH="$PWD${PYTHONPATH:+:$PYTHONPATH}"
+# shellcheck source=benchmarks/h200/preamble.sh
+. "$(dirname "$0")/preamble.sh"
 export HARNESS_GIT_COMMIT=${HARNESS_GIT_COMMIT:-$(git rev-parse HEAD 2>/dev/null || echo)}
 BENCH="${PYTHON:-python3} -m harness"
 PY=${PYTHON:-python3}
-DEVICE=${DEVICE:-cuda:0}
 FP8=${FP8:-"triton-fp8-exact triton-fp8-lean gluon-fp8-lean-summma"}
 CAP_SEQ=${CAP_SEQ:-8192} CAP_WINDOWS=${CAP_WINDOWS:-3} DOCS=${DOCS:-16} DOC_SEQ=${DOC_SEQ:-1024}
 GATE_ARGS=${GATE_ARGS:-} ERROR_ARGS=${ERROR_ARGS:-}
 SUSTAINED_ARGS=${SUSTAINED_ARGS:-"--repeats 2 --window-s 2 --idle-s 1 --warmin-cap-s 8"}
 CAP=captures/smollm2-135m/pydoc-S${CAP_SEQ}$([ "$CAP_WINDOWS" -gt 1 ] && echo "-B$CAP_WINDOWS")
-step() { echo "== $(date -u +%T) $*" | tee -a "$OUT/steps.log"; }
 pack() { [ -n "$2" ] && [ -d "$2" ] && tar czf "$OUT/$1" "$2" 2>/dev/null; }
 trap 'pack results-error.tgz "${ERR_RUN:-}"; pack results-sustained.tgz "${SUS_RUN:-}"; step end' EXIT
 nvidia-smi --query-gpu=name,driver_version,clocks.sm,power.draw,power.limit,temperature.gpu --format=csv \
@@ -86,7 +82,7 @@ if [ ! -f "$CAP/layer03.safetensors" ] || [ ! -f "$CAP/layer15.safetensors" ]; t
 fi
 
 step "mutation check of the gate by declared numerics (acceptance 1)"
-timeout 150 $PY benchmarks/fp8_gate_check.py --device "$DEVICE" --capture "$CAP/layer03.safetensors" \
+timeout 150 $PY benchmarks/h200/gate_mutation_check.py --device "$DEVICE" --capture "$CAP/layer03.safetensors" \
     --capture "$CAP/layer15.safetensors" --control gaussian:0.1 "${KS[@]}" $GATE_ARGS --json "$OUT/gate.json" \
     2>&1 | tee "$OUT/gate.log"
 echo "gate check exit: $?" | tee -a "$OUT/steps.log"
@@ -105,6 +101,6 @@ timeout 200 $BENCH sustained --model smollm2-135m --layer 15 --seq-len "$CAP_SEQ
     --device "$DEVICE" "${KS[@]}" -k "$BASE" $SUSTAINED_ARGS --name fp8-captured 2>&1 | tee "$OUT/sustained.log"
 echo "bench sustained exit: $?" | tee -a "$OUT/steps.log"
 SUS_RUN=$(ls -d results/*-fp8-captured-* 2>/dev/null | tail -1)
-[ -n "$SUS_RUN" ] && timeout 30 $PY benchmarks/fp8_vs_cudnn.py "$SUS_RUN" --baseline "$BASE" 2>&1 \
+[ -n "$SUS_RUN" ] && timeout 30 $PY benchmarks/h200/against_baseline.py "$SUS_RUN" --baseline "$BASE" 2>&1 \
     | tee -a "$OUT/sustained.log"
 step done

@@ -11,7 +11,7 @@
 #   2. the per-call stage split on captured layers 3 and 15 (S=CAP_SEQ, and their Gaussian 0.1 control):
 #      bench error --per-call: Q, K, V alone, all inputs, P, the fp32 accumulation, the kernel; rel L2, cosine, SNR;
 #   3. the same split on the stress inputs outliers:20, sinks:8, heavytail:3 (SmolLM2's shape, S=STRESS_SEQ);
-#   4. benchmarks/lowp_recipes.py: the table and the founding documents' claims, reproduced or not ($OUT/lowp.txt).
+#   4. benchmarks/h200/lowp_recipes_table.py: the table and the founding documents' claims, reproduced or not ($OUT/lowp.txt).
 #
 #   GGUF_PARTS=.gguf-parts WHEELS_DIR=.whl OUT=$OUT bash benchmarks/h200/lowp_recipes.sh            # the H200
 #   DEVICE=cpu QUICK=1 BUDGET_S=600 OUT=/tmp/lowp PYTHON=.venv/bin/python bash benchmarks/h200/lowp_recipes.sh
@@ -123,5 +123,5 @@ SUMMARY=()
 if [ -f "$OUT/model.json" ]; then SUMMARY+=(--model "$OUT/model.json")
 elif [ -n "$MODEL_RUN" ]; then SUMMARY+=(--run "$MODEL_RUN"); note "no model.json (step 1 stopped?): the summary reads $MODEL_RUN"; fi
 for f in split-captured split-stress; do [ -f "$OUT/$f.json" ] && SUMMARY+=(--split "$OUT/$f.json"); done
-timeout 60 $PY benchmarks/lowp_recipes.py "${SUMMARY[@]}" --markdown "$OUT/lowp.md" 2>&1 | tee "$OUT/lowp.txt"
+timeout 60 $PY benchmarks/h200/lowp_recipes_table.py "${SUMMARY[@]}" --markdown "$OUT/lowp.md" 2>&1 | tee "$OUT/lowp.txt"
 step "done in $(( $(date +%s) - START )) s"

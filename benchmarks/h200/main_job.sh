@@ -5,12 +5,10 @@
 # shares and the sentences.
 #
 #   GGUF_PARTS=/path/with/part-* WHEELS_DIR=/path/with/wheels OUT=out/main bash benchmarks/h200/main_job.sh
-set -u -o pipefail
 OUT=${OUT:-out/main}
-mkdir -p "$OUT" results
-export PYTHONUNBUFFERED=1 PYTHONPATH="$PWD${PYTHONPATH:+:$PYTHONPATH}"
-BENCH="python3 -m harness"
-step() { echo "== $(date -u +%T) $*" | tee -a "$OUT/steps.log"; }
+# shellcheck source=benchmarks/h200/preamble.sh
+. "$(dirname "$0")/preamble.sh"
+mkdir -p results
 trap 'tar czf "$OUT/results-main.tgz" results captures/*/*/manifest.json 2>/dev/null; step end' EXIT
 
 if [ -n "${GGUF_PARTS:-}" ]; then

@@ -5,12 +5,11 @@
 #       bash benchmarks/h200/multigpu.sh
 #
 # No collective is used; NCCL's NVLink multicast stays off all the same.
-set -u -o pipefail
 OUT=${OUT:-out/x2}
-mkdir -p "$OUT" results
-export PYTHONUNBUFFERED=1 PYTHONPATH="$PWD${PYTHONPATH:+:$PYTHONPATH}" NCCL_NVLS_ENABLE=0
-BENCH="python3 -m harness"
-step() { echo "== $(date -u +%T) $*" | tee -a "$OUT/steps.log"; }
+# shellcheck source=benchmarks/h200/preamble.sh
+. "$(dirname "$0")/preamble.sh"
+export NCCL_NVLS_ENABLE=0
+mkdir -p results
 trap 'tar czf "$OUT/results-x2.tgz" --exclude="*.chrome_trace" results; tar czf "$OUT/chrome-traces.tgz" results/*/traces/*.chrome_trace 2>/dev/null' EXIT
 nvidia-smi -L | tee "$OUT/gpus.log"
 

@@ -8,13 +8,11 @@
 #   DEVICE=cpu OUT=/tmp/n bash benchmarks/h200/nightly_log.sh     # the CPU dry run of the same script
 #
 # Each step is guarded (its own time limit; a failure is reported and the next step runs).
-set -u -o pipefail
 OUT=${OUT:-out/h200-nightly}
-DEVICE=${DEVICE:-cuda:0}
-mkdir -p "$OUT"
-export PYTHONUNBUFFERED=1 PYTHONPATH="$PWD${PYTHONPATH:+:$PYTHONPATH}" PYTHON=${PYTHON:-python3}
-unset COLUMNS LINES
-step() { echo "== $(date -u +%T) $*" | tee -a "$OUT/steps.log"; }
+# shellcheck source=benchmarks/h200/preamble.sh
+. "$(dirname "$0")/preamble.sh"
+export PYTHON=${PYTHON:-python3}
+unset COLUMNS LINES  # the nightly job as CI runs it: no terminal width
 LOG="$OUT/nightly.log"
 if [ "$DEVICE" = cpu ]; then KERNEL=sdpa-cpu SEQ=256; else KERNEL=sdpa-cudnn SEQ=8192; fi
 

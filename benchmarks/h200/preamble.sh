@@ -1,4 +1,4 @@
-# Sourced by the H200 scripts that share one shape: OUT made absolute (their steps cd elsewhere), DEVICE, the
+# Sourced by every H200 script: OUT made absolute (their steps cd elsewhere), DEVICE, the
 # environment every step runs under, BENCH, `step` (a timestamped line into $OUT/steps.log), and
 # `scratch NAME`: a temporary WORK folder with RESULTS inside, packed into $OUT/results-NAME.tgz and removed
 # on exit, however the script ends.

@@ -8,12 +8,9 @@
 #
 # Needs captures/smollm2-135m/pydoc-S8192 (`bench capture --model smollm2-135m --layers 3,15 --seq-len 8192`)
 # and a git bundle of this repository for `bench commits` (the device's copy of .git may be stale).
-set -u -o pipefail
-OUT=${OUT:-out/h200}
-mkdir -p "$OUT" results
-export PYTHONUNBUFFERED=1 PYTHONPATH="$PWD${PYTHONPATH:+:$PYTHONPATH}"
-BENCH="python3 -m harness"
-step() { echo "== $(date -u +%T) $*" | tee -a "$OUT/steps.log"; }
+# shellcheck source=benchmarks/h200/preamble.sh
+. "$(dirname "$0")/preamble.sh"
+mkdir -p results
 trap 'tar czf "$OUT/results-profile.tgz" results' EXIT
 FIVE="-k sdpa-cudnn -k sdpa-flash -k triton-bf16 -k triton-fp8-exact -k triton-fp8-lean"
 

@@ -58,6 +58,9 @@ from harness.analysis._outcome import (
     ratio_text,
     resolution_text,
 )
+from harness.analysis._calibration import (NOISE_MODELS, SEQUENTIAL_DESIGNS, SHARE_DESIGNS, SIM_INDEPENDENT_REPEATS,
+                                           SIM_PILOT, SIM_TOTAL, noise_draws,
+                                           simulate_verdict_rates, simulate_verdict_shares, write_critical_table)
 from harness.analysis._sequential import MIN_GATE_PILOT, Plan, critical_values, paired_look, skipped_mean
 from harness.analysis._burst_gap import burst_gap_rows
 from harness.analysis._chiplets import chiplet_spread
@@ -71,6 +74,16 @@ from harness.analysis._stats import bootstrap_ci, cv, mean, median, value_range
 from harness.analysis._window import POWER_REASONS, THERMAL_REASONS, chunk_clock, samples_in, summarize_window
 
 __all__ = [
+    "NOISE_MODELS",
+    "SEQUENTIAL_DESIGNS",
+    "SHARE_DESIGNS",
+    "SIM_INDEPENDENT_REPEATS",
+    "SIM_PILOT",
+    "SIM_TOTAL",
+    "noise_draws",
+    "simulate_verdict_rates",
+    "simulate_verdict_shares",
+    "write_critical_table",
     "InModelRow",
     "attention_figures",
     "compare_in_model",

@@ -25,9 +25,9 @@ def aggregate_repeats(rows: Iterable[dict]) -> list[dict]:
     for r in rows:
         groups.setdefault((r["config_index"], r["input_label"], r["kernel"]), []).append(r)
     out = []
-    for (ci, label, kernel), rs in groups.items():
+    for (config_index, label, kernel), rs in groups.items():
         timed = [r for r in rs if r.get("status") in ("ok", "unsettled") and r.get("time_ns")]
-        agg = {"config_index": ci, "input_label": label, "kernel": kernel, "repeats": len(timed),
+        agg = {"config_index": config_index, "input_label": label, "kernel": kernel, "repeats": len(timed),
                "unsettled": sum(1 for r in timed if r["status"] == "unsettled"),
                "errors": [r["error"] for r in rs if r.get("status") not in ("ok", "unsettled") and r.get("error")],
                # What the figures are of (one configuration: every row of the group has the same), and the

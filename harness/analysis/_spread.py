@@ -98,14 +98,14 @@ def gpu_spread(rows: Iterable[dict], *, info: dict | None = None) -> list[GpuSpr
         key = (r["config_index"], r["input_label"], r["kernel"])
         groups.setdefault(key, {}).setdefault(gpu_of(r, info) or "?", []).append(r)
     return [
-        GpuSpread(config_index=ci, input_label=label, kernel=kernel, gpus=tuple(
+        GpuSpread(config_index=config_index, input_label=label, kernel=kernel, gpus=tuple(
             GpuFigure(gpu=g, time_ns=median([r["time_ns"] for r in rs]),
                       sm_clock_mhz=median([r.get("sm_clock_mhz") for r in rs]),
                       inband_clock_mhz=median([r.get("inband_clock_mhz") for r in rs]),
                       repeats=len(rs), unsettled=sum(1 for r in rs if r["status"] == "unsettled"))
             for g, rs in sorted(by_gpu.items())
         ))
-        for (ci, label, kernel), by_gpu in groups.items()
+        for (config_index, label, kernel), by_gpu in groups.items()
     ]
 
 

@@ -192,7 +192,7 @@ MODELS: dict[str, ModelSpec] = {
                 "rope_theta": 100000.0, "rms_norm_eps": 1e-05, "tie_word_embeddings": True,
             },
             params=134_515_008,
-            # The SmolLM2 layer shape on the H200 (Gaussian 0.1, causal, benchmarks/h200/stacking.sh, logs in
+            # The SmolLM2 layer shape on the H200 (Gaussian 0.1, causal, benchmarks/h200/stacking_to_power_limit.sh, logs in
             # tests/fixtures/h200/logs/20261202/stacking-table.log): at B=1 cuDNN 648 W and flash 524 W, no
             # limiter; at B=3 cuDNN 100 % power-limited but flash 675 W at max clock; from B=6 (flash 1.6 ms a
             # launch) both sit at the cap (flash 685 W, pwr-lim 100 %; B=9 and 12 the same). Six is the fewest

@@ -25,6 +25,7 @@ clocks move together between sessions is an assumption (the recorded runs cannot
 from __future__ import annotations
 
 import hashlib
+import json
 import math
 import random
 from dataclasses import dataclass
@@ -32,10 +33,15 @@ from datetime import datetime, timedelta, timezone
 from pathlib import Path
 from typing import Callable, Sequence
 
+from harness.errors import ResultsError
+from harness.history._analyze import analyze_history
 from harness.history._series import fingerprint_text, series_key
+from harness.history._store import History
 from harness.results import read_rows
 
-__all__ = ["NoisePool", "SimEvent", "noise_pool", "simulate_history"]
+__all__ = ["NoisePool", "SimEvent", "detection_delay", "noise_pool", "read_noise_pools", "simulate_history"]
+
+_POOL_FIELDS = ("name", "cycles", "clock_mhz", "power_w", "shape")
 
 _BASE_FP = {"device_kind": "cuda", "device_name": "NVIDIA H200", "gpu_serial": "1654000000001", "gpu_uuid": None,
             "host": "gpu-runner-1", "pci_bus_id": "00000000:00:06.0", "driver": "580.159.04", "vbios": "96.00.AF.00.01",
@@ -63,6 +69,27 @@ class NoisePool:
         return (f"{self.name}: {len(self.deviations)} repeats of {len(self.sessions)} runs; sd per repeat: cycles "
                 f"{sd([d[0] for d in self.deviations]):.3%}, clock {sd([d[1] for d in self.deviations]):.3%}; "
                 f"session clock levels sd {sd(list(self.sessions)):.3%}")
+
+    def to_dict(self) -> dict:
+        """JSON-ready: the levels, the shape, the deviations and the sessions (lists)."""
+        return {**{k: getattr(self, k) for k in _POOL_FIELDS}, "deviations": [list(d) for d in self.deviations],
+                "sessions": list(self.sessions)}
+
+    @classmethod
+    def from_dict(cls, d: dict) -> "NoisePool":
+        return cls(**{k: d.get(k) for k in _POOL_FIELDS}, deviations=tuple(tuple(x) for x in d["deviations"]),
+                   sessions=tuple(d["sessions"]))
+
+
+def read_noise_pools(path: Path) -> dict[str, NoisePool]:
+    """The pools of a JSON file that holds `{"pools": {role: NoisePool.to_dict(), ...}}`, by role (the H200's:
+    tests/fixtures/h200/history_pools.json, roles `kernel` and `control`)."""
+    try:
+        doc = json.loads(Path(path).read_text(encoding="utf-8"))
+        return {role: NoisePool.from_dict(d) for role, d in doc["pools"].items()}
+    except (OSError, ValueError, KeyError, TypeError) as exc:
+        raise ResultsError(f"{path}: not a file of noise pools ({type(exc).__name__}: {exc}). It holds "
+                           f"{{\"pools\": {{role: pool}}}} as NoisePool.to_dict writes them.") from exc
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -152,3 +179,28 @@ def simulate_history(pool: NoisePool, *, nights: int, repeats: int = 5, events: 
                 "kernel_dirty": False,
             })
     return rows
+
+
+def _first_nights(history: History, nights: int) -> History:
+    """The history as it stood after its first `nights` nights (labels n001, n002, ...: simulated ones)."""
+    import pyarrow as pa
+    import pyarrow.compute as pc
+
+    labels = pa.array([f"n{i:03d}" for i in range(1, nights + 1)])
+    return History(path=history.path, table=history.table.filter(pc.is_in(history.table["night"], value_set=labels)),
+                   files=history.files)
+
+
+def detection_delay(history: History, *, night: int, ratio: float, threshold: float, most: int = 10,
+                    tolerance: int = 1) -> int | None:
+    """Nights (counting `night` itself) until a change point of the kernel series found in cycles, moving them the
+    way `ratio` does, places the change at `night` (its location interval, widened by `tolerance`, holds it) when a
+    simulated history ends that night; None within `most`. A step seen after a few nights is found before its night
+    is pinned down: the interval says where it may be, and the commit range spans it."""
+    for k in range(night, night + most):
+        a = analyze_history(_first_nights(history, k), threshold=threshold)
+        kernel = next(s for s in a.series if s.role == "kernel")
+        if any(c.lo + 1 - tolerance <= night <= c.hi + 1 + tolerance and "cycles" in c.found_in
+               and ((c.ratios["cycles"] or 1.0) - 1) * (ratio - 1) > 0 for c in kernel.change_points):
+            return k - night + 1
+    return None

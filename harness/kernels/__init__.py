@@ -21,11 +21,11 @@ A plain attention function is a kernel too (`-k mykern:attn`, `-k path/to/file.p
 """
 
 from harness.kernels._callable import CALLABLE_SIGNATURE, adapt_callable, convention, describe_convention, fp8_inputs
-from harness.kernels._callable_spec import LAYOUTS, SPEC_OPTIONS, apply_options, split_spec, with_options
+from harness.kernels._callable_spec import LAYOUTS, SPEC_OPTIONS, apply_options, split_spec, spec_with_options
 from harness.kernels._decode_layout import DECODE_LAYOUTS, DecodeBatch, decode_batch
 from harness.kernels._error import ErrorReport, attention_error, kernel_reference_inputs
-from harness.kernels._gate import (GateResult, GateTolerance, compare_declared, declared_tolerance, gate, gate_columns,
-                                   gate_tolerance)
+from harness.kernels._gate import (GateResult, GateTolerance, compare_declared, compare_outputs, declared_tolerance, gate,
+                                   gate_columns, gate_tolerance)
 from harness.kernels._kernel import WORKLOADS, Kernel, Launch
 from harness.kernels._listing import kernel_rows
 from harness.kernels._reference import (MMA_REL_ERROR, Emulation, Numerics, declared_numerics, emulate_declared,
@@ -66,7 +66,7 @@ __all__ = [
     "describe_convention",
     "fp8_inputs",
     "split_spec",
-    "with_options",
+    "spec_with_options",
     "ErrorReport",
     "ReproReport",
     "attention_error",
@@ -85,6 +85,7 @@ __all__ = [
     "GateTolerance",
     "gate",
     "gate_tolerance",
+    "compare_outputs",
     "reference_attention",
     "workload_reference",
     "MMA_REL_ERROR",

@@ -8,7 +8,7 @@ The calling convention is declared, never guessed from the values:
   gate checks either claim. One without a scale keyword is only given inputs whose scale is the default
   1/sqrt(dqk).
 - layout `bhsd` (torch SDPA's [B, H, S, d], the default) or `bshd` (flash-attn's [B, S, H, d]): from
-  `@convention(layout=...)`, a spec suffix `module:fn@bshd`, or `bench ... --layout` (`with_options`).
+  `@convention(layout=...)`, a spec suffix `module:fn@bshd`, or `bench ... --layout` (`spec_with_options`).
 - GQA: k, v with Hkv < Hq are passed as they are, unless the function declares it cannot take them
   (`@convention(gqa="expand")` or `@expand-gqa`): then prepare() repeats each KV head, untimed.
 - FP8: `@fp8_inputs(...)` records the input quantization (e4m3, one power-of-two scale per tensor, as the

@@ -13,7 +13,8 @@ from pathlib import Path
 from harness.errors import ConfigError, KernelError, UnknownKernelError
 from harness.kernels._decode_layout import DECODE_LAYOUTS
 
-__all__ = ["LAYOUTS", "SPEC_OPTIONS", "CallableSpec", "apply_options", "load_target", "split_spec", "with_options"]
+__all__ = ["LAYOUTS", "SPEC_OPTIONS", "CallableSpec", "apply_options", "load_target", "split_spec",
+           "spec_with_options"]
 
 LAYOUTS = ("bhsd", "bshd", *DECODE_LAYOUTS)
 _SPEC_OPTIONS = {"bhsd": ("layout", "bhsd"), "bshd": ("layout", "bshd"), "decode": ("layout", "decode"),
@@ -53,7 +54,7 @@ def split_spec(spec: str) -> CallableSpec:
     return CallableSpec(target=target, attr=attr, options=options)
 
 
-def with_options(spec: str, *, layout: str | None = None, gqa: str | None = None) -> str:
+def spec_with_options(spec: str, *, layout: str | None = None, gqa: str | None = None) -> str:
     """`spec` with a layout/GQA option appended; refused for a registered name (it declares its own layout)."""
     if layout is None and gqa is None:
         return spec
@@ -90,7 +91,7 @@ def apply_options(kernels, *, layout: str | None = None, gqa: str | None = None)
         raise ConfigError(f"{flag} applies to plain callables named module:function or file.py:function, and none of "
                           f"the kernels ({', '.join(kernels) or 'the defaults'}) is one; registered kernels declare their "
                           f"own layout. Drop {flag} or name a callable with -k.")
-    return tuple(with_options(k, layout=layout, gqa=gqa) if ":" in k else k for k in kernels)
+    return tuple(spec_with_options(k, layout=layout, gqa=gqa) if ":" in k else k for k in kernels)
 
 
 def _load_file(path: Path):

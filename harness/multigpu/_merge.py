@@ -144,15 +144,15 @@ def _write_piece(writer, piece: Piece, label: str, used: set[str]) -> list[dict]
     rows = []
     for m in read_rows(piece.path, "measurements"):
         local = m["measurement_id"]
-        ci = m["config_index"]
+        config_index = m["config_index"]
         if piece.config_indices is not None:
-            if not 0 <= ci < len(piece.config_indices):
-                raise ResultsError(f"{piece.path}: measurement {local} has config_index {ci}, outside the "
+            if not 0 <= config_index < len(piece.config_indices):
+                raise ResultsError(f"{piece.path}: measurement {local} has config_index {config_index}, outside the "
                                    f"{len(piece.config_indices)} configuration(s) of its {SIDECAR}.")
-            ci = piece.config_indices[ci]
+            config_index = piece.config_indices[config_index]
         # The runner's ids start with the worker's configuration index (`c1-...`, `b1-...` for bursts): give
         # them the suite's, so an id reads the same as its row's config_index.
-        new = gpu_measurement_id(label, _CONFIG_PREFIX.sub(rf"\g<1>{ci}-", local, count=1))
+        new = gpu_measurement_id(label, _CONFIG_PREFIX.sub(rf"\g<1>{config_index}-", local, count=1))
         first, n = new, 1
         while new in used:  # the same GPU measured the same configuration twice (two Slurm tasks): keep both
             n += 1
@@ -160,7 +160,7 @@ def _write_piece(writer, piece: Piece, label: str, used: set[str]) -> list[dict]
         used.add(new)
         tables = {t: [{**r, "measurement_id": new} for r in parts.get(t, {}).get(local, [])]
                   for t in ("chunks", "samples", "probes")}
-        row = {**m, "measurement_id": new, "config_index": ci, **({"gpu": label} if gpu_column else {})}
+        row = {**m, "measurement_id": new, "config_index": config_index, **({"gpu": label} if gpu_column else {})}
         writer.append_measurement(measurement=row, **tables)
         rows.append({**row, "run_id": writer.run_id})
     return rows

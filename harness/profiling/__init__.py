@@ -36,6 +36,7 @@ from harness.profiling._peaks import (
     peak_rows,
     run_peaks,
     stream_bytes,
+    stream_kernel,
 )
 from harness.profiling._roofs import (
     DISAGREE_FRAC,
@@ -136,6 +137,7 @@ __all__ = [
     "check_disagreement",
     "DISAGREE_FRAC",
     "stream_bytes",
+    "stream_kernel",
     "run_peaks",
     "run_targets",
     "scope_summary",

@@ -41,6 +41,7 @@ __all__ = [
     "peak_rows",
     "run_peaks",
     "stream_bytes",
+    "stream_kernel",
 ]
 
 OPERANDS = ("random", "constant", "zero")
@@ -52,6 +53,14 @@ FMA_ITERS, EXP_ITERS, LOOP_GRID = 512, 64, 32768  # 32768 programs: >= 15 waves 
 # 4.25 TB/s graph-timed against eager copy_'s 4.24, and evict-first loads cost every tiling 2-9 %).
 _STREAMS = {"read": (16384, 1, 8), "write": (16384, 1, 8), "copy": (2048, 1, 4)}
 _STREAM_TILINGS = tuple(_STREAMS.values())
+
+
+def stream_kernel(which: str):
+    """The Triton SM kernel of the memory stream `which` ("read", "write" or "copy"; imports triton), for sweeps
+    of its tiling: launched as `kernel[(grid,)](..., BLOCK=, UNROLL=, num_warps=)`, as the peaks launch it."""
+    from harness.profiling import _peak_triton as pt
+
+    return {"read": pt.read_stream, "write": pt.write_stream, "copy": pt.copy_stream}[which]
 
 
 @dataclass(frozen=True, kw_only=True)

@@ -8,7 +8,7 @@ from __future__ import annotations
 import json
 from typing import Sequence
 
-from harness.report._markdown import Figure, ReportTable, Section
+from harness.report._blocks import Figure, ReportTable, Section
 
 __all__ = ["model_error_table", "model_error_figure", "model_error_sections", "MODEL_ERROR_NOTE"]
 
@@ -63,17 +63,17 @@ def model_error_table(figures: Sequence[dict], *, title: str = "Model error", ca
 def model_error_figure(figures: Sequence[dict], *, title: str = "Model error per layer") -> Figure | None:
     """Mean KL (log scale) with its 95 % interval per replaced layer, one series per kernel, the floor dashed;
     the kernel in every layer at once drawn at the right, apart. None without per-layer rows."""
-    from harness.report._plots import _fixed_layout, _plt, _png
+    from harness.report._pyplot import fixed_layout, png, pyplot
 
     per_layer = [f for f in figures if f["scope"] == "layer"]
     if not per_layer:
         return None
-    plt = _plt()
+    plt = pyplot()
     kernels = list(dict.fromkeys(f["kernel"] for f in figures))
     layers = sorted({f["layer"] for f in per_layer})
     at_all = max(layers) + 2
     fig, ax = plt.subplots(figsize=(13, 5.2))
-    _fixed_layout(fig, rows=1, cols=1, left=1.0, right=2.9, top=0.45, bottom=0.75, wgap=0, hgap=0)
+    fixed_layout(fig, rows=1, cols=1, left=1.0, right=2.9, top=0.45, bottom=0.75, wgap=0, hgap=0)
     cycle = plt.rcParams["axes.prop_cycle"].by_key()["color"]
     consecutive = all(b - a == 1 for a, b in zip(layers, layers[1:]))
     for i, k in enumerate(kernels):
@@ -101,7 +101,7 @@ def model_error_figure(figures: Sequence[dict], *, title: str = "Model error per
     ax.set_ylabel("mean KL(reference || kernel), nats / token")
     ax.set_title(title)
     ax.legend(loc="upper left", bbox_to_anchor=(1.01, 1.0), frameon=False)
-    return Figure(key="model-error", title=title, png=_png(fig), caption=(
+    return Figure(key="model-error", title=title, png=png(fig), caption=(
         "Mean KL divergence of the next-token distribution from the model with fp64 attention, with the kernel in "
         "one layer (circles) or in every layer (diamonds, right); bars: 95 % bootstrap over documents. The floor "
         "(grey, dashed where layers are consecutive) is a second correct BF16 kernel: a kernel at the floor is as "

@@ -7,49 +7,17 @@ its unit and which clock it is.
 
 from __future__ import annotations
 
-import io
-
 from harness.analysis import SUSTAINED_STATUSES
-from harness.report._markdown import Figure
+from harness.report._blocks import Figure
+from harness.report._pyplot import fixed_layout, png, pyplot
 
 __all__ = ["report_figures", "timeline_figure", "cycles_figure", "inputs_figure", "energy_figure", "burst_figure"]
 
 _MARKERS = "osD^vP*X"
-_DPI = 150  # readable when the page scales a 13-inch figure to its 1300 px column (80 dpi blurred the text)
-
-
-def _plt():
-    import matplotlib
-
-    matplotlib.use("Agg", force=False)
-    import matplotlib.pyplot as plt
-
-    plt.rcParams.update({"font.size": 11, "axes.titlesize": 11, "axes.grid": True, "grid.alpha": 0.3,
-                         "legend.fontsize": 10, "xtick.labelsize": 10, "ytick.labelsize": 10, "figure.dpi": _DPI})
-    return plt
-
-
-def _png(fig) -> bytes:
-    plt = _plt()
-    buf = io.BytesIO()
-    fig.savefig(buf, format="png", dpi=_DPI)  # margins are set already; bbox "tight" would draw it twice
-    plt.close(fig)
-    return buf.getvalue()
-
-
-def _fixed_layout(fig, *, rows: int, cols: int, left: float, right: float, top: float, bottom: float, wgap: float,
-                  hgap: float) -> None:
-    """Margins and gaps in inches. tight_layout would measure every label with an extra draw of the
-    figure, which is a third of the report's time; these figures have known labels, so fixed room will do."""
-    w, h = fig.get_size_inches()
-    ax_w = (w - left - right - (cols - 1) * wgap) / cols
-    ax_h = (h - top - bottom - (rows - 1) * hgap) / rows
-    fig.subplots_adjust(left=left / w, right=1 - right / w, top=1 - top / h, bottom=bottom / h,
-                        wspace=wgap / ax_w, hspace=hgap / ax_h)
 
 
 def _kernel_colors(summary) -> dict:
-    plt = _plt()
+    plt = pyplot()
     kernels = list(dict.fromkeys(a["kernel"] for a in summary.sustained + summary.burst))
     cycle = plt.rcParams["axes.prop_cycle"].by_key()["color"]
     return {k: cycle[i % len(cycle)] for i, k in enumerate(kernels)}
@@ -67,7 +35,7 @@ def timeline_figure(run, summary) -> Figure | None:
     timed = [a for a in summary.sustained if a.get("repeats")]
     if not timed or run.chunks.height == 0:
         return None
-    plt = _plt()
+    plt = pyplot()
     m = run.measurements.filter(pl.col("status").is_in(list(SUSTAINED_STATUSES)))
     samples = run.samples.filter((pl.col("source") == "poll") & pl.col("error").is_null()).select(
         "measurement_id", "t_ns", "sm_clock_mhz", "power_w").partition_by("measurement_id", as_dict=True)
@@ -138,7 +106,7 @@ def timeline_figure(run, summary) -> Figure | None:
     per_row = max(2, min((len(handles) + 1) // 2, int(fig.get_figwidth() / 2.3)))
     rows_needed = -(-len(handles) // per_row)
     fig.legend(handles=handles, loc="upper center", ncol=per_row, bbox_to_anchor=(0.5, 1.0), frameon=False)
-    _fixed_layout(fig, rows=len(timed), cols=ncols, left=1.0, right=0.15, top=0.5 + 0.25 * rows_needed, bottom=0.55,
+    fixed_layout(fig, rows=len(timed), cols=ncols, left=1.0, right=0.15, top=0.5 + 0.25 * rows_needed, bottom=0.55,
                   wgap=1.05, hgap=0.45)
     missing = (f" Not drawn: {' and '.join(omitted)}, which the run's telemetry ({run.info.get('telemetry_backend') or 'none'}) "
                f"did not read{' (a CPU has no SM clock or board power reading)' if run.info.get('device_kind') == 'cpu' else ''}."
@@ -148,7 +116,7 @@ def timeline_figure(run, summary) -> Figure | None:
                            "the timed window starts; in-band dots: cycles the SMs counted per ns during the window "
                            "(a probe on a side stream; the runner probes only during the window, so the in-band dots start at "
                            "the dashed line). Each repeat is a separate idle / warm-in / window." + missing),
-                  png=_png(fig))
+                  png=png(fig))
 
 
 class _Nowhere:
@@ -188,7 +156,7 @@ def cycles_figure(run, summary) -> Figure | None:
         groups.setdefault((r["kernel"], r["input_label"]), []).append(r)
     if not groups:
         return None
-    plt = _plt()
+    plt = pyplot()
     colors, (markers, ref) = _kernel_colors(summary), _input_style(summary)
     kernels = list(dict.fromkeys(k for k, _ in groups))
     points = {key: (geomean([r["time_ns"] for r in rs]) * 1e-6, geomean([clock_of(r) for r in rs]))
@@ -241,7 +209,7 @@ def cycles_figure(run, summary) -> Figure | None:
                            "time; moving across them changes time. Open markers: the reference / control input (A); "
                            "filled: the other input (B, e.g. captured). Zoom panels: kernels with two or more "
                            "repeats on an input."),
-                  png=_png(fig))
+                  png=png(fig))
 
 
 def _bars(ax, groups, *, colors, ref, labels_fmt, delta_from=None):
@@ -295,7 +263,7 @@ def inputs_figure(summary) -> Figure | None:
     rows = summary.inputs.rows
     if not rows:
         return None
-    plt = _plt()
+    plt = pyplot()
     colors, ref = _kernel_colors(summary), summary.reference_inputs
     inband = rows[0].clock_source == "inband"
     # Geometric means from the comparison rows, so each % here is the table's ratio, not a ratio of medians.
@@ -349,7 +317,7 @@ def inputs_figure(summary) -> Figure | None:
     ax.set_title(("B vs A (%): time = cycles / clock" if split else "B vs A (%): time") + (f"\n{rows[0].input_b} vs {rows[0].input_a}" if same_pair else ""),
                  fontsize=None if not same_pair else 10)
     ax.set_ylabel("% change, 95 % interval")
-    _fixed_layout(fig, rows=1, cols=len(shown) + 1, left=0.75, right=0.15, top=0.55 if same_pair else 0.35, bottom=1.05,
+    fixed_layout(fig, rows=1, cols=len(shown) + 1, left=0.75, right=0.15, top=0.55 if same_pair else 0.35, bottom=1.05,
                   wgap=0.95, hgap=0)
     return Figure(key="inputs", title="Input B vs input A: time, clock, power",
                   caption=(f"hatched: input A (control / reference); filled: input B; the % under a value is B vs A. "
@@ -358,29 +326,29 @@ def inputs_figure(summary) -> Figure | None:
                            f"with 95 % t intervals on log time per repeat (the comparison table's)."
                            + (f" Not drawn: {' and '.join(omitted)}, which no row has (no such telemetry on this device)."
                               if omitted else "")),
-                  png=_png(fig))
+                  png=png(fig))
 
 
 def energy_figure(summary) -> Figure | None:
     if not any(a.get("tflop_per_j") for a in summary.sustained):
         return None
-    plt = _plt()
+    plt = pyplot()
     colors, ref = _kernel_colors(summary), summary.reference_inputs
     fig, axes = plt.subplots(1, 2, figsize=(10, 3.8))
     for ax, (key, unit, f) in zip(axes, (("tflops", "TFLOP/s (sustained)", "{:.0f}"),
                                          ("tflop_per_j", "TFLOP/J = TFLOP/s / board W", "{:.3f}"))):
         _bars(ax, _grouped(summary, key), colors=colors, ref=ref, labels_fmt=f.format)
         ax.set_ylabel(unit)
-    _fixed_layout(fig, rows=1, cols=2, left=1.0, right=0.15, top=0.2, bottom=0.85, wgap=1.15, hgap=0)
+    fixed_layout(fig, rows=1, cols=2, left=1.0, right=0.15, top=0.2, bottom=0.85, wgap=1.15, hgap=0)
     return Figure(key="energy", title="Throughput and energy efficiency",
-                  caption="bars per kernel, one per input (hatched: reference / control input).", png=_png(fig))
+                  caption="bars per kernel, one per input (hatched: reference / control input).", png=png(fig))
 
 
 def burst_figure(summary) -> Figure | None:
     bvs = summary.burst_vs_sustained
     if bvs is None or not bvs.rows:
         return None
-    plt = _plt()
+    plt = pyplot()
     colors = _kernel_colors(summary)
     fig, ax = plt.subplots(figsize=(max(5, 2.2 * len(bvs.rows)), 3.6))
     for i, r in enumerate(bvs.rows):
@@ -400,7 +368,7 @@ def burst_figure(summary) -> Figure | None:
     fig.tight_layout()
     return Figure(key="burst", title="Burst (kernel-only, rested GPU) vs sustained",
                   caption="hatched: burst; filled: sustained; MHz: NVML SM clock over the timed launches / window.",
-                  png=_png(fig))
+                  png=png(fig))
 
 
 def report_figures(run, summary) -> dict[str, Figure]:

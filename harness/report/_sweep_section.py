@@ -19,7 +19,7 @@ from statistics import median
 
 from pathlib import Path
 
-from harness.report._markdown import Figure, ReportTable, Section
+from harness.report._blocks import Figure, ReportTable, Section
 from harness.report._tables import fmt
 
 __all__ = ["SWEEP_COLUMNS", "sweep_points", "sweep_section"]
@@ -119,16 +119,16 @@ def sweep_table(swept: list[str], points: list[dict], *, read_roof=None, gemm_ro
 
 
 def sweep_figure(swept: list[str], points: list[dict]) -> Figure | None:
-    from harness.report._plots import _fixed_layout, _plt, _png
+    from harness.report._pyplot import fixed_layout, png, pyplot
 
     x = _x_column(swept, points)
     short = dict(SWEEP_COLUMNS)
     others = [c for c in swept if c != x]
     numeric = all(isinstance(p[x], (int, float)) and not isinstance(p[x], bool) for p in points)
     categories = sorted({_label(p[x]) for p in points}) if not numeric else None
-    plt = _plt()
+    plt = pyplot()
     fig, axes = plt.subplots(1, 3, figsize=(13, 4.2), squeeze=False)
-    _fixed_layout(fig, rows=1, cols=3, left=0.8, right=0.2, top=0.45, bottom=1.25, wgap=0.75, hgap=0.4)
+    fixed_layout(fig, rows=1, cols=3, left=0.8, right=0.2, top=0.45, bottom=1.25, wgap=0.75, hgap=0.4)
     series: dict[tuple, list[dict]] = {}
     for p in points:
         series.setdefault((p["kernel"], p["input_source"], *(p[c] for c in others)), []).append(p)
@@ -160,7 +160,7 @@ def sweep_figure(swept: list[str], points: list[dict]) -> Figure | None:
     fig.legend(loc="lower center", ncol=min(3, len(series)), fontsize=9, frameon=False)
     return Figure(key="sweep", title=f"Sweep over {short[x]}",
                   caption=("one line per kernel x input" + (f" x {', '.join(short[c] for c in others)}" if others else "")
-                           + f"; x: {short[x]}; medians over repeats"), png=_png(fig))
+                           + f"; x: {short[x]}; medians over repeats"), png=png(fig))
 
 
 def sweep_section(run, *, figures: bool = True) -> Section | None:

@@ -23,6 +23,7 @@ from harness.runner._probe import InbandProbe, ProbeReading, probe_unavailable_r
 from harness.runner._run import run_sustained
 from harness.runner._settle import SettleCheck, check_settled, trend_change
 from harness.runner._setup import estimate_bytes
+from harness.runner._watch import OutputWatch
 
 __all__ = [
     "MIN_PAIRS",
@@ -43,6 +44,7 @@ __all__ = [
     "Launcher",
     "MeasureOutcome",
     "NullObserver",
+    "OutputWatch",
     "PhaseTimes",
     "PipelinedChunks",
     "ProfEvent",

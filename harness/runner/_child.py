@@ -95,13 +95,13 @@ class _Served:
     def _failed(self, exc: BaseException, *, exiting: bool = False) -> None:
         from harness.errors import KernelError
         from harness.runner._loop import _failure
-        from harness.runner._ready import settle_device
+        from harness.runner._ready import drain_device
 
         if not isinstance(exc, Exception):  # the kernel's own sys.exit or BaseException: named, then this ends
             exc = KernelError(f"it {_exit_text(exc)}{_where(exc)}, which would have ended the run; its own process "
                               f"ended instead. It is not timed on this input; the run went on with the others")
         if self.side is not None:
-            settle_device(self.side)
+            drain_device(self.side)
         status, error = _failure(self.kernel, self.spec, self.inputs, self.stage, exc)
         self.configs.pop(getattr(self, "index", None), None)
         self.state = None

@@ -268,7 +268,7 @@ class ChildKernel:
             obs.on_chunk(Chunk(**ev["chunk"]), SettleCheck(**ev["check"]) if ev["check"] else None,
                          self._thread.last_poll())
 
-    def ready(self, ci: int, spec, inputs, guard) -> dict:
+    def ready(self, config_index: int, spec, inputs, guard) -> dict:
         """Prepare, gate and arm in the child on its own inputs made from `spec` (the run's `inputs` and
         `guard` are not touched); the row columns it adds to each measurement."""
         if not self._alive:  # the last configuration's kernel ended its process: a new one for this one
@@ -276,16 +276,16 @@ class ChildKernel:
             self._spawn()
             self._await("described")
         self.stage = "prepare"
-        self._send({"op": "config", "index": ci, "input": spec.to_dict()})
+        self._send({"op": "config", "index": config_index, "input": spec.to_dict()})
         extra = self._await("ready")["extra"]
-        self._held.add(ci)
+        self._held.add(config_index)
         return extra
 
-    def time(self, *, repeat: int, idle_s: float, ci: int | None = None) -> dict:
-        if ci not in self._held:  # prepared in a process that has ended since: never sent to its successor
+    def time(self, *, repeat: int, idle_s: float, config_index: int | None = None) -> dict:
+        if config_index not in self._held:  # prepared in a process that has ended since: never sent to its successor
             raise self._gone()
         self.stage = f"measure (repeat {repeat})"
-        self._send({"op": "measure", "index": ci, "repeat": repeat, "idle_s": idle_s})
+        self._send({"op": "measure", "index": config_index, "repeat": repeat, "idle_s": idle_s})
         timing = self._await("timed").get("timing")
         if not isinstance(timing, dict) or not {"chunks", "phases"} <= timing.keys() and "times" not in timing:
             # Not what the child writes: something in the kernel's process wrote into the harness's pipe. Its
@@ -296,14 +296,14 @@ class ChildKernel:
                               "process wrote into the harness's pipe to it); that process was ended")
         return timing
 
-    def settle(self) -> None:
+    def drain(self) -> None:
         pass  # the child waits for its own queued work, or is gone
 
-    def release(self, ci: int | None = None) -> None:
-        """The child drops a configuration's inputs and prepared kernel (every one's without `ci`)."""
-        self._held.discard(ci) if ci is not None else self._held.clear()
+    def release(self, config_index: int | None = None) -> None:
+        """The child drops a configuration's inputs and prepared kernel (every one's without `config_index`)."""
+        self._held.discard(config_index) if config_index is not None else self._held.clear()
         if self._alive:
-            self._send({"op": "release", "index": ci})
+            self._send({"op": "release", "index": config_index})
             try:
                 self._await("released")
             except KernelError:

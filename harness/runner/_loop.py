@@ -2,7 +2,7 @@
 
 Set-up, the run row, per-configuration inputs, the gate, per-kernel x input failure isolation, rotated
 repeats and every ending live here; a protocol supplies only its `Measurer` (how to get one kernel ready
-for timing, how to time it once, and how that timing becomes rows). A kernel runs on a host: in this
+for timing, how to time it once, and how that timing becomes rows). A kernel runs on an executor: in this
 process (`_ready.InProcess`, the bundled kernels) or in a process of its own (`_isolation.ChildKernel`),
 whose death by any cause becomes that kernel's row. Every way a run ends goes through `_end`: the row becomes
 `complete`, `incomplete` (stopped: Ctrl-C or a signal, named in status_detail) or `failed` (the reason),
@@ -82,7 +82,7 @@ class Session:
     sleep: Callable[[float], None]
     watchdog: Watchdog
     side: KernelSide  # this process's own side, for the kernels that run in it
-    hosts: dict  # kernel name -> the host of a kernel that runs in a process of its own
+    executors: dict  # kernel name -> the executor of a kernel that runs in a process of its own
     more_repeats: Callable[[int, list], bool] | None = None
 
 
@@ -161,7 +161,7 @@ def run_loop(config, *, protocol, measurer: Measurer, open_writer, info_row, obs
                 writer = open_writer(setup)
                 info = info_row(setup)
         except BaseException:
-            setup.close_hosts()
+            setup.close_executors()
             raise
         result = RunResult(run_id=writer.run_id, path=writer.path, status="running", info=info or {})
         watchdog = Watchdog(protocol.launch_timeout_s)
@@ -186,12 +186,12 @@ def run_loop(config, *, protocol, measurer: Measurer, open_writer, info_row, obs
                               on_phase=obs.on_phase, on_chunk=lambda c, chk: obs.on_chunk(c, chk, thread.last_poll()))
             s = Session(config=config, protocol=protocol, kernels=setup.kernels, device=setup.device,
                         ident=setup.ident, thread=thread, writer=writer, result=result, obs=obs, clock=clock,
-                        sleep=sleep, watchdog=watchdog, side=side, hosts=setup.hosts,
+                        sleep=sleep, watchdog=watchdog, side=side, executors=setup.executors,
                         more_repeats=more_repeats or own_precision(protocol))
-            for host in setup.hosts.values():
-                host.bind(obs, thread)
+            for executor in setup.executors.values():
+                executor.bind(obs, thread)
             measurer.start(s)
-            if len(setup.hosts) < len(setup.kernels):
+            if len(setup.executors) < len(setup.kernels):
                 measurer.open(side)
             for group in comparison_groups(config.inputs, interleave=protocol.interleave_inputs):
                 _run_group(s, measurer, group)
@@ -234,7 +234,7 @@ def _ending_of(exc: BaseException, result: RunResult) -> tuple[str, str]:
 def _end(stops: StopSignals, writer, result, thread, setup, measurer, status, detail, sampler_open) -> None:
     """The one ending: stop telemetry, write the status row. Signals are only recorded from here on."""
     stops.ending()
-    for stop in (setup.close_hosts, measurer.stop, thread.stop, setup.sampler.close if sampler_open else (lambda: None)):
+    for stop in (setup.close_executors, measurer.stop, thread.stop, setup.sampler.close if sampler_open else (lambda: None)):
         try:
             stop()
         except Exception:  # the status below is what matters now; a failing clean-up must not hide it
@@ -297,22 +297,22 @@ def comparison_groups(inputs, *, interleave: bool) -> list[list[tuple[int, objec
     them (the host's load, the card's temperature) cannot pass for a difference of the data; otherwise one
     configuration a group, one after the other."""
     groups: dict = {}
-    for ci, spec in enumerate(inputs):
-        groups.setdefault(_group_key(spec) if interleave else ci, []).append((ci, spec))
+    for config_index, spec in enumerate(inputs):
+        groups.setdefault(_group_key(spec) if interleave else config_index, []).append((config_index, spec))
     return list(groups.values())
 
 
 @dataclass
 class _Config:
-    ci: int
+    config_index: int
     spec: object
     inputs: object
     base: dict
     guard: object
-    ready: list  # (kernel, host, row columns) of the kernels that passed the gate
+    ready: list  # (kernel, executor, row columns) of the kernels that passed the gate
 
 
-def _open_config(s: Session, m: Measurer, ci: int, spec) -> _Config | None:
+def _open_config(s: Session, m: Measurer, config_index: int, spec) -> _Config | None:
     """Inputs made and checked, every kernel prepared and gated on them (failures recorded); None when the
     inputs themselves are unusable."""
     from harness.inputs import check_finite, make_inputs
@@ -320,42 +320,43 @@ def _open_config(s: Session, m: Measurer, ci: int, spec) -> _Config | None:
 
     p = m.mid_prefix
     inputs = make_inputs(spec, device=s.device.torch_device)
-    base = config_row(ci, spec, inputs)
+    base = config_row(config_index, spec, inputs)
     try:
         check_finite(inputs)
     except InputError as exc:
         # Reported per kernel and never timed; the run goes on with its other configurations.
         for kernel in s.kernels:
-            _record_untimed(s, base, kernel, mid=f"{p}{ci}-{kernel.name}-input", status="input_error", error=str(exc))
+            _record_untimed(s, base, kernel, mid=f"{p}{config_index}-{kernel.name}-input", status="input_error",
+                            error=str(exc))
         return None
     guard = InputsGuard(spec, inputs)
     ready = []
-    local = [k for k in s.kernels if k.name not in s.hosts]
+    local = [k for k in s.kernels if k.name not in s.executors]
     for kernel in s.kernels:
-        host = s.hosts.get(kernel.name) or InProcess(s.side, m, kernel)
+        executor = s.executors.get(kernel.name) or InProcess(s.side, m, kernel)
         # Each kernel in this process gets tensors of its own (the last one the originals): a thread one kernel
         # left running cannot write into the next one's inputs, nor get an innocent kernel refused for it. A
         # kernel in its own process makes its own from the spec.
-        mine = inputs if kernel.name in s.hosts or kernel is local[-1] else inputs.copy()
+        mine = inputs if kernel.name in s.executors or kernel is local[-1] else inputs.copy()
         try:
-            extra = host.ready(ci, spec, mine, guard if mine is inputs else InputsGuard(spec, mine))
+            extra = executor.ready(config_index, spec, mine, guard if mine is inputs else InputsGuard(spec, mine))
         except Exception as exc:
-            host.settle()
-            status, error = _failure(kernel, spec, inputs, host.stage, exc)
-            _record_untimed(s, base, kernel, mid=f"{p}{ci}-{kernel.name}-gate", status=status, error=error,
+            executor.drain()
+            status, error = _failure(kernel, spec, inputs, executor.stage, exc)
+            _record_untimed(s, base, kernel, mid=f"{p}{config_index}-{kernel.name}-gate", status=status, error=error,
                             gate=getattr(exc, "gate", None))
-            host.release(ci)
+            executor.release(config_index)
             continue
-        ready.append((kernel, host, extra))
-    return _Config(ci=ci, spec=spec, inputs=inputs, base=base, guard=guard, ready=ready)
+        ready.append((kernel, executor, extra))
+    return _Config(config_index=config_index, spec=spec, inputs=inputs, base=base, guard=guard, ready=ready)
 
 
 def _run_group(s: Session, m: Measurer, group) -> None:
     """Every repeat of a group's configurations: within a repeat each configuration in turn, and each kernel in
     turn within it, both orders rotated from repeat to repeat."""
     proto, p = s.protocol, m.mid_prefix
-    configs = [c for c in (_open_config(s, m, ci, spec) for ci, spec in group) if c is not None]
-    indices = {c.ci for c in configs}
+    configs = [c for c in (_open_config(s, m, config_index, spec) for config_index, spec in group) if c is not None]
+    indices = {c.config_index for c in configs}
     rotate = proto.rotate_order
     rep = -1
     while True:
@@ -367,18 +368,18 @@ def _run_group(s: Session, m: Measurer, group) -> None:
         oi = 0  # the measurement's place in this repeat: the first of the group's first repeat idles longest
         for c in (_rotate(live, rep) if rotate else live):
             for entry in list(_rotate(c.ready, rep) if rotate else c.ready):
-                kernel, host, extra = entry
-                mid = f"{p}{c.ci}-{kernel.name}-r{rep}"
+                kernel, executor, extra = entry
+                mid = f"{p}{c.config_index}-{kernel.name}-r{rep}"
                 s.obs.on_measurement_start(kernel=kernel.name, input_label=c.spec.label, repeat=rep)
                 try:
-                    timing = host.time(repeat=rep, idle_s=m.idle_s(rep, oi), ci=c.ci)
+                    timing = executor.time(repeat=rep, idle_s=m.idle_s(rep, oi), config_index=c.config_index)
                     row, chunks, samples, probes = m.rows(s, timing, inputs=c.inputs, mid=mid)
                 except Exception as exc:
                     # This kernel x input stops here (its later repeats too); the others go on.
-                    host.settle()
+                    executor.drain()
                     status, error = _failure(kernel, c.spec, c.inputs, f"measure (repeat {rep})", exc)
                     _record_untimed(s, c.base, kernel, mid=mid, status=status, error=error, repeat=rep)
-                    host.release(c.ci)
+                    executor.release(c.config_index)
                     c.ready.remove(entry)
                     continue
                 finally:
@@ -390,8 +391,8 @@ def _run_group(s: Session, m: Measurer, group) -> None:
                 s.result.measurements.append(row)
                 s.obs.on_measurement_end(row)
     for c in configs:
-        for _, host, _ in c.ready:
-            host.release(c.ci)
+        for _, executor, _ in c.ready:
+            executor.release(c.config_index)
     del configs
     if s.device.kind in ("cuda", "rocm"):
         import torch

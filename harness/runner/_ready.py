@@ -1,6 +1,6 @@
 """Getting one kernel ready on one input and timing it, in whichever process the kernel runs in.
 
-The run loop (`_loop`) hands each kernel to a host: `InProcess` (the bundled kernels, in the run's own
+The run loop (`_loop`) hands each kernel to an executor: `InProcess` (the bundled kernels, in the run's own
 process) or `runner._isolation.ChildKernel` (every other kernel, in a process of its own, which calls the
 same functions below). Both answer the same three calls: `ready` (prepare, the gate's first calls, set-up
 for timing), `time` (one measurement's idle, warm-in and window, as plain data) and `release`. So a kernel
@@ -20,7 +20,7 @@ from harness.errors import KernelError
 from harness.runner._endings import Watchdog
 
 __all__ = ["KernelSide", "InputsGuard", "InputsWritten", "ReportedFailure", "InProcess", "check_kernel",
-           "ready_kernel", "time_kernel", "settle_device"]
+           "ready_kernel", "time_kernel", "drain_device"]
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -205,7 +205,7 @@ def ready_kernel(side: KernelSide, measurer, kernel, inputs, guard: InputsGuard,
             armed = measurer.arm(side, kernel, launch)
             _sync(side.device)
     except Exception as exc:
-        settle_device(side)  # bounded: the checksum below synchronizes too
+        drain_device(side)  # bounded: the checksum below synchronizes too
         guard.verify(during=during, after=exc)
         raise
     guard.verify(during=during)
@@ -220,7 +220,7 @@ def time_kernel(side: KernelSide, measurer, kernel, launch, armed, inputs, guard
     try:
         timing = measurer.time(side, kernel, launch, armed, idle_s=idle_s, inputs=inputs)
     except Exception as exc:
-        settle_device(side)
+        drain_device(side)
         guard.verify(during=during, after=exc)
         raise
     guard.verify(during=during)
@@ -242,7 +242,7 @@ def time_kernel(side: KernelSide, measurer, kernel, launch, armed, inputs, guard
                         watch.check_follows(armed.again, inputs, during=what)
                     _sync(side.device)
             except Exception as exc:
-                settle_device(side)
+                drain_device(side)
                 guard.verify(during=f"the check of its output after repeat {repeat}", after=exc)
                 raise
             guard.verify(during=f"the check of its output after repeat {repeat}")
@@ -254,7 +254,7 @@ def _sync(device) -> None:
         device.synchronize()
 
 
-def settle_device(side: KernelSide) -> None:
+def drain_device(side: KernelSide) -> None:
     """After a kernel was stopped or raised: wait for what it queued so the next one starts from an idle
     device. Bounded, so that in a kernel's own process a GPU kernel that never finishes is a stretch the
     parent can time out (in-process the synchronize blocks, see _endings)."""
@@ -316,7 +316,7 @@ class InProcess:
     def _at(self, stage: str) -> None:
         self.stage = stage
 
-    def ready(self, ci: int, spec, inputs, guard: InputsGuard) -> dict:
+    def ready(self, config_index: int, spec, inputs, guard: InputsGuard) -> dict:
         """The row columns this kernel adds to each of its measurements (gate figures, launch strategy)."""
         from harness.kernels import gate_columns
 
@@ -326,17 +326,17 @@ class InProcess:
         self._state = (launch, armed, inputs, guard, watch)
         return {**gate_columns(g), **self.measurer.row_extra(armed)}
 
-    def time(self, *, repeat: int, idle_s: float, ci: int | None = None) -> dict:
+    def time(self, *, repeat: int, idle_s: float, config_index: int | None = None) -> dict:
         self.stage = f"measure (repeat {repeat})"
         launch, armed, inputs, guard, watch = self._state
         with _OwnExit():
             return time_kernel(self.side, self.measurer, self.kernel, launch, armed, inputs, guard, idle_s=idle_s,
                                repeat=repeat, watch=watch)
 
-    def settle(self) -> None:
-        settle_device(self.side)
+    def drain(self) -> None:
+        drain_device(self.side)
 
-    def release(self, ci: int | None = None) -> None:
+    def release(self, config_index: int | None = None) -> None:
         self._state = None
 
     def close(self) -> None:

@@ -32,13 +32,13 @@ class RunSetup:
     telemetry_name: str
     sampler: object
     contention: dict | None = None  # the host's load before the run (CPU runs); None where not checked
-    hosts: dict = dataclasses.field(default_factory=dict)  # kernel name -> its own process (runner._isolation)
+    executors: dict = dataclasses.field(default_factory=dict)  # kernel name -> its own process (runner._isolation)
 
-    def close_hosts(self) -> None:
+    def close_executors(self) -> None:
         """End every kernel's own process (each is killed if it does not stop within seconds)."""
-        for host in self.hosts.values():
+        for executor in self.executors.values():
             try:
-                host.close()
+                executor.close()
             except Exception:  # the run's ending must not stop at one child
                 pass
 
@@ -115,13 +115,14 @@ def set_up_run(config, *, registry=None, device=None, sampler=None, measurer=Non
 
     kind = device.kind if device is not None else str(config.device).partition(":")[0]
     if measurer is not None:
-        kernels, hosts = start_children(config, registry=registry, measurer=measurer,
+        kernels, executors = start_children(config, registry=registry, measurer=measurer,
                                         protocol=protocol or config.protocol, device_kind=kind)
     else:
         from harness.kernels import default_registry
 
-        kernels, hosts = [(registry or default_registry()).get(name) for name in config.kernels], {}
-    setup = RunSetup(kernels=kernels, device=None, ident=None, busy=[], telemetry_name="", sampler=None, hosts=hosts)
+        kernels, executors = [(registry or default_registry()).get(name) for name in config.kernels], {}
+    setup = RunSetup(kernels=kernels, device=None, ident=None, busy=[], telemetry_name="", sampler=None,
+                     executors=executors)
     try:
         device = device or open_device(config.device)
         apply_threads(protocol or config.protocol)
@@ -136,7 +137,7 @@ def set_up_run(config, *, registry=None, device=None, sampler=None, measurer=Non
 
             check_cold(config.inputs, device)
         # This run's own kernel processes hold a context at most and run nothing while the run checks.
-        checked = tolerate_pids(device, {h.pid for h in hosts.values()}) if hosts else device
+        checked = tolerate_pids(device, {e.pid for e in executors.values()}) if executors else device
         busy = check_idle(checked, allow_busy=config.allow_busy)
         ident = device.identity()
         telemetry_name = config.telemetry if config.telemetry != "auto" else device.default_telemetry()
@@ -144,7 +145,7 @@ def set_up_run(config, *, registry=None, device=None, sampler=None, measurer=Non
             sampler = create_sampler(telemetry_name, pci_bus_id=ident.pci_bus_id)
         contention = measure_contention(device)
     except BaseException:
-        setup.close_hosts()
+        setup.close_executors()
         raise
     setup.device, setup.ident, setup.busy, setup.telemetry_name = device, ident, busy, telemetry_name
     setup.sampler, setup.contention = sampler, contention
@@ -204,12 +205,12 @@ def _cpu_note(protocol) -> str:
                               if threads is not None else "; torch's own number of CPU threads")
 
 
-def config_row(ci: int, spec, inputs) -> dict:
+def config_row(config_index: int, spec, inputs) -> dict:
     """The columns every measurement row of one input configuration shares."""
     s = spec.shape
     item, out_item = _item_sizes(inputs.dtype)
     return {
-        "config_index": ci, "input_label": spec.label, "input_source": inputs.source, "input_seed": spec.seed,
+        "config_index": config_index, "input_label": spec.label, "input_source": inputs.source, "input_seed": spec.seed,
         "dtype": inputs.dtype, "batch": s.batch, "heads_q": s.heads_q, "heads_kv": s.heads_kv, "seq_len": s.seq_len,
         "head_dim_qk": s.head_dim_qk, "head_dim_v": s.head_dim_v, "causal": s.causal, "flops_per_launch": float(s.flops),
         "seq_len_kv": s.seq_len_kv, "window": s.window, "page_size": s.page_size, "varlen": s.varlen,

@@ -33,7 +33,7 @@ ADAPTIVE_PILOT = 5
 COMMITS_INPUT = "gaussian:0.1"
 # `bench commits` times the revisions back to back, their order alternating: no idle between them, so every window
 # starts from the same hot card (an idle gap before a window put cuDNN into its 1 % faster state on the H200,
-# benchmarks/h200/cudnn_states.py) and ten pairs fit in about two minutes of GPU time.
+# docs/experiments/cudnn-two-states.md) and ten pairs fit in about two minutes of GPU time.
 COMMITS_IDLE_S = 0.0
 
 

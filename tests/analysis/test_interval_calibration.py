@@ -1,20 +1,20 @@
 """Issue 30, acceptance 1: the verdict procedure holds its stated level, driven by simulated A/A data.
 
-`benchmarks.interval_calibration.simulate` draws repeats of A and B from one distribution (log-normal, the
+`harness.analysis.simulate_verdict_shares` draws repeats of A and B from one distribution (log-normal, the
 coefficient of variation of each cell), runs them through `harness.analysis.decompose` and counts verdicts. At the
 95 % level a false `slower` or `faster` (the interval alone, threshold 0) must stay at or below 6 % in every cell,
 for both designs the harness uses (independent sides: Welch t; interleaved sides with a shared drift: paired t)
 and for adaptive repeats of independent sides (Stein's two-stage rule). The bootstrap this replaced called 30 % / 20 % / 11 % of
 A/A comparisons at 2 / 3 / 5 repeats. A planted 1 % change at cv 0.2 % and 5 repeats must be called `slower` in
 at least 80 % of trials. Each cell's stream is seeded, so the counts are the same on every run. The sequential
-design of `bench commits` under GPU-like noise is `test_verdict_simulation.py`'s.
+design of `bench commits` under GPU-like noise is `test_verdicts_under_gpu_noise.py`'s.
 """
 
 from __future__ import annotations
 
 import pytest
 
-from benchmarks.interval_calibration import simulate
+from harness.analysis import simulate_verdict_shares as simulate
 
 TRIALS = 1500
 CVS = (0.002, 0.01, 0.05)

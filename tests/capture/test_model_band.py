@@ -1,7 +1,7 @@
 """`bench error --model --reference K`: the reference model is the model with a BF16 kernel's attention (ZYFA's
 way), on a tiny llama on the CPU. The same kernel under another name is then bit for bit that model (KL and dNLL
 exactly 0), a broken kernel is above the band, and dNLL is the text's next-token NLL difference (its sign means
-nothing on these untrained miniatures; the real SmolLM2 is benchmarks/lowp_recipes.py's)."""
+nothing on these untrained miniatures; the real SmolLM2 is benchmarks/h200/lowp_recipes_table.py's)."""
 
 from __future__ import annotations
 

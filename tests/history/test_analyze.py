@@ -7,9 +7,10 @@ from pathlib import Path
 
 import pyarrow as pa
 
-from benchmarks.history_simulation import load_pools
-from harness.history import History, analyze_history, simulate_history
+from harness.history import History, analyze_history, read_noise_pools, simulate_history
 from harness.results import HISTORY_TABLE, table_schema
+
+POOLS = Path(__file__).resolve().parents[1] / "fixtures" / "h200" / "history_pools.json"  # recorded H200 repeats
 
 
 def _analysis(rows, **kw):
@@ -18,7 +19,7 @@ def _analysis(rows, **kw):
 
 
 def _rows(nights, *, torch_from=None, window_from=None):
-    kernel, _ = load_pools()
+    kernel = read_noise_pools(POOLS)["kernel"]
     rows = simulate_history(kernel, nights=nights, repeats=3, seed=5)
     for i, r in enumerate(rows, start=1):
         if torch_from and i >= torch_from:

@@ -12,17 +12,18 @@ import pyarrow as pa
 import pytest
 from typer.testing import CliRunner
 
-from benchmarks.history_simulation import load_pools
 from harness.cli import app
-from harness.history import History, SimEvent, analyze_history, simulate_history
+from harness.history import History, SimEvent, analyze_history, read_noise_pools, simulate_history
 from harness.report import FIGURES_SCHEMA, HISTORY_MARKER, history_figures, history_markdown, history_page
 from harness.results import HISTORY_TABLE, table_schema, write_table_atomic
 
 EVENTS = (SimEvent(night=15, cycles=1.02), SimEvent(night=28, clock=0.97, driver="590.48.01"))
+POOLS = Path(__file__).resolve().parents[1] / "fixtures" / "h200" / "history_pools.json"  # recorded H200 repeats
 
 
 def _rows(nights=40, events=EVENTS, seed=2):
-    kernel, control = load_pools()
+    pools = read_noise_pools(POOLS)
+    kernel, control = pools["kernel"], pools["control"]
     return simulate_history(kernel, nights=nights, repeats=5, events=events, control=control, seed=seed)
 
 

@@ -1,6 +1,6 @@
 """Five deliberately broken FP8 kernels, each one realistic bug in `triton-fp8-exact` or `triton-fp8-lean`,
 for the mutation check of the correctness gate (tests/kernels/test_fp8_gate_real.py on the CPU in Triton's
-interpreter, benchmarks/fp8_gate_check.py on the H200). Each declares the numerics of the kernel it
+interpreter, benchmarks/h200/gate_mutation_check.py on the H200). Each declares the numerics of the kernel it
 breaks, so the gate judges it exactly as it judges that kernel, and the gate must fail every one of them
 on captured layers and on Gaussian inputs alike.
 

@@ -13,7 +13,7 @@ import torch.nn.functional as F
 from harness.errors import ConfigError, GateFailure, KernelError, UnsupportedInputError
 from harness.inputs import AttentionShape, InputSpec, make_inputs
 from harness.kernels import (CALLABLE_SIGNATURE, KernelRegistry, adapt_callable, convention, fp8_inputs, gate,
-                             with_options)
+                             spec_with_options)
 
 SHAPE = AttentionShape(batch=1, heads_q=4, heads_kv=4, seq_len=32, head_dim_qk=16)
 GQA = AttentionShape(batch=1, heads_q=4, heads_kv=2, seq_len=32, head_dim_qk=16)
@@ -264,14 +264,14 @@ def test_provenance_names_module_qualname_and_file_digest(user_module, monkeypat
 
 
 def test_spec_options_and_with_options():
-    assert with_options("m:f", layout="bshd") == "m:f@bshd"
-    assert with_options("m:f@expand-gqa", layout="bshd") == "m:f@expand-gqa,bshd"
-    assert with_options("a/b.py:f", gqa="expand") == "a/b.py:f@expand-gqa"
-    assert with_options("sdpa-cpu") == "sdpa-cpu"
+    assert spec_with_options("m:f", layout="bshd") == "m:f@bshd"
+    assert spec_with_options("m:f@expand-gqa", layout="bshd") == "m:f@expand-gqa,bshd"
+    assert spec_with_options("a/b.py:f", gqa="expand") == "a/b.py:f@expand-gqa"
+    assert spec_with_options("sdpa-cpu") == "sdpa-cpu"
     with pytest.raises(ConfigError, match="registered kernel, which declares its own layout"):
-        with_options("sdpa-cpu", layout="bshd")
+        spec_with_options("sdpa-cpu", layout="bshd")
     with pytest.raises(ConfigError, match="contradicts"):
-        with_options("m:f@bhsd", layout="bshd")
+        spec_with_options("m:f@bhsd", layout="bshd")
     with pytest.raises(KernelError, match="unknown option 'bsdh'"):
         KernelRegistry().get("m:f@bsdh")
 

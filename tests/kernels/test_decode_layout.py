@@ -119,10 +119,10 @@ def test_the_layout_says_what_it_cannot_take():
 
 
 def test_a_spec_suffix_declares_the_layout():
-    from harness.kernels import split_spec, with_options
+    from harness.kernels import split_spec, spec_with_options
 
     assert split_spec("mod:fn@decode-bshd,expand-gqa").options == {"layout": "decode-bshd", "gqa": "expand"}
-    assert with_options("mod:fn", layout="decode") == "mod:fn@decode"
+    assert spec_with_options("mod:fn", layout="decode") == "mod:fn@decode"
 
 
 def test_a_page_table_without_a_default_is_refused_without_page_size_by_the_flag():

@@ -2,7 +2,7 @@
 ../shared, each command in a process of its own with Triton's interpreter (TRITON_INTERPRET=1 must be set
 before triton is first imported):
 
-1. the mutation check of the gate by declared numerics (benchmarks/fp8_gate_check.py, the script the H200
+1. the mutation check of the gate by declared numerics (benchmarks/h200/gate_mutation_check.py, the script the H200
    run uses): the three Triton FP8 kernels with distinct numerics in the interpreter (exact P, lean P, lean P
    accumulating in the MMA) pass and the five mutants of fp8_mutants.py fail, on captured layers 3 and 15
    and on their Gaussian 0.1 control (one KV head and its query heads, S = 256);
@@ -66,7 +66,7 @@ def captures(tmp_path_factory):
 
 def test_mutation_check_bundled_fp8_kernels_pass_and_five_broken_ones_fail(captures, tmp_path):
     out_json = tmp_path / "gate.json"
-    args = ["benchmarks/fp8_gate_check.py", "--device", "cpu", "--heads", "1", "--json", str(out_json),
+    args = ["benchmarks/h200/gate_mutation_check.py", "--device", "cpu", "--heads", "1", "--json", str(out_json),
             *(a for c in captures for a in ("--capture", c)), *(a for k in BUNDLED for a in ("-k", k))]
     rc, out = _run(args, cwd=ROOT)
     assert rc == 0, out[-4000:]

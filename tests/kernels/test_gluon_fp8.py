@@ -93,14 +93,24 @@ def test_gluon_sass_keeps_wgmma_in_flight_and_does_not_spill(compiled):
     assert sums and sums[::2] == ["RZ, !UPT"] * (len(sums) // 2) and "RZ, !UPT" not in sums[1::2], sums
 
 
-def test_a_long_sum_of_positives_swamps_in_the_fp8_wgmma_accumulator_but_not_per_block():
-    # Why summma's row sum takes a fresh accumulator each key block: Hopper's FP8 wgmma adds its products
-    # to C in ~13 fraction bits aligned to the largest term (benchmarks/summma_row_sum_emulation.py models
-    # it). A near-uniform row of 16384 keys, P codes 48..64: chained through C the sum stalls near 2^13
-    # codes; per block (64 codes) into zero, then added in fp32, it is exact. 1024 keys: both exact.
+def fp8_mma_add(c, terms, bits=13):
+    """c + sum(terms) as one FP8 wgmma k-step adds them: every term aligned to the largest (C included) and
+    truncated toward zero to `bits` fraction bits there, then summed."""
     import torch
 
-    from benchmarks.summma_row_sum_emulation import fp8_mma_add
+    allt = torch.cat([c[:, None].double(), terms.double()], 1)
+    amax = allt.abs().amax(1, keepdim=True)
+    _, e = torch.frexp(amax)
+    q = torch.where(amax > 0, torch.ldexp(torch.ones_like(amax), e - 1 - bits), torch.ones_like(amax))
+    return (torch.trunc(allt / q) * q).sum(1).float()
+
+
+def test_a_long_sum_of_positives_swamps_in_the_fp8_wgmma_accumulator_but_not_per_block():
+    # Why summma's row sum takes a fresh accumulator each key block: Hopper's FP8 wgmma adds its products
+    # to C in ~13 fraction bits aligned to the largest term (fp8_mma_add; docs/experiments/summma-row-sum.md).
+    # A near-uniform row of 16384 keys, P codes 48..64: chained through C the sum stalls near 2^13 codes; per
+    # block (64 codes) into zero, then added in fp32, it is exact. 1024 keys: both exact.
+    import torch
 
     g = torch.Generator().manual_seed(0)
     p = torch.tensor([48.0, 52.0, 56.0, 60.0, 64.0])[torch.randint(0, 5, (1, 16384), generator=g)]

@@ -66,3 +66,11 @@ def test_triton_mla_takes_only_the_latent_layout():
 
     with pytest.raises(UnsupportedInputError, match="absorbed form only"):
         _triton_mla.prepare(x)
+
+
+def test_the_exported_decode_configs_are_the_ones_the_kernels_use():
+    from kernels_under_test import _triton_decode, _triton_mla, decode
+
+    assert decode.SPLITKV_CANDIDATES is _triton_decode.CANDIDATES and decode.SPLITKV_CONFIG is _triton_decode.CONFIG
+    assert decode.SPLITKV_CANDIDATES_PAGED is _triton_decode.CANDIDATES_PAGED
+    assert decode.MLA_CONFIG is _triton_mla.CONFIG and decode.MLA_CONFIG_NARROW is _triton_mla.CONFIG_NARROW

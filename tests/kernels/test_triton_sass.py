@@ -32,6 +32,7 @@ BIN = Path(triton.__file__).parent / "backends" / "nvidia" / "bin"
 SCRIPT = r"""
 import itertools, json, re, subprocess, sys, tempfile
 from kernels_under_test import _triton_common as tc, triton_bf16, triton_fp8
+from kernels_under_test._triton_aot import compile_for
 from kernels_under_test._triton_fp8_pipe import stage_acc_in_mma, stage_pipelined
 
 tool = sys.argv[1]
@@ -55,7 +56,7 @@ for (name, mode, table, extra, over), d in itertools.product((
         name = f"{name}-d{d}"
     try:
         config = tc.Config(**{**table[(d, d)], **over})
-        cc = tc.compile_for(mode=mode, dqk=d, dv=d, causal=True, config=config, **extra)
+        cc = compile_for(mode=mode, dqk=d, dv=d, causal=True, config=config, **extra)
     except Exception as exc:
         out[name] = dict(error=f"{type(exc).__name__}: {str(exc)[:300]}")
         continue

@@ -50,11 +50,11 @@ def write_run(root: Path, *, gpu: str, times: dict, clock: float = 1800.0, statu
         (writer.path / SIDECAR).write_text(json.dumps({
             "gpu_id": gpu, "host": host, "config_indices": list(config_indices) if config_indices is not None else
             sorted({c for c, _ in times}), "suite_size": suite_size, "mode": mode, "task": task, "tasks": tasks}))
-    for (ci, kernel), reps in times.items():
+    for (config_index, kernel), reps in times.items():
         for rep, t in enumerate(reps):
-            mid = f"c{ci}-{kernel}-r{rep}"
+            mid = f"c{config_index}-{kernel}-r{rep}"
             writer.append_measurement(
-                measurement={"measurement_id": mid, "config_index": ci, "input_label": f"in{ci}", "kernel": kernel,
+                measurement={"measurement_id": mid, "config_index": config_index, "input_label": f"in{config_index}", "kernel": kernel,
                              "repeat": rep, "status": "ok", "time_ns": float(t), "sm_clock_mhz": clock,
                              "seq_len": 1024},
                 chunks=[{"measurement_id": mid, "chunk_index": i, "phase": "window", "device_ns": int(t) * 10,

@@ -13,8 +13,8 @@ from harness.report._gpu_section import gpu_spread_section, gpu_spread_tables
 from harness.results import read_run
 
 
-def row(gpu, t, clock, *, kernel="k", ci=0, status="ok", repeat=0):
-    return {"gpu": gpu, "config_index": ci, "input_label": f"in{ci}", "kernel": kernel, "status": status,
+def row(gpu, t, clock, *, kernel="k", config_index=0, status="ok", repeat=0):
+    return {"gpu": gpu, "config_index": config_index, "input_label": f"in{config_index}", "kernel": kernel, "status": status,
             "time_ns": t, "sm_clock_mhz": clock, "inband_clock_mhz": None, "repeat": repeat}
 
 

@@ -28,6 +28,7 @@ from harness.profiling import (
     roofs_from_peaks,
     run_peaks,
     stream_bytes,
+    stream_kernel,
 )
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -237,3 +238,12 @@ def test_memory_streams_move_16_bytes_per_access(loop_sass, stream, op):
     accesses = re.findall(rf"\b{op}\.E(\.[A-Z0-9_.]+)?", loop_sass[stream])
     assert accesses and all(".128" in (a or "") for a in accesses), accesses
     assert len(accesses) == block * unroll * 2 // (32 * warps * 16)
+
+
+def test_stream_kernel_is_the_kernel_the_peaks_launch():
+    pytest.importorskip("triton")
+    from harness.profiling import _peak_triton as pt
+
+    assert [stream_kernel(w) for w in ("read", "write", "copy")] == [pt.read_stream, pt.write_stream, pt.copy_stream]
+    with pytest.raises(KeyError):
+        stream_kernel("gather")
