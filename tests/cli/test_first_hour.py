@@ -221,7 +221,7 @@ def test_the_cpu_report_draws_only_panels_with_data_and_says_n_a(cpu_run, monkey
     header = report_header(summary)
     assert "None" not in header and "?" not in header and "a CPU: no GPU driver or power limit" in header
     drawn = []
-    monkeypatch.setattr(_plots, "_png", lambda fig: drawn.append(fig) or b"")
+    monkeypatch.setattr(_plots, "png", lambda fig: drawn.append(fig) or b"")  # where _plots looks it up
     fig = _plots.timeline_figure(run, summary)
     panels = [ax for ax in drawn[0].axes if ax.get_visible()]
     assert len(panels) == 1  # one timed kernel x input, its time per launch alone: no empty clock/power axes
