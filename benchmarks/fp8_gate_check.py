@@ -92,7 +92,8 @@ def main(argv=None) -> int:
 
     from harness.errors import GateFailure
     from harness.kernels import compare_declared, declared_numerics, emulate_declared, gate, kernel_reference_inputs
-    from harness.kernels._gate import compare_outputs, gate_tolerance
+    from harness.kernels._gate import compare_outputs
+    from harness.kernels._tolerance import gate_tolerance
     from tests.kernels.fp8_mutants import mutants
 
     device = "cpu" if args.device == "cpu" else args.device
