@@ -23,10 +23,8 @@ from harness.report._export import (
 )
 from harness.report._machine import MACHINE_SCHEMA, MACHINE_SCHEMA_VERSION, machine_document
 from harness.report._live import LineObserver, LiveView, measurement_line, run_observer
+from harness.report._blocks import Figure, ReportTable, Section
 from harness.report._markdown import (
-    Figure,
-    ReportTable,
-    Section,
     burst_tables,
     comparison_markdown,
     comparison_tables,

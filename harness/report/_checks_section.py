@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from harness.report._markdown import ReportTable, Section
+from harness.report._blocks import ReportTable, Section
 from harness.report._tables import fmt
 
 __all__ = ["burst_gap_section", "crosscheck_section"]

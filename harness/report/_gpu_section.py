@@ -14,7 +14,7 @@ Add it to the HTML report in `build_report` (harness/report/_html.py), after `ru
 
 from __future__ import annotations
 
-from harness.report._markdown import ReportTable, Section
+from harness.report._blocks import ReportTable, Section
 from harness.report._tables import fmt
 
 __all__ = ["gpu_spread_section", "gpu_spread_tables"]

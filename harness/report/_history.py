@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from datetime import datetime
 
-from harness.report._markdown import ReportTable
+from harness.report._blocks import ReportTable
 
 __all__ = ["HISTORY_MARKER", "MAX_MARKDOWN", "history_tables", "history_markdown", "history_figures", "night_date",
            "verdict_line"]

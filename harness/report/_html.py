@@ -14,7 +14,8 @@ import html as _html
 from dataclasses import dataclass
 from pathlib import Path
 
-from harness.report._markdown import Figure, Section, render_markdown, run_sections
+from harness.report._blocks import Figure, Section
+from harness.report._markdown import render_markdown, run_sections
 
 __all__ = ["Report", "build_report", "per_gpu_view", "render_html", "write_report", "report_header", "verdict_first"]
 

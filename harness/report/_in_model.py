@@ -8,7 +8,7 @@ from typing import Sequence
 
 from harness.analysis import median
 from harness.report._export import comparison_figures
-from harness.report._markdown import ReportTable
+from harness.report._blocks import ReportTable
 
 __all__ = ["IN_MODEL_NOTE", "IN_MODEL_COMPARISON_NOTE", "in_model_table", "in_model_comparison_table",
            "in_model_figures", "in_model_comparison_figures"]

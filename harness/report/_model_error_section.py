@@ -8,7 +8,7 @@ from __future__ import annotations
 import json
 from typing import Sequence
 
-from harness.report._markdown import Figure, ReportTable, Section
+from harness.report._blocks import Figure, ReportTable, Section
 
 __all__ = ["model_error_table", "model_error_figure", "model_error_sections", "MODEL_ERROR_NOTE"]
 

@@ -10,7 +10,7 @@ from __future__ import annotations
 import io
 
 from harness.analysis import SUSTAINED_STATUSES
-from harness.report._markdown import Figure
+from harness.report._blocks import Figure
 
 __all__ = ["report_figures", "timeline_figure", "cycles_figure", "inputs_figure", "energy_figure", "burst_figure"]
 

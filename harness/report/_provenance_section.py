@@ -5,7 +5,8 @@ from __future__ import annotations
 
 import json
 
-from harness.report._markdown import ReportTable, Section, _provenance
+from harness.report._blocks import ReportTable, Section
+from harness.report._markdown import _provenance
 
 __all__ = ["provenance_section"]
 

@@ -19,7 +19,7 @@ from __future__ import annotations
 import io
 from collections.abc import Sequence
 
-from harness.report._markdown import ReportTable
+from harness.report._blocks import ReportTable
 from harness.report._tables import fmt
 
 __all__ = ["roofline_figure_png", "roofline_rows", "roofline_table"]

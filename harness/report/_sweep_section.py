@@ -19,7 +19,7 @@ from statistics import median
 
 from pathlib import Path
 
-from harness.report._markdown import Figure, ReportTable, Section
+from harness.report._blocks import Figure, ReportTable, Section
 from harness.report._tables import fmt
 
 __all__ = ["SWEEP_COLUMNS", "sweep_points", "sweep_section"]

@@ -119,7 +119,7 @@ def sustained_tables(aggregates: list[dict], *, title: str = "Sustained results"
             fmt(a.get("power_limited_frac"), ".0f", scale=100, suffix="%"),
             fmt(a.get("thermal_limited_frac"), ".0f", scale=100, suffix="%"), a.get("limiters") or "-",
         ))
-    from harness.report._markdown import ReportTable
+    from harness.report._blocks import ReportTable
 
     caption = ("median over repeats; range = (max-min)/median; NVML MHz = the vendor's reported clock of record "
                "(NVML SM clock; amdsmi: slowest XCD); in-band/NVML = in-band clock / NVML clock; "

@@ -10,7 +10,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Sequence
 
-from harness.report._markdown import Figure, ReportTable, Section
+from harness.report._blocks import Figure, ReportTable, Section
 from harness.report._tables import fmt
 
 __all__ = ["peaks_table", "pipe_tables", "roofline_points", "trace_sections"]
