@@ -1,8 +1,6 @@
-"""What a report is made of: `ReportTable`s, `Figure`s and the `Section`s that hold them.
-
-Every number a report shows is formatted once into a `ReportTable`; the terminal (`_terminal`), the Markdown
-twin and the HTML page render that one table, so they cannot disagree. Below `_tables` and `_markdown`, which
-fill them, and below every section module.
+"""What every view of a report draws: a `ReportTable` (rendered as a rich table, Markdown or HTML from the same
+strings), a `Figure` (PNG bytes with its caption) and a `Section` that holds them. The Markdown and HTML
+writers, the terminal and the figures all build on these, so this module imports none of them.
 """
 
 from __future__ import annotations

@@ -14,6 +14,8 @@ figure by two names.
 
 from __future__ import annotations
 
+from harness.report._blocks import ReportTable
+
 __all__ = ["HEADERS", "sustained_tables", "fmt", "read_roof_share", "tflops"]
 
 # key (JSON and CSV, units in the name) -> header (terminal, Markdown, HTML). One name per figure.
@@ -119,8 +121,6 @@ def sustained_tables(aggregates: list[dict], *, title: str = "Sustained results"
             fmt(a.get("power_limited_frac"), ".0f", scale=100, suffix="%"),
             fmt(a.get("thermal_limited_frac"), ".0f", scale=100, suffix="%"), a.get("limiters") or "-",
         ))
-    from harness.report._blocks import ReportTable
-
     caption = ("median over repeats; range = (max-min)/median; NVML MHz = the vendor's reported clock of record "
                "(NVML SM clock; amdsmi: slowest XCD); in-band/NVML = in-band clock / NVML clock; "
                "Mcycles/launch = time x in-band clock (* = x NVML clock: no in-band reading)")
