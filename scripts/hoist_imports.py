@@ -237,7 +237,7 @@ def plan_file(path: Path, repo: Path, lazy: tuple[str, ...], circles: list[set[s
                     wanted.setdefault(name, set()).add(src)
             if why:
                 loc.keep.append(alias)
-                if why != "listed as heavy (kept lazy)":
+                if why not in ("listed as heavy (kept lazy)", "# noqa: PLC0415 on the line"):
                     res.kept.append(f"{node.lineno}: {statement(node, [alias])}: {why}")
             else:
                 loc.hoist.append(alias)
