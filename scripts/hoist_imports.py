@@ -6,7 +6,8 @@ libraries (torch, triton, transformers, polars, pyarrow, ...) and the harness's 
 at their top. Those must stay lazy (TID253 refuses them at module level), so that `import harness.cli`, `bench
 --help` and the pytest plugin load none of them. This script is the mechanical fix for every other one: it moves a
 function-local `import x` / `from x import y` (the harness's own modules, the standard library, the rest) to the
-module's import block, then lets `ruff check --fix --select I,F401` merge and sort that block.
+module's import block, then lets ruff merge and sort import blocks (`--fix --select I` over the tree, and F401
+where imports moved).
 
 It leaves an import where it is, and says why, when
 - its module is listed (kept lazy on purpose), or the line carries `# noqa: PLC0415` (one exception, with its reason);
@@ -18,7 +19,8 @@ It leaves an import where it is, and says why, when
 It also names each module of harness/ or kernels_under_test/ that loads a listed library when imported but is not
 listed itself (list it, or make its import lazy), and exits 1 where anything is left to do.
 
-    python scripts/hoist_imports.py            # rewrite harness/ and kernels_under_test/, then ruff --fix
+    python scripts/hoist_imports.py            # rewrite harness/ and kernels_under_test/, then ruff --fix (on PATH
+                                               # or beside this python: the dev extra installs it)
     python scripts/hoist_imports.py --check    # change nothing; exit 1 where a run would change something
 
 Rerunnable: a second run changes nothing. Run it after merging branches that added function-local imports.
@@ -412,7 +414,11 @@ def run_ruff(paths: list[Path], repo: Path) -> None:
         print("hoist_imports: ruff not found (pip install ruff): the moved imports are in place but not sorted",
               file=sys.stderr)
         return
-    subprocess.run([ruff, "check", "--fix", "--select", "I,F401", "--quiet", *map(str, paths)], cwd=repo)
+    # F401 only where imports moved (an import a function did not use); import blocks sorted everywhere, so that
+    # files merged from other branches pass `ruff check` too.
+    if paths:
+        subprocess.run([ruff, "check", "--fix", "--select", "F401", "--quiet", *map(str, paths)], cwd=repo)
+    subprocess.run([ruff, "check", "--fix", "--select", "I", "--quiet", "."], cwd=repo)
 
 
 def main(argv: list[str]) -> int:
@@ -430,7 +436,7 @@ def main(argv: list[str]) -> int:
             print(f"{'would move' if check else 'moved'} {r.path.relative_to(repo)}:{h}")
         if not check:
             r.path.write_text(r.new_text, encoding="utf-8")
-    if changed and not check:
+    if not check:
         run_ruff([r.path for r in changed], repo)
     kept = [(r.path, k) for r in results for k in r.kept]
     for path, k in kept:
