@@ -109,7 +109,7 @@ def main(argv=None) -> int:
           f"{len(kernels) - len(bundled)} mutants", flush=True)
     rows, unexpected = [], 0
     for label, x in inputs:
-        ems, refs = {}, {}
+        ems = {}
         t0 = time.perf_counter()
         for kernel, broken in kernels:
             num = declared_numerics(kernel)

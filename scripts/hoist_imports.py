@@ -22,6 +22,7 @@ listed itself (list it, or make its import lazy), and exits 1 where anything is 
     python scripts/hoist_imports.py            # rewrite harness/ and kernels_under_test/, then ruff --fix (on PATH
                                                # or beside this python: the dev extra installs it)
     python scripts/hoist_imports.py --check    # change nothing; exit 1 where a run would change something
+    python scripts/hoist_imports.py --root DIR # another checkout (its pyproject.toml's list)
 
 Rerunnable: a second run changes nothing. Run it after merging branches that added function-local imports.
 """
@@ -421,9 +422,8 @@ def run_ruff(paths: list[Path], repo: Path) -> None:
     subprocess.run([ruff, "check", "--fix", "--select", "I", "--quiet", "."], cwd=repo)
 
 
-def main(argv: list[str]) -> int:
+def main(argv: list[str], repo: Path = REPO) -> int:
     check = "--check" in argv
-    repo = REPO
     lazy = lazy_modules(repo)
     files = own_files(repo)
     own = {module_name(f, repo) for f in files}
@@ -453,4 +453,6 @@ def main(argv: list[str]) -> int:
 
 
 if __name__ == "__main__":
-    sys.exit(main(sys.argv[1:]))
+    args = sys.argv[1:]
+    root = Path(args[args.index("--root") + 1]).resolve() if "--root" in args else REPO
+    sys.exit(main(args, repo=root))
