@@ -106,16 +106,19 @@ def _targets(node: ast.AST):
 
 
 def module_bindings(tree: ast.Module, module: str, is_pkg: bool) -> dict[str, set]:
-    """What each module-level name is bound to: an import's source, or "other" (a def, class, assignment)."""
+    """What each module-level name is bound to: an import's source (("typing", source) under `if TYPE_CHECKING:`,
+    which binds nothing at run time), or "other" (a def, class, assignment)."""
     out: dict[str, set] = {}
 
-    def visit(stmts):
+    def visit(stmts, typing=False):
         for s in stmts:
             if isinstance(s, (ast.Import, ast.ImportFrom)):
                 for a in s.names:
                     if a.name != "*":
                         name, src = binding(s, a, module, is_pkg)
-                        out.setdefault(name, set()).add(src)
+                        out.setdefault(name, set()).add(("typing", src) if typing else src)
+            elif isinstance(s, ast.If) and "TYPE_CHECKING" in ast.unparse(s.test):
+                visit([x for x in s.body if isinstance(x, (ast.Import, ast.ImportFrom))], typing=True)
             elif isinstance(s, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
                 out.setdefault(s.name, set()).add("other")
             else:
@@ -127,6 +130,10 @@ def module_bindings(tree: ast.Module, module: str, is_pkg: bool) -> dict[str, se
                         visit([x for x in getattr(s, sub) if isinstance(x, (ast.Import, ast.ImportFrom))])
     visit(tree.body)
     return out
+
+
+def at_run_time(srcs: set) -> set:
+    return {x for x in srcs if not (isinstance(x, tuple) and x[0] == "typing")}
 
 
 def function_bindings(fn: ast.AST) -> set[str]:
@@ -172,22 +179,23 @@ class FileResult:
 
 
 def local_imports(tree: ast.Module):
-    """(import, function, the body list holding it, inside a try) for every import inside a function."""
-    def visit(node, fn, in_try):
+    """(import, the functions around it (outermost first), the body list holding it, inside a try) for every
+    import inside a function."""
+    def visit(node, fns, in_try):
         for name, value in ast.iter_fields(node):
             items = value if isinstance(value, list) else [value]
             for child in items:
                 if not isinstance(child, ast.AST):
                     continue
-                if isinstance(child, (ast.Import, ast.ImportFrom)) and fn is not None:
-                    yield child, fn, value, in_try
+                if isinstance(child, (ast.Import, ast.ImportFrom)) and fns:
+                    yield child, fns, value, in_try
                 elif isinstance(child, (ast.FunctionDef, ast.AsyncFunctionDef)):
-                    yield from visit(child, child, False)
+                    yield from visit(child, (*fns, child), False)
                 elif isinstance(child, ast.Try) and guards_import(child):
-                    yield from visit(child, fn, True)
+                    yield from visit(child, fns, True)
                 else:
-                    yield from visit(child, fn, in_try)
-    yield from visit(tree, None, False)
+                    yield from visit(child, fns, in_try)
+    yield from visit(tree, (), False)
 
 
 def guards_import(node: ast.Try) -> bool:
@@ -210,13 +218,15 @@ def plan_file(path: Path, repo: Path, lazy: tuple[str, ...], circles: list[set[s
     res = FileResult(path)
     found: list[Local] = []
     wanted: dict[str, set] = {}  # name -> sources the hoists would bind it to
-    for node, fn, body, in_try in local_imports(tree):
+    for node, fns, body, in_try in local_imports(tree):
+        fn = fns[-1]
         if isinstance(node, ast.ImportFrom) and node.module == "__future__":
             continue
         loc = Local(node, fn, body)
         found.append(loc)
         line = lines[node.lineno - 1]
-        own_fn = function_bindings(fn)
+        # the function's own names, and those of the functions around it (a closure would shadow the module's)
+        own_fn = set().union(*(function_bindings(f) for f in fns))
         for alias, mods in imported(node, module, is_pkg):
             why = None
             targets = [m for m in mods if m in own]
@@ -232,9 +242,11 @@ def plan_file(path: Path, repo: Path, lazy: tuple[str, ...], circles: list[set[s
                 why = "the two files are in an import circle: break it first (scripts/import_graph.py)"
             else:
                 name, src = binding(node, alias, module, is_pkg)
+                bound = top.get(name, set())
+                typing_only = {x[1] for x in bound - at_run_time(bound)}
                 if name in own_fn:
-                    why = f"the function also binds {name!r} itself"
-                elif top.get(name, {src}) != {src}:
+                    why = f"the function (or one around it) also binds {name!r}"
+                elif (at_run_time(bound) | typing_only) - {src}:
                     why = f"the module already binds {name!r} to something else"
                 else:
                     wanted.setdefault(name, set()).add(src)
@@ -298,7 +310,7 @@ def rewrite(lines: list[str], tree: ast.Module, module: str, is_pkg: bool, movin
     for loc in moving:
         for a in loc.hoist:
             name, src = binding(loc.node, a, module, is_pkg)
-            if src in top.get(name, set()) and not (isinstance(loc.node, ast.Import) and not a.asname):
+            if src in at_run_time(top.get(name, set())) and not (isinstance(loc.node, ast.Import) and not a.asname):
                 continue  # the module imports it already
             stmt = statement(loc.node, [a])
             if stmt not in seen:

@@ -84,6 +84,10 @@ def test_hoist_imports_moves_own_and_standard_imports_up_and_leaves_listed_ones(
             from __future__ import annotations
 
             import os
+            from typing import TYPE_CHECKING
+
+            if TYPE_CHECKING:
+                from harness.errors import ConfigError
 
 
             def f():
@@ -111,8 +115,10 @@ def test_hoist_imports_moves_own_and_standard_imports_up_and_leaves_listed_ones(
     top = _imports(tree.body)
     assert top[0] == "from __future__ import annotations"
     assert {"import json", "import os"} <= set(top)
-    assert any("from harness.errors import" in t and "ConfigError" in t and "ConfigError as Refused" in t
-               for t in top), top
+    # at the module's top level, so at run time too, not only under TYPE_CHECKING
+    errors = {(a.name, a.asname) for s in tree.body if isinstance(s, ast.ImportFrom) and s.module == "harness.errors"
+              for a in s.names}
+    assert errors == {("ConfigError", None), ("ConfigError", "Refused")}, top
     f, g = (n for n in tree.body if isinstance(n, ast.FunctionDef))
     assert _imports(f.body) == ["import torch"]  # listed: stays where it is used
     assert _imports(g.body) == ["from harness import _heavy"]
@@ -123,8 +129,8 @@ def test_hoist_imports_moves_own_and_standard_imports_up_and_leaves_listed_ones(
     assert (tmp_path / "harness/a.py").read_text(encoding="utf-8") == text
 
 
-def test_hoist_imports_leaves_an_import_whose_name_means_something_else_at_module_level(tmp_path):
-    source = '''
+def test_hoist_imports_leaves_an_import_whose_name_means_something_else_where_it_would_go(tmp_path):
+    module_level = '''
         import os
 
 
@@ -133,14 +139,27 @@ def test_hoist_imports_leaves_an_import_whose_name_means_something_else_at_modul
 
             return os
     '''
+    closure = '''
+        def outer(ConfigError):
+            def inner():
+                from harness.errors import ConfigError
+
+                return ConfigError
+
+            return inner
+    '''
     _write(tmp_path, {
         "pyproject.toml": "[tool.ruff.lint.flake8-tidy-imports]\nbanned-module-level-imports = []\n",
         "harness/__init__.py": "",
         "harness/errors.py": "class ConfigError(Exception):\n    pass\n",
         "kernels_under_test/__init__.py": "",
-        "harness/b.py": source,
+        "harness/b.py": module_level,
+        "harness/c.py": closure,
     })
     out = _hoist(tmp_path)
     assert out.returncode == 1
     assert "harness/b.py:5: from harness.errors import ConfigError as os: the module already binds 'os'" in out.stdout
-    assert (tmp_path / "harness/b.py").read_text(encoding="utf-8") == textwrap.dedent(source).lstrip("\n")
+    assert ("harness/c.py:3: from harness.errors import ConfigError: the function (or one around it) also binds "
+            "'ConfigError'") in out.stdout
+    assert (tmp_path / "harness/b.py").read_text(encoding="utf-8") == textwrap.dedent(module_level).lstrip("\n")
+    assert (tmp_path / "harness/c.py").read_text(encoding="utf-8") == textwrap.dedent(closure).lstrip("\n")
