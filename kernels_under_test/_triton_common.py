@@ -29,8 +29,7 @@ from dataclasses import dataclass
 import triton
 import triton.language as tl
 
-from kernels_under_test._triton_interpreter import fix_interpreter
-from kernels_under_test.triton_bf16 import interpreting
+from kernels_under_test._triton_interpreter import fix_interpreter, interpreting
 
 try:
     import triton.profiler.language as pl  # Proton scopes; compiled in only when PROTON is set

@@ -15,16 +15,23 @@ interpreter; nothing is patched at import or on a GPU.
 
 from __future__ import annotations
 
-__all__ = ["fix_interpreter"]
+import os
+
+__all__ = ["fix_interpreter", "interpreting"]
 
 _MARK = "_harness_conversions_fixed"
+
+
+def interpreting() -> bool:
+    """True when Triton runs kernels in its CPU interpreter (TRITON_INTERPRET=1): tests only, slow."""
+    return os.environ.get("TRITON_INTERPRET", "0") == "1"
 
 
 def fix_interpreter(set_attr=setattr) -> None:
     """Patch the interpreter's builder once per process (`set_attr`: a MonkeyPatch's setattr undoes it)."""
     from types import SimpleNamespace
 
-    import numpy as np
+    import numpy as np  # noqa: PLC0415 - the registry imports this module for `interpreting`: no numpy there
     import torch
     import triton.language as tl
     from triton.runtime import interpreter as it

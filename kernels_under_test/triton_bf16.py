@@ -22,10 +22,10 @@ from __future__ import annotations
 import functools
 import importlib.util
 import math
-import os
 
 from harness.errors import UnsupportedInputError
 from harness.kernels import Kernel, KernelRegistry
+from kernels_under_test._triton_interpreter import interpreting  # re-exported: the kernels read it from here
 
 __all__ = ["registry", "CONFIGS", "HEAD_DIMS", "TAU", "triton_availability", "interpreting", "config_for", "prepare"]
 
@@ -47,11 +47,6 @@ CONFIGS = {
     (128, 128): dict(block_m=128, block_n=128, num_warps=8, num_stages=3, pack_p=True),
     (192, 128): dict(block_m=128, block_n=64, num_warps=8, num_stages=2),
 }
-
-
-def interpreting() -> bool:
-    """True when Triton runs kernels in its CPU interpreter (TRITON_INTERPRET=1): tests only, slow."""
-    return os.environ.get("TRITON_INTERPRET", "0") == "1"
 
 
 def triton_availability(device_kind: str, *, min_capability: tuple[int, int] = (8, 0), why: str = "") -> str | None:

@@ -1,8 +1,10 @@
-"""The import graph of `harness`, by top-level unit (a package or a module directly under harness/).
+"""The import graph of `harness`, by top-level unit (a package or a module directly under harness/), and by file.
 
 Prints the units, every import between them (function-local imports included: they are still edges),
-the import circles, the imports that run from a lower layer up to a higher one (layers below), the
-imports of another package's `_private` module, and the files over 400 lines.
+the import circles between units and between files (of harness/ and kernels_under_test/, each with the
+names that tie it), the imports that run from a lower layer up to a higher one (layers below), the
+imports of another package's `_private` module, and the files over 400 lines. Exits 1 where there is a
+circle, so a script or CI step can gate on it.
 
     python scripts/import_graph.py [--edges]
 """
@@ -14,6 +16,7 @@ import sys
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent / "harness"
+PACKAGES = ("harness", "kernels_under_test")  # the file-level graph covers both
 
 # Lower layers first: a unit may import units of its own or a lower layer. The pipeline's order
 # (ARCHITECTURE.md): inputs/devices/telemetry/results are leaves (so is workers, the child processes that
@@ -77,6 +80,36 @@ def imports_of(path: Path):
                             yield f"{mod}.{a.name}", node.lineno
 
 
+def file_graph() -> dict[str, dict[str, set[str]]]:
+    """{module: {imported module: names taken}} over the files of PACKAGES, function-local imports included.
+
+    `from pkg import name` is an edge to pkg.name where that is a module, else to pkg (its __init__.py);
+    `import a.b` is an edge to a.b (the parents' __init__.py files run too, but every file of a package
+    does that: it is no circle)."""
+    paths = {module_name(f): f for pkg in PACKAGES for f in sorted((ROOT.parent / pkg).rglob("*.py"))}
+    graph: dict[str, dict[str, set[str]]] = {m: {} for m in paths}
+    for mod, path in paths.items():
+        here = mod.split(".")
+        is_pkg = path.name == "__init__.py"
+        for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+            if isinstance(node, ast.Import):
+                for a in node.names:
+                    if a.name in paths:
+                        graph[mod].setdefault(a.name, set()).add(a.asname or a.name)
+            elif isinstance(node, ast.ImportFrom):
+                if node.level:
+                    base = here if is_pkg else here[:-1]
+                    base = base[: len(base) - node.level + 1]
+                    target = ".".join(base + ([node.module] if node.module else []))
+                else:
+                    target = node.module or ""
+                for a in node.names:
+                    dst = f"{target}.{a.name}" if f"{target}.{a.name}" in paths else target
+                    if dst in paths and dst != mod:
+                        graph[mod].setdefault(dst, set()).add(a.name)
+    return graph
+
+
 def main(argv: list[str]) -> int:
     files = sorted(ROOT.rglob("*.py"))
     units = sorted({unit_of(f) for f in files})
@@ -108,6 +141,14 @@ def main(argv: list[str]) -> int:
     print(f"import circles: {len(cycles)}")
     for c in cycles:
         print("  " + " <-> ".join(sorted(c)))
+    files = file_graph()
+    file_cycles = strongly_connected({m: set(d) for m, d in files.items()})
+    print(f"import circles between files: {len(file_cycles)}")
+    for c in file_cycles:
+        print("  " + " <-> ".join(sorted(c)))
+        for a in sorted(c):
+            for b in sorted(set(files[a]) & c):
+                print(f"    {a} -> {b}: {', '.join(sorted(files[a][b]))}")
     print(f"imports from a lower layer up to a higher one: {len(upward)}")
     for a, b, where in upward:
         print(f"  {a} (layer {LAYER.get(a)}) -> {b} (layer {LAYER.get(b)}): {where[0]}" +
@@ -121,7 +162,7 @@ def main(argv: list[str]) -> int:
     if "--edges" in argv:
         for (a, b), where in sorted(edges.items()):
             print(f"{a} -> {b}: {len(where)}")
-    return 0
+    return 1 if cycles or file_cycles else 0
 
 
 def strongly_connected(graph: dict[str, set[str]]) -> list[set[str]]:

@@ -21,8 +21,6 @@ import math
 from dataclasses import dataclass, replace
 from typing import Sequence
 
-import numpy as np
-
 from harness.analysis._interval import (
     VERDICTS,
     Ratio,
@@ -95,6 +93,8 @@ def decompose(
 
 
 def _decompose_paired(lta, ltb, lca, lcb, rule: VerdictRule, plan: Plan) -> Decomposition:
+    import numpy as np
+
     diffs = np.array([b - a for a, b in zip(lta, ltb)])
     look, verdicts = paired_decision(diffs, plan, rule)
     time = ratio_from_look(look, level=rule.level)
@@ -113,6 +113,8 @@ def _decompose_paired(lta, ltb, lca, lcb, rule: VerdictRule, plan: Plan) -> Deco
 
 def _kept_ratio(num: Sequence[float], den: Sequence[float], kept, look, rule: VerdictRule) -> Ratio:
     """exp(mean of num - den over the kept pairs), with the deciding look's critical values on their spread."""
+    import numpy as np
+
     d = np.array([x - y for x, y, k in zip(num, den, kept) if k])
     centre = float(d.mean())
     se = float(d.std(ddof=1) / math.sqrt(len(d))) if len(d) > 1 else math.nan

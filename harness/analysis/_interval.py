@@ -45,12 +45,13 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass, replace
 from statistics import NormalDist
-from typing import Sequence
-
-import numpy as np
+from typing import TYPE_CHECKING, Sequence
 
 from harness.analysis._sequential import Look, Plan, paired_look
 from harness.analysis._tdist import t_quantile, t_quantiles
+
+if TYPE_CHECKING:  # numpy is imported where it is used: `import harness.analysis` loads none of it
+    import numpy as np
 
 __all__ = ["BETWEEN_RUNS_CV", "between_runs_floor", "DEFAULT_THRESHOLD", "FAILING", "INTERVAL_METHODS", "OPEN", "Ratio", "VERDICTS",
            "VERDICT_MEANING", "VerdictRule", "classify", "judge", "paired_decision", "percent", "ratio_from_look",
@@ -226,6 +227,8 @@ def ratio_interval(log_a: Sequence[float], log_b: Sequence[float], *, paired: bo
     fixed in advance; its variance comes from those first repeats only. `between_cv`: the between-run coefficient of
     variation added to each side (separate runs). Fewer than two repeats (pairs) on a side give the value alone.
     """
+    import numpy as np
+
     na, nb = len(log_a), len(log_b)
     if not na or not nb:
         raise ValueError("an interval needs at least one repeat on each side")
@@ -256,6 +259,8 @@ def welch(log_a, log_b, *, level: float = 0.95, between_cv: float = 0.0, pilot_a
     (centre, se, df, crit, crit_eq) in log time. Welch-Satterthwaite degrees of freedom from the sides' own
     spread; the between-run variance 2 log(1 + between_cv)^2 is a stated or measured value with no degrees of
     freedom of its own. With one side exactly constant the df are the other side's."""
+    import numpy as np
+
     a, b = np.asarray(log_a, dtype=float), np.asarray(log_b, dtype=float)
     na, nb = a.shape[-1], b.shape[-1]
     ka, kb = _pilot(na, pilot_a), _pilot(nb, pilot_b)
@@ -271,6 +276,8 @@ def welch(log_a, log_b, *, level: float = 0.95, between_cv: float = 0.0, pilot_a
 def classify(centre, low, high, eq_low, eq_high, *, threshold: float, df=None):
     """The verdict of each comparison (numpy arrays in log time; see the module doc), as an array of VERDICTS
     strings. `df` below MIN_DF, or a non-finite bound, gives `too few repeats`."""
+    import numpy as np
+
     centre, low, high, eq_low, eq_high = (np.asarray(x, dtype=float) for x in (centre, low, high, eq_low, eq_high))
     up, down = math.log1p(threshold), math.log1p(-min(threshold, 0.999999))
     inside = (eq_low > down) & (eq_high < up)
@@ -308,6 +315,8 @@ def paired_decision(diffs, plan: Plan, rule: VerdictRule) -> tuple[Look, np.ndar
     independent comparisons, as the simulation drives it): look 1 on the pilot; where it is unresolved and look 2
     was planned and its pairs exist, look 2 on all of them. Returns (the deciding look, its verdicts): each array
     entry takes the look that decided it."""
+    import numpy as np
+
     d = np.asarray(diffs, dtype=float)
     first = paired_look(d[..., :plan.pilot] if plan.sequential else d, plan, level=rule.level)
     v1 = _look_verdicts(first, rule)

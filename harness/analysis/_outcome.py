@@ -19,7 +19,7 @@ from dataclasses import dataclass
 from typing import Callable, Sequence
 
 from harness.analysis._compare import Comparison, ComparisonRow
-from harness.analysis._interval import FAILING, OPEN, SLOWER_WITHIN, FASTER_WITHIN, percent
+from harness.analysis._interval import FAILING, FASTER_WITHIN, OPEN, SLOWER_WITHIN, percent
 from harness.errors import ExitCode
 
 __all__ = ["GateOutcome", "UNRESOLVED_POLICIES", "estimators_text", "gate_outcome", "no_interval_text", "ratio_text",
@@ -105,7 +105,7 @@ def gate_outcome(comparisons: Comparison | Sequence[Comparison], *, threshold: f
         line = (f"FAIL: {len(slow)} slower beyond the {rule_text} threshold: "
                 + "; ".join(f"{label(c, r)} {_change(r)}" for c, r in slow))
         if open_:
-            line += f"; also not resolved: " + "; ".join(f"{label(c, r)} {_change(r)}" for c, r in open_)
+            line += "; also not resolved: " + "; ".join(f"{label(c, r)} {_change(r)}" for c, r in open_)
         return GateOutcome(verdict="fail", exit_code=int(ExitCode.REGRESSION), line=line + tail, slower=slow,
                            open=open_)
     if not rows:

@@ -37,11 +37,13 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass
 from functools import lru_cache
-
-import numpy as np
+from typing import TYPE_CHECKING
 
 from harness.analysis._sequential_table import CRITICAL_TABLE, TABLE_LEVEL, TABLE_TRIALS
 from harness.analysis._tdist import t_quantile
+
+if TYPE_CHECKING:  # numpy is imported where it is used: `import harness.analysis` loads none of it
+    import numpy as np
 
 __all__ = ["MIN_GATE_PILOT", "Look", "Plan", "SKIP_CUT", "critical_values", "paired_look", "skipped_mean",
            "simulate_critical_values"]
@@ -95,6 +97,8 @@ def skipped_mean(d: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """(mean, standard error, kept mask) of the pairs within SKIP_CUT MADN of the median, on the last axis.
 
     With MADN 0 (half the values equal) nothing is dropped: there is no scale to call a value far by."""
+    import numpy as np
+
     d = np.asarray(d, dtype=float)
     med = np.median(d, axis=-1, keepdims=True)
     dev = np.abs(d - med)
@@ -117,6 +121,8 @@ def simulate_critical_values(n1: int, n2: int, level: float, *, trials: int = 20
     """(look-1 two-sided, look-2 two-sided, look-1 one-sided, look-2 one-sided) critical values of the two-look
     design under normal noise: each look gets the tail alpha' for which the union of the looks' rejections has
     probability 1 - level (two-sided), and likewise one-sided for the equivalence test."""
+    import numpy as np
+
     rng = np.random.default_rng([seed, n1, n2, round(level * 1e6)])
     z = rng.standard_normal((trials, n2))
     m1, s1 = _paired_t(z[:, :n1])
@@ -157,6 +163,8 @@ def paired_look(d, plan: Plan, *, level: float = 0.95) -> Look:
     With `len(d) <= plan.pilot` (or a one-look plan) this is look 1 on the pilot's pairs; otherwise look 2 on all
     of them (the caller moves on to look 2 only when look 1 was unresolved: `Plan` records that look 2 was
     planned). A one-look plan uses the plain t quantiles; a two-look plan the simulated ones."""
+    import numpy as np
+
     d = np.asarray(d, dtype=float)
     n = d.shape[-1]
     if n < 2:

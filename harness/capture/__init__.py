@@ -17,14 +17,13 @@ only when a model is loaded).
 """
 
 from harness.capture._capture import (
-    CaptureConfig,
     CaptureResult,
     LayerResult,
     capture,
     capture_directory,
     ensure_capture,
-    parse_layers,
 )
+from harness.capture._config import CaptureConfig, parse_layers
 from harness.capture._controls import CONTROL_DISTS, save_like, synthesize_like
 from harness.capture._device import choose_capture_device, default_capture_dtype
 from harness.capture._estimate import CaptureEstimate, check_fits, estimate_capture

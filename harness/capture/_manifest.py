@@ -4,17 +4,14 @@ from __future__ import annotations
 
 import datetime as _dt
 from pathlib import Path
-from typing import TYPE_CHECKING
 
+from harness.capture._config import CaptureConfig
 from harness.capture._format import FORMAT, FORMAT_VERSION, STORED_DTYPE, layer_file, read_manifest
 from harness.capture._hook import LayerRecord
 from harness.capture._models import ModelSpec
 from harness.capture._provenance import harness_provenance, software_versions
 from harness.capture._weights import ResolvedWeights
 from harness.errors import CaptureError
-
-if TYPE_CHECKING:  # the config is made in _capture, which imports this module
-    from harness.capture._capture import CaptureConfig
 
 __all__ = ["RANDOM_WARNING", "random_weights_identity", "start_manifest"]
 

@@ -6,7 +6,8 @@ from __future__ import annotations
 import dataclasses
 from pathlib import Path
 
-from harness.capture._capture import ensure_capture, parse_layers
+from harness.capture._capture import ensure_capture
+from harness.capture._config import parse_layers
 from harness.capture._device import choose_capture_device
 from harness.capture._load import capture_spec
 from harness.capture._models import resolve_model

@@ -66,7 +66,7 @@ def sustained(
             if history["history"] is not None:
                 raise ConfigError("--history appends one run of one GPU as a night; with --gpus, `bench merge` the "
                                   "workers' runs first, or run the nightly suite per GPU.")
-            from harness.cli.multigpu import run_multi_and_render
+            from harness.cli.multigpu_output import run_multi_and_render
 
             run_multi_and_render(config, gpus=gpus, replicate=replicate, console=out)
         elif replicate:

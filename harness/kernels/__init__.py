@@ -24,14 +24,14 @@ from harness.kernels._callable import CALLABLE_SIGNATURE, adapt_callable, conven
 from harness.kernels._callable_spec import LAYOUTS, SPEC_OPTIONS, apply_options, split_spec, spec_with_options
 from harness.kernels._decode_layout import DECODE_LAYOUTS, DecodeBatch, decode_batch
 from harness.kernels._error import ErrorReport, attention_error, kernel_reference_inputs
-from harness.kernels._gate import (GateResult, GateTolerance, compare_declared, compare_outputs, declared_tolerance, gate,
-                                   gate_columns, gate_tolerance)
+from harness.kernels._gate import GateResult, compare_declared, compare_outputs, gate, gate_columns
 from harness.kernels._kernel import WORKLOADS, Kernel, Launch
 from harness.kernels._listing import kernel_rows
 from harness.kernels._reference import (MMA_REL_ERROR, Emulation, Numerics, declared_numerics, emulate_declared,
                                         reference_attention, workload_reference)
 from harness.kernels._quant import E4M3_MAX, dequantize, pow2_scale, quantize_e4m3_pow2
 from harness.kernels._registry import KernelRegistry, default_registry, kernel_provenance
+from harness.kernels._tolerance import GateTolerance, declared_tolerance, gate_tolerance
 from harness.kernels._repro import INTERFERERS, ReproReport, reproducibility
 from harness.kernels._survey import (
     ERROR_STAGES,

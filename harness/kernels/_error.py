@@ -37,6 +37,7 @@ __all__ = [
     "error_between",
     "kernel_reference_inputs",
     "emulate_p_attention",
+    "recipe_stage_errors",
 ]
 
 
@@ -121,7 +122,7 @@ def attention_error(kernel, inputs, *, launch=None) -> ErrorReport:
     """Launch `kernel` once on `inputs` and measure its error against fp64 attention (see module doc)."""
     from harness.kernels._reference import declared_numerics, emulate_declared, reference_attention
 
-    from harness.kernels._recipes import declared_recipe, recipe_stage_errors
+    from harness.kernels._recipes import declared_recipe
 
     launch = launch or kernel.prepare(inputs)
     out = launch()
@@ -165,3 +166,21 @@ def attention_error(kernel, inputs, *, launch=None) -> ErrorReport:
         **common, reference=f"{quant} quantized inputs", total=error_between(out, ref), stages=stages,
         vs_unquantized=error_between(out, unq), p_mode=p_mode,
     )
+
+
+def recipe_stage_errors(kernel, inputs, out, recipe=None) -> dict:
+    """bench error's terms of a recipe kernel: each operand alone (q, k, v) and all three (input) against fp64
+    attention on the unquantized inputs; P's rounding (p) on the quantized inputs; the declared fp32
+    accumulation (accumulation) on top; and the kernel against the whole emulation (kernel). Also "total" (the
+    kernel against fp64 attention on its quantized inputs, P unrounded) and "vs_unquantized"."""
+    from harness.kernels._recipes import declared_recipe, dense_only
+    from harness.numerics import stage_outputs
+
+    recipe = recipe or declared_recipe(kernel)
+    dense_only(kernel, inputs)
+    o = stage_outputs(recipe, inputs.q, inputs.k, inputs.v, scale=inputs.scale, causal=inputs.shape.causal)
+    stages = {n: error_between(o[n], o["exact"]) for n in ("q", "k", "v", "input")}
+    stages["p"] = error_between(o["p"], o["input"])
+    stages["accumulation"] = error_between(o["full"], o["p"])
+    stages["kernel"] = error_between(out, o["full"])
+    return {"stages": stages, "total": error_between(out, o["input"]), "vs_unquantized": error_between(out, o["exact"])}

@@ -17,7 +17,7 @@ from dataclasses import replace
 
 from harness.errors import UnsupportedInputError
 
-__all__ = ["declared_recipe", "emulate_recipe", "recipe_tolerance", "recipe_stage_errors", "RECIPE_SNR_MARGIN_DB"]
+__all__ = ["declared_recipe", "dense_only", "emulate_recipe", "recipe_tolerance", "RECIPE_SNR_MARGIN_DB"]
 
 RECIPE_SNR_MARGIN_DB = 6.0
 
@@ -30,7 +30,7 @@ def declared_recipe(kernel):
     return None if spec is None else parse_recipe(spec)
 
 
-def _dense_only(kernel, inputs) -> None:
+def dense_only(kernel, inputs) -> None:
     features = inputs.shape.features()
     if features:
         raise UnsupportedInputError(
@@ -40,7 +40,7 @@ def _dense_only(kernel, inputs) -> None:
 
 def recipe_tolerance(em):
     """The gate's limits for a recipe's emulation `em` (module doc)."""
-    from harness.kernels._gate import declared_tolerance
+    from harness.kernels._tolerance import declared_tolerance
 
     rms_ref = float(em.exact.pow(2).mean().sqrt())
     rms_d = float((em.out - em.exact).pow(2).mean().sqrt())
@@ -58,27 +58,9 @@ def emulate_recipe(kernel, inputs, recipe=None):
     from harness.numerics import attend, operands
 
     recipe = recipe or declared_recipe(kernel)
-    _dense_only(kernel, inputs)
+    dense_only(kernel, inputs)
     ops = operands(recipe, inputs.q, inputs.k, inputs.v, dtype=torch.float64, envelope=True)
     a = attend(recipe, ops, scale=inputs.scale, causal=inputs.shape.causal, bounds=recipe.p_max)
     em = Emulation(numerics=recipe, out=a.out, exact=a.exact, p_spread=a.spread, p_bound=a.bound,
                    accumulation=a.accumulation)
     return dataclasses.replace(em, tolerance=recipe_tolerance(em))
-
-
-def recipe_stage_errors(kernel, inputs, out, recipe=None) -> dict:
-    """bench error's terms of a recipe kernel: each operand alone (q, k, v) and all three (input) against fp64
-    attention on the unquantized inputs; P's rounding (p) on the quantized inputs; the declared fp32
-    accumulation (accumulation) on top; and the kernel against the whole emulation (kernel). Also "total" (the
-    kernel against fp64 attention on its quantized inputs, P unrounded) and "vs_unquantized"."""
-    from harness.kernels._error import error_between
-    from harness.numerics import stage_outputs
-
-    recipe = recipe or declared_recipe(kernel)
-    _dense_only(kernel, inputs)
-    o = stage_outputs(recipe, inputs.q, inputs.k, inputs.v, scale=inputs.scale, causal=inputs.shape.causal)
-    stages = {n: error_between(o[n], o["exact"]) for n in ("q", "k", "v", "input")}
-    stages["p"] = error_between(o["p"], o["input"])
-    stages["accumulation"] = error_between(o["full"], o["p"])
-    stages["kernel"] = error_between(out, o["full"])
-    return {"stages": stages, "total": error_between(out, o["input"]), "vs_unquantized": error_between(out, o["exact"])}

@@ -20,13 +20,12 @@ from statistics import median
 __all__ = ["time_check"]
 
 
-def time_check(kernel, device, *, warm_s: float = 1.0, batches: int = 5, batch_s: float = 0.1) -> dict:
+def time_check(kernel, device, spec, *, warm_s: float = 1.0, batches: int = 5, batch_s: float = 0.1) -> dict:
     """{"check_method", "check_time_ns"}: the kernel's second method, timed per launch on `device` (a
-    `harness.devices.Device`)."""
+    `harness.devices.Device`); `spec` is the run's input (`peak_input_spec`), which only carries the device."""
     from harness.inputs import make_inputs
-    from harness.profiling._peaks import peak_input_spec
 
-    inputs = make_inputs(peak_input_spec(), device=device.torch_device)
+    inputs = make_inputs(spec, device=device.torch_device)
     launch = kernel.extra["check_prepare"](inputs)
     launch()  # compile / allocate outside the timing
     device.synchronize()

@@ -344,7 +344,7 @@ def run_peaks(*, device: str, kernels: Sequence[str] = (), telemetry: str = "aut
         if name in timed:
             if observer is not None:
                 observer.on_message(f"{name}: second timing ({reg.get(name).extra['check']})")
-            checks[name] = time_check(reg.get(name), dev, warm_s=check_warm_s)
+            checks[name] = time_check(reg.get(name), dev, peak_input_spec(), warm_s=check_warm_s)
     rows = peak_rows(result.measurements, reg, run_id=result.run_id, device_name=result.info.get("device_name"),
                      checks=checks)
     written = [write_trace_table(result.path, "peaks", rows)]

@@ -22,7 +22,7 @@ from harness.runner._ready import check_kernel
 from harness.runner._probe import InbandProbe, ProbeReading, probe_unavailable_reason, summarize_probe_blocks
 from harness.runner._run import run_sustained
 from harness.runner._settle import SettleCheck, check_settled, trend_change
-from harness.runner._setup import estimate_bytes
+from harness.runner._sizes import estimate_bytes
 from harness.runner._watch import OutputWatch
 
 __all__ = [

@@ -73,7 +73,7 @@ def check_cold(specs, device) -> None:
     input is too small to be rotated through enough copies; found at set-up for timing, it was each kernel's error."""
     import math
 
-    from harness.runner._setup import estimate_bytes
+    from harness.runner._sizes import estimate_bytes
 
     cache = cache_bytes(device)
     for spec in specs:

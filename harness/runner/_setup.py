@@ -4,7 +4,6 @@ and describe itself in the runs row. Shared by the sustained runner and burst ti
 from __future__ import annotations
 
 import dataclasses
-import math
 from dataclasses import dataclass
 from datetime import datetime, timezone
 from pathlib import Path
@@ -13,10 +12,11 @@ from harness.errors import KernelError, UnknownKernelError
 from harness.kernels import kernel_provenance
 from harness.runner._isolation import ChildDied, ChildHung, ChildKernel, isolated
 from harness.runner._ready import ReportedFailure
+from harness.runner._sizes import estimate_bytes, item_sizes
 from harness.workers import tolerate_pids
 
 __all__ = ["RunSetup", "set_up_run", "start_children", "run_info_row", "config_row", "kernel_provenance",
-           "check_memory", "estimate_bytes", "CPU_TIMING_NOTE"]
+           "check_memory", "CPU_TIMING_NOTE"]
 
 CPU_TIMING_NOTE = ("CPU run: times are the host's, under the OS's own frequency scaling and whatever else the "
                    "machine ran (see contention); they are not sustained-clock GPU figures and say nothing about "
@@ -41,20 +41,6 @@ class RunSetup:
                 executor.close()
             except Exception:  # the run's ending must not stop at one child
                 pass
-
-
-def estimate_bytes(spec, *, gate: bool) -> dict[str, int]:
-    """Bytes one input configuration needs on the device: q, k, v, the output, and the gate's fp64
-    reference (output and upcast k, v). Kernels' own workspaces come on top."""
-    s = spec.shape
-    item, out_item = _item_sizes(spec.dtype)
-    q, k, v, o = (math.prod(f()) for f in (s.q_shape, s.k_shape, s.v_shape, s.out_shape))
-    sizes = {"q": q * item, "k": k * item, "v": v * item, "output": o * out_item}
-    if gate:
-        # A serving workload's reference upcasts one sequence's keys and values at a time.
-        kv = (k + v) if not s.features() else max(s.kv_lengths()) * s.heads_kv * (s.head_dim_qk + s.head_dim_v)
-        sizes["gate reference (fp64 output, k, v)"] = 8 * (o + kv)
-    return sizes
 
 
 def _available(device) -> tuple[int | None, int | None, str]:
@@ -208,7 +194,7 @@ def _cpu_note(protocol) -> str:
 def config_row(config_index: int, spec, inputs) -> dict:
     """The columns every measurement row of one input configuration shares."""
     s = spec.shape
-    item, out_item = _item_sizes(inputs.dtype)
+    item, out_item = item_sizes(inputs.dtype)
     return {
         "config_index": config_index, "input_label": spec.label, "input_source": inputs.source, "input_seed": spec.seed,
         "dtype": inputs.dtype, "batch": s.batch, "heads_q": s.heads_q, "heads_kv": s.heads_kv, "seq_len": s.seq_len,
@@ -217,16 +203,6 @@ def config_row(config_index: int, spec, inputs) -> dict:
         "kv_lens": list(s.kv_lens) if s.kv_lens is not None else None,
         "bytes_per_launch": float(s.bytes_moved(item=item, out_item=out_item)),
     }
-
-
-def _item_sizes(dtype: str) -> tuple[int, int]:
-    """(bytes per q, k, v element, bytes per output element): FP8 kernels write bf16."""
-    import torch
-
-    from harness.inputs import torch_dtype
-
-    item = torch.empty((), dtype=torch_dtype(dtype)).element_size()
-    return item, max(item, 2)
 
 
 def start_children(config, *, registry, measurer, protocol, device_kind: str) -> tuple[list, dict]:

@@ -31,154 +31,15 @@ import subprocess
 import sys
 import threading
 import time
+from pathlib import Path
 
 __all__ = ["PreloadedPopen", "preloaded_popen", "forkable", "prestart"]
 
 # What the helper imports before it forks: the libraries every child imports first and that take seconds.
 PRELOAD = ("torch",)
-# The helper's loop: serve one request a time (fork, reply with the pid), reap children and report their ends.
-_HELPER = r'''
-import io, json, os, runpy, select, signal, socket, struct, sys
-sock = socket.socket(fileno=int(sys.argv[1]))
-for name in sys.argv[2].split(","):
-    if name:
-        try:
-            __import__(name)
-        except Exception:
-            pass  # the child imports it itself, and meets the error where it would without the helper
-if "torch" in sys.modules and sys.modules["torch"].cuda.is_initialized():
-    sys.exit(0)  # a device initialised before the fork would be unusable in every child: serve none
-base_path = [p for p in sys.path[1:]]  # without -c's '' (the child's own first entry is its working directory)
-own_pythonpath = [p for p in os.environ.get("PYTHONPATH", "").split(os.pathsep) if p]
-base_path = [p for p in base_path if p not in own_pythonpath]
-sock.setblocking(True)
-
-def send(msg):
-    data = json.dumps(msg).encode()
-    sock.sendall(struct.pack("!I", len(data)) + data)
-
-def recv_request():
-    head, fds, _, _ = socket.recv_fds(sock, 4, 3)
-    fds = list(fds)
-    if not head:
-        return None, []
-    while len(head) < 4:
-        more = sock.recv(4 - len(head))
-        if not more:
-            return None, fds
-        head += more
-    (n,) = struct.unpack("!I", head)
-    data = b""
-    while len(data) < n:
-        more = sock.recv(n - len(data))
-        if not more:
-            return None, fds
-        data += more
-    return json.loads(data), fds
-
-def child(req, fds):
-    sock.close()
-    if req["new_session"]:
-        os.setsid()
-    for target, fd in zip((0, 1, 2), fds):
-        os.dup2(fd, target)
-    for fd in fds:
-        if fd > 2:
-            os.close(fd)
-    for sig in (signal.SIGINT, signal.SIGTERM, signal.SIGCHLD, signal.SIGPIPE):
-        signal.signal(sig, signal.default_int_handler if sig == signal.SIGINT else signal.SIG_DFL)
-    if hasattr(signal, "pthread_sigmask"):
-        signal.pthread_sigmask(signal.SIG_SETMASK, [])
-    os.chdir(req["cwd"])
-    os.environ.clear()
-    os.environ.update(req["env"])
-    extra = [p for p in req["env"].get("PYTHONPATH", "").split(os.pathsep) if p]
-    sys.path[:] = [os.getcwd()] + extra + base_path
-    # stdio afresh on the new descriptors, as the interpreter makes them (line-buffered text on a terminal)
-    def stream(fd, mode, like, line_buffering):
-        raw = io.FileIO(fd, mode, closefd=False)
-        buffered = io.BufferedReader(raw) if mode == "r" else io.BufferedWriter(raw)
-        return io.TextIOWrapper(buffered, encoding=like.encoding, errors=like.errors, line_buffering=line_buffering,
-                                write_through=unbuffered and mode == "w")
-    unbuffered = sys.stdout.write_through  # -u / PYTHONUNBUFFERED, which the helper was started with
-    sys.stdin = stream(0, "r", sys.stdin, False)
-    sys.stdout = stream(1, "w", sys.stdout, os.isatty(1))
-    sys.stderr = stream(2, "w", sys.stderr, True)
-    sys.__stdin__, sys.__stdout__, sys.__stderr__ = sys.stdin, sys.stdout, sys.stderr
-    import random
-    random.seed()
-    if "numpy" in sys.modules:
-        sys.modules["numpy"].random.seed()
-    code = 0
-    try:
-        sys.argv = [req["module"], *req["args"]]
-        runpy.run_module(req["module"], run_name="__main__", alter_sys=True)
-    except SystemExit as exc:
-        c = exc.code
-        if c is None:
-            code = 0
-        elif isinstance(c, int):
-            code = c
-        else:
-            print(c, file=sys.stderr)
-            code = 1
-    except KeyboardInterrupt:
-        code = -signal.SIGINT
-    except BaseException:
-        sys.excepthook(*sys.exc_info())
-        code = 1
-    try:
-        import threading
-        threading._shutdown()  # non-daemon threads, as the interpreter waits for them at its exit
-    except Exception:
-        pass
-    try:
-        import atexit
-        atexit._run_exitfuncs()
-    except Exception:
-        pass
-    for stream in (sys.stdout, sys.stderr):
-        try:
-            stream.flush()
-        except Exception:
-            pass
-    if code < 0:  # an interrupt ends the process by its signal, as the interpreter does
-        signal.signal(-code, signal.SIG_DFL)
-        os.kill(os.getpid(), -code)
-    os._exit(code & 0xFF)
-
-alive = set()
-while True:
-    ready, _, _ = select.select([sock], [], [], 0.05 if alive else 1.0)
-    if ready:
-        try:
-            req, fds = recv_request()
-        except OSError:
-            req, fds = None, []
-        if req is None:
-            break
-        try:
-            pid = os.fork()
-        except OSError as exc:
-            pid = None
-            send({"error": str(exc)})
-        if pid == 0:
-            child(req, fds)
-        for fd in fds:
-            os.close(fd)
-        if pid is not None:
-            alive.add(pid)
-            send({"pid": pid})
-    while alive:
-        try:
-            pid, status = os.waitpid(-1, os.WNOHANG)
-        except ChildProcessError:
-            break
-        if pid == 0:
-            break
-        alive.discard(pid)
-        send({"exit": pid, "code": os.waitstatus_to_exitcode(status)})
-'''
+# The helper's program (run by its path, never imported: it must not import the harness, whose copy a
+# `bench commits` revision brings itself).
+_HELPER = Path(__file__).with_name("_helper_main.py")
 
 
 def forkable(argv: list[str], *, python: str = sys.executable) -> str | None:
@@ -194,7 +55,7 @@ class _Helper:
 
     def __init__(self, python: str, env: dict) -> None:
         ours, theirs = socket.socketpair(socket.AF_UNIX, socket.SOCK_STREAM)
-        self._proc = subprocess.Popen([python, "-c", _HELPER, str(theirs.fileno()), ",".join(PRELOAD)],
+        self._proc = subprocess.Popen([python, str(_HELPER), str(theirs.fileno()), ",".join(PRELOAD)],
                                       pass_fds=(theirs.fileno(),), stdin=subprocess.DEVNULL,
                                       stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, env=env,
                                       start_new_session=True)

@@ -19,7 +19,6 @@ from __future__ import annotations
 
 import json
 import math
-from pathlib import Path
 
 import pytest
 from h200_runs import FIXTURES

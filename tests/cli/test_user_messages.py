@@ -4,13 +4,10 @@ tests/commits/test_commits_callable.py's signal test."""
 
 from __future__ import annotations
 
-import io
 import re
-import json
 from pathlib import Path
 
 import pytest
-import torch
 import torch.nn.functional as F
 from typer.testing import CliRunner
 

@@ -5,8 +5,6 @@ byte accounting counts the visible pairs and keys."""
 
 from __future__ import annotations
 
-import math
-
 import pytest
 import torch
 

@@ -20,7 +20,8 @@ from harness.errors import GateFailure
 from harness.inputs import AttentionShape, InputSpec, make_inputs
 from harness.kernels import (Kernel, Numerics, compare_declared, declared_numerics, declared_tolerance,
                              emulate_declared, gate, gate_columns, kernel_reference_inputs, reference_attention)
-from harness.kernels._gate import compare_outputs, declared_allowance, declared_rms, gate_tolerance, hoeffding_z
+from harness.kernels._gate import compare_outputs, declared_allowance, declared_rms
+from harness.kernels._tolerance import gate_tolerance, hoeffding_z
 from harness.kernels._quant import quantize_p
 
 SHAPE = AttentionShape(batch=1, heads_q=4, heads_kv=2, seq_len=192, head_dim_qk=64)

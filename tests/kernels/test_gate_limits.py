@@ -17,7 +17,8 @@ import torch
 from harness.errors import GateFailure
 from harness.inputs import AttentionShape, InputSpec, make_inputs
 from harness.kernels import Kernel, gate, reference_attention
-from harness.kernels._gate import compare_outputs, gate_tolerance
+from harness.kernels._gate import compare_outputs
+from harness.kernels._tolerance import gate_tolerance
 
 SHAPE = AttentionShape(batch=1, heads_q=2, heads_kv=2, seq_len=32, head_dim_qk=16)
 ELEM = (0, 1, 7, 3)

@@ -9,7 +9,7 @@ from multigpu_helpers import write_run
 from typer.testing import CliRunner
 
 from harness.cli import app
-from harness.cli.multigpu import render_multi
+from harness.cli.multigpu_output import render_multi
 from harness.cli.sustained import sustained_config_from_args as sustained_config
 from harness.multigpu import merge_runs
 

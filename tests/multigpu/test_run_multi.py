@@ -114,7 +114,7 @@ import io
 from pathlib import Path
 from rich.console import Console
 from multigpu_helpers import suite
-from harness.cli.multigpu import render_multi
+from harness.cli.multigpu_output import render_multi
 from harness.multigpu import cpu_stand_ins, run_multi
 res = run_multi(suite(Path({str(tmp_path)!r}), seeds=(0,)), gpus="all", replicate=True, present=cpu_stand_ins(2))
 render_multi(res, Console(file=io.StringIO(), width=150))
