@@ -26,8 +26,9 @@ def test_schema_round_trip_keeps_types_units_and_version(tmp_path):
     assert run.samples["chiplet_clocks_mhz"].to_list() == [[1.0, 2.0]]
     assert run.measurements.schema == polars_schema("measurements")
     assert run.probes.height == 0 and run.probes.columns == columns("probes")
-    meta = pq.read_schema(tmp_path / "r1" / "measurements" / "part-00000.parquet").metadata
+    meta = pq.read_schema(tmp_path / "r1" / "measurements" / "merged.parquet").metadata  # merged when it ended
     assert meta[b"harness_schema_version"] == str(SCHEMA_VERSION).encode()
+    assert not (tmp_path / "r1" / "measurements" / "part-00000.parquet").exists()
 
 
 def test_unknown_column_is_rejected(tmp_path):
