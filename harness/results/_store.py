@@ -266,8 +266,8 @@ def append_rows(run_dir: Path, table: str, rows: list[dict]) -> Path:
 
 def end_abandoned_run(run_dir: Path, status: str, detail: str) -> bool:
     """Write the final status of a run whose own process died before it could (a worker killed by SIGKILL):
-    only a run still marked `running` is changed; its space reserve and temp files are removed as `finish`
-    would. Returns whether the row was written. pyarrow only (the GPU images may lack polars)."""
+    only a run still marked `running` is changed; its space reserve and temp files are removed and its parts
+    merged as `finish` would. Returns whether the row was written. pyarrow only (the GPU images may lack polars)."""
     from datetime import datetime, timezone
 
     import pyarrow.parquet as pq
@@ -285,4 +285,5 @@ def end_abandoned_run(run_dir: Path, status: str, detail: str) -> bool:
         tmp.unlink(missing_ok=True)
     row.update(status=status, status_detail=detail, finished_at=datetime.now(timezone.utc).isoformat())
     write_table_atomic(path, "runs", [row])
+    compact_quietly(run_dir)  # it has ended now: its parts merged as any run's that ends
     return True

@@ -231,3 +231,16 @@ def test_a_newer_version_is_refused_naming_the_file(tmp_path):
     assert _files(w.path, "measurements") == ["part-00000.parquet"]
     with pytest.raises(Exception, match=f"part-00000.parquet was written with results schema v{SCHEMA_VERSION + 1}"):
         read_run(w.path)
+
+
+def test_a_killed_run_ended_by_its_parent_is_merged_and_reads_the_same(tmp_path):
+    from harness.results import end_abandoned_run
+
+    w = _writer(tmp_path)  # its process was killed: parts only, still `running`
+    before = _frames(w.path)
+    assert end_abandoned_run(w.path, "failed", "worker killed by SIGKILL")
+    run = read_run(w.path)
+    assert (run.info["status"], run.info["status_detail"]) == ("failed", "worker killed by SIGKILL")
+    for table in TABLES4:
+        assert _files(w.path, table) == [MERGED] and getattr(run, table).equals(before[table]), table
+    assert not end_abandoned_run(w.path, "failed", "again")  # only a run still `running` is changed
