@@ -201,3 +201,48 @@ def test_v7_tables_pass_through_to_v8_whose_in_model_table_is_new():
     im = table_schema("in_model")
     assert im.field("layer_attention_ns").type == pa.list_(pa.float64()) and im.field("random_weights").type == pa.bool_()
     assert {"attention_ns", "rest_ns", "attention_share", "instrumentation_cost_ns", "pass_inband_clock_mhz"} <= set(im.names)
+
+
+def test_file_version_reads_the_results_key_and_maps_the_retired_profiling_schema_to_v8():
+    from harness.results._schema import LEGACY_PROFILING, file_version
+
+    assert file_version({b"harness_schema_version": b"3", b"harness_table": b"runs"}) == 3
+    assert file_version({b"harness_trace_schema_version": b"2", b"harness_table": b"peaks"}) == 8
+    assert file_version({b"harness_trace_schema_version": b"1"}) == 8 == LEGACY_PROFILING[b"harness_trace_schema_version"]
+    assert file_version({b"harness_schema_version": b"9", b"harness_trace_schema_version": b"1"}) == 9  # results key wins
+    assert file_version({b"harness_table": b"runs"}) == 0 and file_version(None) == 0 and file_version({}) == 0
+
+
+def test_migrate_walks_every_version_and_fills_each_added_column_as_ADDED_says():
+    from harness.results._schema import ADDED, V9_PEAKS_COLUMNS, migrate
+
+    assert sorted(ADDED) == list(range(2, SCHEMA_VERSION + 1))  # one entry per version: nothing skipped
+    v1 = pa.table({"run_id": ["r", "r"], "seq_len": pa.array([128, 4096], pa.int32())})
+    up = migrate("measurements", v1, 1)
+    assert up.column_names == ["run_id", "seq_len", *V2_CHIPLET_COLUMNS, *V4_GATE_COLUMNS, *V5_WORKLOAD_COLUMNS]
+    assert up.column("seq_len_kv").to_pylist() == [128, 4096] and up.column("window").null_count == 2
+    assert up.schema.field("seq_len_kv").type == pa.int32() and up.schema.field("kv_lens").type == pa.list_(pa.int32())
+    assert migrate("measurements", v1, 5).column_names == ["run_id", "seq_len"]  # from v5 on nothing was added to it
+    assert migrate("measurements", v1, SCHEMA_VERSION) is v1
+    me = migrate("model_error", pa.table({"run_id": ["r"]}), 3)
+    assert me.column_names == ["run_id", *V7_MODEL_ERROR_COLUMNS] and me.column("reference").to_pylist() == ["fp64"]
+    assert migrate("model_error", pa.table({"run_id": ["r"]}), 7).column_names == ["run_id"]  # v8, v9: no change
+    runs = migrate("runs", pa.table({"run_id": ["r"]}), 1)
+    assert runs.column_names == ["run_id", *V3_RUNS_COLUMNS, *V6_RUNS_COLUMNS]
+    assert runs.column("machine_json").null_count == 1 and runs.schema.field("timing_note").type == pa.string()
+    peaks = migrate("peaks", pa.table({"run_id": ["r", "r"], "check_method": ["event", None]}), 8)
+    assert peaks.column_names == ["run_id", "check_method", "check_time_ns", "check_rate_per_s"]
+    assert peaks.column("check_method").to_pylist() == ["event", None]  # present in a profiling v2 file: kept
+    assert peaks.column("check_rate_per_s").null_count == 2 and set(V9_PEAKS_COLUMNS) <= set(peaks.column_names)
+    assert peaks.schema.field("check_time_ns").type == pa.float64()
+    assert MIGRATIONS[8]("traces", v1) is v1 and MIGRATIONS[8].__name__ == "to_v9"
+
+
+def test_traces_and_peaks_are_tables_of_the_one_schema():
+    t, p = table_schema("traces"), table_schema("peaks")
+    assert t.metadata[b"harness_schema_version"] == p.metadata[b"harness_schema_version"] == str(SCHEMA_VERSION).encode()
+    assert t.field("launch_id").type == pa.int32() and t.field("warm_launches").type == pa.int64()
+    assert t.field("tensor_pct").type == pa.float64() and t.field("metrics_json").type == pa.string()
+    assert p.field("settled").type == pa.bool_() and p.field("repeat").type == pa.int32()
+    assert p.names[-3:] == ["check_method", "check_time_ns", "check_rate_per_s"]
+    assert t.names[:4] == ["run_id", "trace_id", "tool", "kernel"] and len(t.names) == 34 and len(p.names) == 22
