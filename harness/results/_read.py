@@ -81,12 +81,13 @@ class DamagedPart(ResultsError):
     """One file of a run cannot be read as Parquet (cut short, overwritten)."""
 
 
-def _read_parts(folder: Path, table: str, damaged: set | None = None, *, strict: bool = False) -> list[tuple[str, Path, object]]:
+def _read_parts(folder: Path, table: str, damaged: set | None = None, *,
+                strict: bool = False) -> list[tuple[str, Path, object]]:
     """Every part of one table folder as (part name, file it is in, arrow table), in order: the parts a merged file
     holds (`_compact`), then the part files not merged yet. A damaged file is left out with a ResultsWarning naming
     it (its part names go into `damaged`): one bad file must not hide every other measurement of the run (the run's
-    own runs.parquet is never skipped); `strict` raises instead. A part file removed while it was being read (a compaction finishing beside
-    the reader) is read again from the merged file that now holds it."""
+    own runs.parquet is never skipped); `strict` raises instead. A part file removed while it was being read (a
+    compaction finishing beside the reader) is read again from the merged file that now holds it."""
     for attempt in range(3):
         try:
             return _read_parts_once(Path(folder), table, damaged, strict)
@@ -183,8 +184,9 @@ def _read_arrow(path: Path, table: str):
             f"Upgrade the harness to read it."
         )
     if version < 1:
-        raise ResultsError(f"{path} uses results schema v{version}, which this harness (v{SCHEMA_VERSION}) cannot migrate: "
-                           f"versions begin at v1, so no harness wrote it. Restore the file from the run's copy.")
+        raise ResultsError(f"{path} uses results schema v{version}, which this harness (v{SCHEMA_VERSION}) cannot "
+                           f"migrate: versions begin at v1, so no harness wrote it. Restore the file from the run's "
+                           f"copy.")
     arrow = migrate(table, arrow, version)  # every older version is migrated (the schema's ADDED), never refused
     want = table_schema(table)
     missing = [n for n in want.names if n not in arrow.schema.names]

@@ -258,8 +258,11 @@ def _migration(to_version: int):
                 values = pa.nulls(arrow.num_rows, type=kind)
             elif fill[0] == "copy":
                 values = arrow.column(fill[1]).cast(kind)
-            else:
+            elif fill[0] == "value":
                 values = pa.array([fill[1]] * arrow.num_rows, type=kind)
+            else:
+                raise ValueError(f"ADDED[{to_version}][{table!r}][{name!r}] = {fill!r}: a fill is None, "
+                                 f"('copy', column) or ('value', constant)")
             arrow = arrow.append_column(name, values)
         return arrow
 

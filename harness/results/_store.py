@@ -187,7 +187,7 @@ def compact_quietly(run_dir: Path) -> None:
     saves files, it is never why a run fails."""
     try:
         compact_run(run_dir)
-    except (OSError, ValueError, ResultsError):
+    except Exception:  # noqa: BLE001 - whatever stopped it, the parts it did not merge are still there and read
         for tmp in Path(run_dir).glob("*/.merged.parquet.*.tmp"):
             tmp.unlink(missing_ok=True)
 
@@ -223,7 +223,8 @@ class RunAppender:
         self.info = {**self.info, **fields}
         write_table_atomic(self.path / "runs.parquet", "runs", [self.info])
 
-    def append_measurement(self, *, measurement: dict, chunks: list[dict], samples: list[dict], probes: list[dict]) -> None:
+    def append_measurement(self, *, measurement: dict, chunks: list[dict], samples: list[dict],
+                           probes: list[dict]) -> None:
         """One measurement's parts, named `part-burst-<stamp>-NNN` (a name the run's own parts never take), the
         measurement last as `RunWriter` writes them."""
         import uuid
@@ -233,7 +234,8 @@ class RunAppender:
             self._stamp = datetime.now(timezone.utc).strftime("%Y%m%d%H%M%S") + uuid.uuid4().hex[:4]
         part = f"part-burst-{self._stamp}-{self._part:03d}.parquet"
         self._part += 1
-        for table, rows in (("samples", samples), ("chunks", chunks), ("probes", probes), ("measurements", [measurement])):
+        tables = (("samples", samples), ("chunks", chunks), ("probes", probes), ("measurements", [measurement]))
+        for table, rows in tables:
             write_table_atomic(self.path / table / part, table, [{**r, "run_id": self.run_id} for r in rows])
 
     def append_rows(self, table: str, rows: list[dict]) -> Path:
@@ -259,8 +261,8 @@ def append_rows(run_dir: Path, table: str, rows: list[dict]) -> Path:
     write_table_atomic(path, table, rows)
     try:
         compact_table(folder, table)
-    except (OSError, ValueError, ResultsError):
-        pass  # the part stays, readable; the next compaction takes it
+    except Exception:  # noqa: BLE001 - the part stays, readable; the next compaction takes it
+        pass
     return path
 
 

@@ -246,3 +246,49 @@ def test_traces_and_peaks_are_tables_of_the_one_schema():
     assert p.field("settled").type == pa.bool_() and p.field("repeat").type == pa.int32()
     assert p.names[-3:] == ["check_method", "check_time_ns", "check_rate_per_s"]
     assert t.names[:4] == ["run_id", "trace_id", "tool", "kernel"] and len(t.names) == 34 and len(p.names) == 22
+
+
+def test_the_traces_and_peaks_the_h200_runs_hold_are_the_declared_tables():
+    # Written by the device machine at the retired profiling schema (v1 peaks lack the second timing): every stored
+    # column, in order and type, is the declared one (a misspelt or retyped column would not read back their data).
+    from pathlib import Path
+
+    import pyarrow.parquet as pq
+
+    from harness.results._schema import ADDED, file_version
+
+    root = Path(__file__).resolve().parent.parent / "fixtures" / "h200"
+    seen = set()
+    for f in sorted(root.glob("*/*/merged.parquet")):
+        table = f.parent.name
+        if table not in ("traces", "peaks"):
+            continue
+        stored = pq.read_schema(f)
+        assert file_version(stored.metadata) == 8 and b"harness_trace_schema_version" in stored.metadata
+        want = table_schema(table).remove_metadata()
+        v1 = pa.schema([fld for fld in want if fld.name not in ADDED[9].get(table, {})])
+        assert stored.remove_metadata().equals(want) or stored.remove_metadata().equals(v1), f
+        seen.add((table, stored.remove_metadata().equals(want)))
+    assert {t for t, _ in seen} == {"traces", "peaks"}
+
+
+def test_the_declared_tables_are_the_snapshot_of_this_version():
+    # tests/results/schema-v9.json: every table's columns and types as v9 declares them. A column added, removed,
+    # renamed or retyped without a new version (and its ADDED entry) fails here; a new version adds its snapshot.
+    import json
+    from pathlib import Path
+
+    snap = json.loads((Path(__file__).parent / f"schema-v{SCHEMA_VERSION}.json").read_text())
+    assert snap["schema_version"] == SCHEMA_VERSION
+    assert list(snap["tables"]) == [*TABLES, HISTORY_TABLE]
+    for table, cols in snap["tables"].items():
+        assert columns(table) == [n for n, _ in cols], table
+        assert [table_schema(table).field(n).type for n, _ in cols] == [_arrow_type(t) for _, t in cols], table
+
+
+def test_a_fill_that_is_neither_copy_nor_value_is_refused(monkeypatch):
+    from harness.results._schema import ADDED, migrate
+
+    monkeypatch.setitem(ADDED, 9, {"peaks": {"check_method": ("guess", "x")}})
+    with pytest.raises(ValueError, match=r"ADDED\[9\]\['peaks'\]\['check_method'\] = \('guess', 'x'\): a fill is None"):
+        migrate("peaks", pa.table({"run_id": ["r"]}), 8)
