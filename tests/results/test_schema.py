@@ -290,5 +290,6 @@ def test_a_fill_that_is_neither_copy_nor_value_is_refused(monkeypatch):
     from harness.results._schema import ADDED, migrate
 
     monkeypatch.setitem(ADDED, 9, {"peaks": {"check_method": ("guess", "x")}})
-    with pytest.raises(ValueError, match=r"ADDED\[9\]\['peaks'\]\['check_method'\] = \('guess', 'x'\): a fill is None"):
+    with pytest.raises(ValueError, match=r"^ADDED\[9\]\['peaks'\]\['check_method'\] = \('guess', 'x'\): a fill is None, "
+                                         r"\('copy', column\) or \('value', constant\)$"):
         migrate("peaks", pa.table({"run_id": ["r"]}), 8)
