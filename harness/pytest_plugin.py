@@ -173,9 +173,9 @@ def _input_spec(inputs):
 
 def _window_chunk_times(run_dir: Path, ids: set[str]) -> list[float]:
     """Per-launch seconds of every window chunk of the timed measurements, in order (pyarrow only)."""
-    import pyarrow.parquet as pq
+    from harness.results import read_rows
 
-    rows = pq.read_table(run_dir / "chunks").to_pylist()
+    rows = read_rows(run_dir, "chunks")
     rows = [r for r in rows if r["phase"] == "window" and r["measurement_id"] in ids and r["time_ns"]]
     rows.sort(key=lambda r: (r["measurement_id"], r["chunk_index"]))
     return [r["time_ns"] * 1e-9 for r in rows]

@@ -233,6 +233,7 @@ def merge_pieces(writer, pieces: Sequence[Piece], *, header: Mapping | None = No
                         to_json=to_json, root=Path(writer.path))
     info.update(status=status, status_detail=detail, finished_at=datetime.now(timezone.utc).isoformat())
     writer.write_run(info)
+    writer.compact()  # the merged run's parts, one file per table, as every run that ends
     return MultiResult(run_id=writer.run_id, path=Path(writer.path), status=status, status_detail=detail,
                        gpus=tuple(outcomes), measurements=with_gpu(rows))
 

@@ -71,7 +71,6 @@ from harness.profiling._rocprof import (
     read_att_dir,
 )
 from harness.profiling._store import (
-    TRACE_SCHEMA_VERSION,
     TRACE_TABLES,
     read_trace_table,
     write_trace_table,
@@ -90,7 +89,6 @@ __all__ = [
     "ATT_WAVE_STATES",
     "NCU_METRICS",
     "OPERANDS",
-    "TRACE_SCHEMA_VERSION",
     "TRACE_TABLES",
     "AttCycles",
     "AttDispatch",

@@ -76,15 +76,12 @@ class TraceResult:
 
 
 def _measurements(run_dir: Path) -> list[dict]:
-    import pyarrow.parquet as pq
+    from harness.results import read_rows
 
     run_dir = Path(run_dir)
     if not (run_dir / "runs.parquet").is_file():
         raise ResultsError(f"{run_dir} is not a run directory (no runs.parquet): pass a directory `bench sustained` wrote.")
-    rows: list[dict] = []
-    for part in sorted((run_dir / "measurements").glob("part-*.parquet")):
-        rows += pq.read_table(part).to_pylist()
-    return rows
+    return read_rows(run_dir, "measurements")
 
 
 def _config_inputs(run_dir: Path) -> dict:

@@ -6,7 +6,12 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from harness.errors import ResultsError
-from harness.results._schema import MIGRATIONS, OPTIONAL_TABLES, SCHEMA_VERSION, TABLES, table_schema
+from harness.results._compact import MERGED, PART_PATTERN, merged_parts
+from harness.results._schema import OPTIONAL_TABLES, SCHEMA_VERSION, TABLES, file_version, migrate, table_schema
+
+# The profiling tables (bench trace, bench peaks): traces/ also holds timelines, and a peaks row's measurement_id is
+# its peaks run's, stored again in every run the peaks join.
+_PROFILING = ("traces", "peaks")
 
 __all__ = ["Run", "part_files", "read_file", "read_files", "read_run", "read_run_rows", "read_rows", "read_table", "resolve_run"]
 
@@ -76,24 +81,71 @@ class DamagedPart(ResultsError):
     """One file of a run cannot be read as Parquet (cut short, overwritten)."""
 
 
-def _read_parts(files: list[Path], table: str, damaged: set | None = None) -> list:
-    """Each part of an analysis table read, a damaged one left out with a ResultsWarning naming it: one bad file
-    must not hide every other measurement of the run (the run's own runs.parquet is never skipped)."""
+def _read_parts(folder: Path, table: str, damaged: set | None = None, *,
+                strict: bool = False) -> list[tuple[str, Path, object]]:
+    """Every part of one table folder as (part name, file it is in, arrow table), in order: the parts a merged file
+    holds (`_compact`), then the part files not merged yet. A damaged file is left out with a ResultsWarning naming
+    it (its part names go into `damaged`): one bad file must not hide every other measurement of the run (the run's
+    own runs.parquet is never skipped); `strict` raises instead. A part file removed while it was being read (a
+    compaction finishing beside the reader) is read again from the merged file that now holds it."""
+    for attempt in range(3):
+        try:
+            return _read_parts_once(Path(folder), table, damaged, strict)
+        except FileNotFoundError:
+            if attempt == 2:
+                raise
+    return []
+
+
+def _read_parts_once(folder: Path, table: str, damaged: set | None, strict: bool) -> list[tuple[str, Path, object]]:
     import warnings
 
     from harness.errors import ResultsWarning
 
-    parts = []
-    for f in files:
+    out: list[tuple[str, Path, object]] = []
+    held = merged_parts(folder)
+    merged = folder / MERGED
+    if merged.is_file():
         try:
-            parts.append(_read_arrow(f, table))
+            arrow = _read_arrow(merged, table)
+            if not held or sum(r for _, r in held) != arrow.num_rows:
+                raise DamagedPart(f"{merged} does not say which parts it holds (or its counts do not add up to its "
+                                  f"{arrow.num_rows} rows): the run directory is damaged.")
         except DamagedPart as exc:
+            if strict:
+                raise
+            warnings.warn(f"{exc} It is left out: the figures lack every {table} row it held.", ResultsWarning,
+                          stacklevel=4)
+            if damaged is not None:
+                damaged.update(n for n, _ in held)
+            held = [(n, 0) for n, _ in held]  # its part files, if any are still there, are not read again
+        else:
+            offset = 0
+            for name, rows in held:
+                out.append((name, merged, arrow.slice(offset, rows)))
+                offset += rows
+    names = {n for n, _ in held}
+    # traces/ also holds bench trace's timelines (pictures, Chrome traces): not parts, and not strays either
+    for f in part_files(folder, quiet=table in _PROFILING):
+        if f.name in names:
+            continue  # merged already: a compaction was stopped before it removed the part
+        try:
+            out.append((f.name, f, _read_arrow(f, table)))
+        except DamagedPart as exc:
+            if not f.exists():
+                raise FileNotFoundError(f) from None
+            if strict:
+                raise
             warnings.warn(f"{exc} It is left out: the figures lack what it held (one measurement's {table}).",
-                          ResultsWarning, stacklevel=3)
-            parts.append(None)
+                          ResultsWarning, stacklevel=4)
             if damaged is not None:
                 damaged.add(f.name)
-    return parts
+    return out
+
+
+def _part_names(folder: Path) -> set[str]:
+    """The names of every part of a table folder, merged or not."""
+    return {n for n, _ in merged_parts(folder)} | {f.name for f in part_files(folder)}
 
 
 def _missing_parts(run_dir: Path, left_out: set) -> None:
@@ -103,7 +155,7 @@ def _missing_parts(run_dir: Path, left_out: set) -> None:
 
     from harness.errors import ResultsWarning
 
-    names = {t: {f.name for f in part_files(run_dir / t)} for t in ("measurements", "chunks", "samples", "probes")
+    names = {t: _part_names(run_dir / t) for t in ("measurements", "chunks", "samples", "probes")
              if (run_dir / t).is_dir()}
     measured = names.get("measurements", set()) - left_out  # a part left out (damaged, foreign) measured nothing
     for table in (t for t in ("chunks", "samples", "probes") if t in names):  # a missing folder is refused on read
@@ -123,7 +175,7 @@ def _read_arrow(path: Path, table: str):
     except (OSError, pa.ArrowInvalid) as exc:
         raise DamagedPart(f"Results file {path} cannot be read as Parquet ({exc}); the run directory is damaged.") from None
     meta = arrow.schema.metadata or {}
-    version = int(meta.get(b"harness_schema_version", b"0"))
+    version = file_version(meta)
     if version == 0 and b"harness_table" not in meta:
         raise DamagedPart(f"{path} is not a harness result (no schema version in it): something else wrote it there.")
     if version > SCHEMA_VERSION:
@@ -131,15 +183,11 @@ def _read_arrow(path: Path, table: str):
             f"{path} was written with results schema v{version}, newer than this harness's v{SCHEMA_VERSION}. "
             f"Upgrade the harness to read it."
         )
-    while version < SCHEMA_VERSION:
-        migrate = MIGRATIONS.get(version)
-        if migrate is None:
-            raise ResultsError(
-                f"{path} uses results schema v{version}, which this harness (v{SCHEMA_VERSION}) cannot migrate. "
-                f"Re-run the measurement, or read it with the harness version that wrote it."
-            )
-        arrow = migrate(table, arrow)
-        version += 1
+    if version < 1:
+        raise ResultsError(f"{path} uses results schema v{version}, which this harness (v{SCHEMA_VERSION}) cannot "
+                           f"migrate: versions begin at v1, so no harness wrote it. Restore the file from the run's "
+                           f"copy.")
+    arrow = migrate(table, arrow, version)  # every older version is migrated (the schema's ADDED), never refused
     want = table_schema(table)
     missing = [n for n in want.names if n not in arrow.schema.names]
     if missing:
@@ -170,7 +218,7 @@ def read_files(paths: list[Path], table: str, *, columns: list[str] | None = Non
             meta = pq.read_schema(path).metadata or {}
         except (OSError, pa.ArrowInvalid) as exc:
             raise ResultsError(f"Results file {path} cannot be read as Parquet ({exc}); remove or restore it.") from None
-        version = int(meta.get(b"harness_schema_version", b"0"))
+        version = file_version(meta)
         if meta.get(b"harness_table", table.encode()) != table.encode():
             raise ResultsError(f"{path} holds the {meta[b'harness_table'].decode()} table, not {table}: it is not part "
                                f"of this store. Move it elsewhere.")
@@ -191,7 +239,7 @@ def _never_written(run_dir: Path, table: str) -> bool:
     return table in OPTIONAL_TABLES and not (run_dir / table).is_dir()
 
 
-def part_files(folder: Path) -> list[Path]:
+def part_files(folder: Path, *, quiet: bool = False) -> list[Path]:
     """The parts the store wrote in one table folder, in order. Anything else there (a copy such as
     `part-00000 (copy).parquet`, a stray file) is ignored with a ResultsWarning naming it: counting it
     would add a repeat that was never measured. Hidden files (`.part-*.tmp` of an interrupted write) are
@@ -199,43 +247,62 @@ def part_files(folder: Path) -> list[Path]:
     import warnings
 
     from harness.errors import ResultsWarning
-    from harness.results._store import PART_PATTERN
 
     folder = Path(folder)
     keep, odd = [], []
     for f in sorted(folder.iterdir()) if folder.is_dir() else ():
-        if f.name.startswith("."):
-            continue
+        if f.name.startswith(".") or f.name == MERGED:
+            continue  # a temporary of an interrupted write; the parts merged when the run ended (`_compact`)
         (keep if f.is_file() and PART_PATTERN.fullmatch(f.name) else odd).append(f)
-    if odd:
+    if odd and not quiet:
         warnings.warn(
             f"{folder}: ignored {len(odd)} file(s) the harness did not write ({', '.join(repr(f.name) for f in odd)}); "
-            f"only part-NNNNN.parquet files count as measurements. Remove them to silence this.",
+            f"only part-NNNNN.parquet and merged.parquet files count as measurements. Remove them to silence this.",
             ResultsWarning, stacklevel=2)
     return keep
 
 
-def _once(files: list[Path], arrows: list) -> list:
-    """The parts, without one that only repeats measurements of an earlier part (a part copied under a name
+def _once(parts: list[tuple[str, Path, object]]) -> list:
+    """The parts' tables, without one that only repeats measurements of an earlier part (a part copied under a name
     the store could have written, `part-00007.parquet`): counted again it would add a repeat that was never
-    measured. Skipped with a ResultsWarning naming both files."""
+    measured. Skipped with a ResultsWarning naming both parts."""
     import warnings
 
     from harness.errors import ResultsWarning
 
-    seen: dict[str, Path] = {}
+    seen: dict[str, str] = {}
     keep = []
-    for f, arrow in zip(files, arrows):
+    for name, f, arrow in parts:
         ids = set(arrow.column("measurement_id").to_pylist()) if "measurement_id" in arrow.schema.names else set()
         if ids and ids <= seen.keys():
-            first = sorted({seen[i].name for i in ids})
-            warnings.warn(f"{f}: its measurement(s) {', '.join(sorted(ids))} are already in {', '.join(first)}; the "
-                          f"copy is counted once, not as another repeat. Remove it to silence this.",
+            first = sorted({seen[i] for i in ids})
+            where = f if f.name == name else f"{f} (its part {name})"
+            warnings.warn(f"{where}: its measurement(s) {', '.join(sorted(ids))} are already in {', '.join(first)}; "
+                          f"the copy is counted once, not as another repeat. Remove it to silence this.",
                           ResultsWarning, stacklevel=3)
             continue
-        seen.update({i: f for i in ids if i not in seen})
+        seen.update({i: name for i in ids if i not in seen})
         keep.append(arrow)
     return keep
+
+
+def _table_arrows(run_dir: Path, table: str, left_out: set | None = None, *, strict: bool = False) -> list:
+    """One table of a run as a list of arrow tables of the current schema (runs.parquet, or every part once)."""
+    if table == "runs":
+        return [_read_arrow(run_dir / "runs.parquet", table)]
+    if _never_written(run_dir, table):
+        return []
+    folder = run_dir / table
+    if not folder.is_dir():
+        raise ResultsError(
+            f"Run directory {run_dir} has no {table}/ folder: it is not a complete harness run directory "
+            f"(expected runs.parquet and the folders "
+            f"{', '.join(t for t in TABLES if t != 'runs' and t not in OPTIONAL_TABLES)})."
+        )
+    parts = _read_parts(folder, table, left_out, strict=strict)
+    if table in _PROFILING:  # their measurement_id is the peaks run's, stored again in every run the peaks join
+        return [arrow for _, _, arrow in parts]
+    return _once(parts)
 
 
 def read_table(run_dir: Path, table: str, *, _left_out: set | None = None):
@@ -243,25 +310,7 @@ def read_table(run_dir: Path, table: str, *, _left_out: set | None = None):
     import polars as pl
     import pyarrow as pa
 
-    run_dir = Path(run_dir)
-    if table == "runs":
-        files = [run_dir / "runs.parquet"]
-    elif _never_written(run_dir, table):
-        files = []
-    else:
-        folder = run_dir / table
-        if not folder.is_dir():
-            raise ResultsError(
-                f"Run directory {run_dir} has no {table}/ folder: it is not a complete harness run directory "
-                f"(expected runs.parquet and the folders {', '.join(t for t in TABLES if t != 'runs')})."
-            )
-        files = part_files(folder)
-    if table == "runs":
-        parts = [_read_arrow(f, table) for f in files]
-    else:
-        read = _read_parts(files, table, _left_out)
-        files, parts = [f for f, a in zip(files, read) if a is not None], [a for a in read if a is not None]
-        parts = _once(files, parts)
+    parts = _table_arrows(Path(run_dir), table, _left_out)
     arrow = pa.concat_tables(parts) if parts else table_schema(table).empty_table()
     return pl.from_arrow(arrow)
 
@@ -314,15 +363,6 @@ def read_run_rows(run_dir: Path) -> Run:
 
 def read_rows(run_dir: Path, table: str) -> list[dict]:
     """One table of a run as dicts, migrated to the current schema. pyarrow only, not polars: runs are
-    merged and appended to on GPU machines, which may have no polars."""
-    run_dir = Path(run_dir)
-    if table == "runs":
-        files = [run_dir / "runs.parquet"]
-    elif _never_written(run_dir, table):
-        return []
-    else:
-        if not (run_dir / table).is_dir():
-            raise ResultsError(f"Run directory {run_dir} has no {table}/ folder: it is not a complete run directory.")
-        files = part_files(run_dir / table)
-    parts = [_read_arrow(f, table) for f in files]
-    return [row for arrow in (_once(files, parts) if table != "runs" else parts) for row in arrow.to_pylist()]
+    merged and appended to on GPU machines, which may have no polars. A damaged file is refused, naming it (what
+    is copied or merged from a run must be whole)."""
+    return [row for arrow in _table_arrows(Path(run_dir), table, strict=True) for row in arrow.to_pylist()]

@@ -1,21 +1,26 @@
-"""The results schema: one module, versioned. Units are in the column names.
+"""The results schema: one module, one version for every table. Units are in the column names.
 
 Tables: `runs` (one row: provenance and protocol), `measurements` (kernel x input x repeat),
 `chunks` (every warm-in and window chunk), `samples` (every telemetry sample), `probes` (in-band clock
 readings), `model_error` (`bench error --model`: one row per kernel x scope x document, every token's
 KL divergence and top-1 agreement kept), `in_model` (`bench in-model`, v8: one row per measurement of a model's
-forward, the time its attention took, layer by layer). `history` (v6) is not a table of a run: it is the nightly history store's
-(harness.history), one file per night with one row per series, written and migrated by the same rules. The schema is declared once in Arrow types so the device machine, which has pyarrow but
-not polars, writes exactly what the analysis side reads as polars frames (`polars_schema`).
+forward, the time its attention took, layer by layer), `traces` and `peaks` (v9: `bench trace`'s pipe counters and
+`bench peaks`' rates, written beside a run's measurements). `history` (v6) is not a table of a run: it is the
+nightly history store's (harness.history), one file per night with one row per series, written and migrated by
+the same rules. Older files are migrated on read by the one function `migrate`, driven by the table `ADDED` (what
+each version added and what an older file reads in its place); none is refused for being old. The schema is
+declared once in Arrow types so the device machine, which has pyarrow but not polars, writes exactly what the
+analysis side reads as polars frames (`polars_schema`).
 """
 
 from __future__ import annotations
 
 from functools import lru_cache
 
-__all__ = ["SCHEMA_VERSION", "TABLES", "OPTIONAL_TABLES", "HISTORY_TABLE", "table_schema", "polars_schema", "MIGRATIONS"]
+__all__ = ["SCHEMA_VERSION", "TABLES", "OPTIONAL_TABLES", "HISTORY_TABLE", "ADDED", "MIGRATIONS", "LEGACY_PROFILING",
+           "columns", "file_version", "migrate", "table_schema", "polars_schema"]
 
-SCHEMA_VERSION = 8
+SCHEMA_VERSION = 9
 
 _COLUMNS: dict[str, list[tuple[str, str]]] = {
     "runs": [
@@ -129,6 +134,29 @@ _COLUMNS: dict[str, list[tuple[str, str]]] = {
         ("layer_gate_max_abs_diff", "list<float64>"), ("layer_gate_snr_db", "list<float64>"),
         ("layer_gate_max_ratio", "list<float64>"),
     ],
+    # v9: the profiling tables of a run (harness.profiling), written beside its measurements by `bench trace` and
+    # `bench peaks`. traces: one row per profiled kernel launch (ncu): pipe cycles and the raw metrics. peaks: one
+    # row per peak microbenchmark measurement, its work per launch and the achieved rate, and (check_*) the rate by
+    # an independent second timing.
+    "traces": [
+        ("run_id", "string"), ("trace_id", "string"), ("tool", "string"), ("kernel", "string"),
+        ("input_label", "string"), ("launch_kernel", "string"), ("launch_id", "int32"), ("block", "string"),
+        ("grid", "string"), ("compute_capability", "string"), ("warm_s", "float64"), ("warm_launches", "int64"),
+        ("duration_ns", "float64"), ("sm_clock_mhz", "float64"), ("achieved_cycles", "float64"),
+        ("active_cycles", "float64"), ("cycles_basis", "string"), ("tensor_pct", "float64"), ("fma_pct", "float64"),
+        ("alu_pct", "float64"), ("xu_pct", "float64"), ("issue_pct", "float64"), ("matrix_cycles", "float64"),
+        ("fma_cycles", "float64"), ("alu_cycles", "float64"), ("xu_cycles", "float64"), ("vector_cycles", "float64"),
+        ("serialized_cycles", "float64"), ("overlap", "float64"), ("xu_inst", "float64"), ("dram_bytes", "float64"),
+        ("metrics_json", "string"), ("command_json", "string"), ("created_at", "string"),
+    ],
+    "peaks": [
+        ("run_id", "string"), ("peaks_run_id", "string"), ("measurement_id", "string"), ("kernel", "string"),
+        ("group", "string"), ("operands", "string"), ("unit", "string"), ("work_per_launch", "float64"),
+        ("repeat", "int32"), ("status", "string"), ("time_ns", "float64"), ("rate_per_s", "float64"),
+        ("sm_clock_mhz", "float64"), ("inband_clock_mhz", "float64"), ("power_w", "float64"),
+        ("power_limited_frac", "float64"), ("reason_names", "string"), ("settled", "bool"), ("device_name", "string"),
+        ("check_method", "string"), ("check_time_ns", "float64"), ("check_rate_per_s", "float64"),
+    ],
     # v6, the history store (harness.history): one row per series (kernel x input x shape x dtype) per night.
     # Figures are geometric means over the night's repeats, with every repeat's value in the *_repeats lists (the
     # interval bands and the between-night variance come from them); `clock_mhz` is the clock the cycles were
@@ -161,119 +189,97 @@ TABLES: tuple[str, ...] = tuple(t for t in _COLUMNS if t != HISTORY_TABLE)
 
 V2_CHIPLET_COLUMNS = ("chiplet_count", "chiplet_spread_mhz", "chiplet_spread_frac", "slowest_chiplet",
                       "slowest_chiplet_share")
-
-
-def _v1_to_v2(table: str, arrow):
-    """v1 had no chiplet columns: they are null in runs measured before them (no chiplet GPU was ever read)."""
-    import pyarrow as pa
-
-    if table != "measurements":
-        return arrow
-    for name in V2_CHIPLET_COLUMNS:
-        if name not in arrow.schema.names:
-            arrow = arrow.append_column(name, pa.nulls(arrow.num_rows, type=table_schema(table).field(name).type))
-    return arrow
-
-
 V3_RUNS_COLUMNS = ("contention_json", "timing_note")
-
-
-def _v2_to_v3(table: str, arrow):
-    """v2 recorded no host contention and no timing note: null (nothing was checked)."""
-    import pyarrow as pa
-
-    if table != "runs":
-        return arrow
-    for name in V3_RUNS_COLUMNS:
-        if name not in arrow.schema.names:
-            arrow = arrow.append_column(name, pa.nulls(arrow.num_rows, type=pa.string()))
-    return arrow
-
-
 V4_GATE_COLUMNS = ("gate_max_ratio", "gate_rms_ratio", "gate_reference")
-# Tables a run holds only when its command writes them (model_error: `bench error --model`, new in v4): a
-# run without the folder, of this version or an older one, has no such rows.
-OPTIONAL_TABLES = ("model_error", "in_model")
-
-
-def _v3_to_v4(table: str, arrow):
-    """v3 had no gate by declared numerics: its columns are null (every kernel was judged by format, and
-    the format gate's figures are gate_max_abs_diff and gate_snr_db, as before). model_error is new in v4."""
-    import pyarrow as pa
-
-    if table != "measurements":
-        return arrow
-    for name in V4_GATE_COLUMNS:
-        if name not in arrow.schema.names:
-            arrow = arrow.append_column(name, pa.nulls(arrow.num_rows, type=table_schema(table).field(name).type))
-    return arrow
-
-
 V5_WORKLOAD_COLUMNS = ("seq_len_kv", "window", "page_size", "varlen", "kv_lens", "bytes_per_launch")
-
-
-def _v4_to_v5(table: str, arrow):
-    """v4 knew self-attention only: seq_len_kv is its seq_len, no window, page or varlen (null); bytes_per_launch
-    was not recorded (null)."""
-    import pyarrow as pa
-
-    if table != "measurements":
-        return arrow
-    for name in V5_WORKLOAD_COLUMNS:
-        if name in arrow.schema.names:
-            continue
-        kind = table_schema(table).field(name).type
-        if name == "seq_len_kv" and "seq_len" in arrow.schema.names:
-            arrow = arrow.append_column(name, arrow.column("seq_len").cast(kind))
-        else:
-            arrow = arrow.append_column(name, pa.nulls(arrow.num_rows, type=kind))
-    return arrow
-
-
 V6_RUNS_COLUMNS = ("machine_json",)
-
-
-def _v5_to_v6(table: str, arrow):
-    """v5 recorded no machine fingerprint beyond model, driver and power limit: machine_json is null (unknown, not
-    "none"). The history table is new in v6."""
-    import pyarrow as pa
-
-    if table != "runs":
-        return arrow
-    for name in V6_RUNS_COLUMNS:
-        if name not in arrow.schema.names:
-            arrow = arrow.append_column(name, pa.nulls(arrow.num_rows, type=pa.string()))
-    return arrow
-
-
 V7_MODEL_ERROR_COLUMNS = ("reference", "dnll_mean_nats", "dnll_nats")
+V9_PEAKS_COLUMNS = ("check_method", "check_time_ns", "check_rate_per_s")
+
+# Tables a run holds only when its command writes them: a run without the folder, of this version or an older one,
+# has no such rows. model_error (`bench error --model`, new in v4), in_model (`bench in-model`, v8), traces
+# (`bench trace`, v9) and peaks (`bench peaks`, v9).
+OPTIONAL_TABLES = ("model_error", "in_model", "traces", "peaks")
+
+# The migrations, as data: what each version added to which table, and what a file of an older version reads in its
+# place. None: null (it was not recorded then); ("copy", column): that column's value; ("value", x): the constant x.
+# One function (`migrate`) applies it; a new version adds an entry here, never code. A column already in the file
+# is kept as it is (a file may hold a column before its version declares it: the profiling files of v9's traces
+# and peaks, see LEGACY_PROFILING).
+ADDED: dict[int, dict[str, dict[str, object]]] = {
+    # v2: chiplet GPUs (MI300/MI355X); no chiplet GPU was ever read before, so the columns are null.
+    2: {"measurements": {c: None for c in V2_CHIPLET_COLUMNS}},
+    # v3: host contention and the timing note were not checked before: null.
+    3: {"runs": {c: None for c in V3_RUNS_COLUMNS}},
+    # v4: the gate by declared numerics; every older kernel was judged by format (gate_max_abs_diff, gate_snr_db).
+    # The model_error table is new in v4.
+    4: {"measurements": {c: None for c in V4_GATE_COLUMNS}},
+    # v5: serving workloads. v4 knew self-attention only: seq_len_kv is its seq_len; no window, page or varlen;
+    # bytes_per_launch was not recorded.
+    5: {"measurements": {c: ("copy", "seq_len") if c == "seq_len_kv" else None for c in V5_WORKLOAD_COLUMNS}},
+    # v6: the machine fingerprint beyond model, driver and power limit is unknown before (null, not "none"). The
+    # history table is new in v6.
+    6: {"runs": {c: None for c in V6_RUNS_COLUMNS}},
+    # v7: the model error was always against the model with fp64 attention before, and kept no dNLL.
+    7: {"model_error": {"reference": ("value", "fp64"), "dnll_mean_nats": None, "dnll_nats": None}},
+    # v8: the in_model table is new; no column of the others changed.
+    8: {},
+    # v9: traces and peaks (pipe counters from ncu; peak microbenchmarks) join this schema. They had a schema of
+    # their own before (profiling v1, v2), read as v8 here: its v1 peaks lack the independent second timing.
+    9: {"peaks": {c: None for c in V9_PEAKS_COLUMNS}},
+}
+
+# Files of the retired profiling schema (`harness_trace_schema_version` in their metadata, versions 1 and 2) hold
+# the traces and peaks tables as v9 declares them, less what ADDED[9] adds: they read as v8 files.
+LEGACY_PROFILING = {b"harness_trace_schema_version": 8}
 
 
-def _v6_to_v7(table: str, arrow):
-    """Before v7 the model error was always against the model with fp64 attention ("fp64") and kept no dNLL
-    (null)."""
-    import pyarrow as pa
+def file_version(meta: dict | None) -> int:
+    """The results schema version a Parquet file's metadata says it was written at (0: none, not a harness file)."""
+    meta = meta or {}
+    if b"harness_schema_version" in meta:
+        return int(meta[b"harness_schema_version"])
+    for key, version in LEGACY_PROFILING.items():
+        if key in meta:
+            return version
+    return 0
 
-    if table != "model_error":
+
+def _migration(to_version: int):
+    def step(table: str, arrow):
+        """One version up: the columns ADDED[to_version] lists for `table` that the file lacks, filled as listed."""
+        import pyarrow as pa
+
+        for name, fill in ADDED[to_version].get(table, {}).items():
+            if name in arrow.schema.names:
+                continue
+            kind = table_schema(table).field(name).type
+            if fill is None:
+                values = pa.nulls(arrow.num_rows, type=kind)
+            elif fill[0] == "copy":
+                values = arrow.column(fill[1]).cast(kind)
+            elif fill[0] == "value":
+                values = pa.array([fill[1]] * arrow.num_rows, type=kind)
+            else:
+                raise ValueError(f"ADDED[{to_version}][{table!r}][{name!r}] = {fill!r}: a fill is None, "
+                                 f"('copy', column) or ('value', constant)")
+            arrow = arrow.append_column(name, values)
         return arrow
-    for name in V7_MODEL_ERROR_COLUMNS:
-        if name in arrow.schema.names:
-            continue
-        kind = table_schema(table).field(name).type
-        values = pa.array(["fp64"] * arrow.num_rows, type=kind) if name == "reference" else pa.nulls(arrow.num_rows, kind)
-        arrow = arrow.append_column(name, values)
-    return arrow
 
-
-def _v7_to_v8(table: str, arrow):
-    """v8 adds the `in_model` table (`bench in-model`) and changes no column of the others: a run of v7 or before
-    has no in_model folder, so it reads as having no such rows (OPTIONAL_TABLES); its tables are kept as they are."""
-    return arrow
+    step.__name__ = f"to_v{to_version}"
+    return step
 
 
 # Migrations on read: from_version -> function(table_name, arrow_table) -> arrow_table of from_version+1.
-MIGRATIONS: dict[int, object] = {1: _v1_to_v2, 2: _v2_to_v3, 3: _v3_to_v4, 4: _v4_to_v5, 5: _v5_to_v6,
-                                 6: _v6_to_v7, 7: _v7_to_v8}
+MIGRATIONS: dict[int, object] = {v - 1: _migration(v) for v in sorted(ADDED)}
+
+
+def migrate(table: str, arrow, version: int):
+    """`arrow`, a table of `version`, as the current version declares it (every step of MIGRATIONS in turn)."""
+    while version < SCHEMA_VERSION:
+        arrow = MIGRATIONS[version](table, arrow)
+        version += 1
+    return arrow
 
 
 def _arrow_type(name: str):

@@ -1,10 +1,16 @@
-"""An append-only run directory. Every file is written to a temporary name and renamed into place.
+"""The one writer of results: an append-only run directory. Every file is written to a temporary name and renamed
+into place.
 
 Layout: `<root>/<run_id>/runs.parquet` (rewritten atomically as the status changes) and
 `<root>/<run_id>/<table>/part-NNNNN.parquet` for the other tables, one part per finished measurement.
 A measurement's samples, chunks and probes are written before its measurement row, so a measurement
 row on disk means everything it was computed from is on disk too. Only names the store writes
 (`PART_PATTERN`) count as parts when read back; a copy such as `part-00000 (copy).parquet` does not.
+When the run ends (`finish`, whatever the ending), the parts of each table are merged into
+`<table>/merged.parquet` (`_compact`); a run whose process was killed keeps its parts, readable as they are.
+
+`RunAppender` adds to a run that has ended, through the same parts and the same compaction: `bench burst --into`'s
+measurements, and the profiling tables (traces, peaks) that `bench trace` and `bench peaks` store beside a run.
 
 A full disk: a small reserve file is kept beside runs.parquet and given up just before the final status
 write, so the run's last row can still be written when the parts have filled the disk.
@@ -19,13 +25,14 @@ from pathlib import Path
 
 from harness.errors import ConfigError, ResultsError
 from harness.results._atomic import atomic_path
+from harness.results._compact import PART_PATTERN, compact_run, compact_table, merged_parts
+from harness.results._read import read_file
 from harness.results._owner import write_owner
 from harness.results._schema import OPTIONAL_TABLES, SCHEMA_VERSION, TABLES, columns, table_schema
 
-__all__ = ["PART_PATTERN", "RUN_NAME_MAX", "RunWriter", "end_abandoned_run", "new_run_id", "write_table_atomic"]
+__all__ = ["PART_PATTERN", "RUN_NAME_MAX", "RunAppender", "RunWriter", "append_rows", "end_abandoned_run", "new_run_id",
+           "write_table_atomic"]
 
-# The part names the store writes: RunWriter's part-NNNNN and `bench burst --into`'s part-burst-<stamp>-NNN.
-PART_PATTERN = re.compile(r"part-(\d{5}|burst-\d{14}[0-9a-f]{4}-\d{3})\.parquet")
 RUN_NAME_MAX = 64
 _NAME_OK = re.compile(r"[A-Za-z0-9._-]+")
 _RESERVE = ".space-reserve"
@@ -140,12 +147,19 @@ class RunWriter:
 
     def finish(self, status: str, detail: str = "", **extra) -> None:
         """The run's last status: the space reserve is given up for it, and temp files left by an
-        interrupted write are removed."""
+        interrupted write are removed. Then the parts are merged (`compact`): the status is written first, so a
+        run whose compaction is cut short (a third Ctrl-C, a full disk) still says how it ended."""
         (self.path / _RESERVE).unlink(missing_ok=True)
         for tmp in self.path.glob("**/.*.tmp"):
             tmp.unlink(missing_ok=True)
         self._run_row = {**self._run_row, "status": status, "status_detail": detail, **extra}
         self._write(self.path / "runs.parquet", "runs", [self._run_row])
+        self.compact()
+
+    def compact(self) -> None:
+        """Merge the run's parts, one file per table (`_compact`). Best effort: on a full disk or any error the
+        parts stay as they are, readable, and the next compaction (or none) takes them."""
+        compact_quietly(self.path)
 
     def append_rows(self, table: str, rows: list[dict]) -> None:
         """One part file of `table` (a table without samples of its own, e.g. model_error) holding `rows`."""
@@ -168,10 +182,94 @@ class RunWriter:
         self._written += 1
 
 
+def compact_quietly(run_dir: Path) -> None:
+    """`compact_run`, leaving the parts as they are when it cannot finish (no space, a damaged file): compaction
+    saves files, it is never why a run fails."""
+    try:
+        compact_run(run_dir)
+    except Exception:  # noqa: BLE001 - whatever stopped it, the parts it did not merge are still there and read
+        for tmp in Path(run_dir).glob("*/.merged.parquet.*.tmp"):
+            tmp.unlink(missing_ok=True)
+
+
+def _next_part(folder: Path) -> str:
+    """A part name not yet used in `folder`, merged or not."""
+    used = {n for n, _ in merged_parts(folder)} | {f.name for f in folder.glob("part-*.parquet")}
+    index = len(used)
+    while f"part-{index:05d}.parquet" in used:
+        index += 1
+    return f"part-{index:05d}.parquet"
+
+
+class RunAppender:
+    """Adds parts to a run directory that has ended: `bench burst --into`'s measurements and the profiling tables.
+
+    `flag` names the option that chose the run, for the errors. The runs row is read with pyarrow (the GPU machine
+    that appends may have no polars); `update_run` rewrites it. `finish` merges what was added.
+    """
+
+    def __init__(self, run_dir: Path, *, flag: str = "--into") -> None:
+
+        self.path = Path(run_dir).absolute()
+        if not (self.path / "runs.parquet").is_file():
+            raise ResultsError(f"{flag} {run_dir}: not a run directory (no runs.parquet). Pass a directory that "
+                               f"`bench sustained` wrote.")
+        self.info = read_file(self.path / "runs.parquet", "runs").to_pylist()[0]
+        self.run_id = self.info["run_id"]
+        self._stamp = None
+        self._part = 0
+
+    def update_run(self, **fields) -> None:
+        self.info = {**self.info, **fields}
+        write_table_atomic(self.path / "runs.parquet", "runs", [self.info])
+
+    def append_measurement(self, *, measurement: dict, chunks: list[dict], samples: list[dict],
+                           probes: list[dict]) -> None:
+        """One measurement's parts, named `part-burst-<stamp>-NNN` (a name the run's own parts never take), the
+        measurement last as `RunWriter` writes them."""
+        import uuid
+        from datetime import datetime, timezone
+
+        if self._stamp is None:
+            self._stamp = datetime.now(timezone.utc).strftime("%Y%m%d%H%M%S") + uuid.uuid4().hex[:4]
+        part = f"part-burst-{self._stamp}-{self._part:03d}.parquet"
+        self._part += 1
+        tables = (("samples", samples), ("chunks", chunks), ("probes", probes), ("measurements", [measurement]))
+        for table, rows in tables:
+            write_table_atomic(self.path / table / part, table, [{**r, "run_id": self.run_id} for r in rows])
+
+    def append_rows(self, table: str, rows: list[dict]) -> Path:
+        """`rows` as the next part of `table` (its folder made when new), merged into the table at once: each call
+        is one finished piece of work (one kernel's traces), kept whatever happens after."""
+        return append_rows(self.path, table, rows)
+
+    def finish(self, *args, **kw) -> None:
+        """Merge the parts added (the run's status is its own: an appended burst that stops leaves it alone)."""
+        compact_quietly(self.path)
+
+
+def append_rows(run_dir: Path, table: str, rows: list[dict]) -> Path:
+    """Add `rows` to `table` of the run at `run_dir` (one part, then merged into the table's merged file) and return
+    the part's path (the name it is listed under in merged.parquet)."""
+    run_dir = Path(run_dir)
+    if not (run_dir / "runs.parquet").is_file():
+        raise ResultsError(f"{run_dir} is not a run directory (no runs.parquet): tables are stored beside a run that "
+                           f"`bench sustained` or `bench peaks` wrote.")
+    folder = run_dir / table
+    folder.mkdir(exist_ok=True)
+    path = folder / _next_part(folder)
+    write_table_atomic(path, table, rows)
+    try:
+        compact_table(folder, table)
+    except Exception:  # noqa: BLE001 - the part stays, readable; the next compaction takes it
+        pass
+    return path
+
+
 def end_abandoned_run(run_dir: Path, status: str, detail: str) -> bool:
     """Write the final status of a run whose own process died before it could (a worker killed by SIGKILL):
-    only a run still marked `running` is changed; its space reserve and temp files are removed as `finish`
-    would. Returns whether the row was written. pyarrow only (the GPU images may lack polars)."""
+    only a run still marked `running` is changed; its space reserve and temp files are removed and its parts
+    merged as `finish` would. Returns whether the row was written. pyarrow only (the GPU images may lack polars)."""
     from datetime import datetime, timezone
 
     import pyarrow.parquet as pq
@@ -189,4 +287,5 @@ def end_abandoned_run(run_dir: Path, status: str, detail: str) -> bool:
         tmp.unlink(missing_ok=True)
     row.update(status=status, status_detail=detail, finished_at=datetime.now(timezone.utc).isoformat())
     write_table_atomic(path, "runs", [row])
+    compact_quietly(run_dir)  # it has ended now: its parts merged as any run's that ends
     return True

@@ -15,14 +15,13 @@ puts burst next to sustained for each kernel.
 from __future__ import annotations
 
 import dataclasses
-import uuid
 from dataclasses import dataclass
 from datetime import datetime, timezone
 from pathlib import Path
 from typing import TYPE_CHECKING, Sequence
 
 from harness.config import BurstConfig, BurstProtocol
-from harness.errors import ConfigError, KernelError, ResultsError
+from harness.errors import KernelError, ResultsError
 from harness.runner._loop import RunHooks, RunResult, run_loop
 
 if TYPE_CHECKING:  # typing.Unpack is Python 3.11+; the annotation is never evaluated at run time
@@ -153,46 +152,25 @@ def _profile_one(device, launch, proto: BurstProtocol, *, clock, sleep, on_phase
     return times, {"idle": (t_idle, t_warm), "warmup": (t_warm, t0), "timed": (t0, t1)}, last
 
 
-class _AppendWriter:
-    """Adds parts to an existing run directory (`--into`); names cannot collide with the run's own parts."""
+def _append_writer(run_dir: Path, ident, command: str, proto: BurstProtocol):
+    """The results writer that adds this burst's measurements to a finished run (`--into`): the same parts as a run's
+    own (named so they cannot collide), merged into the run's tables when the burst ends, however it ends. The run's
+    status stays the sustained run's: a failed or stopped burst leaves it alone."""
+    from harness.results import RunAppender, to_json
 
-    def __init__(self, run_dir: Path, ident, command: str, proto: BurstProtocol) -> None:
-        from harness.results import write_table_atomic
-        from harness.results import to_json
-
-        run_dir = Path(run_dir)
-        if not (run_dir / "runs.parquet").is_file():
-            raise ResultsError(f"--into {run_dir}: not a run directory (no runs.parquet). Pass a directory that "
-                               f"`bench sustained` wrote, or leave --into out to start a new run.")
-        import pyarrow.parquet as pq
-
-        # pyarrow, not polars: the GPU machine that appends the burst may have no polars.
-        info = pq.read_table(run_dir / "runs.parquet").to_pylist()[0]
-        if info.get("status") == "running":
-            raise ResultsError(f"--into {run_dir}: that run is still marked running (in progress, or killed). "
-                               f"Append only to a finished run, or leave --into out.")
-        theirs, mine = (info.get("pci_bus_id"), info.get("device_name")), (ident.pci_bus_id, ident.name)
-        if theirs != mine:
-            raise ResultsError(f"--into {run_dir}: that run was measured on {theirs[1]} ({theirs[0]}), this burst "
-                               f"runs on {mine[1]} ({mine[0]}). Burst and sustained figures side by side must come "
-                               f"from the same GPU; leave --into out to write a separate run.")
-        self.path, self.run_id = run_dir, info["run_id"]
-        self._stamp = datetime.now(timezone.utc).strftime("%Y%m%d%H%M%S") + uuid.uuid4().hex[:4]
-        self._part = 0
-        note = f"burst appended {datetime.now(timezone.utc).isoformat()} by `{command}` with {to_json(proto.as_dict())}"
-        info["notes"] = "; ".join(x for x in (info.get("notes"), note) if x)
-        write_table_atomic(run_dir / "runs.parquet", "runs", [info])
-        self._write = write_table_atomic
-
-    def append_measurement(self, *, measurement, chunks, samples, probes) -> None:
-        part = f"part-burst-{self._stamp}-{self._part:03d}.parquet"
-        self._part += 1
-        for table, rows in (("samples", samples), ("chunks", chunks), ("probes", probes)):
-            self._write(self.path / table / part, table, [{**r, "run_id": self.run_id} for r in rows])
-        self._write(self.path / "measurements" / part, "measurements", [{**measurement, "run_id": self.run_id}])
-
-    def finish(self, *args, **kw) -> None:
-        pass  # the run's status is the sustained run's; a failed or stopped burst leaves it alone
+    writer = RunAppender(run_dir, flag="--into")
+    info = writer.info
+    if info.get("status") == "running":
+        raise ResultsError(f"--into {run_dir}: that run is still marked running (in progress, or killed). "
+                           f"Append only to a finished run, or leave --into out.")
+    theirs, mine = (info.get("pci_bus_id"), info.get("device_name")), (ident.pci_bus_id, ident.name)
+    if theirs != mine:
+        raise ResultsError(f"--into {run_dir}: that run was measured on {theirs[1]} ({theirs[0]}), this burst "
+                           f"runs on {mine[1]} ({mine[0]}). Burst and sustained figures side by side must come "
+                           f"from the same GPU; leave --into out to write a separate run.")
+    note = f"burst appended {datetime.now(timezone.utc).isoformat()} by `{command}` with {to_json(proto.as_dict())}"
+    writer.update_run(notes="; ".join(x for x in (info.get("notes"), note) if x))
+    return writer
 
 
 def run_burst(config: BurstConfig, *, command: str = "", **hooks: Unpack[RunHooks]) -> RunResult:
@@ -210,7 +188,7 @@ def run_burst(config: BurstConfig, *, command: str = "", **hooks: Unpack[RunHook
 
     def open_writer(setup):
         if config.into is not None:
-            return _AppendWriter(config.into, setup.ident, command, proto)
+            return _append_writer(config.into, setup.ident, command, proto)
         return RunWriter(config.results_dir, run_id)
 
     def info_row(setup):

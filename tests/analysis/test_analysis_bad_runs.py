@@ -8,7 +8,7 @@ import pytest
 from h200_runs import RUN_A
 
 from harness.errors import ResultsError
-from harness.results import SCHEMA_VERSION, read_run
+from harness.results import SCHEMA_VERSION, expand_run, read_run
 
 
 def _set_version(path, version: int) -> None:
@@ -32,6 +32,7 @@ def test_missing_table(copy_run):
 
 def test_older_schema_without_a_migration(copy_run):
     run = copy_run(RUN_A)
+    expand_run(run)  # its parts (the fixture is compacted), one of which is damaged below
     _set_version(run / "measurements" / "part-00000.parquet", 0)
     with pytest.raises(ResultsError, match=f"uses results schema v0, which this harness .v{SCHEMA_VERSION}. cannot migrate"):
         read_run(run)
@@ -46,6 +47,7 @@ def test_newer_schema(copy_run):
 
 def test_table_missing_columns(copy_run):
     run = copy_run(RUN_A)
+    expand_run(run)
     part = run / "chunks" / "part-00000.parquet"
     t = pq.read_table(part)
     pq.write_table(t.drop(["power_w"]), part)
@@ -59,6 +61,7 @@ def test_damaged_file(copy_run):
     from harness.errors import ResultsWarning
 
     run = copy_run(RUN_A)
+    expand_run(run)
     (run / "samples" / "part-00000.parquet").write_bytes(b"not parquet")
     with pytest.warns(ResultsWarning, match="samples/part-00000.parquet cannot be read as Parquet.*It is left out"):
         loaded = read_run(run)

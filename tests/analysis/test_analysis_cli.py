@@ -6,6 +6,7 @@ from h200_runs import RUN_A, RUN_B, SMOLLM2
 from typer.testing import CliRunner
 
 from harness.cli.analysis import compare
+from harness.results._compact import merged_parts
 
 app = typer.Typer()
 app.command()(compare)
@@ -85,7 +86,8 @@ def test_burst_command_on_cpu(tmp_path):
         "--results", str(tmp_path)], env={"COLUMNS": "220"})
     assert r.exit_code == 0, r.output
     assert "Burst: kernel-only time" in r.output and "aten::scaled_dot_product_attention" in r.output
-    assert len(list(tmp_path.glob("*/measurements/part-*.parquet"))) == 1
+    (run,) = tmp_path.glob("*/measurements")
+    assert [f.name for f in run.iterdir()] == ["merged.parquet"] and len(merged_parts(run)) == 1  # merged at the end
 
 
 def test_runs_are_found_by_name_or_id_under_results(tmp_path):

@@ -13,7 +13,7 @@ import pyarrow.parquet as pq
 import pytest
 
 from harness.commits import judge_nightly, read_baseline
-from harness.results import read_run, write_table_atomic
+from harness.results import expand_run, read_run, write_table_atomic
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -98,6 +98,7 @@ def _copy_run(run_dir: Path, dest: Path, *, info=None, scale_time: float | None 
     """A copy of a run with its device renamed, its times scaled, its shape changed or its kernel renamed (a
     synthetic baseline)."""
     shutil.copytree(run_dir, dest)
+    expand_run(dest)  # the run's parts again (merged when it ended), each edited below
     run = read_run(dest)
     if info:
         write_table_atomic(dest / "runs.parquet", "runs", [{**run.info, **info}])
@@ -207,6 +208,7 @@ def test_a_night_that_timed_nothing_is_red_with_a_baseline_or_without(tonight, t
     """Issue 39: a nightly whose every row errored exited 0 with NO BASELINE, so a broken first night was green."""
     broken = tmp_path / "broken"
     shutil.copytree(tonight, broken)
+    expand_run(broken)
     for part in sorted((broken / "measurements").glob("part-*.parquet")):
         rows = pq.read_table(part).to_pylist()
         write_table_atomic(part, "measurements", [{**r, "status": "error", "time_ns": None} for r in rows])

@@ -17,7 +17,7 @@ from harness.commits import (
     store_baseline,
 )
 from harness.analysis import VerdictRule
-from harness.results import read_run, write_table_atomic
+from harness.results import expand_run, read_run, write_table_atomic
 
 H200 = Path(__file__).resolve().parents[1] / "fixtures" / "h200"
 TONIGHT = H200 / "20261130-063951-commits-1-3e5cbb24-4bc550"
@@ -29,6 +29,7 @@ def _baseline(tmp: Path, *, info: dict | None = None, scale_time: float = 1.0) -
     base = tmp / "baseline"
     run_dir = tmp / "src"
     shutil.copytree(TONIGHT, run_dir)
+    expand_run(run_dir)  # the run's parts again (merged when it ended), each edited below
     run = read_run(run_dir)
     write_table_atomic(run_dir / "runs.parquet", "runs", [{**run.info, **(info or {})}])
     for part in sorted((run_dir / "measurements").glob("part-*.parquet")):

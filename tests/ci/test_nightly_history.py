@@ -13,7 +13,7 @@ from typer.testing import CliRunner
 
 from harness.commits import HistoryRequest, judge_nightly
 from harness.history import append_runs, night_files
-from harness.results import write_table_atomic
+from harness.results import expand_run, write_table_atomic
 
 H200 = Path(__file__).resolve().parents[1] / "fixtures" / "h200"
 TONIGHT = H200 / "20261201-225444-nightly-c88974"  # sdpa-cudnn x gaussian:0.1 / gaussian:1, S=8192, in-band clock
@@ -22,6 +22,7 @@ TONIGHT = H200 / "20261201-225444-nightly-c88974"  # sdpa-cudnn x gaussian:0.1 /
 def _night(src: Path, dest: Path, *, time=1.0, cycles=1.0, run_id: str) -> Path:
     """A copy of the run with its times and in-band cycles scaled (clock = cycles / time follows) and its own id."""
     shutil.copytree(src, dest)
+    expand_run(dest)  # the run's parts again (merged when it ended), each edited below
     info = pq.read_table(dest / "runs.parquet").to_pylist()[0]
     write_table_atomic(dest / "runs.parquet", "runs", [{**info, "run_id": run_id}])
     for part in sorted((dest / "measurements").glob("part-*.parquet")):

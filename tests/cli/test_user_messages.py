@@ -16,7 +16,7 @@ from harness.config import RunConfig, SustainedProtocol
 from harness.errors import ConfigError, KernelError, ResultsError, UnsupportedInputError
 from harness.inputs import AttentionShape, InputSpec
 from harness.kernels import KernelRegistry, adapt_callable
-from harness.results import RunWriter, read_run
+from harness.results import RunWriter, expand_run, read_run
 
 SHAPE = AttentionShape(batch=1, heads_q=2, heads_kv=1, seq_len=32, head_dim_qk=8)
 SPEC = InputSpec(shape=SHAPE, dtype="float32", source="gaussian:1")
@@ -147,6 +147,7 @@ def test_merge_names_the_damaged_input_and_leaves_no_half_written_out(tmp_path):
     from harness.multigpu import merge_runs
 
     a, b = _tiny_run(tmp_path, "20261204-100000-a-aaaaaa"), _tiny_run(tmp_path, "20261204-100000-b-bbbbbb")
+    expand_run(b)  # its parts, as a run killed before it ended keeps them
     (b / "chunks" / "part-00001.parquet").write_bytes(b"not parquet")
     out = tmp_path / "merged"
     with pytest.raises(ResultsError, match=f"Results file {b}/chunks/part-00001.parquet cannot be read"):
@@ -158,6 +159,7 @@ def test_a_damaged_part_leaves_out_one_measurement_and_a_missing_part_is_named(t
     from harness.errors import ResultsWarning
 
     run = _tiny_run(tmp_path, "20261204-100000-r-cccccc", measurements=3)
+    expand_run(run)  # its parts, as a run killed before it ended keeps them
     (run / "chunks" / "part-00001.parquet").write_bytes(b"cut short")
     (run / "samples" / "part-00002.parquet").unlink()
     with pytest.warns(ResultsWarning) as seen:

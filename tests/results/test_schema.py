@@ -1,5 +1,5 @@
-"""The results schema: table names, column types, the version in the metadata and the v1 -> ... -> v8
-migrations."""
+"""The results schema: table names, column types, the version in the metadata and the v1 -> ... -> v9
+migrations (driven by the schema's ADDED table)."""
 
 from __future__ import annotations
 
@@ -26,16 +26,18 @@ from harness.results._schema import (
 
 
 def test_tables_and_version():
-    assert TABLES == ("runs", "measurements", "chunks", "samples", "probes", "model_error", "in_model")
-    assert OPTIONAL_TABLES == ("model_error", "in_model")
-    assert SCHEMA_VERSION == 8 and set(MIGRATIONS) == {1, 2, 3, 4, 5, 6, 7}
+    assert TABLES == ("runs", "measurements", "chunks", "samples", "probes", "model_error", "in_model", "traces",
+                      "peaks")
+    assert OPTIONAL_TABLES == ("model_error", "in_model", "traces", "peaks")
+    assert SCHEMA_VERSION == 9 and set(MIGRATIONS) == {1, 2, 3, 4, 5, 6, 7, 8}
     assert HISTORY_TABLE == "history" and HISTORY_TABLE not in TABLES  # the history store's, not a run's
 
 
-@pytest.mark.parametrize("table", ["runs", "measurements", "chunks", "samples", "probes", "model_error", "in_model"])
+@pytest.mark.parametrize("table", ["runs", "measurements", "chunks", "samples", "probes", "model_error", "in_model",
+                                   "traces", "peaks"])
 def test_schema_metadata_names_the_version_and_table(table):
     s = table_schema(table)
-    assert s.metadata[b"harness_schema_version"] == b"8"
+    assert s.metadata[b"harness_schema_version"] == b"9"
     assert s.metadata[b"harness_table"] == table.encode()
     assert s.names == columns(table) and s.names[0] == "run_id"
     assert table_schema(table) is s  # built once
@@ -147,6 +149,8 @@ def test_the_schema_is_what_the_h200_runs_of_v3_hold_plus_the_v4_and_v5_columns(
     checked = set()
     for run in _v3_fixture_runs():
         for table in TABLES:
+            if table in ("traces", "peaks"):
+                continue  # written at the retired profiling schema's version (test_legacy_profiling_files_...)
             if table in OPTIONAL_TABLES:
                 assert not (run / table).exists()
                 continue
@@ -197,3 +201,95 @@ def test_v7_tables_pass_through_to_v8_whose_in_model_table_is_new():
     im = table_schema("in_model")
     assert im.field("layer_attention_ns").type == pa.list_(pa.float64()) and im.field("random_weights").type == pa.bool_()
     assert {"attention_ns", "rest_ns", "attention_share", "instrumentation_cost_ns", "pass_inband_clock_mhz"} <= set(im.names)
+
+
+def test_file_version_reads_the_results_key_and_maps_the_retired_profiling_schema_to_v8():
+    from harness.results._schema import LEGACY_PROFILING, file_version
+
+    assert file_version({b"harness_schema_version": b"3", b"harness_table": b"runs"}) == 3
+    assert file_version({b"harness_trace_schema_version": b"2", b"harness_table": b"peaks"}) == 8
+    assert file_version({b"harness_trace_schema_version": b"1"}) == 8 == LEGACY_PROFILING[b"harness_trace_schema_version"]
+    assert file_version({b"harness_schema_version": b"9", b"harness_trace_schema_version": b"1"}) == 9  # results key wins
+    assert file_version({b"harness_table": b"runs"}) == 0 and file_version(None) == 0 and file_version({}) == 0
+
+
+def test_migrate_walks_every_version_and_fills_each_added_column_as_ADDED_says():
+    from harness.results._schema import ADDED, V9_PEAKS_COLUMNS, migrate
+
+    assert sorted(ADDED) == list(range(2, SCHEMA_VERSION + 1))  # one entry per version: nothing skipped
+    v1 = pa.table({"run_id": ["r", "r"], "seq_len": pa.array([128, 4096], pa.int32())})
+    up = migrate("measurements", v1, 1)
+    assert up.column_names == ["run_id", "seq_len", *V2_CHIPLET_COLUMNS, *V4_GATE_COLUMNS, *V5_WORKLOAD_COLUMNS]
+    assert up.column("seq_len_kv").to_pylist() == [128, 4096] and up.column("window").null_count == 2
+    assert up.schema.field("seq_len_kv").type == pa.int32() and up.schema.field("kv_lens").type == pa.list_(pa.int32())
+    assert migrate("measurements", v1, 5).column_names == ["run_id", "seq_len"]  # from v5 on nothing was added to it
+    assert migrate("measurements", v1, SCHEMA_VERSION) is v1
+    me = migrate("model_error", pa.table({"run_id": ["r"]}), 3)
+    assert me.column_names == ["run_id", *V7_MODEL_ERROR_COLUMNS] and me.column("reference").to_pylist() == ["fp64"]
+    assert migrate("model_error", pa.table({"run_id": ["r"]}), 7).column_names == ["run_id"]  # v8, v9: no change
+    runs = migrate("runs", pa.table({"run_id": ["r"]}), 1)
+    assert runs.column_names == ["run_id", *V3_RUNS_COLUMNS, *V6_RUNS_COLUMNS]
+    assert runs.column("machine_json").null_count == 1 and runs.schema.field("timing_note").type == pa.string()
+    peaks = migrate("peaks", pa.table({"run_id": ["r", "r"], "check_method": ["event", None]}), 8)
+    assert peaks.column_names == ["run_id", "check_method", "check_time_ns", "check_rate_per_s"]
+    assert peaks.column("check_method").to_pylist() == ["event", None]  # present in a profiling v2 file: kept
+    assert peaks.column("check_rate_per_s").null_count == 2 and set(V9_PEAKS_COLUMNS) <= set(peaks.column_names)
+    assert peaks.schema.field("check_time_ns").type == pa.float64()
+    assert MIGRATIONS[8]("traces", v1) is v1 and MIGRATIONS[8].__name__ == "to_v9"
+
+
+def test_traces_and_peaks_are_tables_of_the_one_schema():
+    t, p = table_schema("traces"), table_schema("peaks")
+    assert t.metadata[b"harness_schema_version"] == p.metadata[b"harness_schema_version"] == str(SCHEMA_VERSION).encode()
+    assert t.field("launch_id").type == pa.int32() and t.field("warm_launches").type == pa.int64()
+    assert t.field("tensor_pct").type == pa.float64() and t.field("metrics_json").type == pa.string()
+    assert p.field("settled").type == pa.bool_() and p.field("repeat").type == pa.int32()
+    assert p.names[-3:] == ["check_method", "check_time_ns", "check_rate_per_s"]
+    assert t.names[:4] == ["run_id", "trace_id", "tool", "kernel"] and len(t.names) == 34 and len(p.names) == 22
+
+
+def test_the_traces_and_peaks_the_h200_runs_hold_are_the_declared_tables():
+    # Written by the device machine at the retired profiling schema (v1 peaks lack the second timing): every stored
+    # column, in order and type, is the declared one (a misspelt or retyped column would not read back their data).
+    from pathlib import Path
+
+    import pyarrow.parquet as pq
+
+    from harness.results._schema import ADDED, file_version
+
+    root = Path(__file__).resolve().parent.parent / "fixtures" / "h200"
+    seen = set()
+    for f in sorted(root.glob("*/*/merged.parquet")):
+        table = f.parent.name
+        if table not in ("traces", "peaks"):
+            continue
+        stored = pq.read_schema(f)
+        assert file_version(stored.metadata) == 8 and b"harness_trace_schema_version" in stored.metadata
+        want = table_schema(table).remove_metadata()
+        v1 = pa.schema([fld for fld in want if fld.name not in ADDED[9].get(table, {})])
+        assert stored.remove_metadata().equals(want) or stored.remove_metadata().equals(v1), f
+        seen.add((table, stored.remove_metadata().equals(want)))
+    assert {t for t, _ in seen} == {"traces", "peaks"}
+
+
+def test_the_declared_tables_are_the_snapshot_of_this_version():
+    # tests/results/schema-v9.json: every table's columns and types as v9 declares them. A column added, removed,
+    # renamed or retyped without a new version (and its ADDED entry) fails here; a new version adds its snapshot.
+    import json
+    from pathlib import Path
+
+    snap = json.loads((Path(__file__).parent / f"schema-v{SCHEMA_VERSION}.json").read_text())
+    assert snap["schema_version"] == SCHEMA_VERSION
+    assert list(snap["tables"]) == [*TABLES, HISTORY_TABLE]
+    for table, cols in snap["tables"].items():
+        assert columns(table) == [n for n, _ in cols], table
+        assert [table_schema(table).field(n).type for n, _ in cols] == [_arrow_type(t) for _, t in cols], table
+
+
+def test_a_fill_that_is_neither_copy_nor_value_is_refused(monkeypatch):
+    from harness.results._schema import ADDED, migrate
+
+    monkeypatch.setitem(ADDED, 9, {"peaks": {"check_method": ("guess", "x")}})
+    with pytest.raises(ValueError, match=r"^ADDED\[9\]\['peaks'\]\['check_method'\] = \('guess', 'x'\): a fill is None, "
+                                         r"\('copy', column\) or \('value', constant\)$"):
+        migrate("peaks", pa.table({"run_id": ["r"]}), 8)

@@ -26,8 +26,9 @@ def test_schema_round_trip_keeps_types_units_and_version(tmp_path):
     assert run.samples["chiplet_clocks_mhz"].to_list() == [[1.0, 2.0]]
     assert run.measurements.schema == polars_schema("measurements")
     assert run.probes.height == 0 and run.probes.columns == columns("probes")
-    meta = pq.read_schema(tmp_path / "r1" / "measurements" / "part-00000.parquet").metadata
+    meta = pq.read_schema(tmp_path / "r1" / "measurements" / "merged.parquet").metadata  # merged when it ended
     assert meta[b"harness_schema_version"] == str(SCHEMA_VERSION).encode()
+    assert not (tmp_path / "r1" / "measurements" / "part-00000.parquet").exists()
 
 
 def test_unknown_column_is_rejected(tmp_path):
@@ -89,7 +90,7 @@ def test_v1_runs_are_migrated_on_read():
     from pathlib import Path
 
     run = read_run(Path(__file__).parent.parent / "fixtures" / "h200" / "20261130-043508-issue2-b7147a")
-    meta = pq.read_schema(run.path / "measurements" / "part-00000.parquet").metadata
+    meta = pq.read_schema(run.path / "measurements" / "merged.parquet").metadata  # compacted at the version it had
     assert meta[b"harness_schema_version"] == b"1"
     assert run.measurements.schema == polars_schema("measurements")
     assert run.measurements["chiplet_count"].null_count() == run.measurements.height

@@ -231,9 +231,10 @@ def test_a_copied_part_file_is_ignored_with_a_warning(tmp_path):
 
     res = run_sustained(config(tmp_path), registry=broken)
     folder = res.path / "measurements"
-    shutil.copy(folder / "part-00000.parquet", folder / "part-00000 (copy).parquet")
+    assert sorted(f.name for f in folder.iterdir()) == ["merged.parquet"]  # the run's parts, merged when it ended
+    shutil.copy(folder / "merged.parquet", folder / "merged (copy).parquet")
     (folder / ".part-00001.parquet.abcd1234.tmp").write_bytes(b"half")  # an interrupted write: skipped silently
-    with pytest.warns(ResultsWarning, match=r"ignored 1 file\(s\) the harness did not write \('part-00000 \(copy\)"):
+    with pytest.warns(ResultsWarning, match=r"ignored 1 file\(s\) the harness did not write \('merged \(copy\)"):
         run = read_run(res.path)
     assert run.measurements.height == 1 and run.info["status"] == "complete"
 
