@@ -91,8 +91,15 @@ def main(argv=None) -> int:
     import torch
 
     from harness.errors import GateFailure
-    from harness.kernels import (compare_declared, compare_outputs, declared_numerics, emulate_declared, gate,
-                                 gate_tolerance, kernel_reference_inputs)
+    from harness.kernels import (
+        compare_declared,
+        compare_outputs,
+        declared_numerics,
+        emulate_declared,
+        gate,
+        gate_tolerance,
+        kernel_reference_inputs,
+    )
     from tests.kernels.fp8_mutants import mutants
 
     device = "cpu" if args.device == "cpu" else args.device
@@ -108,7 +115,7 @@ def main(argv=None) -> int:
           f"{len(kernels) - len(bundled)} mutants", flush=True)
     rows, unexpected = [], 0
     for label, x in inputs:
-        ems, refs = {}, {}
+        ems = {}
         t0 = time.perf_counter()
         for kernel, broken in kernels:
             num = declared_numerics(kernel)

@@ -16,15 +16,16 @@ from __future__ import annotations
 import math
 import random
 from pathlib import Path
-
-import numpy as np
+from typing import TYPE_CHECKING
 
 from harness.analysis import _sequential_table
 from harness.analysis._decompose import decompose
-from harness.analysis._interval import (BETWEEN_RUNS_CV, VerdictRule, classify, paired_decision, stein_total,
-                                        welch)
+from harness.analysis._interval import BETWEEN_RUNS_CV, VerdictRule, classify, paired_decision, stein_total, welch
 from harness.analysis._sequential import Plan, simulate_critical_values
 from harness.analysis._sequential_table import TABLE_LEVEL, TABLE_TRIALS
+
+if TYPE_CHECKING:
+    import numpy as np  # annotations only: the simulations import it when they run
 
 __all__ = ["NOISE_MODELS", "SEQUENTIAL_DESIGNS", "SHARE_DESIGNS", "SIM_INDEPENDENT_REPEATS", "SIM_PILOT", "SIM_TOTAL",
            "noise_draws", "simulate_verdict_rates", "simulate_verdict_shares", "write_critical_table"]
@@ -95,6 +96,8 @@ def simulate_verdict_shares(*, design: str, n: int, cv: float, trials: int, seed
 
 
 def _ar1(rng, trials: int, slots: int, sd: float, rho: float = 0.5) -> np.ndarray:
+    import numpy as np
+
     out = np.empty((trials, slots))
     out[:, 0] = rng.standard_normal(trials) * sd
     e = rng.standard_normal((trials, slots)) * sd * math.sqrt(1 - rho ** 2)
@@ -105,6 +108,8 @@ def _ar1(rng, trials: int, slots: int, sd: float, rho: float = 0.5) -> np.ndarra
 
 def noise_draws(model: str, rng: np.random.Generator, trials: int, slots: int) -> np.ndarray:
     """Log-time noise of `slots` repeats measured one after the other, `trials` times (see the module doc)."""
+    import numpy as np
+
     ramp = DRIFT * np.arange(slots) / max(slots - 1, 1)
     normal = lambda sd: rng.standard_normal((trials, slots)) * sd
     state = lambda p: STATE * (rng.random((trials, slots)) < p)
@@ -125,6 +130,8 @@ def noise_draws(model: str, rng: np.random.Generator, trials: int, slots: int) -
 
 def _draw(design: str, model: str, rng, trials: int, change: float) -> tuple[np.ndarray, np.ndarray]:
     """(log A, log B) per trial, each (trials, repeats), B carrying the true change."""
+    import numpy as np
+
     shift = math.log1p(change)
     if design == "interleaved":
         x = noise_draws(model, rng, trials, 2 * SIM_TOTAL)
@@ -156,6 +163,8 @@ def simulate_verdict_rates(*, design: str, model: str, threshold: float, trials:
     `classify`: `false` (slower or faster when nothing changed), `interval` (the interval excludes the true ratio), `unres` and `same` when nothing
     changed, `slower@0.5` and `same@0.5` at a true +0.5 %, `same@T` at a true change of the threshold. Each cell
     draws its own stream (the seed and the cell), so the figures are the same on every run."""
+    import numpy as np
+
     if design not in SEQUENTIAL_DESIGNS:
         raise ValueError(f"design must be one of {SEQUENTIAL_DESIGNS}")
     rule = VerdictRule(threshold=threshold)
