@@ -37,8 +37,17 @@ from __future__ import annotations
 
 import argparse
 
-from harness.analysis import BETWEEN_RUNS_CV, NOISE_MODELS, SEQUENTIAL_DESIGNS, simulate_verdict_rates, write_critical_table
-from harness.analysis import SIM_INDEPENDENT_REPEATS as INDEPENDENT_REPEATS, SIM_PILOT as PILOT, SIM_TOTAL as TOTAL
+from harness.analysis import (
+    BETWEEN_RUNS_CV,
+    NOISE_MODELS,
+    SEQUENTIAL_DESIGNS,
+    SIM_INDEPENDENT_REPEATS as INDEPENDENT_REPEATS,
+    SIM_PILOT as PILOT,
+    SIM_TOTAL as TOTAL,
+    simulate_verdict_rates,
+    write_critical_table,
+)
+
 # What the acceptance asks of each cell (tests/analysis/test_verdicts_under_gpu_noise.py asserts the same limits)
 LIMITS = {"false": 0.05, "interval": 0.055, "same@T": 0.055, "unres": 0.10, "slower@0.5": 0.85, "same@0.5": 0.01}
 

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import importlib.util
 import json
 import os
 import shutil
@@ -10,7 +11,12 @@ import sys
 from dataclasses import dataclass
 from pathlib import Path
 
+from harness.devices import open_device
+from harness.errors import HarnessError
+from harness.kernels import default_registry
+from harness.runner import probe_unavailable_reason
 from harness.suite import machine_device
+from harness.telemetry import CACHE_VAR, amdsmi_versions, create_sampler, import_amdsmi
 
 __all__ = ["Check", "diagnose", "amd_checks", "probe_amdsmi_import", "device_missing", "DEVICE_CHECKS"]
 
@@ -100,13 +106,6 @@ def amd_checks(*, amdsmi=None) -> list[Check]:
 
     Runs before the device is opened, so a broken amdsmi install is explained even when no GPU opens.
     """
-    from harness.errors import HarnessError
-    from harness.telemetry import (
-        CACHE_VAR,
-        amdsmi_versions,
-        import_amdsmi,
-    )
-
     checks = [Check("AMD path", "warn", "the AMD path (ROCm device, amdsmi telemetry) has not run on AMD hardware here: "
                     "it was built against amdsmi 7.0.2's documented interface and tested on CPU with fakes. Treat "
                     "its numbers as unverified until they agree with `amd-smi metric` on a real GPU")]
@@ -145,8 +144,6 @@ def amd_checks(*, amdsmi=None) -> list[Check]:
 
 
 def _amdsmi_after_torch_failed() -> list[Check]:
-    import importlib.util
-
     try:
         present = importlib.util.find_spec("amdsmi") is not None  # finds the package without running it
     except (ImportError, ValueError):
@@ -195,10 +192,6 @@ def diagnose(*, device: str | None = None, nvml=None, amdsmi=None) -> list[Check
     if spec.startswith("cuda") and not cuda and not hip:
         checks.append(Check("cuda", "missing", "PyTorch sees no CUDA GPU: this machine can only run --device cpu"))
         spec = "cpu"
-    from harness.devices import open_device
-    from harness.errors import HarnessError
-    from harness.telemetry import create_sampler
-
     try:
         dev = open_device(spec, nvml=nvml, amdsmi=amdsmi)
         ident = dev.identity()
@@ -233,14 +226,10 @@ def diagnose(*, device: str | None = None, nvml=None, amdsmi=None) -> list[Check
         checks.append(Check("in-band clock probe", "missing", "not built for AMD (an s_memtime / s_memrealtime probe "
                             "would be the AMD form): cycles use the amdsmi clock of the slowest XCD"))
     if dev.kind == "cuda":
-        from harness.runner import probe_unavailable_reason
-
         reason = probe_unavailable_reason(dev)
         checks.append(Check("in-band clock probe", "ok" if reason is None else "missing", reason or "triton available"))
         ncu = shutil.which("ncu")
         checks.append(Check("ncu", "ok" if ncu else "missing", ncu or "Nsight Compute (ncu) not on PATH: pipe counters unavailable"))
-    from harness.kernels import default_registry
-
     reg = default_registry()
     for k in reg:
         reason = k.unavailable_reason(dev.kind)

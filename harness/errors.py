@@ -7,6 +7,7 @@ exits with status 2; it never prints a traceback for these.
 
 from __future__ import annotations
 
+import signal
 from enum import IntEnum
 
 __all__ = [
@@ -90,8 +91,6 @@ class RunStopped(KeyboardInterrupt):
     """
 
     def __init__(self, signum: int) -> None:
-        import signal
-
         self.signum = int(signum)
         self.signal_name = signal.Signals(self.signum).name
         super().__init__(f"stopped by {self.signal_name}")

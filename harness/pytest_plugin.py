@@ -43,11 +43,32 @@ Importing this module imports pytest only; torch and the harness load when a tes
 from __future__ import annotations
 
 import itertools
+import json
+import os
 import re
-from dataclasses import dataclass, field
+import shlex
+import warnings
+from dataclasses import dataclass, field, replace
+from importlib.metadata import version
 from pathlib import Path
 
 import pytest
+
+from harness.devices import open_device
+from harness.errors import ConfigError, HarnessError
+from harness.inputs import AttentionInputs, InputSpec, register_source
+from harness.kernels import Kernel, KernelRegistry, adapt_callable, default_registry, spec_with_options
+from harness.report import fixture_extra_info, saved_commit_text, saved_comparison, summary_line
+from harness.results import read_rows
+from harness.runner import check_kernel, run_sustained
+from harness.suite import (
+    machine_device,
+    run_device,
+    sustained_config,
+    sustained_protocol,
+    unresolved_policy,
+    verdict_rule,
+)
 
 __all__ = ["SustainedResult", "sustained", "pytest_addoption", "pytest_terminal_summary", "pytest_sessionfinish",
            "STATS_NOTE",
@@ -105,8 +126,6 @@ def pytest_addoption(parser) -> None:
 
 def _device(config) -> str:
     """--sustained-device (checked, a ConfigError naming the flag), else this machine's own device: the suite's."""
-    from harness.suite import machine_device, run_device
-
     spec = config.getoption("sustained_device")
     return run_device(spec, flag="--sustained-device") if spec else machine_device()
 
@@ -114,8 +133,6 @@ def _device(config) -> str:
 def _protocol(config):
     """The protocol of the session's options, built by the suite as `bench sustained` builds its own (values refused
     by their flags, --sustained-repeats / --sustained-window-s)."""
-    from harness.suite import sustained_protocol
-
     return sustained_protocol(quick=config.getoption("sustained_quick"), repeats=config.getoption("sustained_repeats"),
                               window_s=config.getoption("sustained_window_s"), flag_prefix="--sustained-")
 
@@ -131,8 +148,6 @@ class SustainedResult:
 
 
 def _kernel_and_registry(kernel, *, layout: str | None = None, gqa: str | None = None):
-    from harness.kernels import Kernel, KernelRegistry, adapt_callable, default_registry, spec_with_options
-
     if isinstance(kernel, str):
         registry = default_registry()
         return registry.get(spec_with_options(kernel, layout=layout, gqa=gqa)), registry
@@ -151,8 +166,6 @@ def _kernel_and_registry(kernel, *, layout: str | None = None, gqa: str | None =
 
 def _input_spec(inputs):
     """An InputSpec as given, or one whose source hands back the given AttentionInputs (moved to the device)."""
-    from harness.inputs import AttentionInputs, InputSpec, register_source
-
     if isinstance(inputs, InputSpec):
         return inputs
     if isinstance(inputs, AttentionInputs):
@@ -160,8 +173,6 @@ def _input_spec(inputs):
         given = inputs
 
         def load(spec, device):
-            from dataclasses import replace
-
             return replace(given, q=given.q.to(device), k=given.k.to(device), v=given.v.to(device))
 
         register_source(prefix, load)
@@ -173,8 +184,6 @@ def _input_spec(inputs):
 
 def _window_chunk_times(run_dir: Path, ids: set[str]) -> list[float]:
     """Per-launch seconds of every window chunk of the timed measurements, in order (pyarrow only)."""
-    from harness.results import read_rows
-
     rows = read_rows(run_dir, "chunks")
     rows = [r for r in rows if r["phase"] == "window" and r["measurement_id"] in ids and r["time_ns"]]
     rows.sort(key=lambda r: (r["measurement_id"], r["chunk_index"]))
@@ -189,10 +198,6 @@ class _Sustained:
 
     def __call__(self, kernel, inputs, *, protocol=None, launch: str = "auto", layout: str | None = None,
                  gqa: str | None = None) -> SustainedResult:
-        from harness.errors import HarnessError
-        from harness.runner import check_kernel, run_sustained
-        from harness.suite import sustained_config
-
         bench, config = self._benchmark, self._request.config
         if bench._mode:
             raise pytest.UsageError(f"The benchmark fixture of this test was already used in {bench._mode} mode; "
@@ -234,8 +239,6 @@ class _Sustained:
         stats.options = {**stats.options, "timer": "harness sustained protocol: device time per launch per window chunk"}
         for t in times:
             stats.update(t)
-        from harness.report import fixture_extra_info
-
         extra = fixture_extra_info(rows, result.info, spec, k, result.path, proto,
                                    config.getoption("sustained_quick"), stats_note=STATS_NOTE)
         bench.extra_info.update(extra)
@@ -258,10 +261,6 @@ def sustained(benchmark, request):
 
 
 def _check_benchmark_version() -> None:
-    from importlib.metadata import version
-
-    from harness.errors import ConfigError
-
     have = version("pytest-benchmark")
     parts = tuple(int(p) for p in have.split(".")[:2] if p.isdigit())
     low, high = (tuple(int(p) for p in b.lstrip("<>=").split(".")) for b in PYTEST_BENCHMARK_RANGE)
@@ -274,9 +273,6 @@ def _check_benchmark_version() -> None:
 
 
 def _given_options(config) -> list[str]:
-    import os
-    import shlex
-
     args = [*config.invocation_params.args, *shlex.split(os.environ.get("PYTEST_ADDOPTS", ""))]
     try:
         args += list(config.getini("addopts"))
@@ -291,8 +287,6 @@ def _warn_ignored_options(config) -> None:
     config.stash[_WARNED] = True
     ignored = sorted({a for a in _given_options(config) if a in IGNORED_BENCHMARK_OPTIONS})
     if ignored:
-        import warnings
-
         instead = "; ".join(f"{a}: {IGNORED_BENCHMARK_OPTIONS[a]}" for a in ignored)
         warnings.warn(IgnoredOptionWarning(
             f"The sustained fixture ignores {', '.join(ignored)}: they set pytest-benchmark's own timing loop, which "
@@ -308,9 +302,6 @@ def pytest_sessionfinish(session, exitstatus) -> None:
     if not config.getoption("benchmark_compare", None):
         raise pytest.UsageError("--sustained-compare-fail needs --benchmark-compare (the saved benchmarks to judge "
                                 "this session's against).")
-    from harness.report import saved_comparison
-    from harness.suite import unresolved_policy, verdict_rule
-
     rule, threshold = verdict_rule(text, flag="--sustained-compare-fail")
     policy = unresolved_policy(config.getoption("sustained_unresolved", None), flag="--sustained-unresolved")
     session_ = getattr(config, "_benchmarksession", None)
@@ -327,16 +318,12 @@ def pytest_sessionfinish(session, exitstatus) -> None:
 def _same_commit(config, mapping: dict, root) -> str:
     """`saved_commit_text` of this session's commit against the saved files' (`compared_mapping`'s keys, relative
     to pytest-benchmark's storage folder `root`); pytest-benchmark saves each session's commit_info in its file."""
-    import json
-
     try:
         now = config.hook.pytest_benchmark_generate_commit_info(config=config) or {}
         saved = [json.loads((Path(p) if root is None or Path(p).is_absolute() else Path(root) / p).read_text(
             encoding="utf-8")).get("commit_info") or {} for p in mapping]
     except (OSError, ValueError, AttributeError):  # no git, an unreadable file: not knowing is "not the same"
         return ""
-    from harness.report import saved_commit_text
-
     return saved_commit_text(now, saved)
 
 
@@ -345,8 +332,6 @@ def pytest_terminal_summary(terminalreporter, exitstatus, config) -> None:
     lines = config.stash.get(_LINES, [])
     if not lines:
         return
-    from harness.report import summary_line
-
     terminalreporter.section("sustained")
     for nodeid, extra in lines:
         terminalreporter.write_line(summary_line(nodeid, extra))
@@ -359,8 +344,6 @@ def _device_name(config) -> str:
     if names:
         return ", ".join(sorted(names))
     try:
-        from harness.devices import open_device
-
         return open_device(_device(config)).identity().name
     except Exception as exc:  # machine_info is descriptive; an unopenable device is named, not fatal
         return f"{config.getoption('sustained_device') or 'default device'} ({type(exc).__name__})"

@@ -21,8 +21,14 @@ import math
 import triton
 import triton.language as tl
 
-from kernels_under_test._decode_configs import (SPLITKV_CANDIDATES, SPLITKV_CANDIDATES_PAGED, SPLITKV_CONFIG,
-                                                SPLITKV_CONFIG_PAGED, SPLITKV_MAX_QUERIES)
+from harness.errors import UnsupportedInputError
+from kernels_under_test._decode_configs import (
+    SPLITKV_CANDIDATES,
+    SPLITKV_CANDIDATES_PAGED,
+    SPLITKV_CONFIG,
+    SPLITKV_CONFIG_PAGED,
+    SPLITKV_MAX_QUERIES,
+)
 from kernels_under_test._triton_interpreter import fix_interpreter
 from kernels_under_test.triton_bf16 import interpreting
 
@@ -195,8 +201,6 @@ def prepare(inputs, *, config: dict | None = None):
 
 def _bind(inputs, cfg: dict):
     import torch
-
-    from harness.errors import UnsupportedInputError
 
     if interpreting():
         fix_interpreter()

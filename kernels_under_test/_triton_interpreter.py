@@ -16,6 +16,7 @@ interpreter; nothing is patched at import or on a GPU.
 from __future__ import annotations
 
 import os
+from types import SimpleNamespace
 
 __all__ = ["fix_interpreter", "interpreting"]
 
@@ -29,8 +30,6 @@ def interpreting() -> bool:
 
 def fix_interpreter(set_attr=setattr) -> None:
     """Patch the interpreter's builder once per process (`set_attr`: a MonkeyPatch's setattr undoes it)."""
-    from types import SimpleNamespace
-
     import numpy as np  # noqa: PLC0415 - the registry imports this module for `interpreting`: no numpy there
     import torch
     import triton.language as tl

@@ -21,8 +21,8 @@ from __future__ import annotations
 import triton
 import triton.language as tl
 
-from kernels_under_test._decode_configs import (MLA_CONFIG, MLA_CONFIG_NARROW, MLA_SPLIT_CHOICES,
-                                                SPLITKV_MAX_QUERIES)
+from harness.errors import UnsupportedInputError
+from kernels_under_test._decode_configs import MLA_CONFIG, MLA_CONFIG_NARROW, MLA_SPLIT_CHOICES, SPLITKV_MAX_QUERIES
 from kernels_under_test._triton_decode import LOG2E, _pow2, _splitkv_merge, fastest
 from kernels_under_test._triton_interpreter import fix_interpreter
 from kernels_under_test.triton_bf16 import interpreting
@@ -144,8 +144,6 @@ def prepare(inputs, *, config: dict | None = None):
 
 def _bind(inputs, cfg: dict):
     import torch
-
-    from harness.errors import UnsupportedInputError
 
     if interpreting():
         fix_interpreter()

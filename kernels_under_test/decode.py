@@ -26,9 +26,15 @@ import functools
 
 from harness.inputs import FEATURES  # triton-splitkv: every workload but MLA's latent cache
 from harness.kernels import WORKLOADS, Kernel, KernelRegistry
-from kernels_under_test._decode_configs import (MLA_CONFIG, MLA_CONFIG_NARROW, SPLITKV_CANDIDATES,
-                                                SPLITKV_CANDIDATES_PAGED, SPLITKV_CONFIG, SPLITKV_CONFIG_PAGED,
-                                                SPLITKV_MAX_QUERIES)
+from kernels_under_test._decode_configs import (
+    MLA_CONFIG,
+    MLA_CONFIG_NARROW,
+    SPLITKV_CANDIDATES,
+    SPLITKV_CANDIDATES_PAGED,
+    SPLITKV_CONFIG,
+    SPLITKV_CONFIG_PAGED,
+    SPLITKV_MAX_QUERIES,
+)
 from kernels_under_test.triton_bf16 import triton_availability
 
 # The tuned configurations are exported for tuning sweeps: a registered kernel's prepare(inputs, config=...) takes one.

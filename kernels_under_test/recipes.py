@@ -9,7 +9,9 @@ kernel exists, on any GPU or the CPU. Their times measure the emulation, never a
 
 from __future__ import annotations
 
+from harness.errors import UnsupportedInputError
 from harness.kernels import Kernel, KernelRegistry
+from harness.numerics import RECIPES, attend, operands, parse_recipe
 
 __all__ = ["registry", "kernel_name"]
 
@@ -23,9 +25,6 @@ def kernel_name(recipe: str) -> str:
 def _prepare_for(recipe_name: str):
     def prepare(inputs):
         import torch
-
-        from harness.errors import UnsupportedInputError
-        from harness.numerics import attend, operands, parse_recipe
 
         recipe = parse_recipe(recipe_name)
         d = inputs.shape.head_dim_qk
@@ -45,8 +44,6 @@ def _prepare_for(recipe_name: str):
 
 
 def _declare_all() -> None:
-    from harness.numerics import RECIPES
-
     for name, recipe in RECIPES.items():
         registry.add(Kernel(
             name=kernel_name(name), prepare=_prepare_for(name), dtypes=frozenset({"bfloat16", "float16"}),

@@ -38,7 +38,8 @@ from __future__ import annotations
 import functools
 import math
 
-from harness.kernels import MMA_REL_ERROR, Kernel, KernelRegistry
+from harness.kernels import E4M3_MAX, MMA_REL_ERROR, Kernel, KernelRegistry
+from harness.kernels._quant import quantize_e4m3_pow2
 from kernels_under_test.triton_bf16 import HEAD_DIMS, check_layout, config_for, interpreting, triton_availability
 
 __all__ = ["registry", "CONFIGS", "TAU", "SIGMA", "BETA", "P_BLOCK", "prepare_exact", "prepare_lean", "quantized", "requantizer"]
@@ -64,8 +65,6 @@ CONFIGS = {
 
 def quantized(inputs):
     """(q8, k8, vt8, descales) exactly as the FP8 kernels receive them; vt8 is V^T, [B, Hkv, dv, S]."""
-    from harness.kernels._quant import quantize_e4m3_pow2
-
     q8, dq = quantize_e4m3_pow2(inputs.q)
     k8, dk = quantize_e4m3_pow2(inputs.k)
     v8, dv = quantize_e4m3_pow2(inputs.v)
@@ -77,8 +76,6 @@ def requantizer(inputs, q8, k8, vt8, descales):
     the same e4m3 buffers with the scales prepare() chose (static per-tensor scales, as FP8 serving calibrates them
     once; saturating at +-448), no launch. On prepare()'s own inputs it writes exactly what `quantized` wrote."""
     import torch
-
-    from harness.kernels import E4M3_MAX
 
     scales = [1.0 / d for d in descales]
 

@@ -33,9 +33,10 @@ import ast
 import shutil
 import subprocess
 import sys
-import tomllib
 from dataclasses import dataclass, field
 from pathlib import Path
+
+import tomllib
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from import_graph import strongly_connected  # noqa: E402 - the script's sibling, not a package

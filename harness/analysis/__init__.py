@@ -6,6 +6,19 @@
 """
 
 from harness.analysis._aggregate import MEDIAN_FIELDS, aggregate_repeats
+from harness.analysis._burst_gap import burst_gap_rows
+from harness.analysis._calibration import (
+    NOISE_MODELS,
+    SEQUENTIAL_DESIGNS,
+    SHARE_DESIGNS,
+    SIM_INDEPENDENT_REPEATS,
+    SIM_PILOT,
+    SIM_TOTAL,
+    noise_draws,
+    simulate_verdict_rates,
+    simulate_verdict_shares,
+    write_critical_table,
+)
 from harness.analysis._caveats import (
     CPU_CAVEAT,
     QUICK_CAVEAT,
@@ -14,6 +27,7 @@ from harness.analysis._caveats import (
     rule_for,
     run_caveats,
 )
+from harness.analysis._chiplets import chiplet_spread
 from harness.analysis._compare import (
     BURST_STATUS,
     SHAPE_COLUMNS,
@@ -27,10 +41,17 @@ from harness.analysis._compare import (
     same_run,
     shape_text,
 )
-from harness.analysis._design import comparison_pilot, run_pilots, sequential_plan, two_stage_pilot
-from harness.analysis._parse import parse_kernel_pairs, parse_pairs, parse_threshold, parse_until_ci
-from harness.analysis._summary import RunSummary, aggregate_measurements, compare_inputs, compare_kernels, summarize_run
+from harness.analysis._crosscheck import CROSSCHECK_TOLERANCE, clock_crosscheck, crosscheck_verdict
 from harness.analysis._decompose import Decomposition, decompose, geomean, limiter_label
+from harness.analysis._design import comparison_pilot, run_pilots, sequential_plan, two_stage_pilot
+from harness.analysis._explain import Explanation, comparison_warnings, explain_comparison, interval_text, row_sentence
+from harness.analysis._in_model import (
+    InModelRow,
+    attention_figures,
+    compare_in_model,
+    isolated_label,
+    survival_sentence,
+)
 from harness.analysis._interval import (
     BETWEEN_RUNS_CV,
     DEFAULT_THRESHOLD,
@@ -49,6 +70,7 @@ from harness.analysis._interval import (
     stein_total,
     t_quantile,
 )
+from harness.analysis._model_error import BAND_VERDICTS, P_TAIL, band_verdict, model_error_summary
 from harness.analysis._outcome import (
     UNRESOLVED_POLICIES,
     GateOutcome,
@@ -58,19 +80,12 @@ from harness.analysis._outcome import (
     ratio_text,
     resolution_text,
 )
-from harness.analysis._calibration import (NOISE_MODELS, SEQUENTIAL_DESIGNS, SHARE_DESIGNS, SIM_INDEPENDENT_REPEATS,
-                                           SIM_PILOT, SIM_TOTAL, noise_draws,
-                                           simulate_verdict_rates, simulate_verdict_shares, write_critical_table)
-from harness.analysis._sequential import MIN_GATE_PILOT, Plan, critical_values, paired_look, skipped_mean
-from harness.analysis._burst_gap import burst_gap_rows
-from harness.analysis._chiplets import chiplet_spread
-from harness.analysis._spread import GpuFigure, GpuSpread, gpu_spread, suite_spread
-from harness.analysis._crosscheck import CROSSCHECK_TOLERANCE, clock_crosscheck, crosscheck_verdict
-from harness.analysis._explain import Explanation, comparison_warnings, explain_comparison, interval_text, row_sentence
+from harness.analysis._parse import parse_kernel_pairs, parse_pairs, parse_threshold, parse_until_ci
 from harness.analysis._sentences import input_row_sentence, input_rows, input_sentences
-from harness.analysis._in_model import InModelRow, attention_figures, compare_in_model, isolated_label, survival_sentence
-from harness.analysis._model_error import BAND_VERDICTS, P_TAIL, band_verdict, model_error_summary
+from harness.analysis._sequential import MIN_GATE_PILOT, Plan, critical_values, paired_look, skipped_mean
+from harness.analysis._spread import GpuFigure, GpuSpread, gpu_spread, suite_spread
 from harness.analysis._stats import bootstrap_ci, cv, mean, median, value_range
+from harness.analysis._summary import RunSummary, aggregate_measurements, compare_inputs, compare_kernels, summarize_run
 from harness.analysis._window import POWER_REASONS, THERMAL_REASONS, chunk_clock, samples_in, summarize_window
 
 __all__ = [

@@ -14,6 +14,7 @@ True
 from __future__ import annotations
 
 import json
+from dataclasses import replace
 
 __all__ = ["CPU_CAVEAT", "QUICK_CAVEAT", "inputs_design", "is_full_protocol",
            "protocol_of_run", "rule_for", "run_caveats", "unsettled_caveat"]
@@ -63,8 +64,6 @@ def rule_for(rule, caveats):
     """The rule a comparison judges by: on CPU timings, where no threshold was asked for, no verdict at all
     ("not judged", said so in every output); the rule unchanged otherwise."""
     if CPU_CAVEAT in caveats and rule.threshold_source == "default":
-        from dataclasses import replace
-
         return replace(rule, judged=False, threshold_source="default on a CPU")
     return rule
 

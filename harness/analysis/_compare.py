@@ -20,11 +20,12 @@ from pathlib import Path
 from typing import Sequence
 
 from harness.analysis._caveats import rule_for, run_caveats, unsettled_caveat
-from harness.analysis._design import run_pilots
 from harness.analysis._decompose import Ratio, VerdictRule, decompose, geomean, limiter_label
+from harness.analysis._design import run_pilots
 from harness.analysis._interval import DEFAULT_THRESHOLD, OPEN, between_runs_floor
 from harness.analysis._sequential import Plan
 from harness.errors import ResultsError
+from harness.inputs import DTYPES
 
 __all__ = [
     "BURST_STATUS",
@@ -50,8 +51,6 @@ WORKLOAD_COLUMNS = ("seq_len_kv", "window", "page_size", "varlen", "kv_lens")
 
 def _shape_key(row: dict) -> tuple:
     """The shape and workload columns, the dtype spelled one way (runs store "bf16" and "bfloat16" alike)."""
-    from harness.inputs import DTYPES
-
     dense = tuple(DTYPES.get(row[c], row[c]) if c == "dtype" else row[c] for c in SHAPE_COLUMNS)
     work = {c: row.get(c) for c in WORKLOAD_COLUMNS}
     if work["seq_len_kv"] is None:  # a row without it (written before v5, or by hand) is self-attention

@@ -31,6 +31,7 @@ from harness.analysis._interval import (
     ratio_interval,
 )
 from harness.analysis._sequential import Plan
+from harness.analysis._stats import median
 from harness.analysis._window import POWER_REASONS as _POWER, THERMAL_REASONS as _THERMAL
 
 __all__ = ["VerdictRule", "Ratio", "Decomposition", "Plan", "decompose", "geomean", "limiter_label", "VERDICTS"]
@@ -134,8 +135,6 @@ def limiter_label(rows: Sequence[dict], *, max_clock_mhz: float | None = None) -
     "power cap 99%" (share of window time the driver reported a power limit), "thermal 40%", other
     reasons active in most samples by name, else "none (at max clock)" or "none".
     """
-    from harness.analysis._stats import median
-
     parts = []
     pl_frac = median([r.get("power_limited_frac") for r in rows])
     th_frac = median([r.get("thermal_limited_frac") for r in rows])

@@ -18,8 +18,6 @@ import json
 from dataclasses import dataclass
 
 from harness.analysis._caveats import is_full_protocol
-from harness.analysis._interval import FASTER_WITHIN, SLOWER_WITHIN, percent
-from harness.analysis._outcome import no_interval_text
 from harness.analysis._compare import (
     SUSTAINED_STATUSES,
     Comparison,
@@ -27,6 +25,8 @@ from harness.analysis._compare import (
     same_run,
     shape_text,
 )
+from harness.analysis._interval import FASTER_WITHIN, SLOWER_WITHIN, percent
+from harness.analysis._outcome import no_interval_text
 
 __all__ = ["Explanation", "comparison_warnings", "explain_comparison", "interval_text", "row_sentence"]
 

@@ -22,7 +22,7 @@ layers), the attention's cycles, or the rest of the forward (its other layers, t
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Sequence
 
 from harness.analysis._caveats import rule_for, run_caveats
@@ -196,8 +196,6 @@ def _strategy(rows: list[dict]) -> str:
 
 
 def _with_sentence(row: InModelRow) -> InModelRow:
-    from dataclasses import replace
-
     return replace(row, sentence=survival_sentence(row))
 
 

@@ -21,8 +21,8 @@ from __future__ import annotations
 
 from typing import Sequence
 
-from harness.analysis._compare import SUSTAINED_STATUSES, ComparisonRow, captured_control_pairs, comparison_row
 from harness.analysis._caveats import rule_for
+from harness.analysis._compare import SUSTAINED_STATUSES, ComparisonRow, captured_control_pairs, comparison_row
 from harness.analysis._interval import FASTER_WITHIN, SLOWER_WITHIN, VerdictRule, percent
 from harness.analysis._outcome import no_interval_text
 

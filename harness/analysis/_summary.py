@@ -10,6 +10,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Sequence
 
+from harness.analysis._aggregate import aggregate_repeats
 from harness.analysis._caveats import inputs_design, rule_for, run_caveats
 from harness.analysis._compare import (
     BURST_STATUS,
@@ -118,8 +119,6 @@ def aggregate_measurements(rows: Sequence[dict], *, max_clock_mhz: float | None 
 
     Burst rows count as timed (their protocol's timed launches); pass sustained and burst rows separately.
     """
-    from harness.analysis._aggregate import aggregate_repeats
-
     rows = [{**r, "status": "ok"} if r.get("status") == BURST_STATUS else r for r in rows]
     out = []
     for agg in aggregate_repeats(rows):

@@ -10,9 +10,12 @@ from typing import Sequence
 
 from harness.analysis._chiplets import chiplet_spread
 from harness.analysis._stats import cv, median
-from harness.telemetry import AMD_POWER_REASONS, AMD_THERMAL_REASONS
-from harness.telemetry import POWER_REASONS as _NVML_POWER
-from harness.telemetry import THERMAL_REASONS as _NVML_THERMAL
+from harness.telemetry import (
+    AMD_POWER_REASONS,
+    AMD_THERMAL_REASONS,
+    POWER_REASONS as _NVML_POWER,
+    THERMAL_REASONS as _NVML_THERMAL,
+)
 
 __all__ = ["summarize_window", "samples_in", "chunk_clock", "POWER_REASONS", "THERMAL_REASONS"]
 

@@ -16,6 +16,7 @@ only when a model is loaded).
 (3, 15)
 """
 
+from harness.capture._bind import BoundForward, MarkedForward, bind as bind_forward
 from harness.capture._capture import (
     CaptureResult,
     LayerResult,
@@ -27,7 +28,6 @@ from harness.capture._config import CaptureConfig, parse_layers
 from harness.capture._controls import CONTROL_DISTS, save_like, synthesize_like
 from harness.capture._device import choose_capture_device, default_capture_dtype
 from harness.capture._estimate import CaptureEstimate, check_fits, estimate_capture
-from harness.capture._bind import BoundForward, MarkedForward, bind as bind_forward
 from harness.capture._format import recapture_command
 from harness.capture._forward import ModelForward, open_forward
 from harness.capture._fp8 import E4M3_MAX, e4m3_scale, quantize_e4m3_pow2, quantize_inputs_e4m3
@@ -43,8 +43,8 @@ from harness.capture._load import (
 from harness.capture._model_error import SUFFIX_MODEL_TYPES, ModelErrorConfig, ModelErrorResult, model_error
 from harness.capture._models import DEFAULT_MODEL, GPU_WINDOWS, MODELS, ModelSpec, miniature, resolve_model
 from harness.capture._progress import capture_progress
-from harness.capture._suite import model_input_specs
 from harness.capture._recompute import LayerStats
+from harness.capture._suite import model_input_specs
 from harness.capture._text import DEFAULT_TEXT, TEXT_SOURCES, document_windows, documents, load_text
 from harness.capture._weights import ResolvedWeights, resolve_weights
 

@@ -23,6 +23,8 @@ from typing import Any, Callable
 
 from harness.capture._forward import KERNEL_DTYPE, ModelForward
 from harness.errors import GateFailure, KernelError
+from harness.inputs import AttentionInputs, torch_dtype
+from harness.kernels import gate as run_gate
 
 __all__ = ["BoundForward", "MarkedForward", "bind"]
 
@@ -90,8 +92,6 @@ class BoundForward:
 
 
 def _inputs(forward: ModelForward, layer: int, *, kv=None):
-    from harness.inputs import AttentionInputs
-
     q, k, v, scale = forward.calibration[layer]
     k, v = kv if kv is not None else (k.clone(), v.clone())
     return AttentionInputs(q=q.clone(), k=k, v=v, shape=forward.shape(), dtype=KERNEL_DTYPE, scale=scale,
@@ -102,8 +102,6 @@ def bind(forward: ModelForward, kernel, *, gate: bool = True, on_layer: Callable
          sync: Callable[[Any], None] | None = None) -> BoundForward:
     """Prepare `kernel` on every layer's reference q, k, v and gate it there (see the module doc). Raises
     GateFailure (the layer named) or KernelError; nothing of the kernel runs inside a forward before this returns."""
-    from harness.kernels import gate as run_gate
-
     def gate_one(inputs, launch, **kw):
         return run_gate(kernel, inputs, launch, **kw) if sync is None else run_gate(kernel, inputs, launch, sync=sync,
                                                                                       **kw)
@@ -146,8 +144,6 @@ def _check_output(kernel, x, launch, *, layer: int, model: str) -> None:
     """One launch's output is the layer's attention output as the model needs it: a tensor [B, Hq, S_q, dv] on the
     inputs' device in the kernel's output dtype (bf16 unless it declares another), as a timed kernel's must be."""
     import torch
-
-    from harness.inputs import torch_dtype
 
     out = launch()
     want, dtype = tuple(x.shape.out_shape()), torch_dtype(kernel.output_dtype or KERNEL_DTYPE)

@@ -8,6 +8,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from harness.capture._config import TOLERANCE, CaptureConfig, parse_layers
+from harness.capture._decode import run_decode
 from harness.capture._device import peak_memory, torch_device_name
 from harness.capture._estimate import check_fits, estimate_capture
 from harness.capture._format import (
@@ -18,11 +19,16 @@ from harness.capture._format import (
     write_layer,
     write_manifest,
 )
-from harness.capture._decode import run_decode
 from harness.capture._hook import LayerRecord, recording, run_forward
 from harness.capture._manifest import random_weights_identity, start_manifest
-from harness.capture._model_io import (build_random, load_model, load_tokenizer, parse_gguf_once, quiet_transformers,
-                                       release_device)
+from harness.capture._model_io import (
+    build_random,
+    load_model,
+    load_tokenizer,
+    parse_gguf_once,
+    quiet_transformers,
+    release_device,
+)
 from harness.capture._models import DEFAULT_MODEL, ModelSpec, check_config, resolve_model
 from harness.capture._progress import Stages
 from harness.capture._recompute import LayerStats, recompute

@@ -10,6 +10,7 @@ The model's own output at each step is kept for the self-check.
 
 from __future__ import annotations
 
+import inspect
 from typing import Callable, Iterable
 
 from harness.capture._hook import LayerRecord, _copy, _passthrough, check_called, register_attention
@@ -75,8 +76,6 @@ class DecodeRun:
 def run_decode(model, prompt_ids, *, steps: int, layers: Iterable[int], on_call=None) -> DecodeRun:
     """Read `prompt_ids` [B, P] into the model's KV cache (transformers' DynamicCache), then decode `steps`
     tokens greedily (argmax of the next-token logits), recording `layers` at each step (see the module)."""
-    import inspect
-
     import torch
     from transformers import DynamicCache
 

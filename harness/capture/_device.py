@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from harness.devices import open_device
 from harness.errors import CaptureError, HarnessError
 
 __all__ = ["choose_capture_device", "default_capture_dtype", "torch_device_name", "peak_memory"]
@@ -36,8 +37,6 @@ def torch_device_name(device: str) -> str:
     """The torch device string for a harness device spec (`rocm:0`, `cuda:<PCI bus id>` resolve here)."""
     if device == "cpu":
         return "cpu"
-    from harness.devices import open_device
-
     try:
         return str(open_device(device).torch_device)
     except HarnessError as exc:

@@ -14,6 +14,7 @@ import functools
 import time
 from dataclasses import dataclass
 
+from harness.capture._models import architecture_config, read_config, resolve_model
 from harness.errors import CaptureError
 
 __all__ = ["CaptureEstimate", "estimate_capture", "check_fits", "device_free_bytes", "matmul_rate"]
@@ -156,8 +157,6 @@ def estimate_capture(config, *, available_bytes: int | None = None, flops_per_s:
     >>> round(e.weight_bytes / 1e9, 1), e.device, e.dtype
     (29.0, 'cpu', 'float32')
     """
-    from harness.capture._models import architecture_config, read_config, resolve_model
-
     spec = resolve_model(config.model)
     arch = architecture_config(spec) if spec.architecture else read_config(spec.path) if spec.path else None
     if arch is None:

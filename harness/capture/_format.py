@@ -8,11 +8,13 @@ self-check difference and statistics. Readers check every file against the manif
 from __future__ import annotations
 
 import json
+import shlex
 from pathlib import Path
 from typing import Any
 
 from harness.capture._weights import sha256_file
 from harness.errors import CaptureError
+from harness.results import atomic_path
 
 __all__ = [
     "FORMAT",
@@ -47,8 +49,6 @@ def layer_file(layer: int) -> str:
 
 def _atomic_write(path: Path, write) -> None:
     # An interrupted capture leaves the previous file intact.
-    from harness.results import atomic_path
-
     path.parent.mkdir(parents=True, exist_ok=True)
     with atomic_path(path) as tmp:
         write(tmp)
@@ -168,8 +168,6 @@ def read_layer(path: Path, *, verify: bool = True) -> tuple[dict[str, Any], dict
 
 def recapture_command(manifest: dict, layer: int, directory: Path) -> str:
     """The `bench capture` command that makes this layer of this capture again, overwriting it."""
-    import shlex
-
     model = manifest.get("model", {})
     text = manifest.get("text", {})
     parts = ["bench", "capture", "--model", str(model.get("argument") or model.get("name")), "--layers", str(layer),

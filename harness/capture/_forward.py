@@ -20,11 +20,18 @@ name; with no kernel bound it is the model's own SDPA.
 
 from __future__ import annotations
 
+import inspect
 from dataclasses import dataclass, field
 from typing import Any
 
+from harness.capture._device import default_capture_dtype, torch_device_name
 from harness.capture._hook import _passthrough, register_attention
+from harness.capture._model_io import build_random, load_model, load_tokenizer, parse_gguf_once, quiet_transformers
+from harness.capture._models import check_config, resolve_model
+from harness.capture._text import byte_windows, load_text, token_windows
+from harness.capture._weights import resolve_weights
 from harness.errors import CaptureError, ConfigError
+from harness.inputs import AttentionShape
 
 __all__ = ["ModelForward", "open_forward", "KERNEL_DTYPE"]
 
@@ -128,8 +135,6 @@ class ModelForward:
 
     def shape(self):
         """The attention shape every layer's call has (B, Hq, Hkv, S_q, S_kv, dqk, dv, causal)."""
-        from harness.inputs import AttentionShape
-
         q, k, v, _ = self.calibration[self.layers[0]]
         return AttentionShape(batch=q.shape[0], heads_q=q.shape[1], heads_kv=k.shape[1], seq_len=q.shape[2],
                               seq_len_kv=k.shape[2], head_dim_qk=q.shape[3], head_dim_v=v.shape[3], causal=True)
@@ -180,13 +185,6 @@ def open_forward(*, model, text: str, weights=None, seq_len: int, seq_len_q: int
 
     `seq_len` is S (the KV cache's length when decoding), `seq_len_q` N < S makes each timed call a decode step of N
     tokens. `dtype` None: bf16 on a GPU, fp32 on the CPU (kernels get bf16 q, k, v either way)."""
-    from harness.capture._device import default_capture_dtype, torch_device_name
-    from harness.capture._model_io import (build_random, load_model, load_tokenizer, parse_gguf_once,
-                                           quiet_transformers)
-    from harness.capture._models import check_config, resolve_model
-    from harness.capture._text import byte_windows, load_text, token_windows
-    from harness.capture._weights import resolve_weights
-
     say = progress or (lambda text: None)
     spec = resolve_model(model)
     s_q = seq_len if seq_len_q is None else seq_len_q
@@ -243,8 +241,6 @@ def open_forward(*, model, text: str, weights=None, seq_len: int, seq_len_q: int
 def _open_cache(fwd: ModelForward, *, prompt: int) -> None:
     """Read the first `prompt` tokens of each window into a static KV cache of S slots (the model's own attention),
     and keep what a step needs: the cache, the last N tokens and their positions."""
-    import inspect
-
     import torch
     from transformers import StaticCache
 

@@ -2,11 +2,12 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 
 from harness.capture._format import MANIFEST, layer_entry, read_layer, read_manifest, verify_layer
-from harness.errors import CaptureError, InputError
+from harness.capture._fp8 import quantize_inputs_e4m3
+from harness.errors import CaptureError, ConfigError, InputError
 from harness.inputs import AttentionInputs, AttentionShape, InputSpec, paged_cache, torch_dtype
 
 __all__ = ["CaptureInfo", "load_capture", "capture_shape", "capture_spec", "list_captures", "source_loader",
@@ -125,10 +126,6 @@ def load_capture(path: str | Path, *, device="cpu", allow_random_weights: bool =
 
 def source_loader(spec: InputSpec, device) -> AttentionInputs:
     """The loader a capture's InputSpec names (`LOADER`): reads `capture:PATH` on `device`."""
-    from dataclasses import replace
-
-    from harness.capture._fp8 import quantize_inputs_e4m3
-
     path = spec.source.partition(":")[2]
     allowed = path.endswith(ALLOW_RANDOM)
     path = path.removesuffix(ALLOW_RANDOM)
@@ -158,8 +155,6 @@ def paged(inputs: AttentionInputs, spec: InputSpec) -> AttentionInputs:
     """A captured KV cache moved into shuffled pages of `spec.shape.page_size` tokens, the layout `make_inputs` gives
     a control of the same shape (page order and junk in unused slots drawn from the spec's seed)."""
     import torch
-    from dataclasses import replace
-
     if spec.shape.packed:
         raise InputError(f"{spec.source}: a capture holds one cache per batch row, not sequences of different "
                          f"lengths; drop --varlen for captured inputs.")
@@ -176,8 +171,6 @@ def list_captures(root: str | Path = "captures", *, verify: bool = False) -> lis
     """
     root = Path(root)
     if root.exists() and not root.is_dir():
-        from harness.errors import ConfigError
-
         raise ConfigError(f"--captures {root} is a file; --captures names the folder captures are read from and "
                           f"written to (default captures/). Pass a folder.")
     found = []

@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import datetime as _dt
+import hashlib
+import json
 from pathlib import Path
 
 from harness.capture._config import CaptureConfig
@@ -20,9 +22,6 @@ RANDOM_WARNING = ("random weights: these activations mean nothing about any trai
 
 
 def random_weights_identity(spec: ModelSpec, config: CaptureConfig, device: str) -> ResolvedWeights:
-    import hashlib
-    import json
-
     config_sha = hashlib.sha256(json.dumps(spec.architecture, sort_keys=True).encode()).hexdigest()
     return ResolvedWeights(
         folder=Path("."), gguf_file=None, origin="random",

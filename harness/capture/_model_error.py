@@ -19,12 +19,28 @@ under the reference's. Rows (one per kernel x scope x document, every token's fi
 from __future__ import annotations
 
 import time
+import traceback
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Sequence
 
-from harness.capture._text import DEFAULT_TEXT
-from harness.errors import CaptureError, ConfigError
+from harness.capture._device import default_capture_dtype, torch_device_name
+from harness.capture._hook import register_attention
+from harness.capture._model_error_run import finish_run, open_run
+from harness.capture._model_io import (
+    build_random,
+    load_model,
+    load_tokenizer,
+    parse_gguf_once,
+    quiet_transformers,
+    release_device,
+)
+from harness.capture._models import resolve_model
+from harness.capture._text import DEFAULT_TEXT, document_windows, load_text
+from harness.capture._weights import resolve_weights
+from harness.errors import CaptureError, ConfigError, UnsupportedInputError
+from harness.inputs import AttentionInputs, AttentionShape
+from harness.kernels import reference_attention
 
 __all__ = ["ModelErrorConfig", "ModelErrorResult", "model_error", "SUFFIX_MODEL_TYPES"]
 
@@ -71,8 +87,6 @@ class ModelErrorConfig:
         if not self.layers and not self.all_layers:
             raise ConfigError("Nothing to replace: give --layer, or keep the scope with the kernel in every layer.")
         if self.dtype is None:
-            from harness.capture._device import default_capture_dtype
-
             object.__setattr__(self, "dtype", default_capture_dtype(self.device))
         object.__setattr__(self, "layers", tuple(sorted(set(self.layers))))
 
@@ -93,8 +107,6 @@ class KernelFailed(Exception):
     def __init__(self, kernel, layer: int, exc: BaseException | None, text: str = "") -> None:
         self.kernel, self.layer = kernel, layer
         if exc is not None:
-            import traceback
-
             tb = traceback.extract_tb(exc.__traceback__)
             at = f" (at {Path(tb[-1].filename).name}:{tb[-1].lineno})" if tb else ""
             if isinstance(exc, SystemExit):
@@ -116,8 +128,6 @@ class _Attention:
     def __call__(self, module, query, key, value, attention_mask, **kwargs):
         import torch
 
-        from harness.inputs import AttentionInputs, AttentionShape
-
         if attention_mask is not None:
             raise CaptureError(
                 f"Layer {module.layer_idx} of {self.model} attends with an explicit mask (sliding window, padding "
@@ -127,8 +137,6 @@ class _Attention:
         scale = float(scale) if scale is not None else query.shape[-1] ** -0.5
         kernel = self.kernels.get(module.layer_idx, self.default)
         if kernel is None:
-            from harness.kernels import reference_attention
-
             out = reference_attention(query, key, value, scale=scale, causal=True, out_dtype=query.dtype)
         else:
             B, Hq, S, dqk = query.shape
@@ -154,8 +162,6 @@ class _Attention:
 
 
 def _check_kernels(kernels: Sequence, spec, device_kind: str, *, floor=None) -> None:
-    from harness.errors import UnsupportedInputError
-
     for k in kernels:
         try:
             k.check_supports(dtype=KERNEL_DTYPE, head_dim_qk=spec.head_dim_qk, head_dim_v=spec.head_dim_v,
@@ -208,16 +214,6 @@ def model_error(config: ModelErrorConfig, *, kernels: Sequence, floor, reference
     KL is then the band of two correct BF16 kernels), None for the model with fp64 attention.
     `progress(text)` is called before each step (None: silent). Every kernel is checked against
     the model's attention shape before the model is loaded."""
-    import torch
-
-    from harness.capture._hook import register_attention
-    from harness.capture._model_io import (build_random, load_model, load_tokenizer, parse_gguf_once,
-                                           quiet_transformers, release_device)
-    from harness.capture._models import resolve_model
-    from harness.capture._text import document_windows, load_text
-    from harness.capture._weights import resolve_weights
-    from harness.capture._device import torch_device_name
-    from harness.capture._model_error_run import open_run, finish_run
 
     say = progress or (lambda text: None)
     spec = resolve_model(config.model)

@@ -4,9 +4,14 @@
 from __future__ import annotations
 
 import dataclasses
+import json
 from dataclasses import dataclass, field
 from datetime import datetime, timezone
 from pathlib import Path
+
+from harness.devices import open_device
+from harness.kernels import kernel_provenance
+from harness.results import RunWriter, git_state, host_facts, new_run_id, software_versions, to_json, tree_digest
 
 __all__ = ["ErrorRun", "open_run", "finish_run"]
 
@@ -35,10 +40,6 @@ class ErrorRun:
 def open_run(config, spec, kernels, *, device: str) -> ErrorRun:
     """Create the run directory and its `running` row before anything is loaded: an unwritable results
     folder fails here, not after the model ran."""
-    from harness.devices import open_device
-    from harness.kernels import kernel_provenance
-    from harness.results import RunWriter, git_state, host_facts, new_run_id, software_versions, to_json, tree_digest
-
     writer = RunWriter(Path(config.results_root), new_run_id(config.run_name))
     package = Path(__file__).resolve().parent.parent
     commit, dirty = git_state(package)
@@ -65,10 +66,6 @@ def open_run(config, spec, kernels, *, device: str) -> ErrorRun:
 
 def finish_run(run: ErrorRun, status: str, detail: str) -> None:
     """The run's final status, with what the measurement recorded about its text and weights."""
-    from harness.results import to_json
-
-    import json
-
     config = json.loads(run.info["config_json"])
     config["provenance"] = run.provenance
     run.info.update(status=status, status_detail=detail, finished_at=datetime.now(timezone.utc).isoformat(),

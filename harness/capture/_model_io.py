@@ -5,6 +5,7 @@ from __future__ import annotations
 import contextlib
 import copy
 import functools
+import gc
 import os
 from typing import Iterator
 
@@ -158,8 +159,6 @@ def build_random(spec: ModelSpec, *, dtype: str, device: str, seed: int):
 
 def release_device(device: str) -> None:
     """Give a GPU's cached blocks back after the model is dropped, so the run that follows has them."""
-    import gc
-
     gc.collect()
     if device != "cpu":
         import torch

@@ -4,13 +4,13 @@ from __future__ import annotations
 
 from typing import Any
 
+from rich.progress import BarColumn, MofNCompleteColumn, Progress, SpinnerColumn, TextColumn, TimeElapsedColumn
+
 __all__ = ["Stages", "capture_progress"]
 
 
 def capture_progress(console: Any = None):
     """A rich Progress with the columns a capture uses; pass it to `capture(..., progress=p)`."""
-    from rich.progress import BarColumn, MofNCompleteColumn, Progress, SpinnerColumn, TextColumn, TimeElapsedColumn
-
     return Progress(
         SpinnerColumn(), TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(),
         console=console, transient=False,

@@ -2,9 +2,12 @@
 
 from __future__ import annotations
 
+import importlib.metadata as md
 import platform
 import subprocess
 from pathlib import Path
+
+import harness
 
 __all__ = ["harness_provenance", "software_versions"]
 
@@ -24,8 +27,6 @@ def _git(*args: str) -> str | None:
 
 def harness_provenance() -> dict:
     """Version, commit and dirty flag (None where the harness is not a git checkout)."""
-    import harness
-
     commit = _git("rev-parse", "HEAD")
     # Untracked files under harness/ count: a new module changes what ran as much as an edited one.
     status = _git("status", "--porcelain", "--", "harness", "kernels_under_test", "pyproject.toml") if commit else None
@@ -33,8 +34,6 @@ def harness_provenance() -> dict:
 
 
 def software_versions() -> dict:
-    import importlib.metadata as md
-
     versions = {"python": platform.python_version()}
     for dist in ("torch", "transformers", "safetensors", "gguf"):
         try:

@@ -10,7 +10,6 @@ from harness.capture._capture import ensure_capture
 from harness.capture._config import parse_layers
 from harness.capture._device import choose_capture_device
 from harness.capture._load import capture_spec
-from harness.capture._models import resolve_model
 from harness.capture._text import DEFAULT_TEXT
 
 __all__ = ["model_input_specs"]

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import hashlib
+import importlib.util
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -99,8 +100,6 @@ def _hf_cache(spec: ModelSpec) -> ResolvedWeights | None:
 
 
 def _wheel(spec: ModelSpec) -> ResolvedWeights | None:
-    import importlib.util
-
     module = spec.wheel_file.split("/", 1)[0]
     # find_spec locates the package without importing it (its __init__ may import heavy dependencies).
     found = importlib.util.find_spec(module)

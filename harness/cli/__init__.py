@@ -22,11 +22,21 @@ traceback in a file.
 from __future__ import annotations
 
 import os
+import sys
+import tempfile
+import time
+import traceback
+import warnings
+from pathlib import Path
 
 import typer
 
+from harness import __version__
 from harness.cli import analysis, capture, commits, history, in_model, kernels, listing, multigpu, profiling, sustained
 from harness.cli.paths import absolute_paths
+from harness.cli.streams import guard_streams
+from harness.errors import ExitCode, ResultsWarning
+from harness.results import git_state
 
 __all__ = ["app", "main", "version_text"]
 
@@ -66,11 +76,6 @@ for _name, _fn in (("models", listing.list_models), ("kernels", listing.list_ker
 
 def version_text() -> str:
     """`bench 0.1.0 (git 147d680..., clean)`: the package version and the commit of its source tree."""
-    from pathlib import Path
-
-    from harness import __version__
-    from harness.results import git_state
-
     commit, dirty = git_state(Path(__file__).resolve().parent)
     git = f"git {commit}{' (dirty)' if dirty else ''}" if commit else "git commit unknown (not a git checkout)"
     return f"bench {__version__} ({git})"
@@ -89,8 +94,6 @@ HELP_LOG_WIDTH = 200
 
 def _help_width() -> None:
     """Set typer's help width for this process when stdout is not a terminal; a terminal keeps its own."""
-    import sys
-
     from typer import rich_utils
 
     if os.environ.get("TERMINAL_WIDTH") or sys.stdout is None or sys.stdout.isatty():
@@ -113,11 +116,6 @@ def _root(version: bool = typer.Option(False, "--version", callback=_show_versio
 def _plain_warnings() -> None:
     """The harness's own warnings (a damaged or stray part file) as one line on stderr, `warning: ...`, not
     Python's two-line format with the harness's source line in it."""
-    import sys
-    import warnings
-
-    from harness.errors import ResultsWarning
-
     default = warnings.showwarning
     if getattr(default, "harness_plain", False):
         return
@@ -135,10 +133,6 @@ def _plain_warnings() -> None:
 def _traceback_file(argv: list[str]):
     """Where an internal error's traceback goes: the --results folder when one was named and exists, else
     the temp folder."""
-    import tempfile
-    import time
-    from pathlib import Path
-
     folder = Path(tempfile.gettempdir())
     for flag in ("--results", "--out"):
         if flag in argv[:-1] and Path(argv[argv.index(flag) + 1]).is_dir():
@@ -148,16 +142,9 @@ def _traceback_file(argv: list[str]):
 
 
 def main(argv: list[str] | None = None) -> None:
-    import sys
-    import traceback
-
-    from harness.errors import ExitCode
-
     # amdsmi caches GPU metrics for a while unless told not to, and PyTorch's ROCm build loads amdsmi
     # when torch is imported: set it before anything imports torch. No effect on other machines.
     os.environ.setdefault("AMDSMI_GPU_METRICS_CACHE_MS", "0")
-    from harness.cli.streams import guard_streams
-
     guard_streams()
     _help_width()  # `bench --help` is drawn before any callback runs
     args = list(sys.argv[1:] if argv is None else argv)

@@ -10,12 +10,64 @@ from typing import List, Optional
 
 import typer
 
-from harness.cli.common_args import EXPORT, ISOLATE, PROTOCOL, RECORD, SHAPE, SOURCES, export, reading_runs, split_list
-from harness.cli.common_args import command_line as _command, console as _console, fail as _fail, with_options
-from harness.cli.common_args import between_runs_option, fail_on_slowdown_option, nothing_timed, stopped
-from harness.cli.common_args import unresolved_option
-from harness.errors import ExitCode
-from harness.suite import BURST_DEFAULTS as _BURST, RESULTS_ROOT
+from harness.analysis import (
+    BURST_STATUS,
+    aggregate_measurements,
+    compare_kernels,
+    compare_runs,
+    explain_comparison,
+    parse_kernel_pairs,
+    parse_pairs,
+    summarize_run,
+)
+from harness.cli.common_args import (
+    EXPORT,
+    ISOLATE,
+    PROTOCOL,
+    RECORD,
+    SHAPE,
+    SOURCES,
+    between_runs_option,
+    command_line as _command,
+    console as _console,
+    export,
+    fail as _fail,
+    fail_on_slowdown_option,
+    nothing_timed,
+    reading_runs,
+    shape_args,
+    split_list,
+    stopped,
+    unresolved_option,
+    with_options,
+)
+from harness.errors import ConfigError, ExitCode, HarnessError
+from harness.report import (
+    build_report,
+    burst_tables,
+    comparison_figures,
+    comparison_markdown,
+    comparison_tables,
+    figures_document,
+    gate_figures,
+    gate_line,
+    provenance,
+    run_figures,
+    run_observer,
+    write_report,
+)
+from harness.results import read_run, resolve_run
+from harness.runner import run_burst
+from harness.suite import (
+    BURST_DEFAULTS as _BURST,
+    RESULTS_ROOT,
+    attention_shape,
+    burst_config,
+    burst_protocol,
+    run_device,
+    unresolved_policy,
+    verdict_rule,
+)
 
 __all__ = ["burst", "compare", "report"]
 
@@ -41,13 +93,6 @@ def compare(
 ) -> None:
     """Same kernels in two runs (or two kernels of one run): time B/A = cycles B/A x clock A/B, limiters, a verdict."""
     with reading_runs("compare", figures) as console:
-        from harness.analysis import compare_kernels, compare_runs, explain_comparison, parse_kernel_pairs, parse_pairs
-        from harness.errors import ConfigError
-        from harness.report import comparison_figures, comparison_markdown, comparison_tables, figures_document
-        from harness.report import gate_figures, gate_line, provenance
-        from harness.results import read_run, resolve_run
-        from harness.suite import unresolved_policy, verdict_rule
-
         pairs, kernel_pairs = parse_pairs(pair_inputs), parse_kernel_pairs(pair_kernels)
         rule, threshold = verdict_rule(fail_on_slowdown, between_runs_cv=between_runs_cv)
         policy = unresolved_policy(unresolved)
@@ -111,10 +156,6 @@ def report(
 ) -> None:
     """The figures of one run as terminal tables, and optionally an HTML page and its Markdown twin."""
     with reading_runs("report", figures) as console:
-        from harness.analysis import parse_kernel_pairs
-        from harness.report import build_report, run_figures, write_report
-        from harness.results import read_run, resolve_run
-
         kernel_pairs = parse_kernel_pairs(pair_kernels)
         run = resolve_run(run, results=results)
         loaded = read_run(run)
@@ -145,13 +186,6 @@ def burst(
     threads: Optional[int] = PROTOCOL["threads"][1],
 ) -> None:
     """Kernel-only timing: device time of every kernel a launch dispatches (profiler trace), after a warm-up."""
-    from harness.analysis import BURST_STATUS, aggregate_measurements
-    from harness.cli.common_args import shape_args
-    from harness.errors import HarnessError
-    from harness.report import burst_tables, run_observer
-    from harness.runner import run_burst
-    from harness.suite import attention_shape, burst_config, burst_protocol, run_device
-
     console = _console()
     try:
         device = run_device(sources["device"])
@@ -181,9 +215,6 @@ def burst(
 def _burst_vs_sustained(path: Path, console):
     """The run's burst vs sustained comparison, or None where polars is missing (GPU images record without it)."""
     try:
-        from harness.analysis import summarize_run
-        from harness.results import read_run
-
         return summarize_run(read_run(path)).burst_vs_sustained
     except ImportError as exc:
         console.print(f"burst vs sustained not shown ({exc}); run `bench report {path}` where polars is installed.")

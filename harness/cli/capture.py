@@ -7,9 +7,19 @@ from typing import List, Optional
 
 import typer
 
+from harness.capture import capture, capture_progress, format_listing, list_captures, save_like
 from harness.cli.common_args import console, fail, split_list
-from harness.suite import CAPTURE_DEVICE, CAPTURE_SEQ_LEN, CAPTURE_WINDOWS, CAPTURES_ROOT, DEFAULT_CONTROLS, DEFAULT_SEED
-from harness.suite import DEFAULT_TEXT
+from harness.errors import HarnessError
+from harness.suite import (
+    CAPTURE_DEVICE,
+    CAPTURE_SEQ_LEN,
+    CAPTURE_WINDOWS,
+    CAPTURES_ROOT,
+    DEFAULT_CONTROLS,
+    DEFAULT_SEED,
+    DEFAULT_TEXT,
+    capture_config,
+)
 
 __all__ = ["capture_cmd", "inputs_synth"]
 
@@ -40,10 +50,6 @@ def capture_cmd(
     list_: bool = typer.Option(False, "--list", help="list the captures under --captures and verify each file"),
 ) -> None:
     """Capture the post-RoPE q, k, v a model's attention receives, verified against the model's output."""
-    from harness.capture import capture, capture_progress, format_listing, list_captures
-    from harness.errors import HarnessError
-    from harness.suite import capture_config
-
     out = console()
     try:
         if list_:
@@ -76,9 +82,6 @@ def inputs_synth(
     seed: int = typer.Option(DEFAULT_SEED, help="seed of the control's values"),
 ) -> None:
     """Write a control with the shapes and dtype of a capture."""
-    from harness.capture import save_like
-    from harness.errors import HarnessError
-
     try:
         path = save_like(like, dist=dist, seed=seed)
     except HarnessError as exc:

@@ -13,14 +13,51 @@ from typing import List, Optional
 import typer
 from rich.markup import escape
 
-from harness.cli.common_args import CAPTURE, EXPORT, HISTORY, PROTOCOL, RUN, SHAPE, SOURCES, capture_args, export
-from harness.cli.common_args import export_console, suite_inputs
-from harness.cli.common_args import command_line as _command, fail as _fail, protocol_of, shape_args, split_list
-from harness.cli.common_args import between_runs_option, fail_on_slowdown_option, reading_runs, renamed_option
-from harness.cli.common_args import unresolved_option, with_options
 from harness.analysis import MIN_GATE_PILOT
-from harness.errors import ExitCode
-from harness.history import MIN_NIGHTS, NIGHTS
+from harness.cli.common_args import (
+    CAPTURE,
+    EXPORT,
+    HISTORY,
+    PROTOCOL,
+    RUN,
+    SHAPE,
+    SOURCES,
+    between_runs_option,
+    capture_args,
+    command_line as _command,
+    console as _console,
+    export,
+    export_console,
+    fail as _fail,
+    fail_on_slowdown_option,
+    protocol_of,
+    reading_runs,
+    renamed_option,
+    shape_args,
+    split_list,
+    suite_inputs,
+    unresolved_option,
+    with_options,
+)
+from harness.commits import (
+    HistoryRequest,
+    commits_gate_line,
+    commits_lines,
+    commits_markdown,
+    commits_table,
+    compare_commits,
+    run_nightly,
+)
+from harness.errors import ConfigError, ExitCode, HarnessError
+from harness.history import MIN_NIGHTS, NIGHTS, append_runs
+from harness.report import (
+    commits_figures,
+    figures_document,
+    gate_figures,
+    history_figures,
+    nightly_figures,
+    run_observer,
+)
 from harness.suite import (
     ADAPTIVE_PILOT,
     COMMITS_IDLE_S,
@@ -36,6 +73,21 @@ from harness.suite import (
     NIGHTLY_RESULTS,
     PROTOCOL_DEFAULTS,
     QUICK_DEFAULTS,
+    attention_shape,
+    attention_shapes,
+    commits_config,
+    commits_protocol,
+    device_kind,
+    history_settings,
+    kernel_specs,
+    nightly_shape_args,
+    nightly_until_ci,
+    run_device,
+    sustained_config,
+    synthetic_specs,
+    unresolved_policy,
+    until_ci as until_ci_of,
+    verdict_rule,
 )
 
 _COMMITS_PROTOCOL = {**{k: PROTOCOL[k] for k in ("quick", "window_s", "warmin_cap_s")}, "idle_s": (Optional[float], typer.Option(
@@ -85,13 +137,6 @@ def commits(
     summary: Optional[Path] = typer.Option(None, "--summary", hidden=True, help="the old name of --md"),
 ) -> None:
     """Compare a kernel across revisions: a worktree and a process per revision, repeats interleaved A B A B."""
-    from harness.commits import commits_gate_line, commits_lines, commits_markdown, commits_table
-    from harness.commits import compare_commits
-    from harness.errors import ConfigError, HarnessError
-    from harness.report import commits_figures, figures_document, gate_figures
-    from harness.suite import attention_shape, commits_config, commits_protocol, run_device
-    from harness.suite import unresolved_policy, until_ci as until_ci_of, verdict_rule
-
     try:
         console = export_console(figures)
         md = renamed_option("--summary", "--md", summary, md, warn=_warn)
@@ -135,8 +180,6 @@ def commits(
     for run in result.runs:
         console.print(f"results {run.revision.describe()}: {run.run_dir}", highlight=False)
     if history["history"] is not None:  # each revision's run a night of its own, in revision order
-        from harness.history import append_runs
-
         for run in result.runs:
             label = f"{history['night']}-{run.revision.short[:10]}" if history["night"] else None
             append_runs(history["history"], [(run.run_dir, "kernel")], night=label)
@@ -153,8 +196,6 @@ def commits(
 
 
 def _warn(text: str) -> None:
-    from harness.cli.common_args import console as _console
-
     _console(stderr=True).print(f"[yellow]warning:[/] {text}", highlight=False)
 
 
@@ -206,17 +247,7 @@ def nightly(
                                                                    "against main's nights, and leave the history as it is)"),
 ) -> None:
     """The nightly job: the suite, judged against its history or the stored baseline; summary, report and verdict."""
-    from harness.commits import run_nightly
-    from harness.commits import HistoryRequest
-    from harness.errors import ConfigError
-    from harness.report import history_figures, nightly_figures, run_observer
-    from harness.suite import attention_shapes, device_kind, history_settings, nightly_shape_args, run_device
-    from harness.suite import sustained_config, synthetic_specs
-
     with reading_runs("nightly", figures) as console:
-        from harness.suite import kernel_specs, nightly_until_ci, unresolved_policy, until_ci as until_ci_of
-        from harness.suite import verdict_rule
-
         out = renamed_option("--out", "--results", out, results, warn=_warn) or NIGHTLY_RESULTS
         device = run_device(device)
         rule, threshold = verdict_rule(fail_on_slowdown, default=NIGHTLY_FAIL_ON_SLOWDOWN,

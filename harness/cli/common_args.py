@@ -18,6 +18,8 @@ from typing import List, Optional
 
 import typer
 
+from harness.analysis import BETWEEN_RUNS_CV
+from harness.capture import DEFAULT_MODEL, MODELS, capture_progress
 from harness.cli.common_output import (
     command_line,
     console,
@@ -29,8 +31,9 @@ from harness.cli.common_output import (
     reading_runs,
     stopped,
 )
-from harness.capture import DEFAULT_MODEL, MODELS
 from harness.config import CPU_THREADS, RunWriting
+from harness.errors import ConfigError
+from harness.kernels import SPEC_OPTIONS
 from harness.suite import (
     ADAPTIVE_PILOT,
     CAPTURES_ROOT,
@@ -46,8 +49,13 @@ from harness.suite import (
     QUICK_DEFAULTS as _Q,
     RESULTS_ROOT,
     SHAPE_DEFAULTS,
+    CaptureArgs,
+    ShapeArgs,
     default_seq_len,
+    input_specs,
     run_device,
+    sustained_protocol,
+    until_ci,
 )
 
 __all__ = ["console", "fail", "command_line", "SOURCES", "SHAPE", "CAPTURE", "PROTOCOL", "RECORD", "RUN", "ISOLATE", "EXPORT",
@@ -71,8 +79,6 @@ def split_list(values):
 
 def split_kernels(values):
     """`-k a,b -k c` like split_list, but a callable's own options stay with it: `mod:fn@bshd,expand-gqa`."""
-    from harness.kernels import SPEC_OPTIONS
-
     out: list[str] = []
     for part in split_list(values) or []:
         if out and "@" in out[-1] and part in SPEC_OPTIONS:
@@ -289,8 +295,6 @@ def unresolved_option():
 
 def between_runs_option():
     """`--between-runs-cv`, for the commands that compare separate runs (compare, nightly)."""
-    from harness.analysis import BETWEEN_RUNS_CV
-
     return typer.Option(None, "--between-runs-cv", help=f"the coefficient of variation between separate runs of this "
                                                         f"suite (e.g. 0.3%, from A/A nights or bench history); every "
                                                         f"interval between two runs includes it (default: "
@@ -301,8 +305,6 @@ def between_runs_option():
 def renamed_option(old: str, new: str, old_value, new_value, *, warn):
     """The value of an option that was renamed: `new`'s, or `old`'s with a deprecation line (`warn(text)`); both
     given is refused, naming the new one."""
-    from harness.errors import ConfigError
-
     if old_value is None:
         return new_value
     if new_value is not None:
@@ -340,15 +342,11 @@ def with_options(**groups: dict):
 
 def shape_args(shape: dict):
     """The ShapeArgs of a SHAPE group (dtype and seed are not part of the shape)."""
-    from harness.suite import ShapeArgs
-
     return ShapeArgs(**{k: v for k, v in shape.items() if k not in ("dtype", "seed")})
 
 
 def capture_args(capture: dict, *, files=()):
     """The CaptureArgs of a CAPTURE group (and nightly's explicit capture files)."""
-    from harness.suite import CaptureArgs
-
     c = capture
     root = {} if c["captures"] is None else {"captures": c["captures"]}  # None: CaptureArgs' own (CAPTURES_ROOT)
     return CaptureArgs(model=c["model"], layers=tuple(c["layer"] or ()), controls=tuple(c["control"] or ()) or None,
@@ -360,8 +358,6 @@ def capture_args(capture: dict, *, files=()):
 
 def protocol_of(protocol: dict):
     """The SustainedProtocol of a PROTOCOL group (or part of one); `--until-ci` as typed is parsed here."""
-    from harness.suite import sustained_protocol, until_ci
-
     if isinstance(protocol.get("until_ci"), str):
         protocol = {**protocol, "until_ci": until_ci(protocol["until_ci"], default=None)}
     return sustained_protocol(**protocol)
@@ -369,8 +365,6 @@ def protocol_of(protocol: dict):
 
 def suite_inputs(out, *, sources: dict, shape: dict, capture: dict, files=()):
     """The suite's InputSpecs from its option groups (captures made first where missing, with progress)."""
-    from harness.suite import input_specs
-
     selection = capture_args(capture, files=files)
     dims = shape_args(shape)
     common = dict(shape=dims, capture=selection, device=run_device(sources["device"]), dtype=shape["dtype"],
@@ -378,12 +372,8 @@ def suite_inputs(out, *, sources: dict, shape: dict, capture: dict, files=()):
     if not selection.wanted:
         return input_specs(sources=sources["input_"], **common)
     if sources["input_"]:
-        from harness.errors import ConfigError
-
         raise ConfigError("--input names synthetic inputs, but --model selects captured ones (each with its --control "
                           "inputs of the same shape). Give one or the other.")
-    from harness.capture import capture_progress
-
     with capture_progress(out) as progress:
         return input_specs(sources=None, progress=progress, on_estimate=lambda e: out.print(e.describe(), highlight=False),
                            **common)

@@ -5,14 +5,19 @@ sentence and exit code of a run that was stopped or timed nothing."""
 from __future__ import annotations
 
 import contextlib
+import importlib.util
 import shlex
 import sys
 from pathlib import Path
 
 import typer
+from rich.console import Console
+from rich.markup import escape
 
 from harness.cli.paths import check_writable
 from harness.cli.streams import figures_fd, restore_fd1, terminal_console
+from harness.errors import ConfigError, ExitCode, HarnessError, ResultsError, RunStopped
+from harness.report import TABLE_FORMATS, write_figures
 
 __all__ = ["console", "export_console", "export", "need_polars", "reading_runs", "fail", "command_line", "stopped",
            "nothing_timed"]
@@ -26,8 +31,6 @@ def console(*, stderr: bool = False):
     """The console of a command: rich on a terminal, where prose wraps at spaces at the terminal's width; off one
     (pipe, file, CI log, GITHUB_ACTIONS) tables at their natural width and no line wrapped, so no number or name
     is cut."""
-    from rich.console import Console
-
     c = Console(stderr=stderr)
     if c.is_terminal:
         return terminal_console(stderr=stderr)
@@ -38,8 +41,6 @@ def export_console(export_group: dict):
     """stdout's console, or stderr's when --json - / --csv - take stdout (refusing both on stdout, and one
     file for both). With the figures on stdout, everything else printed in this process (a kernel's own
     prints included) goes to stderr until the figures are written (`export`)."""
-    from harness.errors import ConfigError
-
     json_out, csv_out = export_group.get("json_out"), export_group.get("csv_out")
     to_stdout = [flag for flag, value in (("--json", json_out), ("--csv", csv_out)) if value == "-"]
     if len(to_stdout) > 1:
@@ -50,8 +51,6 @@ def export_console(export_group: dict):
     for flag, value in (("--json", json_out), ("--csv", csv_out)):
         if value and value != "-":
             check_writable(flag, Path(value))
-    from harness.report import TABLE_FORMATS
-
     table_format = export_group.get("table_format", "table")
     if table_format not in TABLE_FORMATS:
         raise ConfigError(f"--format {table_format!r}: one of {', '.join(TABLE_FORMATS)} (compact: the same cells "
@@ -73,9 +72,6 @@ _RESERVED_STDOUT: list = []
 
 def export(out, export_group: dict, doc: dict) -> None:
     """Write --json / --csv (if asked) and name the files written."""
-    from harness.errors import ResultsError
-    from harness.report import write_figures
-
     figures_stdout = getattr(out, "_figures_stdout", None)
     try:
         written = write_figures(doc, json_path=export_group.get("json_out"), csv_path=export_group.get("csv_out"),
@@ -93,10 +89,6 @@ def export(out, export_group: dict, doc: dict) -> None:
 
 def need_polars(command: str) -> None:
     """Analysis commands read runs as polars frames; GPU images may lack it (recording needs only pyarrow)."""
-    import importlib.util
-
-    from harness.errors import ConfigError
-
     if importlib.util.find_spec("polars") is None:
         raise ConfigError(f"`bench {command}` reads runs with polars, which is not installed in this Python "
                           f"({sys.executable}). Install it with `{sys.executable} -m pip install 'polars>=1.0'` "
@@ -108,8 +100,6 @@ def need_polars(command: str) -> None:
 def reading_runs(command: str, export_group: dict):
     """The console of a command that reads runs (`export_console`), once polars is known to be there
     (`need_polars`); a HarnessError in the block prints its paragraph and exits 2 (`fail`)."""
-    from harness.errors import HarnessError
-
     try:
         out = export_console(export_group)
         need_polars(command)
@@ -120,8 +110,6 @@ def reading_runs(command: str, export_group: dict):
 
 def fail(exc) -> None:
     """Print a HarnessError's paragraph and exit 2: bad input, never a traceback."""
-    from rich.markup import escape
-
     # The paragraph is text, not markup: `[project.entry-points."harness.kernels"]` must print as it is.
     console(stderr=True).print(f"[bold red]error:[/] {escape(str(exc))}", highlight=False)
     raise typer.Exit(2)
@@ -134,8 +122,6 @@ def command_line() -> str:
 
 def stopped(out, exc: KeyboardInterrupt) -> int:
     """Say how a run was stopped (Ctrl-C, SIGTERM, SIGHUP) and return its exit code, 128 + the signal."""
-    from harness.errors import RunStopped
-
     name, code = (exc.signal_name, 128 + exc.signum) if isinstance(exc, RunStopped) else ("Ctrl-C", 130)
     out.print(f"[yellow]stopped by {name}: finished measurements are kept; the run is marked incomplete.[/]")
     return code
@@ -144,8 +130,6 @@ def stopped(out, exc: KeyboardInterrupt) -> int:
 def nothing_timed(out, result) -> None:
     """A run in which no kernel x input was timed passes nothing: say so and exit RUN_FAILED (4), never 0,
     and never 1, which CI reads as "slower"."""
-    from harness.errors import ExitCode
-
     if result.nothing_timed:
         out.print(f"[bold red]nothing was timed[/] ({result.untimed_summary()}): every kernel x input failed the "
                   f"gate, errored or timed out; the reasons are above and in the results.", highlight=False)

@@ -5,16 +5,42 @@ harness.commits, render.
 from __future__ import annotations
 
 import signal
+import threading
 from pathlib import Path
 from typing import Optional
 
 import typer
 
-from harness.cli.common_args import EXPORT, PROTOCOL, RUN, SHAPE, command_line, export, export_console, fail
-from harness.cli.common_args import fail_on_slowdown_option, protocol_of, shape_args, with_options
-from harness.errors import ExitCode
-from harness.history import MIN_NIGHTS, NIGHTS
-from harness.suite import COMMITS_INPUT, DEVICE_HELP, HISTORY_RECENT, NIGHTLY_FAIL_ON_SLOWDOWN
+from harness.cli.common_args import (
+    EXPORT,
+    PROTOCOL,
+    RUN,
+    SHAPE,
+    command_line,
+    export,
+    export_console,
+    fail,
+    fail_on_slowdown_option,
+    protocol_of,
+    shape_args,
+    with_options,
+)
+from harness.commits import bisect_commits, commit_line
+from harness.errors import ExitCode, HarnessError
+from harness.history import ANALYSIS_COLUMNS, MIN_NIGHTS, NIGHTS, analyze_history, read_history, require_ruptures
+from harness.report import history_figures, history_markdown, history_page, history_tables, verdict_line
+from harness.suite import (
+    COMMITS_INPUT,
+    DEVICE_HELP,
+    HISTORY_RECENT,
+    NIGHTLY_FAIL_ON_SLOWDOWN,
+    attention_shape,
+    commits_config,
+    history_settings,
+    run_device,
+    until_ci as until_ci_of,
+    verdict_rule,
+)
 
 __all__ = ["history", "bisect"]
 
@@ -55,13 +81,6 @@ def history(
                                                               "comparable); default: exit 0 after a report"),
 ) -> None:
     """Every night of a history: trends, change points (cycles vs clock, events apart), the last night's verdict."""
-    from harness.errors import HarnessError
-    import threading
-
-    from harness.history import ANALYSIS_COLUMNS, analyze_history, read_history, require_ruptures
-    from harness.report import history_figures, history_markdown, history_page, history_tables, verdict_line
-    from harness.suite import history_settings
-
     try:  # pyarrow, numpy and (from 4 nights a series on) ruptures: no polars, so a GPU image draws its own dashboard
         console = export_console(figures)
         settings = history_settings(fail_on_slowdown, nights=nights)
@@ -116,10 +135,6 @@ def bisect(
                                                                                "slowdown there: nothing to find)"),
 ) -> None:
     """The first commit where a slowdown appeared: binary search, each step an interleaved `bench commits` pair run."""
-    from harness.commits import bisect_commits, commit_line
-    from harness.errors import HarnessError
-    from harness.suite import attention_shape, commits_config, run_device, until_ci as until_ci_of, verdict_rule
-
     out = export_console({})
     try:
         rule, _ = verdict_rule(fail_on_slowdown)

@@ -11,9 +11,38 @@ from typing import Optional
 
 import typer
 
-from harness.cli.common_args import CAPTURE, EXPORT, PROTOCOL, RUN, SHAPE, SOURCES, capture_args, command_line
-from harness.cli.common_args import export, export_console, fail, shape_args, stopped, with_options
-from harness.suite import IN_MODEL_PASS_S
+from harness.analysis import aggregate_repeats
+from harness.capture import capture_progress
+from harness.cli.common_args import (
+    CAPTURE,
+    EXPORT,
+    PROTOCOL,
+    RUN,
+    SHAPE,
+    SOURCES,
+    capture_args,
+    command_line,
+    export,
+    export_console,
+    fail,
+    shape_args,
+    stopped,
+    with_options,
+)
+from harness.errors import ConfigError, ExitCode, HarnessError
+from harness.report import (
+    figures_document,
+    in_model_comparison_figures,
+    in_model_comparison_table,
+    in_model_figures,
+    in_model_table,
+    provenance,
+    run_observer,
+    sustained_figures,
+    sustained_tables,
+)
+from harness.runner import run_in_model_job
+from harness.suite import IN_MODEL_PASS_S, in_model_job, run_device
 
 __all__ = ["in_model"]
 
@@ -48,16 +77,11 @@ def in_model(
 ) -> None:
     """Time a model's forward pass with each kernel in every attention layer, and set each kernel's speedup there
     against its speedup on the captured layer alone."""
-    from harness.errors import ConfigError, HarnessError
-
     try:
         out = export_console(figures)
         if not capture["model"]:
             raise ConfigError("`bench in-model` needs --model (see `bench list models`; e.g. --model smollm2-135m, or "
                               "--model qwen3-8b --random-weights).")
-        from harness.capture import capture_progress
-        from harness.suite import in_model_job, run_device
-
         with capture_progress(out) as progress:
             job = in_model_job(
                 model=capture["model"], kernels=sources["kernel"], reference=reference, device=run_device(sources["device"]),
@@ -74,13 +98,6 @@ def in_model(
 
 
 def _run_and_render(job, out, figures: dict) -> None:
-    from harness.analysis import aggregate_repeats
-    from harness.errors import ExitCode
-    from harness.report import (figures_document, in_model_comparison_figures, in_model_comparison_table,
-                                in_model_figures, in_model_table, provenance, run_observer, sustained_figures,
-                                sustained_tables)
-    from harness.runner import run_in_model_job
-
     try:
         result = run_in_model_job(job, command=command_line(), observer=run_observer(out),
                                   isolated_observer=run_observer(out),

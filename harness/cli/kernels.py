@@ -17,12 +17,46 @@ from typing import List, Optional
 
 import typer
 from rich.markup import escape
+from rich.table import Table
 
-from harness.cli.common_args import (CAPTURE, SHAPE, SOURCES, command_line, console, fail, shape_args, split_list,
-                                     stopped, suite_inputs, with_options)
 from harness.analysis import model_error_summary
-from harness.kernels import reproducibility
-from harness.suite import FLOOR_KERNELS, MODEL_ERROR_DEFAULTS, RESULTS_ROOT, given_settings
+from harness.capture import model_error
+from harness.cli.common_args import (
+    CAPTURE,
+    SHAPE,
+    SOURCES,
+    capture_args,
+    command_line,
+    console,
+    fail,
+    shape_args,
+    split_list,
+    stopped,
+    suite_inputs,
+    with_options,
+)
+from harness.errors import ConfigError, HarnessError, ResultsError
+from harness.kernels import (
+    check_interferers,
+    error_survey,
+    repro_survey,
+    reproducibility,
+    resolve_kernels,
+    set_up_survey,
+)
+from harness.report import MODEL_ERROR_NOTE, model_error_table
+from harness.results import write_json_atomic
+from harness.runner import stop_signals
+from harness.suite import (
+    FLOOR_KERNELS,
+    MODEL_ERROR_DEFAULTS,
+    RESULTS_ROOT,
+    given_settings,
+    kernel_specs,
+    model_error_config,
+    model_error_kernels,
+    run_device,
+)
 
 # The defaults these commands quote and leave to their owner: the bootstrap's resamples and the repro's launches.
 _RESAMPLES = inspect.signature(model_error_summary).parameters["resamples"].default
@@ -71,9 +105,6 @@ def error(
     """Error of one call of each kernel vs fp64 attention (FP8: by stage, input / P / kernel); with --model, the
     model run with its attention replaced by each kernel: KL of its next-token distribution vs fp64 attention."""
     suite = dict(sources=sources, shape=shape, capture=capture)
-    from harness.errors import ConfigError, HarnessError
-    from harness.kernels import error_survey
-
     if capture["model"] and not per_call:
         model_only = dict(documents=documents, floor=floor, all_layers=all_layers, results=results, name=name,
                           resamples=resamples, reference=reference, per_layer=per_layer)
@@ -103,19 +134,10 @@ def error(
 def _model_error(suite: dict, *, json_path, documents, floor, all_layers, results, name, resamples,
                  reference=None, per_layer=True) -> None:
     """`bench error --model`: the run, then its figures (bootstrap over documents), one table."""
-    from harness.capture import model_error
-    from harness.cli.common_args import capture_args
-    from harness.errors import HarnessError
-    from harness.kernels import resolve_kernels
-    from harness.report import MODEL_ERROR_NOTE, model_error_table
-    from harness.suite import model_error_config, model_error_kernels, run_device
-
     out = console()
     src = suite["sources"]
     try:
         if src["input_"]:
-            from harness.errors import ConfigError
-
             raise ConfigError("--input names synthetic inputs, but `bench error --model` runs the model over its "
                               "documents. Drop --input.")
         _check_writable(json_path)
@@ -126,8 +148,6 @@ def _model_error(suite: dict, *, json_path, documents, floor, all_layers, result
         try:
             (floor_kernel,) = resolve_kernels([floor_name])
         except HarnessError as exc:  # the floor is named by --floor (or its default): say which flag
-            from harness.errors import ConfigError
-
             raise ConfigError(f"--floor {floor_name!r} (the second correct BF16 kernel the others are read against): "
                               f"{exc}") from None
         ref_kernel = resolve_kernels([reference])[0] if reference else None
@@ -135,8 +155,6 @@ def _model_error(suite: dict, *, json_path, documents, floor, all_layers, result
                                     capture=capture_args(suite["capture"]), documents=documents, all_layers=all_layers,
                                     results=results, name=name, command=command_line(), reference=reference,
                                     per_layer=per_layer)
-        from harness.runner import stop_signals
-
         with stop_signals(), out.status("model error") as status:  # SIGTERM / SIGHUP end the run as Ctrl-C does
             result = model_error(config, kernels=kernels, floor=floor_kernel, reference=ref_kernel,
                                  progress=status.update)
@@ -175,9 +193,6 @@ def repro(
 ) -> None:
     """Launch each kernel many times on the same inputs and count outputs bitwise different from the first."""
     suite = dict(sources=sources, shape=shape, capture=capture)
-    from harness.errors import HarnessError
-    from harness.kernels import check_interferers, repro_survey
-
     out = console()
     try:
         modes = check_interferers(interfere)
@@ -200,9 +215,6 @@ def repro(
 
 def _setup(out, suite: dict):
     """Kernels first (an unknown name is refused before any capture), then inputs, then the device."""
-    from harness.kernels import resolve_kernels, set_up_survey
-    from harness.suite import kernel_specs, run_device
-
     src = suite["sources"]
     device = run_device(src["device"])
     if not src["kernel"]:  # the defaults follow the inputs' workload (decode, paged, ...): inputs first
@@ -226,8 +238,6 @@ def _finish(out, json_path: Path | None, rows: list[dict], *, what: str) -> None
 
 def _check_writable(path: Path | None) -> None:
     """Fail before any launch when the --json file's folder cannot be made."""
-    from harness.errors import ResultsError
-
     if path is None:
         return
     try:
@@ -237,9 +247,6 @@ def _check_writable(path: Path | None) -> None:
 
 
 def _write_json(path: Path | None, rows: list[dict]) -> None:
-    from harness.errors import ResultsError
-    from harness.results import write_json_atomic
-
     if path is None:
         return
     try:
@@ -253,8 +260,6 @@ def _num(x) -> str:
 
 
 def _error_table(spec, rows):
-    from rich.table import Table
-
     t = Table(title=f"error vs fp64: {spec.label} ({spec.shape.label()}, {spec.dtype})", title_justify="left")
     t.add_column("kernel", overflow="fold")
     # stage columns no row fills (a BF16 kernel has none; an FP8 one no Q/K/V) are left out
@@ -280,8 +285,6 @@ def _db(x) -> str:
 
 
 def _repro_table(rows):
-    from rich.table import Table
-
     t = Table(title="reproducibility: outputs bitwise equal to the first launch's", title_justify="left")
     t.add_column("kernel", overflow="fold")
     t.add_column("input", overflow="fold")

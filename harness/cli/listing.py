@@ -5,14 +5,23 @@ Each takes `--json PATH` (`-` for stdout, the table then on stderr): the same ro
 
 from __future__ import annotations
 
+from pathlib import Path
 from typing import Optional
 
 import typer
+from rich.markup import escape
+from rich.table import Table
 
-from pathlib import Path
-
+from harness.capture import MODELS
 from harness.cli.common_args import console, fail
-from harness.suite import RESULTS_ROOT
+from harness.cli.paths import check_writable
+from harness.doctor import device_missing, diagnose
+from harness.errors import ExitCode, HarnessError, ResultsError
+from harness.inputs import SYNTHETIC_SOURCES
+from harness.kernels import default_registry, kernel_rows
+from harness.report import ReportTable, machine_document, write_figures
+from harness.results import read_rows, run_process_state
+from harness.suite import RESULTS_ROOT, device_kind, machine_device
 
 __all__ = ["doctor", "list_models", "list_kernels", "list_inputs", "list_runs", "list_telemetry", "TELEMETRY_BACKENDS"]
 
@@ -24,9 +33,6 @@ def _json_option():
 
 def _emit(json_out: str | None, command: str, items: list[dict], **fields):
     """Write the JSON document where --json says (checked first), and return the console the table goes to."""
-    from harness.cli.paths import check_writable
-    from harness.report import machine_document, write_figures
-
     if json_out and json_out != "-":
         check_writable("--json", Path(json_out))
     doc = machine_document(command, items, **fields)
@@ -49,10 +55,6 @@ TELEMETRY_BACKENDS = (
 
 def list_models(json_out: Optional[str] = _json_option()) -> None:
     """Models whose attention inputs can be captured."""
-    from rich.table import Table
-
-    from harness.capture import MODELS
-
     items = [{"name": m.name, "source": m.hf_id or m.wheel or "", "layers": m.num_layers, "heads_q": m.heads_q,
               "heads_kv": m.heads_kv, "head_dim_qk": m.head_dim_qk, "head_dim_v": m.head_dim_v,
               "max_positions": m.max_positions, "attention_kind": m.attention_kind, "qk_norm": bool(m.qk_norm)}
@@ -73,12 +75,6 @@ def doctor(device: Optional[str] = typer.Option(None, help="device to check (def
                                                            "exit 2 when it cannot be used here"),
            json_out: Optional[str] = _json_option()) -> None:
     """What this machine can measure, and what is missing; exit 2 when the device named is missing (a CI preflight)."""
-    from rich.markup import escape
-    from rich.table import Table
-
-    from harness.doctor import device_missing, diagnose
-    from harness.errors import ExitCode, HarnessError
-
     checks = diagnose(device=device)
     missing = device_missing(checks)
     code = ExitCode.USAGE if missing else ExitCode.OK
@@ -108,13 +104,6 @@ def list_kernels(device: Optional[str] = typer.Option(None, help="device to chec
                                                                     "cpu)"),
                  json_out: Optional[str] = _json_option()) -> None:
     """Every registered kernel: what it computes (dense, decode, paged, varlen, window, mla), and whether it runs here."""
-    from rich.table import Table
-
-    from harness.errors import HarnessError
-    from harness.kernels import default_registry, kernel_rows
-
-    from harness.suite import device_kind, machine_device
-
     try:
         kind = device_kind(device or machine_device())
         reg = default_registry()
@@ -139,8 +128,6 @@ def list_kernels(device: Optional[str] = typer.Option(None, help="device to chec
 
 def list_inputs(json_out: Optional[str] = _json_option()) -> None:
     """Synthetic input sources (captured activations: see `bench capture`)."""
-    from harness.inputs import SYNTHETIC_SOURCES
-
     _lines(json_out, "list inputs", [{"name": k, "description": v} for k, v in SYNTHETIC_SOURCES.items()], width=16)
 
 
@@ -150,8 +137,6 @@ def list_telemetry(json_out: Optional[str] = _json_option()) -> None:
 
 
 def _lines(json_out, command: str, items: list[dict], *, width: int) -> None:
-    from harness.errors import HarnessError
-
     try:
         out = _emit(json_out, command, items)
     except HarnessError as exc:
@@ -163,14 +148,8 @@ def _lines(json_out, command: str, items: list[dict], *, width: int) -> None:
 def list_runs(results: Path = typer.Option(RESULTS_ROOT, help="results root directory"),
               json_out: Optional[str] = _json_option()) -> None:
     """The runs under --results with how each ended; a run left `running` by a process that is gone says so."""
-    from harness.errors import HarnessError
-    from harness.report import ReportTable
-    from harness.results import read_rows, run_process_state
-
     try:
         if not results.is_dir():
-            from harness.errors import ResultsError
-
             raise ResultsError(f"--results {results}: no such folder, so no runs. Name the folder runs were written to.")
         rows = []
         for run in sorted(d for d in results.iterdir() if (d / "runs.parquet").is_file()):

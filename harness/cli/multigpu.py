@@ -14,8 +14,19 @@ from typing import List, Optional
 import typer
 
 from harness.cli.common_args import command_line as _command, console as _console, fail as _fail
-from harness.multigpu import SlurmOptions
 from harness.cli.multigpu_output import render_multi
+from harness.cli.sustained import sustained_config_from_args
+from harness.errors import HarnessError
+from harness.multigpu import (
+    SlurmOptions,
+    check_slurm_job,
+    merge_exit_code,
+    merge_runs,
+    submit_slurm_job,
+    task_device as _task_device,
+    write_slurm_job,
+)
+from harness.suite import given_settings
 
 __all__ = ["merge", "slurm"]
 
@@ -43,11 +54,6 @@ def slurm(
     test_only: bool = typer.Option(False, help="ask `sbatch --test-only` to check the script; nothing is queued"),
 ) -> None:
     """Write a Slurm job array for a suite (and with --submit submit it); `bench merge` joins the tasks' runs."""
-    from harness.cli.sustained import sustained_config_from_args
-    from harness.errors import HarnessError
-    from harness.multigpu import check_slurm_job, submit_slurm_job, task_device as _task_device, write_slurm_job
-    from harness.suite import given_settings
-
     console = _console()
     try:
         options = SlurmOptions(tasks=tasks, replicate=replicate, device=_task_device(task_device, args or []),
@@ -75,9 +81,6 @@ def merge(
     out: Path = typer.Option(..., help="the merged run directory to create"),
 ) -> None:
     """Join per-GPU or per-task runs into one run; each row keeps its GPU. Exit status 0 complete, 4 failed, 5 incomplete, 2 bad input."""
-    from harness.errors import HarnessError
-    from harness.multigpu import merge_exit_code, merge_runs
-
     try:
         result = merge_runs(run_dirs, out=out, command=_command())
     except HarnessError as exc:

@@ -8,8 +8,12 @@ from __future__ import annotations
 
 import typer
 from rich.markup import escape
+from rich.table import Table
 
+from harness.analysis import aggregate_repeats, gpu_spread
 from harness.cli.common_args import command_line as _command, console as _console
+from harness.multigpu import run_multi
+from harness.report import gpu_spread_tables, sustained_tables
 
 __all__ = ["render_multi", "run_multi_and_render"]
 
@@ -40,11 +44,6 @@ class _Printer:
 
 def render_multi(result, console) -> None:
     """The GPUs' outcomes, then the sustained tables (sharded) or the spread between GPUs (replicated)."""
-    from rich.table import Table
-
-    from harness.analysis import aggregate_repeats, gpu_spread
-    from harness.report import gpu_spread_tables, sustained_tables
-
     t = Table(title=f"{result.run_id} ({result.status}): GPUs", title_justify="left", header_style="bold")
     for col in ("GPU", "status", "configurations", "measurements", "detail"):
         t.add_column(col, overflow="fold")
@@ -65,8 +64,6 @@ def render_multi(result, console) -> None:
 
 def run_multi_and_render(config, *, gpus: str, replicate: bool, console=None, command: str | None = None) -> None:
     """What `bench sustained --gpus ... [--replicate]` does once it has built its config."""
-    from harness.multigpu import run_multi
-
     console = console or _console()
     try:
         result = run_multi(config, gpus=gpus, replicate=replicate, on_event=_Printer(console),

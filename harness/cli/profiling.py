@@ -11,10 +11,20 @@ from typing import List, Optional
 
 import typer
 
-from harness.cli.common_args import PROTOCOL, RECORD, command_line as _command, console as _console, fail as _fail
-from harness.cli.common_args import protocol_of, split_list, with_options
-from harness.profiling import TraceConfig, peak_registry, run_peaks
-from harness.suite import DEVICE_HELP, RESULTS_ROOT
+from harness.cli.common_args import (
+    PROTOCOL,
+    RECORD,
+    command_line as _command,
+    console as _console,
+    fail as _fail,
+    protocol_of,
+    split_list,
+    with_options,
+)
+from harness.errors import HarnessError
+from harness.profiling import NCU_METRICS, TraceConfig, peak_registry, run_peaks, trace_run
+from harness.report import peaks_table, pipe_tables, run_observer
+from harness.suite import DEVICE_HELP, RESULTS_ROOT, given_settings, run_device
 
 # The defaults of `bench peaks`' options: peak_registry's and run_peaks' own, quoted by the help texts.
 _PEAKS = {k: p.default for k, p in inspect.signature(peak_registry).parameters.items()}
@@ -40,11 +50,6 @@ def trace(
                                                          f"{TraceConfig.timeout_s:g})"),
 ) -> None:
     """Pipe counters of one warm launch per kernel under ncu (clocks as found), stored beside the run."""
-    from harness.errors import HarnessError
-    from harness.profiling import NCU_METRICS, trace_run
-    from harness.suite import given_settings
-    from harness.report import pipe_tables
-
     console = _console()
     try:
         config = TraceConfig(
@@ -92,10 +97,6 @@ def peaks(
 ) -> None:
     """Empirical peaks under the sustained protocol: GEMMs by operand, FMA, exp2 (MUFU), read/write/copy streams, each
     also timed by a second method; the roofs."""
-    from harness.errors import HarnessError
-    from harness.report import peaks_table, run_observer
-    from harness.suite import given_settings, run_device
-
     console = _console()
     try:
         mib = {k: None if v is None else v << 20 for k, v in (("copy_bytes", copy_mib), ("read_bytes", read_mib),

@@ -10,6 +10,8 @@ import errno
 import os
 import sys
 
+from rich.console import Console
+
 __all__ = ["guard_streams", "figures_fd", "restore_fd1", "terminal_console"]
 
 
@@ -53,8 +55,6 @@ class _ReaderSafe:
                 self._went_away()
 
     def _went_away(self) -> None:
-        import os
-
         self.gone = True
         try:
             null = os.open(os.devnull, os.O_WRONLY)
@@ -125,8 +125,6 @@ def terminal_console(**kwargs):
     """A rich Console for a terminal where a line is never left for the terminal to break: a sentence asked for
     unwrapped (`soft_wrap=True`, whole in a log) is wrapped at spaces at the terminal's width, where the terminal
     itself would cut a word or a number (`1.01` / `02`) at its edge."""
-    from rich.console import Console
-
     class TerminalConsole(Console):
         def print(self, *objects, soft_wrap=None, **kw):
             return super().print(*objects, soft_wrap=False, **kw)

@@ -9,12 +9,54 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Optional
 
+import click
 import typer
 
-from harness.cli.common_args import CAPTURE, EXPORT, HISTORY, ISOLATE, PROTOCOL, RUN, SHAPE, SOURCES, command_line
-from harness.cli.common_args import console, fail
-from harness.cli.common_args import export, export_console, nothing_timed, protocol_of, stopped, suite_inputs
-from harness.cli.common_args import with_options
+from harness.analysis import (
+    Comparison,
+    VerdictRule,
+    aggregate_repeats,
+    comparison_pilot,
+    input_row_sentence,
+    input_rows,
+    inputs_design,
+    rule_for,
+    run_caveats,
+)
+from harness.cli.common_args import (
+    CAPTURE,
+    EXPORT,
+    HISTORY,
+    ISOLATE,
+    PROTOCOL,
+    RUN,
+    SHAPE,
+    SOURCES,
+    command_line,
+    console,
+    export,
+    export_console,
+    fail,
+    nothing_timed,
+    protocol_of,
+    stopped,
+    suite_inputs,
+    with_options,
+)
+from harness.cli.multigpu_output import run_multi_and_render
+from harness.errors import ConfigError, HarnessError
+from harness.history import append_runs
+from harness.profiling import attach_peaks, peaks_read_roof
+from harness.report import (
+    comparison_figures,
+    figures_document,
+    provenance,
+    run_observer,
+    sustained_figures,
+    sustained_tables,
+)
+from harness.runner import run_sustained
+from harness.suite import kernel_specs, run_device, sustained_config, workload_kernels
 
 __all__ = ["sustained", "sustained_config_from_args", "MULTI_GPU_OPTIONS"]
 
@@ -41,8 +83,6 @@ def sustained(
                                                     "read roof"),
 ) -> None:
     """Time kernels back to back until the clock settles, then over a window, with telemetry."""
-    from harness.errors import ConfigError, HarnessError
-
     try:
         out = export_console(figures)
         config = _config(out, sources=sources, shape=shape, capture=capture, protocol=protocol, run=run,
@@ -51,23 +91,17 @@ def sustained(
             raise ConfigError("--night labels the night in --history, which was not given. Add --history DIR or drop "
                               "--night.")
         if not sources["kernel"]:  # say which kernels the run chose, and why, before it starts
-            from harness.suite import workload_kernels
-
             chosen, why = workload_kernels(config.device, [i.shape for i in config.inputs])
             out.print(f"kernels: {', '.join(chosen)} ({why}; name others with -k)", highlight=False, soft_wrap=True)
         if peaks is not None:
             if gpus:
                 raise ConfigError("--peaks stores one GPU's roofs with one run; with --gpus, store them into each "
                                   "worker's run afterwards: bench peaks --into RUN (repeatable).")
-            from harness.profiling import peaks_read_roof
-
             peaks_read_roof(peaks)  # refused here, before anything runs
         if gpus:
             if history["history"] is not None:
                 raise ConfigError("--history appends one run of one GPU as a night; with --gpus, `bench merge` the "
                                   "workers' runs first, or run the nightly suite per GPU.")
-            from harness.cli.multigpu_output import run_multi_and_render
-
             run_multi_and_render(config, gpus=gpus, replicate=replicate, console=out)
         elif replicate:
             raise ConfigError("--replicate runs the suite on every GPU of --gpus; name them with --gpus.")
@@ -78,13 +112,9 @@ def sustained(
 
 
 def _config(out, *, sources, shape, capture, protocol, run, isolate):
-    from harness.suite import run_device, sustained_config
-
     device = run_device(sources["device"])
     proto = protocol_of(protocol)
     inputs = suite_inputs(out, sources=sources, shape=shape, capture=capture)
-    from harness.suite import kernel_specs
-
     kernels = kernel_specs(sources["kernel"], device=device, layout=sources["layout"], gqa=sources["gqa"],
                            shapes=[i.shape for i in inputs])
     return sustained_config(kernels=kernels, inputs=inputs, device=device, protocol=proto,
@@ -95,10 +125,6 @@ def _config(out, *, sources, shape, capture, protocol, run, isolate):
 
 def sustained_config_from_args(args: list[str]):
     """The RunConfig that `bench sustained ARGS` would run, parsed by that command's own options."""
-    import click
-
-    from harness.errors import ConfigError
-
     clash = sorted({a.split("=")[0] for a in args} & set(MULTI_GPU_OPTIONS))
     if clash:  # a task measures one GPU; how the suite spreads is `bench slurm`'s --per / --tasks / --replicate
         raise ConfigError(f"{', '.join(clash)} cannot be given to each task: use `bench slurm --per gpu --tasks N "
@@ -121,24 +147,14 @@ def _parse_only(sources: dict, shape: dict, capture: dict, protocol: dict, run: 
 
 
 def _run_and_render(config, out, figures: dict, *, peaks=None, history: dict | None = None) -> None:
-    from harness.analysis import aggregate_repeats
-    from harness.report import figures_document, provenance, run_observer, sustained_figures, sustained_tables
-    from harness.runner import run_sustained
-
     view = run_observer(out)
     try:
         result = run_sustained(config, observer=view, command=command_line())
     except KeyboardInterrupt as exc:
         raise typer.Exit(stopped(out, exc)) from None
-    from harness.analysis import Comparison, VerdictRule, input_row_sentence, input_rows, inputs_design, run_caveats
-    from harness.analysis import comparison_pilot, rule_for
-    from harness.report import comparison_figures
-
     aggregates = aggregate_repeats(result.measurements)
     read_roof = None
     if peaks is not None:
-        from harness.profiling import attach_peaks
-
         read_roof = attach_peaks(result.path, peaks)
     for table in sustained_tables(aggregates, title=f"{result.run_id} ({result.status})", read_roof=read_roof):
         out.print(table)
@@ -153,8 +169,6 @@ def _run_and_render(config, out, figures: dict, *, peaks=None, history: dict | N
         tables["inputs"] = comparison_figures(Comparison(name_a="A", name_b="B", rule=rule, rows=tuple(rows)))
     out.print(f"results: {result.path}", highlight=False)
     if history and history["history"] is not None:
-        from harness.history import append_runs
-
         night = append_runs(history["history"], [(result.path, "kernel")], night=history["night"])
         out.print(f"history: {night or 'this run was already in ' + str(history['history'])}", highlight=False)
     export(out, figures, figures_document(command="sustained", runs=[provenance(

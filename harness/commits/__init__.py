@@ -16,19 +16,6 @@ first slower commit between two, one `compare_commits` pair run a step.
 from harness.commits._bisect import BisectResult, BisectStep, bisect_commits, commit_line
 from harness.commits._git import DirtyWorktreeError, Revision, RevisionError, check_clean, repo_root, resolve_revision
 from harness.commits._loader import MissingKernelError, load_revision_kernel, revision_entry_points
-from harness.commits._result import (
-    CLOCK_UNKNOWN_BASIS,
-    CommitComparison,
-    CommitsResult,
-    Factors,
-    RevisionRun,
-    commits_gate_line,
-    commits_lines,
-    commits_markdown,
-    commits_table,
-    factors,
-)
-from harness.commits._nightly_history import HistoryOutcome, HistoryRequest
 from harness.commits._nightly import (
     GPU_SPREAD_ALLOWANCE,
     VERDICT_EXIT,
@@ -40,6 +27,19 @@ from harness.commits._nightly import (
     read_baseline,
     run_nightly,
     store_baseline,
+)
+from harness.commits._nightly_history import HistoryOutcome, HistoryRequest
+from harness.commits._result import (
+    CLOCK_UNKNOWN_BASIS,
+    CommitComparison,
+    CommitsResult,
+    Factors,
+    RevisionRun,
+    commits_gate_line,
+    commits_lines,
+    commits_markdown,
+    commits_table,
+    factors,
 )
 from harness.commits._session import CommitsConfig, WorkerError, compare_commits
 

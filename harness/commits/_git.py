@@ -8,7 +8,9 @@ sees it: git would read it as an option.
 from __future__ import annotations
 
 import shutil
+import signal
 import subprocess
+import threading
 from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
@@ -132,9 +134,6 @@ def worktrees(repo: Path, revisions: Sequence[Revision], *, root: Path) -> Itera
 
 @contextmanager
 def _signals_held():
-    import signal
-    import threading
-
     held = {signal.SIGINT, signal.SIGTERM, signal.SIGHUP}
     if threading.current_thread() is not threading.main_thread():
         yield

@@ -23,6 +23,7 @@ import sys
 from pathlib import Path
 
 from harness.errors import KernelError, UnknownKernelError
+from harness.kernels import KernelRegistry, split_spec
 
 __all__ = ["MissingKernelError", "RevisionFinder", "revision_entry_points", "load_revision_kernel", "install_finder",
            "PROTECTED"]
@@ -102,15 +103,11 @@ def load_revision_kernel(tree: Path, kernel: str, *, revision: str):
     (this repository's `kernels_under_test` is one); a tree without entry points but with a
     `kernels_under_test/` package (older revisions of this repository) registers that package.
     """
-    from harness.kernels import KernelRegistry
-
     tree = Path(tree)
     install_finder(tree)
     registry = KernelRegistry()  # not default_registry(): that loads what is installed, not this revision
     where = f"revision {revision}"
     if ":" in kernel:
-        from harness.kernels import split_spec
-
         parts = split_spec(kernel)
         if parts.is_file:  # checked before the file runs: one outside the tree is the same at every revision
             path = (tree / parts.target).resolve()

@@ -35,8 +35,19 @@ from dataclasses import dataclass, field
 from datetime import datetime, timezone
 from pathlib import Path
 
+from harness.analysis import (
+    SUSTAINED_STATUSES,
+    VerdictRule,
+    compare_runs,
+    explain_comparison,
+    gate_outcome,
+    summarize_run,
+)
 from harness.commits._nightly_history import judge_history, time_control
 from harness.errors import ResultsError
+from harness.report import build_report, comparison_tables, run_tables, write_report
+from harness.results import read_run
+from harness.runner import run_sustained
 
 __all__ = ["NightlyResult", "judge_nightly", "run_nightly", "read_baseline", "store_baseline",
            "machine_warning", "VERDICT_EXIT", "GPU_SPREAD_ALLOWANCE", "gpu_identity", "gpu_change"]
@@ -80,8 +91,6 @@ def read_baseline(baseline_dir: Path | None, *, notes: list[str] | None = None):
     no run is refused: read as "no baseline yet", it would pass every night. An update stopped between its
     two renames (`run` moved aside, the new copy not yet in place) is rolled back to the stored run, which
     BASELINE.json still describes; `notes` hears that it was."""
-    from harness.results import read_run
-
     if baseline_dir is None:  # --history without --baseline: no baseline is compared
         return None
     base = _check_baseline_dir(baseline_dir)
@@ -123,8 +132,6 @@ def _suite_change(baseline, run) -> str | None:
 
 def store_baseline(run_dir: Path, baseline_dir: Path, *, reason: str) -> Path:
     """Copy a complete run into `baseline_dir/run`, replacing the old one only once the copy is whole."""
-    from harness.results import read_run
-
     run = read_run(run_dir)
     if not run.complete:
         raise ResultsError(f"Run {run_dir} is {run.info.get('status')!r}, not complete: it is not stored as the baseline.")
@@ -192,8 +199,6 @@ def _slowdown_rows(comparison) -> list[dict]:
 
 
 def _summary(*, verdict, sentence, warnings, comparison, summary, run, baseline, report_name, history_md="") -> str:
-    from harness.report import comparison_tables, run_tables
-
     lines = [f"# Nightly sustained benchmark: {verdict.upper()}", "", sentence, ""]
     lines += [f"> **Warning:** {w}\n" for w in warnings]
     if history_md:
@@ -207,8 +212,6 @@ def _summary(*, verdict, sentence, warnings, comparison, summary, run, baseline,
         lines += ["## Tonight (B) against the baseline (A)", ""]
         lines += [t.to_markdown() + "\n" for t in comparison_tables(comparison, title="Decomposition: time = cycles / clock",
                                                                     input_columns=("baseline", "tonight"))]
-        from harness.analysis import explain_comparison
-
         lines += [f"- {line}" for line in explain_comparison(comparison, baseline, run).lines()] + [""]
         if any(r.clock is None for r in comparison.rows):
             lines += ["Where the cycles and clock factors show '-', no clock was recorded (no clock telemetry on this "
@@ -227,8 +230,6 @@ def _summary(*, verdict, sentence, warnings, comparison, summary, run, baseline,
 
 
 def _timed_anything(run) -> bool:
-    from harness.analysis import SUSTAINED_STATUSES
-
     m = run.measurements
     statuses = m["status"].to_list() if hasattr(m, "columns") else [r.get("status") for r in m]
     return any(s in SUSTAINED_STATUSES for s in statuses)
@@ -239,10 +240,6 @@ def judge_nightly(run_dir: Path, *, out_dir: Path, baseline_dir: Path | None, th
                   history=None, control_dir: Path | None = None, control_warning: str | None = None) -> NightlyResult:
     """Compare a finished run with the stored baseline (and with `history`, a HistoryRequest, against its nights)
     and write summary.md, report.html/.md and verdict.json."""
-    from harness.analysis import VerdictRule, compare_runs, gate_outcome, summarize_run
-    from harness.report import build_report, write_report
-    from harness.results import read_run
-
     rule = rule or VerdictRule().with_threshold(threshold, source=f"gate {threshold:.2%}")
     out_dir = Path(out_dir)
     out_dir.mkdir(parents=True, exist_ok=True)
@@ -377,8 +374,6 @@ def run_nightly(config, *, out_dir: Path, baseline_dir: Path | None, threshold: 
                 unresolved: str = "fail", history=None) -> NightlyResult:
     """Run the suite described by `config` (a RunConfig), time the history's control after it, and judge it (see
     `judge_nightly`)."""
-    from harness.runner import run_sustained
-
     if baseline_dir is not None:
         _check_baseline_dir(baseline_dir)  # before the suite runs, not after an hour of it
     if history is not None and Path(history.path).exists() and not Path(history.path).is_dir():

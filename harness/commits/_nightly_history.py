@@ -19,7 +19,9 @@ import tempfile
 from dataclasses import dataclass
 from pathlib import Path
 
+from harness.errors import HarnessError
 from harness.history import analyze_history, append_runs, night_files, read_history
+from harness.profiling import peak_registry, run_peaks
 from harness.report import history_markdown, history_page
 
 __all__ = ["HistoryRequest", "HistoryOutcome", "time_control", "judge_history"]
@@ -52,9 +54,6 @@ def time_control(config, request: HistoryRequest, *, observer=None, command: str
     """Time the control after the suite: (its run directory, None), or (None, why it was not timed)."""
     if not request.control:
         return None, None
-    from harness.errors import HarnessError
-    from harness.profiling import peak_registry, run_peaks
-
     try:
         registry = peak_registry(gemm_size=request.control_gemm_size) if request.control_gemm_size else None
         res = run_peaks(kernels=(request.control,), device=config.device, telemetry=config.telemetry,

@@ -20,8 +20,9 @@ from __future__ import annotations
 from dataclasses import dataclass
 from pathlib import Path
 
-from harness.analysis import estimators_text, ratio_text as _ratio, resolution_text
+from harness.analysis import estimators_text, explain_comparison, ratio_text as _ratio, resolution_text
 from harness.commits._git import Revision
+from harness.report import ReportTable, fmt, gate_line
 
 __all__ = ["RevisionRun", "CommitComparison", "CommitsResult", "Factors", "factors", "commits_table",
            "commits_markdown", "commits_lines", "commits_gate_line", "CLOCK_UNKNOWN_BASIS"]
@@ -100,8 +101,6 @@ class CommitsResult:
 
 def commits_table(result: CommitsResult):
     """The decomposition of each revision against the first, as a report table (terminal, Markdown, HTML)."""
-    from harness.report import ReportTable, fmt
-
     rows = []
     for c in result.comparisons:
         f, r = c.factors, c.row
@@ -133,8 +132,6 @@ def commits_table(result: CommitsResult):
 
 def commits_lines(result: CommitsResult) -> list[str]:
     """Each revision against the first in words (the analysis package's sentences), warnings first."""
-    from harness.analysis import explain_comparison
-
     out = []
     for c in result.comparisons:
         ex = explain_comparison(c.comparison)
@@ -151,8 +148,6 @@ def commits_lines(result: CommitsResult) -> list[str]:
 
 def commits_gate_line(result: CommitsResult, *, threshold: float | None, unresolved: str = "fail") -> str:
     """The gate's line over every revision (`harness.report.gate_line`), naming the threshold applied."""
-    from harness.report import gate_line
-
     names = {id(c.comparison): c.head.revision.describe() for c in result.comparisons}
     return gate_line([c.comparison for c in result.comparisons], threshold=threshold, unresolved=unresolved,
                      label=lambda cmp, row: names[id(cmp)])

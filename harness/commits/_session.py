@@ -25,11 +25,13 @@ from typing import Callable
 
 from harness.analysis import OPEN, VerdictRule, compare_runs
 from harness.commits._git import Revision, check_clean, repo_root, resolve_revision, worktrees
-from harness.commits._schedule import look_one, measure_timeout, next_pair_fits, pair_order, plan_text
 from harness.commits._result import CommitComparison, CommitsResult, RevisionRun
+from harness.commits._schedule import look_one, measure_timeout, next_pair_fits, pair_order, plan_text
+from harness.commits._worker import spec_to_json
 from harness.config import RunConfig, RunSettings, SustainedProtocol, protocol_from_dict
 from harness.errors import ConfigError, HarnessError, KernelError
 from harness.inputs import InputSpec
+from harness.results import end_abandoned_run, read_run_rows
 from harness.workers import WaitExpired, Worker, child_env, exit_words, prestart
 
 __all__ = ["CommitsConfig", "compare_commits", "WorkerError", "Terminated"]
@@ -136,8 +138,6 @@ class _Worker:
                 ended = exit_words(rc)
                 cause = f"the worker of revision {self.revision.describe()} {ended}"
                 if self.run_dir:  # it could not write its own ending: its run would stay `running`
-                    from harness.results import end_abandoned_run
-
                     end_abandoned_run(Path(self.run_dir), "failed", f"{cause} while {'/'.join(events)} was expected; "
                                                                    f"the measurements it finished are kept")
                 raise WorkerError(
@@ -206,9 +206,6 @@ def compare_commits(config: CommitsConfig, *, on_message: Callable[[str], None] 
     Raises `RevisionError` for a revision git cannot resolve, `DirtyWorktreeError` for uncommitted
     changes (unless `allow_dirty`), and `WorkerError` when a revision's kernel is missing or fails.
     """
-    from harness.commits._worker import spec_to_json
-    from harness.results import read_run_rows
-
     rule = config.rule or VerdictRule()
     root = repo_root(config.repo)
     # --repo may be a folder inside a larger repository: worktrees are of the top level, and the kernels,

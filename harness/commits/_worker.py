@@ -22,9 +22,15 @@ import json
 import os
 import signal
 import sys
+import traceback
 from pathlib import Path
-from harness.errors import RunStopped, StopRequested
-from harness.runner import NullObserver
+
+from harness.commits._loader import MissingKernelError, load_revision_kernel
+from harness.config import RunConfig
+from harness.devices import open_device
+from harness.errors import HarnessError, RunStopped, StopRequested
+from harness.kernels import KernelRegistry
+from harness.runner import NullObserver, run_sustained
 from harness.workers import JsonLinesChannel, protocol_channel, stop_on_signals, tolerate_children_of
 
 __all__ = ["main", "spec_to_json", "MEASURED_FIELDS"]
@@ -79,13 +85,6 @@ def spec_to_json(*, tree: str, revision_text: str, kernel: str, run: dict, comma
 
 
 def _run(spec: dict, channel: JsonLinesChannel) -> int:
-    from harness.commits._loader import MissingKernelError, load_revision_kernel
-    from harness.config import RunConfig
-    from harness.devices import open_device
-    from harness.errors import HarnessError
-    from harness.kernels import KernelRegistry
-    from harness.runner import run_sustained
-
     try:
         kernel = load_revision_kernel(Path(spec["tree"]), spec["kernel"], revision=spec["revision_text"])
         registry = KernelRegistry()
@@ -110,8 +109,6 @@ def _run(spec: dict, channel: JsonLinesChannel) -> int:
         channel.send(event="error", kind=kind, message=str(exc))
         return 3
     except Exception as exc:  # a kernel's own bug: reported with its type, the traceback is on stderr
-        import traceback
-
         traceback.print_exc()
         channel.send(event="error", kind=type(exc).__name__, message=f"{type(exc).__name__}: {exc}")
         return 5

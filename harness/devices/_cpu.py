@@ -1,5 +1,6 @@
 from __future__ import annotations
 
+import os
 import platform
 import time
 
@@ -24,8 +25,6 @@ class CpuDevice:
         return torch.device("cpu")
 
     def identity(self) -> DeviceIdentity:
-        import os
-
         name = platform.processor() or platform.machine()
         try:
             with open("/proc/cpuinfo") as f:
@@ -57,8 +56,6 @@ class CpuDevice:
     def contention(self, *, interval_s: float = 0.1, min_cpu_pct: float = 10.0) -> dict:
         """How busy the host is: load averages and the processes (other than this one and its children)
         that used more than `min_cpu_pct` of one core over `interval_s`. Recorded before and after a run."""
-        import os
-
         out: dict = {"checked": True, "cpu_count": os.cpu_count(), "interval_s": interval_s,
                      "min_cpu_pct": min_cpu_pct}
         try:

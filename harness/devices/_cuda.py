@@ -5,7 +5,7 @@ import os
 from harness.devices._base import DeviceIdentity, ProcessInfo
 from harness.devices._events import TorchStreamTiming
 from harness.errors import DeviceError
-from harness.telemetry import normalize_pci_bus_id
+from harness.telemetry import normalize_pci_bus_id, nvml_compute_processes
 
 __all__ = ["CudaDevice", "cuda_pci_bus_id", "resolve_cuda_index", "select_index"]
 
@@ -84,8 +84,6 @@ class CudaDevice(TorchStreamTiming):
         return out
 
     def other_processes(self) -> list[ProcessInfo]:
-        from harness.telemetry import nvml_compute_processes
-
         me = os.getpid()
         return [ProcessInfo(pid, mem) for pid, mem in nvml_compute_processes(self._pci, nvml=self._nvml) if pid != me]
 

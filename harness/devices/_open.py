@@ -1,6 +1,9 @@
 from __future__ import annotations
 
 from harness.devices._base import Device
+from harness.devices._cpu import CpuDevice
+from harness.devices._cuda import CudaDevice, resolve_cuda_index
+from harness.devices._rocm import RocmDevice, is_hip_build, resolve_rocm_index
 from harness.errors import DeviceBusyError, DeviceError, TelemetryError
 
 __all__ = ["open_device", "check_idle"]
@@ -15,22 +18,12 @@ def open_device(spec: str, *, nvml=None, amdsmi=None) -> Device:
     """
     kind, _, rest = spec.partition(":")
     if kind == "cpu":
-        from harness.devices._cpu import CpuDevice
-
         return CpuDevice(spec)
     if kind == "rocm":
-        from harness.devices._rocm import RocmDevice, resolve_rocm_index
-
         return RocmDevice(spec, resolve_rocm_index(spec, rest), amdsmi=amdsmi)
     if kind == "cuda":
-        from harness.devices._rocm import is_hip_build
-
         if is_hip_build():
-            from harness.devices._rocm import RocmDevice, resolve_rocm_index
-
             return RocmDevice(spec, resolve_rocm_index(spec, rest), amdsmi=amdsmi)
-        from harness.devices._cuda import CudaDevice, resolve_cuda_index
-
         return CudaDevice(spec, resolve_cuda_index(spec, rest), nvml=nvml)
     raise DeviceError(
         f"Unknown device {spec!r}. Use cpu, cuda, cuda:N or cuda:<PCI bus id> (e.g. cuda:0000:1B:00.0) for NVIDIA, "

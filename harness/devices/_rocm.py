@@ -18,6 +18,14 @@ from harness.devices._base import DeviceIdentity, ProcessInfo
 from harness.devices._cuda import cuda_pci_bus_id, select_index
 from harness.devices._events import TorchStreamTiming
 from harness.errors import DeviceError, HarnessError
+from harness.telemetry import (
+    amdsmi_gpu_processes,
+    amdsmi_partition_bdf,
+    as_number,
+    close_amdsmi,
+    import_amdsmi,
+    open_amdsmi_device,
+)
 
 __all__ = ["RocmDevice", "resolve_rocm_index", "is_hip_build", "KFD_PATH"]
 
@@ -104,8 +112,6 @@ class RocmDevice(TorchStreamTiming):
         if not self._partition_asked and self._hip_pci is not None:
             import torch
 
-            from harness.telemetry import amdsmi_partition_bdf
-
             uuid = getattr(torch.cuda.get_device_properties(self.index), "uuid", None)
             try:
                 self._partition_pci = amdsmi_partition_bdf(self._hip_pci, hip_index=self.index,
@@ -139,13 +145,6 @@ class RocmDevice(TorchStreamTiming):
 
     def _amdsmi_identity(self) -> dict:
         """Driver, power cap and max GFX clock from amdsmi; without it they are recorded as unknown."""
-        from harness.telemetry import (
-            as_number,
-            close_amdsmi,
-            import_amdsmi,
-            open_amdsmi_device,
-        )
-
         try:
             amd, _ = import_amdsmi(self._amdsmi)
             handle, _ = open_amdsmi_device(amd, self._pci)
@@ -171,8 +170,6 @@ class RocmDevice(TorchStreamTiming):
         return out
 
     def other_processes(self) -> list[ProcessInfo]:
-        from harness.telemetry import amdsmi_gpu_processes
-
         me = os.getpid()  # amdsmi lists this process too once it has opened the GPU
         return [ProcessInfo(pid, mem, name) for pid, mem, name in amdsmi_gpu_processes(self._pci, amdsmi=self._amdsmi)
                 if pid != me]
@@ -182,8 +179,6 @@ class RocmDevice(TorchStreamTiming):
 
 
 def _watts(value) -> float | None:
-    from harness.telemetry import as_number
-
     number = as_number(value)
     if number is None or number <= 0:
         return None

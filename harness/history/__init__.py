@@ -27,7 +27,14 @@ from harness.history._analyze import (
 )
 from harness.history._changepoints import MIN_SIZE, PENALTY, Step, find_steps, noise_sigma, require_ruptures
 from harness.history._series import comparability_key, night_rows, series_key, shape_label
-from harness.history._simulate import NoisePool, SimEvent, detection_delay, noise_pool, read_noise_pools, simulate_history
+from harness.history._simulate import (
+    NoisePool,
+    SimEvent,
+    detection_delay,
+    noise_pool,
+    read_noise_pools,
+    simulate_history,
+)
 from harness.history._store import History, append_runs, night_files, night_label, read_history
 from harness.history._verdict import (
     LEVEL,

@@ -15,11 +15,18 @@ came from.
 """
 
 from harness.inputs._fingerprint import changed, fingerprint, restore
-from harness.inputs._shape import FEATURES, AttentionShape, DTYPES, torch_dtype
+from harness.inputs._shape import DTYPES, FEATURES, AttentionShape, torch_dtype
 from harness.inputs._spec import AttentionInputs, InputSpec, check_finite, check_source, make_inputs, register_source
 from harness.inputs._synthetic import SYNTHETIC_SOURCES, synthesize
-from harness.inputs._workload import (INDEX_TENSORS, VARLEN_FORMS, Sequence, paged_cache, sequences, valid_rms,
-                                     varlen_lengths)
+from harness.inputs._workload import (
+                                     INDEX_TENSORS,
+                                     VARLEN_FORMS,
+                                     Sequence,
+                                     paged_cache,
+                                     sequences,
+                                     valid_rms,
+                                     varlen_lengths,
+)
 
 __all__ = [
     "AttentionShape",

@@ -22,6 +22,8 @@ device). A changed, moved or swapped value changes it; NaN bit patterns are comp
 
 from __future__ import annotations
 
+from harness.inputs._spec import make_inputs
+
 __all__ = ["fingerprint", "changed", "restore"]
 
 _NAMES = ("q", "k", "v")
@@ -70,8 +72,6 @@ def changed(before: dict[str, str], after: dict[str, str]) -> list[str]:
 def restore(inputs, spec) -> None:
     """Put `spec`'s values back into `inputs`' own tensors (their storage, which launch closures and CUDA
     graphs hold, is kept): the inputs are made afresh from the spec and copied in."""
-    from harness.inputs._spec import make_inputs
-
     fresh = make_inputs(spec, device=inputs.q.device)
     for name, t in _tensors(inputs).items():
         t.copy_(getattr(fresh, name))

@@ -1,11 +1,14 @@
 from __future__ import annotations
 
+import dataclasses
+import importlib
 from dataclasses import asdict, dataclass, field
 from typing import Any, Callable
 
 from harness.errors import InputError
 from harness.inputs._shape import AttentionShape, torch_dtype
-from harness.inputs._synthetic import synthesize
+from harness.inputs._synthetic import parse_synthetic, synthesize
+from harness.inputs._workload import INDEX_TENSORS, lay_out
 
 __all__ = ["InputSpec", "AttentionInputs", "make_inputs", "register_source", "check_finite", "check_source"]
 
@@ -65,8 +68,6 @@ class AttentionInputs:
 
     def index_tensors(self) -> dict[str, Any]:
         """The workload's index tensors that exist, by name (what a kernel is handed besides q, k, v)."""
-        from harness.inputs._workload import INDEX_TENSORS
-
         return {n: getattr(self, n) for n in INDEX_TENSORS if getattr(self, n) is not None}
 
     @property
@@ -76,8 +77,6 @@ class AttentionInputs:
     def copy(self) -> "AttentionInputs":
         """The same values in tensors of its own (q, k, v and the index tensors): what each kernel of a run is
         handed, so nothing one kernel leaves behind (a thread still writing into q) reaches the next one's."""
-        import dataclasses
-
         index = {n: t.clone() for n, t in self.index_tensors().items()}
         return dataclasses.replace(self, q=self.q.clone(), k=self.k.clone(), v=self.v.clone(), **index)
 
@@ -106,8 +105,6 @@ def register_source(prefix: str, loader: Callable[[InputSpec, Any], AttentionInp
 
 
 def _named_loader(spec: InputSpec) -> Callable[[InputSpec, Any], AttentionInputs]:
-    import importlib
-
     module, _, func = spec.loader.partition(":")
     try:
         return getattr(importlib.import_module(module), func)
@@ -118,8 +115,6 @@ def _named_loader(spec: InputSpec) -> Callable[[InputSpec, Any], AttentionInputs
 
 def check_source(source: str, *, flag: str = "--input") -> None:
     """Refuse a source that cannot make inputs, before any run directory exists or anything is allocated."""
-    from harness.inputs._synthetic import parse_synthetic
-
     prefix = source.partition(":")[0]
     if prefix in _SOURCES:
         return
@@ -146,8 +141,6 @@ def make_inputs(spec: InputSpec, *, device) -> AttentionInputs:
     s = spec.shape
     scale = spec.scale if spec.scale is not None else s.head_dim_qk**-0.5
     if s.paged or s.packed:
-        from harness.inputs._workload import lay_out
-
         t = lay_out(s, source=spec.source, dtype=dtype, device=device, generator=g)
         return AttentionInputs(shape=s, dtype=spec.dtype, source=spec.source, scale=scale, seed=spec.seed, **t)
     q = synthesize(spec.source, s.q_shape(), dtype=dtype, device=device, generator=g, group=s.heads_q // s.heads_kv)

@@ -24,8 +24,12 @@ length, or through a page the table does not give it, moves its output and fails
 from __future__ import annotations
 
 import math
+import random
 from dataclasses import dataclass
 from typing import Any
+
+from harness.errors import ConfigError
+from harness.inputs._synthetic import synthesize
 
 __all__ = ["lay_out", "paged_cache", "sequences", "Sequence", "valid_rms", "INDEX_TENSORS", "VARLEN_FORMS", "varlen_lengths"]
 
@@ -52,10 +56,6 @@ def varlen_lengths(form: str, *, batch: int, seq_len_kv: int, seed: int,
     >>> varlen_lengths("uniform:0.5", batch=4, seq_len_kv=100, seed=1)[1]
     'uniform:0.5 seed 1'
     """
-    import random
-
-    from harness.errors import ConfigError
-
     kind, _, arg = form.strip().partition(":")
     forms = "; ".join(f"{k}: {v}" for k, v in VARLEN_FORMS.items())
     if kind == "none" and not arg:
@@ -93,8 +93,6 @@ def _cumulative(lengths) -> list[int]:
 def lay_out(shape, *, source: str, dtype, device, generator) -> dict[str, Any]:
     """q, k, v and the index tensors of a paged or varlen workload (see the module docstring)."""
     import torch
-
-    from harness.inputs._synthetic import synthesize
 
     s = shape
     lk = s.kv_lengths()

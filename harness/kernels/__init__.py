@@ -21,27 +21,34 @@ A plain attention function is a kernel too (`-k mykern:attn`, `-k path/to/file.p
 """
 
 from harness.kernels._callable import CALLABLE_SIGNATURE, adapt_callable, convention, describe_convention, fp8_inputs
-from harness.kernels._callable_spec import LAYOUTS, SPEC_OPTIONS, apply_options, split_spec, spec_with_options
+from harness.kernels._callable_spec import LAYOUTS, SPEC_OPTIONS, apply_options, spec_with_options, split_spec
 from harness.kernels._decode_layout import DECODE_LAYOUTS, DecodeBatch, decode_batch
 from harness.kernels._error import ErrorReport, attention_error, kernel_reference_inputs
 from harness.kernels._gate import GateResult, compare_declared, compare_outputs, gate, gate_columns
 from harness.kernels._kernel import WORKLOADS, Kernel, Launch
 from harness.kernels._listing import kernel_rows
-from harness.kernels._reference import (MMA_REL_ERROR, Emulation, Numerics, declared_numerics, emulate_declared,
-                                        reference_attention, workload_reference)
 from harness.kernels._quant import E4M3_MAX, dequantize, pow2_scale, quantize_e4m3_pow2
+from harness.kernels._reference import (
+                                        MMA_REL_ERROR,
+                                        Emulation,
+                                        Numerics,
+                                        declared_numerics,
+                                        emulate_declared,
+                                        reference_attention,
+                                        workload_reference,
+)
 from harness.kernels._registry import KernelRegistry, default_registry, kernel_provenance
-from harness.kernels._tolerance import GateTolerance, declared_tolerance, gate_tolerance
 from harness.kernels._repro import INTERFERERS, ReproReport, reproducibility
 from harness.kernels._survey import (
-    ERROR_STAGES,
-    SurveySetup,
-    check_interferers,
-    error_survey,
-    repro_survey,
-    resolve_kernels,
-    set_up_survey,
+                                        ERROR_STAGES,
+                                        SurveySetup,
+                                        check_interferers,
+                                        error_survey,
+                                        repro_survey,
+                                        resolve_kernels,
+                                        set_up_survey,
 )
+from harness.kernels._tolerance import GateTolerance, declared_tolerance, gate_tolerance
 
 __all__ = [
     "DECODE_LAYOUTS",

@@ -46,9 +46,17 @@ from typing import Any, Callable
 from harness.errors import ConfigError, KernelError, UnsupportedInputError
 from harness.kernels._callable_names import accepted_keywords, positional_workload_text
 from harness.kernels._callable_spec import LAYOUTS
-from harness.kernels._decode_layout import (DECODE_LAYOUTS, LENGTH_KW, PAGE_TABLE_KW, WORKLOAD_INTS, WORKLOAD_KW,
-                                            decode_batch, workload_kwargs)
+from harness.kernels._decode_layout import (
+    DECODE_LAYOUTS,
+    LENGTH_KW,
+    PAGE_TABLE_KW,
+    WORKLOAD_INTS,
+    WORKLOAD_KW,
+    decode_batch,
+    workload_kwargs,
+)
 from harness.kernels._kernel import Kernel
+from harness.kernels._quant import quantize_e4m3_pow2
 
 __all__ = ["CALLABLE_SIGNATURE", "convention", "fp8_inputs", "adapt_callable", "describe_convention"]
 
@@ -271,8 +279,6 @@ def adapt_callable(fn: Callable, *, name: str | None = None, options: dict | Non
         elif c.gqa_kw:
             kwargs["enable_gqa"] = s.heads_q != s.heads_kv
         if c.fp8 is not None and c.fp8["quantized_by"] == "harness":
-            from harness.kernels._quant import quantize_e4m3_pow2
-
             (q, dq), (k, dk), (v, dv) = (quantize_e4m3_pow2(t) for t in (q, k, v))
             kwargs.update(q_descale=dq, k_descale=dk, v_descale=dv)
         if c.layout == "bshd":

@@ -28,7 +28,17 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass, field
 
-from harness.kernels._quant import lean_p_codes, quantize_p  # noqa: F401 - lean_p_codes: the module doctest
+from harness.errors import UnsupportedInputError
+from harness.kernels._quant import dequantize, lean_p_codes, quantize_e4m3_pow2, quantize_p  # noqa: F401 - lean_p_codes: the module doctest
+from harness.kernels._recipes import declared_recipe, dense_only
+from harness.kernels._reference import (
+    declared_numerics,
+    emulate_declared,
+    reference_attention,
+    score_blocks,
+    workload_reference,
+)
+from harness.numerics import stage_outputs
 
 __all__ = [
     "StageError",
@@ -92,8 +102,6 @@ def kernel_reference_inputs(kernel, inputs):
     """(q, k, v) in fp64 exactly as `kernel` multiplies them: dequantized e4m3 for FP8, else upcast."""
     import torch
 
-    from harness.kernels._quant import dequantize, quantize_e4m3_pow2
-
     quant = kernel.extra.get("quant")
     if quant is None:
         return tuple(t.to(torch.float64) for t in (inputs.q, inputs.k, inputs.v))
@@ -108,8 +116,6 @@ def emulate_p_attention(q, k, v, *, scale: float, causal: bool, p_mode: str, blo
     sum of the quantized p. q [B,Hq,S,dqk], k [B,Hkv,S,dqk], v [B,Hkv,S,dv]; GQA by head index."""
     import torch
 
-    from harness.kernels._reference import score_blocks
-
     B, Hq, S, _ = q.shape
     out = torch.empty((B, Hq, S, v.shape[-1]), dtype=torch.float64, device=q.device)
     for h, r0, r1, t, vb in score_blocks(q, k, v, scale=scale, causal=causal, block_rows=block_rows):
@@ -120,10 +126,6 @@ def emulate_p_attention(q, k, v, *, scale: float, causal: bool, p_mode: str, blo
 
 def attention_error(kernel, inputs, *, launch=None) -> ErrorReport:
     """Launch `kernel` once on `inputs` and measure its error against fp64 attention (see module doc)."""
-    from harness.kernels._reference import declared_numerics, emulate_declared, reference_attention
-
-    from harness.kernels._recipes import declared_recipe
-
     launch = launch or kernel.prepare(inputs)
     out = launch()
     s = inputs.shape
@@ -134,9 +136,6 @@ def attention_error(kernel, inputs, *, launch=None) -> ErrorReport:
                            reference=f"{recipe.name} quantized inputs", total=e["total"], stages=e["stages"],
                            vs_unquantized=e["vs_unquantized"], p_mode=recipe.name)
     if s.features():  # a serving workload: against its fp64 reference, one sequence at a time; no P stages
-        from harness.errors import UnsupportedInputError
-        from harness.kernels._reference import workload_reference
-
         if kernel.extra.get("quant") is not None:
             raise UnsupportedInputError(f"Kernel {kernel.name!r}: the error by stage of FP8 inputs is computed for "
                                         f"dense self-attention only, not for {', '.join(sorted(s.features()))}.")
@@ -173,9 +172,6 @@ def recipe_stage_errors(kernel, inputs, out, recipe=None) -> dict:
     attention on the unquantized inputs; P's rounding (p) on the quantized inputs; the declared fp32
     accumulation (accumulation) on top; and the kernel against the whole emulation (kernel). Also "total" (the
     kernel against fp64 attention on its quantized inputs, P unrounded) and "vs_unquantized"."""
-    from harness.kernels._recipes import declared_recipe, dense_only
-    from harness.numerics import stage_outputs
-
     recipe = recipe or declared_recipe(kernel)
     dense_only(kernel, inputs)
     o = stage_outputs(recipe, inputs.q, inputs.k, inputs.v, scale=inputs.scale, causal=inputs.shape.causal)

@@ -20,7 +20,20 @@ from dataclasses import dataclass, replace
 from typing import Any, Callable
 
 from harness.errors import GateFailure, UnsupportedInputError
+from harness.inputs import valid_rms
+from harness.kernels._error import kernel_reference_inputs
+from harness.kernels._layout import layout_hint
+from harness.kernels._leak import nan_leak_check
+from harness.kernels._recipes import declared_recipe, emulate_recipe
+from harness.kernels._reference import (
+    Emulation,
+    declared_numerics,
+    emulate_declared,
+    reference_attention,
+    workload_reference,
+)
 from harness.kernels._tolerance import GateTolerance, declared_tolerance, gate_tolerance, hoeffding_z
+from harness.kernels._workload_hint import workload_hint
 
 __all__ = ["GateResult", "compare_outputs", "compare_declared", "declared_allowance", "declared_rms", "gate",
            "gate_columns"]
@@ -222,11 +235,6 @@ def gate(kernel, inputs, launch, *, reference=None, check_fresh: bool = True,
     """
     import torch
 
-    from harness.kernels._layout import layout_hint
-    from harness.kernels._workload_hint import workload_hint
-    from harness.kernels._leak import nan_leak_check
-    from harness.kernels._reference import Emulation, declared_numerics
-
     numerics = declared_numerics(kernel)
     if reference is None:
         reference = _reference_for(kernel, inputs, numerics)
@@ -238,8 +246,6 @@ def gate(kernel, inputs, launch, *, reference=None, check_fresh: bool = True,
         # A P formula coarser than rounding (lean P: within 7.5 %) declares its bound; the gate allows that
         # (a bound tighter than the format's rounding does not tighten the gate).
         tol = replace(tol, p_rounding=max(tol.p_rounding, float(kernel.extra.get("p_rel_error") or 0.0)))
-        from harness.inputs import valid_rms
-
         v_rms = valid_rms(inputs, "v")
 
         def compare(out, ref):
@@ -293,10 +299,6 @@ def _reference_for(kernel, inputs, numerics):
     """What the kernel is judged against on `inputs`: the emulation of its declared numerics, or fp64
     attention on exactly what it multiplies (for FP8 kernels the quantized inputs, so the gate judges the
     kernel, not the declared and separately reported input quantization)."""
-    from harness.kernels._error import kernel_reference_inputs
-    from harness.kernels._recipes import declared_recipe, emulate_recipe
-    from harness.kernels._reference import emulate_declared, reference_attention, workload_reference
-
     if declared_recipe(kernel) is not None:  # it quantizes the inputs itself, as its recipe declares
         return emulate_recipe(kernel, inputs)
     features = inputs.shape.features()

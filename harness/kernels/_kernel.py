@@ -4,6 +4,7 @@ from dataclasses import dataclass, field
 from typing import Any, Callable
 
 from harness.errors import UnsupportedInputError
+from harness.inputs import DTYPES, FEATURES
 
 __all__ = ["Kernel", "Launch", "MLA", "WORKLOADS"]
 
@@ -13,8 +14,6 @@ Launch = Callable[[], Any]
 
 def _short(dtype: str) -> str:
     """The name --dtype takes (`bf16` for `bfloat16`), as users type it."""
-    from harness.inputs import DTYPES
-
     return min((a for a, n in DTYPES.items() if n == dtype), key=len, default=dtype)
 
 
@@ -59,8 +58,6 @@ class Kernel:
     workloads: frozenset[str] = frozenset()
 
     def __post_init__(self) -> None:
-        from harness.inputs import DTYPES, FEATURES
-
         # Stored by torch's names, whichever the kernel declared ("bf16" or "bfloat16"): the run's dtype is
         # canonicalized the same way, so a kernel declared with short names supports what it says it does.
         unknown = sorted(d for d in self.dtypes if d not in DTYPES)
@@ -89,8 +86,6 @@ class Kernel:
                        shape=None) -> None:
         """Raise `UnsupportedInputError` saying exactly what this kernel does not support (`shape`: the
         workload's features too)."""
-        from harness.inputs import DTYPES, FEATURES
-
         canonical = DTYPES.get(dtype, dtype)
         if canonical not in self.dtypes:
             raise UnsupportedInputError(

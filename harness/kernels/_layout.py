@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from harness.kernels._reference import reference_attention
+
 __all__ = ["layout_hint"]
 
 # Positions the layout check recomputes: a handful is enough to tell a swapped layout from a wrong result.
@@ -16,8 +18,6 @@ def layout_hint(kernel, inputs, out, compare) -> str:
     checked against fp64 attention over the heads axis at a few positions only: cheap next to the gate's
     own reference. Dense self-attention with Hq = Hkv only: there the swapped call is itself well-formed."""
     import torch
-
-    from harness.kernels._reference import reference_attention
 
     declared = kernel.extra.get("layout")
     s = inputs.shape

@@ -11,6 +11,7 @@ pool), launches once each, and requires every untouched sequence's output to sta
 from __future__ import annotations
 
 from harness.errors import GateFailure
+from harness.inputs import sequences
 
 __all__ = ["nan_leak_check", "poison_sequence"]
 
@@ -49,8 +50,6 @@ def nan_leak_check(kernel, inputs, launch, *, sync) -> None:
     """Raise `GateFailure` when a NaN in one sequence reaches another's output (module doc). Only for packed or
     paged batches of two sequences or more; q, k, v are restored whatever happens."""
     import torch
-
-    from harness.inputs import sequences
 
     s = inputs.shape
     if not (s.packed or s.paged) or s.batch < 2:

@@ -16,6 +16,7 @@ from __future__ import annotations
 import math
 
 from harness.errors import InputError
+
 # P's e4m3 forms live with the other low-precision numerics; these names stay here for the FP8 kernels.
 from harness.numerics import P_MODES, P_SCALES, e4m3_code_values, lean_p_codes, quantize_p, quantize_p_scaled
 

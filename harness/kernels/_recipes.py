@@ -12,10 +12,14 @@ declare), at most the FP8 gate's 30 dB.
 
 from __future__ import annotations
 
+import dataclasses
 import math
 from dataclasses import replace
 
 from harness.errors import UnsupportedInputError
+from harness.kernels._reference import Emulation
+from harness.kernels._tolerance import declared_tolerance
+from harness.numerics import attend, operands, parse_recipe
 
 __all__ = ["declared_recipe", "dense_only", "emulate_recipe", "recipe_tolerance", "RECIPE_SNR_MARGIN_DB"]
 
@@ -24,8 +28,6 @@ RECIPE_SNR_MARGIN_DB = 6.0
 
 def declared_recipe(kernel):
     """The kernel's declared `harness.numerics.Recipe`, or None."""
-    from harness.numerics import parse_recipe
-
     spec = kernel.extra.get("recipe")
     return None if spec is None else parse_recipe(spec)
 
@@ -40,8 +42,6 @@ def dense_only(kernel, inputs) -> None:
 
 def recipe_tolerance(em):
     """The gate's limits for a recipe's emulation `em` (module doc)."""
-    from harness.kernels._tolerance import declared_tolerance
-
     rms_ref = float(em.exact.pow(2).mean().sqrt())
     rms_d = float((em.out - em.exact).pow(2).mean().sqrt())
     own = 20 * math.log10(rms_ref / rms_d) if rms_d > 0 and rms_ref > 0 else math.inf
@@ -50,12 +50,7 @@ def recipe_tolerance(em):
 
 def emulate_recipe(kernel, inputs, recipe=None):
     """The gate's reference for a recipe kernel on `inputs`: an `Emulation` carrying its own limits."""
-    import dataclasses
-
     import torch
-
-    from harness.kernels._reference import Emulation
-    from harness.numerics import attend, operands
 
     recipe = recipe or declared_recipe(kernel)
     dense_only(kernel, inputs)

@@ -27,6 +27,9 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass
 
+from harness.inputs import sequences
+from harness.kernels._quant import quantize_p_scaled
+
 __all__ = ["reference_attention", "workload_reference", "Numerics", "Emulation", "declared_numerics", "emulate_declared", "score_blocks",
            "P_FLOOR", "MMA_REL_ERROR"]
 
@@ -149,8 +152,6 @@ def workload_reference(inputs, q=None, k=None, v=None, *, out_dtype=None):
     sequence is ever upcast to fp64. Dense self-attention without a window is `reference_attention` itself."""
     import torch
 
-    from harness.inputs import sequences
-
     s = inputs.shape
     q, k, v = (inputs.q if q is None else q), (inputs.k if k is None else k), (inputs.v if v is None else v)
     if not s.features():
@@ -221,8 +222,6 @@ def emulate_declared(numerics: Numerics, q, k, v, *, scale: float, causal: bool,
 
     if block_rows is None:
         block_rows = 1024 if q.is_cuda else 256
-
-    from harness.kernels._quant import quantize_p_scaled
 
     B, Hq, S, _ = q.shape
     dv = v.shape[-1]

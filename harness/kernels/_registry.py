@@ -1,13 +1,16 @@
 from __future__ import annotations
 
 import importlib
+from importlib.metadata import entry_points
 from pathlib import Path
 from typing import Callable, Iterable
 
+import kernels_under_test
 from harness.errors import KernelError, UnknownKernelError
 from harness.kernels._callable import CALLABLE_SIGNATURE, adapt_callable
 from harness.kernels._callable_spec import load_target
 from harness.kernels._kernel import Kernel, Launch
+from harness.results import file_digest, git_state
 
 __all__ = ["KernelRegistry", "default_registry", "kernel_provenance", "ENTRY_POINT_GROUP"]
 
@@ -86,8 +89,6 @@ class KernelRegistry:
         if self._plugins_loaded:
             return
         self._plugins_loaded = True
-        from importlib.metadata import entry_points
-
         for ep in entry_points(group=ENTRY_POINT_GROUP):
             try:
                 ep.load()(self)
@@ -95,8 +96,6 @@ class KernelRegistry:
                 self.plugin_errors[ep.value] = f"{type(exc).__name__}: {exc}"
         if not any(ep.name == "bundled" for ep in entry_points(group=ENTRY_POINT_GROUP)):
             # Running from a source tree that was not pip-installed: register the bundled kernels directly.
-            import kernels_under_test
-
             kernels_under_test.register(self)
 
     def names(self) -> list[str]:
@@ -172,8 +171,6 @@ def default_registry() -> KernelRegistry:
 
 def kernel_provenance(kernels) -> dict:
     """Per kernel: its factory, source file, and the git commit and dirty flag of the tree holding it."""
-    from harness.results import file_digest, git_state
-
     out = {}
     for k in kernels:
         if "provenance" in k.extra:  # read in its own process, where it was imported

@@ -12,12 +12,18 @@ reproducibility survey runs on any kernel. The rows are plain dicts (the `--json
 from __future__ import annotations
 
 import math
+import traceback
 from contextlib import AbstractContextManager, nullcontext
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Callable, Iterator, Sequence
 
-from harness.errors import ConfigError, HarnessError
+from harness.devices import open_device
+from harness.errors import ConfigError, HarnessError, InputError
+from harness.inputs import check_finite, make_inputs
+from harness.kernels._error import attention_error
+from harness.kernels._registry import default_registry
+from harness.kernels._repro import INTERFERERS, reproducibility
 
 __all__ = ["ERROR_STAGES", "SurveySetup", "resolve_kernels", "set_up_survey", "error_survey", "repro_survey", "check_interferers"]
 
@@ -33,16 +39,12 @@ class SurveySetup:
 
 def resolve_kernels(kernel_names: Sequence[str], *, registry=None) -> tuple:
     """The kernels by name (or `module:function`); an unknown one is refused before any input is made."""
-    from harness.kernels._registry import default_registry
-
     registry = registry or default_registry()
     return tuple(registry.get(name) for name in kernel_names)
 
 
 def set_up_survey(kernels: Sequence, specs: Sequence, device: str) -> SurveySetup:
     """The opened device with the kernels and specs; refuses inputs a kernel does not support."""
-    from harness.devices import open_device
-
     kernels = tuple(kernels)
     dev = open_device(device)
     for spec in specs:
@@ -53,8 +55,6 @@ def set_up_survey(kernels: Sequence, specs: Sequence, device: str) -> SurveySetu
 
 
 def check_interferers(modes: Sequence[str]) -> tuple[str, ...]:
-    from harness.kernels._repro import INTERFERERS
-
     modes = tuple(dict.fromkeys(modes))
     unknown = [m for m in modes if m != "none" and m not in INTERFERERS]
     if unknown or not modes:
@@ -66,9 +66,6 @@ def check_interferers(modes: Sequence[str]) -> tuple[str, ...]:
 
 def _materialized(specs, dev) -> Iterator[tuple]:
     """(spec, inputs, why) per spec, made as they are reached; `why` says why the inputs are unusable."""
-    from harness.errors import InputError
-    from harness.inputs import check_finite, make_inputs
-
     for spec in specs:
         inputs = make_inputs(spec, device=dev.torch_device)
         try:
@@ -92,8 +89,6 @@ def _attempt(fn, *args, **kwargs):
     except KeyboardInterrupt:
         raise
     except BaseException as exc:  # noqa: BLE001 - sys.exit in kernel code
-        import traceback
-
         tb = traceback.extract_tb(exc.__traceback__)
         at = f" (at {Path(tb[-1].filename).name}:{tb[-1].lineno})" if tb else ""
         what = (f"called sys.exit({'' if exc.code is None else repr(exc.code)})" if isinstance(exc, SystemExit)
@@ -144,8 +139,6 @@ def _repro_row(kernel: str, spec, mode: str, launches: int, report, why: str | N
 
 
 def _error_of(kernel, inputs):
-    from harness.kernels._error import attention_error
-
     return attention_error(kernel, inputs, launch=kernel.prepare(inputs))
 
 
@@ -166,8 +159,6 @@ def error_survey(setup: SurveySetup, *, status: Status | None = None) -> Iterato
 
 def repro_survey(setup: SurveySetup, *, launches: int, modes: Sequence[str], status: Status | None = None) -> list[dict]:
     """One row per kernel x input x interferer: launches whose output differs bitwise from the first."""
-    from harness.kernels._repro import reproducibility
-
     status = status or (lambda text: nullcontext())
     rows = []
     for spec, inputs, bad in _materialized(setup.specs, setup.device):

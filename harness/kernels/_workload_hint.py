@@ -17,12 +17,13 @@ from __future__ import annotations
 
 import dataclasses
 
+from harness.inputs import sequences
+from harness.kernels._reference import reference_attention, workload_reference
+
 __all__ = ["workload_hint"]
 
 
 def _reference(inputs, **shape_changes):
-    from harness.kernels._reference import workload_reference
-
     shape = dataclasses.replace(inputs.shape, **shape_changes)
     return workload_reference(dataclasses.replace(inputs, shape=shape))
 
@@ -46,9 +47,6 @@ def _lengths_to_whole_pages(inputs):
 def _lengths_padded_with_zeros(inputs):
     """Every sequence read to S_kv in a dense cache padded with zeros past its length (`decode_batch`'s layout)."""
     import torch
-
-    from harness.inputs import sequences
-    from harness.kernels._reference import reference_attention
 
     s = inputs.shape
     if s.kv_lens is None or s.paged or s.q_lengths() != (s.seq_len,) * s.batch:
@@ -75,17 +73,12 @@ def _pages_in_order(inputs, *, packed: bool):
     order = torch.tensor(table, dtype=inputs.page_table.dtype, device=inputs.page_table.device)
     if torch.equal(order, inputs.page_table):
         return None
-    from harness.kernels._reference import workload_reference
-
     return workload_reference(dataclasses.replace(inputs, page_table=order))
 
 
 def _causal_from_the_start(inputs):
     """The causal mask of torch SDPA's is_causal: query i sees keys 0..i, not the keys up to S_kv - S_q + i."""
     import torch
-
-    from harness.inputs import sequences
-    from harness.kernels._reference import reference_attention
 
     s = inputs.shape
     pairs = list(zip(s.q_lengths(), s.kv_lengths()))

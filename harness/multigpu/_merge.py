@@ -24,7 +24,18 @@ from pathlib import Path
 
 from harness.errors import ExitCode, ResultsError
 from harness.multigpu._plan import SIDECAR
-from harness.results import gpu_dirname, gpu_label, gpu_measurement_id, read_rows, with_gpu
+from harness.multigpu._slurm import task_logs
+from harness.results import (
+    TABLES,
+    RunWriter,
+    columns,
+    gpu_dirname,
+    gpu_label,
+    gpu_measurement_id,
+    read_rows,
+    to_json,
+    with_gpu,
+)
 
 __all__ = ["MERGE_EXIT", "GpuOutcome", "MultiResult", "Piece", "merge_exit_code", "merge_pieces", "merge_runs",
            "piece_labels", "read_piece"]
@@ -85,8 +96,6 @@ def merge_exit_code(status: str) -> int:
 
 def _log_hint(path: Path) -> str:
     """Where a Slurm task said why it wrote no run: its log(s), with the last line of each."""
-    from harness.multigpu._slurm import task_logs
-
     logs = task_logs(path)
     if not logs:
         return ""
@@ -133,8 +142,6 @@ def _one(values: list[str | None]) -> str | None:
 
 def _write_piece(writer, piece: Piece, label: str, used: set[str]) -> list[dict]:
     """Append one GPU's measurements (and their chunks, samples, probes) to the merged run."""
-    from harness.results import columns
-
     parts: dict[str, dict[str, list[dict]]] = {}
     for t in ("chunks", "samples", "probes"):
         for r in read_rows(piece.path, t):
@@ -175,8 +182,6 @@ def merge_pieces(writer, pieces: Sequence[Piece], *, header: Mapping | None = No
     worker ended early (from the orchestrator). `suite_size` is the number of configurations the suite had;
     any of them with no row makes the merged run incomplete.
     """
-    from harness.results import to_json
-
     stopped = dict(stopped or {})
     infos = [read_rows(p.path, "runs")[0] for p in pieces]
     protocols = {i.get("protocol_json") for i in infos}
@@ -308,8 +313,6 @@ def merge_runs(run_dirs: Sequence[Path | str], *, out: Path | str, command: str 
     ...
     harness.errors.ResultsError: Nothing to merge: name the run directories to join.
     """
-    from harness.results import RunWriter
-
     if not run_dirs:
         raise ResultsError("Nothing to merge: name the run directories to join.")
     pieces = [read_piece(d) for d in run_dirs]
@@ -328,8 +331,6 @@ def merge_runs(run_dirs: Sequence[Path | str], *, out: Path | str, command: str 
             raise ResultsError(f"--out {out} is inside the run directory {key} it would merge: the merged run copies "
                                f"each input, so outputs never go inside inputs. Choose an --out outside every run "
                                f"directory named.")
-    from harness.results import TABLES
-
     for p in pieces:  # every input read through first: a damaged file is named where the user put it, and
         for table in TABLES:  # refused before --out is made (it was found in the copy, with --out half-written)
             read_rows(p.path, table)

@@ -29,13 +29,13 @@ from harness.multigpu._merge import (
     read_rows,
 )
 from harness.multigpu._plan import assign_configs
-from harness.results import gpu_dirname
 from harness.multigpu._select import (
     GpuSlot,
     enumerate_cuda_gpus,
     select_gpus,
     worker_env,
 )
+from harness.results import RunWriter, git_state, gpu_dirname, host_facts, new_run_id, to_json, write_table_atomic
 from harness.workers import WaitExpired, Worker, harness_root, receive_any
 
 __all__ = ["run_multi"]
@@ -110,9 +110,6 @@ def run_multi(
     workers' JSON events. A busy GPU is skipped; a worker that dies keeps its finished measurements and makes
     the merged run incomplete. Raises DeviceBusyError when no GPU at all can be used.
     """
-    from harness.results import RunWriter, git_state, host_facts, new_run_id
-    from harness.results import to_json
-
     emit = on_event or (lambda gpu, event: None)
     slots = select_gpus(gpus, present=list(present) if present is not None else enumerate_cuda_gpus())
     n = len(config.inputs)
@@ -226,8 +223,6 @@ def _finish(workers) -> None:
 
 
 def _merge(writer, workers, config, mode, config_json, started_at, command, *, interrupted: bool) -> MultiResult:
-    from harness.results import write_table_atomic
-
     pieces: list[Piece] = []
     stopped: dict[Path, str] = {}
     not_run: list[GpuOutcome] = []

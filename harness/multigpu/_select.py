@@ -17,7 +17,9 @@ import os
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 
+from harness.devices import cuda_pci_bus_id
 from harness.errors import ConfigError, DeviceError, TelemetryError
+from harness.telemetry import normalize_pci_bus_id
 from harness.workers import child_env
 
 __all__ = [
@@ -80,8 +82,6 @@ def enumerate_cuda_gpus() -> list[GpuSlot]:
     """
     import torch
 
-    from harness.devices import cuda_pci_bus_id
-
     if not torch.cuda.is_available():
         raise DeviceError(
             "--gpus asks for CUDA GPUs, but PyTorch sees none. Run on a machine with NVIDIA GPUs and a CUDA build "
@@ -106,8 +106,6 @@ def enumerate_cuda_gpus() -> list[GpuSlot]:
 
 def parse_gpus(text: str) -> str | tuple[int | str, ...]:
     """`all`, or a tuple of indices (int) and PCI bus ids (NVML form). A `cuda:` prefix is accepted."""
-    from harness.telemetry import normalize_pci_bus_id
-
     text = (text or "").strip()
     if text.lower() == "all":
         return "all"

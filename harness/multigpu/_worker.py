@@ -21,14 +21,19 @@ from __future__ import annotations
 
 import argparse
 import dataclasses
+import importlib
 import json
 import os
 import socket
 import sys
+import traceback
 from pathlib import Path
 
-from harness.multigpu._plan import SIDECAR
-from harness.runner import NullObserver
+from harness.config import RunConfig
+from harness.devices import check_idle, open_device
+from harness.errors import ConfigError, DeviceBusyError, HarnessError
+from harness.multigpu._plan import SIDECAR, subset_config
+from harness.runner import NullObserver, run_sustained
 from harness.workers import JsonLinesChannel, protocol_channel, stop_on_signals, tolerate_pids
 
 __all__ = ["SIDECAR", "main"]
@@ -58,19 +63,12 @@ class _Relay(NullObserver):
 
 def _open(device: str, factory: str | None):
     if factory:  # injected device (tests): "module:function" called with the device string
-        import importlib
-
         module, _, attr = factory.partition(":")
         return getattr(importlib.import_module(module), attr)(device)
-    from harness.devices import open_device
-
     return open_device(device)
 
 
 def _measure(config, device, channel: JsonLinesChannel, *, indices: tuple[int, ...], sidecar: dict, command: str) -> int:
-    from harness.multigpu._plan import subset_config
-    from harness.runner import run_sustained
-
     n = len(config.inputs)
     note = (f"{sidecar['mode']} over {sidecar['workers']} GPU(s): this run is GPU {sidecar['gpu_id']}, "
             f"configurations {list(indices)} of the suite's {n}")
@@ -84,8 +82,6 @@ def _measure(config, device, channel: JsonLinesChannel, *, indices: tuple[int, .
 
 
 def _guarded(channel: JsonLinesChannel, body) -> int:
-    from harness.errors import DeviceBusyError, HarnessError
-
     try:
         return body()
     except DeviceBusyError as exc:
@@ -98,17 +94,12 @@ def _guarded(channel: JsonLinesChannel, body) -> int:
         channel.send(event="error", kind="interrupted", message="interrupted; finished measurements are kept")
         return EXIT_INTERRUPTED
     except Exception as exc:  # a kernel's own bug: reported with its type, the traceback goes to stderr
-        import traceback
-
         traceback.print_exc()
         channel.send(event="error", kind=type(exc).__name__, message=f"{type(exc).__name__}: {exc}")
         return EXIT_CRASH
 
 
 def _run_spec(spec: dict, channel: JsonLinesChannel) -> int:
-    from harness.devices import check_idle
-    from harness.config import RunConfig
-
     def body() -> int:
         config = RunConfig.from_dict(spec["config"])
         device = _open(spec["device"], spec.get("device_factory"))
@@ -132,11 +123,7 @@ def _run_spec(spec: dict, channel: JsonLinesChannel) -> int:
 
 
 def _run_job(job_path: Path, task: int, channel: JsonLinesChannel) -> int:
-    from harness.config import RunConfig
-
     def body() -> int:
-        from harness.errors import ConfigError
-
         try:
             job = json.loads(Path(job_path).read_text(encoding="utf-8"))
         except (OSError, ValueError) as exc:

@@ -34,7 +34,7 @@ import re
 from dataclasses import dataclass
 
 from harness.errors import ConfigError
-from harness.numerics._formats import element_format, round_to
+from harness.numerics._formats import e8m0_exponent, element_format, round_to
 
 __all__ = ["OperandFormat", "parse_format", "quantize", "PRESETS", "SCALES"]
 
@@ -158,8 +158,6 @@ def quantize(x, fmt: OperandFormat | str, *, axis: int = -1, amax_from=None):
     v = g.to(torch.float32)
     bad = ~torch.isfinite(amax)
     if fmt.scale == "e8m0":
-        from harness.numerics._formats import e8m0_exponent
-
         descale = torch.exp2(e8m0_exponent(amax, f))  # values stored as x / 2^X, multiplied back by 2^X
         return back((round_to(v / descale.to(torch.float32), f).to(x.dtype) * descale.to(x.dtype)))
     if fmt.scale == "pow2":

@@ -38,17 +38,6 @@ from harness.profiling._peaks import (
     stream_bytes,
     stream_kernel,
 )
-from harness.profiling._roofs import (
-    DISAGREE_FRAC,
-    Roof,
-    RooflinePoint,
-    check_disagreement,
-    attach_peaks,
-    peaks_read_roof,
-    read_roof,
-    roofs_from_peaks,
-    run_read_roof,
-)
 from harness.profiling._proton import (
     ScopeEvent,
     parse_proton_trace,
@@ -69,6 +58,17 @@ from harness.profiling._rocprof import (
     kernel_trace_command,
     parse_kernel_trace_csv,
     read_att_dir,
+)
+from harness.profiling._roofs import (
+    DISAGREE_FRAC,
+    Roof,
+    RooflinePoint,
+    attach_peaks,
+    check_disagreement,
+    peaks_read_roof,
+    read_roof,
+    roofs_from_peaks,
+    run_read_roof,
 )
 from harness.profiling._store import (
     TRACE_TABLES,

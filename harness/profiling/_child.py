@@ -13,7 +13,14 @@ import inspect
 import json
 import sys
 import time
+from pathlib import Path
 from typing import Callable
+
+from harness.devices import open_device
+from harness.errors import HarnessError
+from harness.inputs import InputSpec, check_finite, make_inputs
+from harness.kernels import default_registry
+from harness.profiling._proton import parse_proton_trace, record_proton_trace, scope_summary, timeline_png
 
 __all__ = ["CHILD_TAG", "child_argv", "main", "spec_from_json", "spec_to_json", "warm_then_profile"]
 
@@ -25,8 +32,6 @@ def spec_to_json(spec) -> str:
 
 
 def spec_from_json(text: str):
-    from harness.inputs import InputSpec
-
     return InputSpec.from_dict(json.loads(text))
 
 
@@ -66,10 +71,6 @@ def warm_then_profile(launch: Callable[[], object], *, device, warm_s: float,
 
 
 def _prepared(args):
-    from harness.devices import open_device
-    from harness.inputs import check_finite, make_inputs
-    from harness.kernels import default_registry
-
     device = open_device(args.device)
     inputs = make_inputs(spec_from_json(args.spec), device=device.torch_device)
     check_finite(inputs)
@@ -89,22 +90,11 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--warm-s", type=float, required=True)  # child_argv passes TraceConfig's
     ap.add_argument("--out", default=None, help="proton: where the Chrome trace goes")
     args = ap.parse_args(argv)
-    from harness.errors import HarnessError
-
     try:
         device, launch = _prepared(args)
         if args.mode == "ncu":
             info = warm_then_profile(launch, device=device, warm_s=args.warm_s)
         else:
-            from pathlib import Path
-
-            from harness.profiling._proton import (
-                parse_proton_trace,
-                record_proton_trace,
-                scope_summary,
-                timeline_png,
-            )
-
             trace = record_proton_trace(launch, out=Path(args.out), warm_s=args.warm_s, synchronize=device.synchronize)
             events, unit = parse_proton_trace(trace)
             png = trace.with_suffix(".png")

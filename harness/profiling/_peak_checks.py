@@ -17,14 +17,14 @@ from __future__ import annotations
 import time
 from statistics import median
 
+from harness.inputs import make_inputs
+
 __all__ = ["time_check"]
 
 
 def time_check(kernel, device, spec, *, warm_s: float = 1.0, batches: int = 5, batch_s: float = 0.1) -> dict:
     """{"check_method", "check_time_ns"}: the kernel's second method, timed per launch on `device` (a
     `harness.devices.Device`); `spec` is the run's input (`peak_input_spec`), which only carries the device."""
-    from harness.inputs import make_inputs
-
     inputs = make_inputs(spec, device=device.torch_device)
     launch = kernel.extra["check_prepare"](inputs)
     launch()  # compile / allocate outside the timing

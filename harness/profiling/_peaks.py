@@ -23,14 +23,19 @@ True
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from importlib.util import find_spec
 from pathlib import Path
 from typing import Sequence
 
-from harness.config import RESULTS_ROOT
-from harness.errors import ConfigError, ResultsError
+from harness.config import RESULTS_ROOT, RunConfig, SustainedProtocol
+from harness.devices import open_device
+from harness.errors import ConfigError, ResultsError, UnsupportedInputError
 from harness.inputs import AttentionShape, InputSpec
 from harness.kernels import Kernel, KernelRegistry
+from harness.profiling._peak_checks import time_check
 from harness.profiling._roofs import Roof, roofs_from_peaks
+from harness.profiling._store import write_trace_table
+from harness.runner import run_sustained
 
 __all__ = [
     "OPERANDS",
@@ -185,8 +190,6 @@ def stream_bytes(nbytes: int) -> int:
 
 
 def _triton_ok(kind: str) -> str | None:
-    from importlib.util import find_spec
-
     return None if find_spec("triton") else "triton is not installed (pip install triton)"
 
 
@@ -311,12 +314,6 @@ def run_peaks(*, device: str, kernels: Sequence[str] = (), telemetry: str = "aut
     The `peaks` table goes into the peaks run and, with `into` (one run or several), into those runs too, whose
     reports then draw their kernels on these roofs. Kernels that cannot run on this device are skipped and listed.
     """
-    from harness.config import RunConfig, SustainedProtocol
-    from harness.errors import UnsupportedInputError
-    from harness.profiling._peak_checks import time_check
-    from harness.profiling._store import write_trace_table
-    from harness.runner import run_sustained
-
     reg = registry or peak_registry()
     names = list(kernels) or reg.names()
     chosen = [reg.get(n) for n in names]  # an unknown name raises here, listing the known ones
@@ -325,8 +322,6 @@ def run_peaks(*, device: str, kernels: Sequence[str] = (), telemetry: str = "aut
         if not (target / "runs.parquet").is_file():
             raise ResultsError(f"--into {target} is not a run directory (no runs.parquet); give a run of `bench "
                                f"sustained`.")
-    from harness.devices import open_device
-
     dev = open_device(device)
     skipped = {k.name: r for k in chosen if (r := k.unavailable_reason(dev.kind))}
     runnable = tuple(k.name for k in chosen if k.name not in skipped)

@@ -19,8 +19,12 @@ clock is shown beside it instead).
 from __future__ import annotations
 
 from dataclasses import dataclass
+from pathlib import Path
 from statistics import median
 from typing import Sequence
+
+from harness.errors import ConfigError
+from harness.profiling._store import read_trace_table, write_trace_table
 
 __all__ = ["DISAGREE_FRAC", "Roof", "RooflinePoint", "attach_peaks", "check_disagreement", "peaks_read_roof", "read_roof",
            "roofs_from_peaks", "run_read_roof"]
@@ -105,10 +109,6 @@ def read_roof(roofs: Sequence[Roof]) -> Roof | None:
 def run_read_roof(run_dir) -> Roof | None:
     """The read roof of the peaks stored beside a run (`bench peaks --into`, `bench sustained --peaks`), None where it
     has none. A peaks table that cannot be read is an error the caller sees (ResultsError), never a silent None."""
-    from pathlib import Path
-
-    from harness.profiling._store import read_trace_table
-
     if run_dir is None or not (Path(run_dir) / "peaks").is_dir():
         return None
     return read_roof(roofs_from_peaks(read_trace_table(Path(run_dir), "peaks")))
@@ -117,10 +117,6 @@ def run_read_roof(run_dir) -> Roof | None:
 def peaks_read_roof(peaks_run) -> Roof:
     """The read roof of a peaks run given as `--peaks` (checked before a run starts): a ConfigError naming the flag
     where the folder holds no peaks or none of memory."""
-    from pathlib import Path
-
-    from harness.errors import ConfigError
-
     path = Path(peaks_run)
     if not (path / "peaks").is_dir():
         raise ConfigError(f"--peaks {path}: no peaks table there (no {path / 'peaks'} folder). Give the run directory "
@@ -135,10 +131,6 @@ def peaks_read_roof(peaks_run) -> Roof:
 def attach_peaks(run_dir, peaks_run) -> Roof | None:
     """Store the peaks of `peaks_run` beside the run `run_dir` (its report then draws the roofline) and return the read
     roof its tables set GB/s against."""
-    from pathlib import Path
-
-    from harness.profiling._store import read_trace_table, write_trace_table
-
     rows = read_trace_table(Path(peaks_run), "peaks")
     write_trace_table(Path(run_dir), "peaks", [{**r, "run_id": Path(run_dir).name} for r in rows])
     return read_roof(roofs_from_peaks(rows))

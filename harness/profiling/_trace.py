@@ -19,9 +19,11 @@ import sys
 from dataclasses import asdict, dataclass, field
 from datetime import datetime, timezone
 from pathlib import Path
+from statistics import median
 from typing import Callable, Sequence
 
 from harness.errors import ConfigError, ResultsError
+from harness.inputs import AttentionShape, InputSpec
 from harness.profiling._child import CHILD_TAG, child_argv
 from harness.profiling._errors import NothingProfiled, ProfilerError
 from harness.profiling._ncu import (
@@ -33,6 +35,7 @@ from harness.profiling._ncu import (
     pipe_cycles,
 )
 from harness.profiling._store import write_trace_table
+from harness.results import read_rows
 
 __all__ = ["TraceConfig", "TraceResult", "TraceTarget", "gpm_medians", "run_targets", "trace_run"]
 
@@ -76,8 +79,6 @@ class TraceResult:
 
 
 def _measurements(run_dir: Path) -> list[dict]:
-    from harness.results import read_rows
-
     run_dir = Path(run_dir)
     if not (run_dir / "runs.parquet").is_file():
         raise ResultsError(f"{run_dir} is not a run directory (no runs.parquet): pass a directory `bench sustained` wrote.")
@@ -89,8 +90,6 @@ def _config_inputs(run_dir: Path) -> dict:
     input's softmax scale live there, not in the measurement rows."""
     import pyarrow.parquet as pq
 
-    from harness.inputs import InputSpec
-
     specs = [InputSpec.from_dict(d) for info in pq.read_table(run_dir / "runs.parquet", columns=["config_json"]).to_pylist()
              for d in json.loads(info["config_json"] or "{}").get("inputs") or []]
     return {s.label: s for s in specs}
@@ -98,8 +97,6 @@ def _config_inputs(run_dir: Path) -> dict:
 
 def run_targets(run_dir: Path, *, kernels: Sequence[str] = ()) -> list[TraceTarget]:
     """Every kernel x input the run timed, in run order, as (kernel, InputSpec) to profile again."""
-    from harness.inputs import AttentionShape, InputSpec
-
     # Input by input (as the run went), kernels by name within an input: the same order every time.
     rows = sorted((r for r in _measurements(run_dir) if r.get("status") in TIMED),
                   key=lambda r: (r["config_index"], r["kernel"]))
@@ -129,8 +126,6 @@ def run_targets(run_dir: Path, *, kernels: Sequence[str] = ()) -> list[TraceTarg
 
 def gpm_medians(measurements: Sequence[dict]) -> dict[tuple[str, str], dict[str, float | None]]:
     """Per (kernel, input label): medians over timed repeats of GPM's in-run utilisation and the clocks."""
-    from statistics import median
-
     keys = ("tensor_util_pct", "sm_util_pct", "fp32_util_pct", "sm_clock_mhz", "inband_clock_mhz", "time_ns",
             "flops_per_launch", "tflops")
     acc: dict[tuple[str, str], dict[str, list[float]]] = {}

@@ -6,7 +6,7 @@ Markdown twin, and the figures as JSON/CSV (`figures.schema.json`).
 '3.21 ms'
 """
 
-from harness.report._html import Report, build_report, render_html, report_header, write_report
+from harness.report._blocks import Figure, ReportTable, Section
 from harness.report._export import (
     FIGURES_SCHEMA,
     FIGURES_SCHEMA_VERSION,
@@ -21,9 +21,20 @@ from harness.report._export import (
     sustained_figures,
     write_figures,
 )
-from harness.report._machine import MACHINE_SCHEMA, MACHINE_SCHEMA_VERSION, machine_document
+from harness.report._gpu_section import gpu_spread_tables
+from harness.report._history import HISTORY_MARKER, history_figures, history_markdown, history_tables, verdict_line
+from harness.report._history_page import history_page
+from harness.report._html import Report, build_report, render_html, report_header, write_report
+from harness.report._in_model import (
+    IN_MODEL_COMPARISON_NOTE,
+    IN_MODEL_NOTE,
+    in_model_comparison_figures,
+    in_model_comparison_table,
+    in_model_figures,
+    in_model_table,
+)
 from harness.report._live import LineObserver, LiveView, measurement_line, run_observer
-from harness.report._blocks import Figure, ReportTable, Section
+from harness.report._machine import MACHINE_SCHEMA, MACHINE_SCHEMA_VERSION, machine_document
 from harness.report._markdown import (
     burst_tables,
     comparison_markdown,
@@ -33,12 +44,12 @@ from harness.report._markdown import (
     run_sections,
     run_tables,
 )
-from harness.report._gpu_section import gpu_spread_tables
-from harness.report._in_model import (IN_MODEL_COMPARISON_NOTE, IN_MODEL_NOTE, in_model_comparison_figures,
-                                      in_model_comparison_table, in_model_figures, in_model_table)
-from harness.report._history import HISTORY_MARKER, history_figures, history_markdown, history_tables, verdict_line
-from harness.report._history_page import history_page
-from harness.report._model_error_section import MODEL_ERROR_NOTE, model_error_figure, model_error_sections, model_error_table
+from harness.report._model_error_section import (
+    MODEL_ERROR_NOTE,
+    model_error_figure,
+    model_error_sections,
+    model_error_table,
+)
 from harness.report._saved import REPEAT_FIELDS, fixture_extra_info, saved_commit_text, saved_comparison, summary_line
 from harness.report._tables import HEADERS, fmt, sustained_tables, tflops
 from harness.report._terminal import FORMATS as TABLE_FORMATS

@@ -6,9 +6,9 @@ writers, the terminal and the figures all build on these, so this module imports
 from __future__ import annotations
 
 import html as _html
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
-from harness.report._terminal import PROSE
+from harness.report._terminal import PROSE, TerminalTable, empty_columns
 
 __all__ = ["Figure", "ReportTable", "Section"]
 
@@ -27,10 +27,6 @@ class ReportTable:
     def shown(self) -> "ReportTable":
         """This table without its columns that have no value in any row (a CPU run's NVML and in-band clocks,
         power, energy), `omitted` naming them; every view draws this, so none prints a column of dashes."""
-        from dataclasses import replace
-
-        from harness.report._terminal import empty_columns
-
         gone = empty_columns(self.columns, self.rows, keep=self.left)
         if not gone:
             return self
@@ -54,8 +50,6 @@ class ReportTable:
 
     def to_rich(self):
         """The terminal's rendering: whole cells at any width, empty columns left out (`_terminal`)."""
-        from harness.report._terminal import TerminalTable
-
         return TerminalTable(self)
 
     def __rich__(self):

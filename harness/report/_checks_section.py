@@ -9,6 +9,8 @@ from __future__ import annotations
 
 from pathlib import Path
 
+from harness.analysis import burst_gap_rows, clock_crosscheck, crosscheck_verdict
+from harness.profiling import read_trace_table
 from harness.report._blocks import ReportTable, Section
 from harness.report._tables import fmt
 
@@ -17,9 +19,6 @@ __all__ = ["burst_gap_section", "crosscheck_section"]
 
 def crosscheck_section(run) -> Section | None:
     """The "Clock cross-check" section of a run with ncu traces; None without traces."""
-    from harness.analysis import clock_crosscheck, crosscheck_verdict
-    from harness.profiling import read_trace_table
-
     traces = read_trace_table(Path(run.path), "traces")
     if not traces:
         return None
@@ -48,8 +47,6 @@ def crosscheck_section(run) -> Section | None:
 
 def burst_gap_section(summary) -> Section | None:
     """Per kernel x input: a burst timing against the sustained one, in words; None without burst rows."""
-    from harness.analysis import burst_gap_rows
-
     rows = burst_gap_rows(summary)
     if not rows:
         return None

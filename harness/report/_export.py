@@ -28,6 +28,11 @@ import math
 import sys
 from pathlib import Path
 
+from harness import __version__
+from harness.analysis import gate_outcome, shape_text, summarize_run
+from harness.report._tables import read_roof_share
+from harness.results import read_run, write_text_atomic
+
 __all__ = ["FIGURES_SCHEMA", "FIGURES_SCHEMA_VERSION", "commits_figures", "comparison_figures", "csv_text",
            "figures_document", "gate_figures", "nightly_figures", "provenance", "run_figures", "sustained_figures",
            "write_figures"]
@@ -55,9 +60,6 @@ def provenance(info: dict, *, path=None) -> dict:
 def sustained_figures(aggregates: list[dict], *, read_roof=None) -> list[dict]:
     """One row per input x kernel (medians over repeats): the figures of `sustained_tables` / `run_tables`;
     `read_roof` (the run's measured read stream, `harness.profiling.Roof`) adds each row's share of it."""
-    from harness.analysis import shape_text
-    from harness.report._tables import read_roof_share
-
     rows = []
     for a in aggregates:
         timed = bool(a.get("repeats"))
@@ -126,8 +128,6 @@ def gate_figures(comparisons, *, threshold: float | None, exit_code_slower: int 
     """The `verdict` object of a gated command (compare, commits, nightly) from its comparisons (`gate_outcome`:
     `fail` on a `slower` row, `unresolved` when a row could not be judged or nothing was compared, `pass`
     otherwise), with the rows of each kind and the comparisons of the same code. None without a threshold."""
-    from harness.analysis import gate_outcome
-
     outcome = gate_outcome(comparisons, threshold=threshold, unresolved=unresolved)
     if outcome is None:
         return None
@@ -160,8 +160,6 @@ def commits_figures(result) -> tuple[list[dict], list[dict]]:
 def figures_document(*, command: str, runs: list[dict], tables: dict[str, list[dict]],
                      verdict: dict | None = None) -> dict:
     """The JSON document of `figures.schema.json` (see the module docstring)."""
-    from harness import __version__
-
     return {"schema": "harness.figures", "schema_version": FIGURES_SCHEMA_VERSION, "harness_version": __version__,
             "command": command, "runs": list(runs), "tables": {k: list(v) for k, v in tables.items()},
             "verdict": verdict}
@@ -183,9 +181,6 @@ def run_figures(summary, *, path=None, command: str = "report", read_roof=None) 
 def nightly_figures(result, *, threshold: float | None = None) -> dict:
     """The figures of `bench nightly` (a `commits.NightlyResult`): tonight's run as `bench report` gives it,
     the comparison with the baseline (A = baseline, B = tonight) and the verdict that set the exit status."""
-    from harness.analysis import summarize_run
-    from harness.results import read_run
-
     doc = run_figures(summarize_run(read_run(result.run_dir)), path=result.run_dir, command="nightly")
     if result.comparison is not None:
         doc["tables"]["comparison"] = comparison_figures(result.comparison)
@@ -239,8 +234,6 @@ def _finite(value):
 
 def write_figures(doc: dict, *, json_path=None, csv_path=None, stdout=None) -> list[str]:
     """Write the document as JSON and/or CSV (`-` = stdout); returns the files written (not stdout)."""
-    from harness.results import write_text_atomic
-
     written = []
     for path, text in ((json_path, lambda: json.dumps(_finite(doc), indent=1, default=_json_default, allow_nan=False) + "\n"),
                        (csv_path, lambda: csv_text(doc))):

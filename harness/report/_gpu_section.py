@@ -14,8 +14,10 @@ Add it to the HTML report in `build_report` (harness/report/_html.py), after `ru
 
 from __future__ import annotations
 
+from harness.analysis import gpu_spread, suite_spread
 from harness.report._blocks import ReportTable, Section
 from harness.report._tables import fmt
+from harness.results import with_gpu
 
 __all__ = ["gpu_spread_section", "gpu_spread_tables"]
 
@@ -54,9 +56,6 @@ def gpu_spread_tables(spreads) -> list[ReportTable]:
 
 def gpu_spread_section(run) -> Section | None:
     """The report section of a run measured on two or more GPUs; None for a run of one GPU."""
-    from harness.analysis import gpu_spread, suite_spread
-    from harness.results import with_gpu
-
     rows = with_gpu(run.measurements, run.info).to_dicts()
     spreads = gpu_spread(rows)
     if not any(len(s.gpus) > 1 for s in spreads):

@@ -10,6 +10,7 @@ from __future__ import annotations
 from datetime import datetime
 
 from harness.report._blocks import ReportTable
+from harness.report._export import figures_document
 
 __all__ = ["HISTORY_MARKER", "MAX_MARKDOWN", "history_tables", "history_markdown", "history_figures", "night_date",
            "verdict_line"]
@@ -142,8 +143,6 @@ def _pred(p, prefix: str) -> dict:
 def history_figures(analysis, *, threshold_source: str | None = None) -> dict:
     """The figures document (figures.schema.json, command `history`): every night of every series with its bands,
     the change points, the events and the last night's verdicts."""
-    from harness.report._export import figures_document
-
     nights = analysis.nights
     rows = []
     for s in analysis.series:

@@ -12,9 +12,11 @@ adds the night under the pointer (date, commit, figures); `#s3:n120` in the addr
 
 from __future__ import annotations
 
+import dataclasses
 import html as _html
 import json
 import math
+from datetime import datetime
 
 from harness.report._history import history_tables, night_date, verdict_line
 from harness.report._html import _CSS
@@ -200,8 +202,6 @@ def _series_svg(k: int, s, analysis, xs_of, sx: float, date_format: str) -> str:
 
 
 def _tick_date(night, date_format: str) -> str:
-    from datetime import datetime
-
     try:
         return datetime.fromisoformat(night.started_at).strftime(date_format)
     except (TypeError, ValueError):
@@ -210,8 +210,6 @@ def _tick_date(night, date_format: str) -> str:
 
 def _date_format(nights) -> str:
     """Dates on the night axis; with the time of day when the nights span less than three days."""
-    from datetime import datetime
-
     try:
         span = datetime.fromisoformat(nights[-1].started_at) - datetime.fromisoformat(nights[0].started_at)
     except (TypeError, ValueError, IndexError):
@@ -267,8 +265,6 @@ def history_page(analysis, *, title: str = "Nightly history") -> str:
               + ". Verdicts: the last night against the last "
               f"{v.wanted} comparable nights, {v.level:.0%} prediction intervals, threshold {v.threshold:.2%}.")
     color = _VERDICT.get(v.verdict, "#444")
-    import dataclasses
-
     tables = [dataclasses.replace(t, title="") if i in (1, 2) else t  # their section heading names them
               for i, t in enumerate(history_tables(analysis))]
     out = ["<!DOCTYPE html><html><head><meta charset='utf-8'>", f"<title>{_E(title)}</title>",

@@ -11,11 +11,23 @@ from __future__ import annotations
 import base64
 import dataclasses
 import html as _html
+import json
 from dataclasses import dataclass
 from pathlib import Path
 
+from harness.analysis import VerdictRule, explain_comparison, is_full_protocol, summarize_run
+from harness.errors import ResultsError
+from harness.profiling import run_read_roof
 from harness.report._blocks import Figure, Section
+from harness.report._checks_section import burst_gap_section, crosscheck_section
+from harness.report._gpu_section import gpu_spread_section
 from harness.report._markdown import render_markdown, run_sections
+from harness.report._model_error_section import model_error_sections
+from harness.report._plots import report_figures
+from harness.report._provenance_section import provenance_section
+from harness.report._sweep_section import sweep_section
+from harness.report._trace_section import trace_sections
+from harness.results import with_gpu
 
 __all__ = ["Report", "build_report", "per_gpu_view", "render_html", "write_report", "report_header", "verdict_first"]
 
@@ -52,10 +64,6 @@ def report_header(summary) -> str:
     Only settled rows of a full-protocol run count as timed at sustained clocks: `--quick` (a loosened settle
     rule) and UNSETTLED rows are timed, but their clocks may still have been moving.
     """
-    import json
-
-    from harness.analysis import is_full_protocol
-
     info = summary.info
     timed = [a for a in summary.sustained if a.get("repeats")]
     try:
@@ -95,8 +103,6 @@ def per_gpu_view(run):
     (a GPU is not a repeat) and every figure draws each GPU in its own colour. A one-GPU run comes back as is."""
     import polars as pl
 
-    from harness.results import with_gpu
-
     m = with_gpu(run.measurements, run.info)
     gpus = [g for g in dict.fromkeys(m["gpu"].to_list()) if g]
     if len(gpus) < 2:
@@ -109,26 +115,15 @@ def per_gpu_view(run):
 def build_report(run, *, rule=None, figures: bool = True, kernel_pairs=()) -> Report:
     """Summary, figures and sections of a run (pure: nothing is written); `kernel_pairs` adds kernel B against
     kernel A (paired by repeat) as its own section."""
-    from harness.analysis import VerdictRule, summarize_run
-    from harness.report._plots import report_figures
-
     view = per_gpu_view(run)  # a replicate run: one row (and colour) per kernel x input x GPU
     summary = summarize_run(view, rule=rule or VerdictRule(), kernel_pairs=kernel_pairs)
-    from harness.report._trace_section import trace_sections
-
     figs = report_figures(view, summary) if figures else {}
     # Pipe counters, timelines and peaks live beside the run (bench trace / bench peaks), when they exist.
     extra = trace_sections(run, figures=figures)
-    from harness.report._model_error_section import model_error_sections
-
     model = model_error_sections(run, figures=figures)  # `bench error --model` runs
-    from harness.report._sweep_section import sweep_section
-
     sweep = sweep_section(view, figures=figures)  # runs whose shapes differ: figures against the swept variable
     extra = model + extra
     figs.update({f.key: f for sec in extra + ([sweep] if sweep is not None else []) for f in sec.figures})
-    from harness.profiling import run_read_roof
-
     read_roof = run_read_roof(run.path)
     sections = run_sections(summary, figures=figs, read_roof=read_roof)
     if model and not summary.sustained and not summary.burst:  # a `bench error --model` run: no timing sections
@@ -136,8 +131,6 @@ def build_report(run, *, rule=None, figures: bool = True, kernel_pairs=()) -> Re
     sections[-1:-1] = extra  # before Provenance
     if sweep is not None:  # a sweep run is read for its sweep: it opens the report, before the per-point tables
         sections.insert(0, sweep)
-    from harness.report._gpu_section import gpu_spread_section
-
     spread = gpu_spread_section(run)  # runs over several GPUs only
     if spread is not None:
         sections.insert(1, spread)
@@ -151,8 +144,6 @@ def build_report(run, *, rule=None, figures: bool = True, kernel_pairs=()) -> Re
 
 def _model_error_header(run) -> str:
     """A `bench error --model` run times nothing: say what it measured instead."""
-    import json
-
     info = run.info
     cfg = json.loads(info.get("config_json") or "{}")
     text = (f"{info.get('device_name')}: the model-level error of attention kernels in {cfg.get('model', '?')} "
@@ -167,9 +158,6 @@ def _model_error_header(run) -> str:
 
 def _add_check_sections(run, summary, sections: list[Section]) -> None:
     """The clock cross-check before the pipe counters, the burst gap after burst vs sustained, provenance as tables."""
-    from harness.report._checks_section import burst_gap_section, crosscheck_section
-    from harness.report._provenance_section import provenance_section
-
     titles = [s.title for s in sections]
     check = crosscheck_section(run)
     if check is not None:
@@ -181,8 +169,6 @@ def _add_check_sections(run, summary, sections: list[Section]) -> None:
         sections.insert(titles.index("Burst vs sustained") + 1 if "Burst vs sustained" in titles else -1, gap)
     titles = [s.title for s in sections]
     if summary.inputs.rows and "Inputs compared: B relative to A" in titles:
-        from harness.analysis import explain_comparison
-
         i = titles.index("Inputs compared: B relative to A")
         words = tuple(explain_comparison(summary.inputs).sentences)  # one run: no provenance to warn about
         sections[i] = dataclasses.replace(sections[i], text=f"{sections[i].text} In words, one row each:", points=words)
@@ -230,8 +216,6 @@ def render_html(title: str, header: str, sections: list[Section]) -> str:
 
 def write_report(report: Report, *, html: Path | None = None, md: Path | None = None) -> list[Path]:
     """Write the HTML page and/or the Markdown twin; the twin's figures go beside it as PNG files."""
-    from harness.errors import ResultsError
-
     for flag, path in (("--html", html), ("--md", md)):
         if path is not None and Path(path).is_dir():
             raise ResultsError(f"{flag} {path} is a folder; {flag} names the file to write, e.g. "

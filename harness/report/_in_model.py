@@ -4,11 +4,12 @@ each time = cycles x clock with its interval; their figures as JSON/CSV rows."""
 
 from __future__ import annotations
 
+from types import SimpleNamespace
 from typing import Sequence
 
 from harness.analysis import median
-from harness.report._export import comparison_figures
 from harness.report._blocks import ReportTable
+from harness.report._export import comparison_figures
 
 __all__ = ["IN_MODEL_NOTE", "IN_MODEL_COMPARISON_NOTE", "in_model_table", "in_model_comparison_table",
            "in_model_figures", "in_model_comparison_figures"]
@@ -117,8 +118,6 @@ def in_model_comparison_table(rows: Sequence, *, title: str) -> ReportTable:
 def in_model_comparison_figures(rows: Sequence) -> list[dict]:
     """The comparison as JSON/CSV rows: each of the three ratios (and the rest's) as `comparison_figures` writes a
     comparison row, keyed by what it compares, with the shares, the prediction and the sentence."""
-    from types import SimpleNamespace
-
     out = []
     for r in rows:
         row = {"kernel": r.kernel, "reference": r.reference, "workload": r.workload, "random_weights": r.random_weights,

@@ -11,6 +11,10 @@ from __future__ import annotations
 
 import time
 
+from rich.markup import escape
+from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
+
+from harness.analysis import limiter_label
 from harness.report._tables import fmt
 from harness.runner import NullObserver
 
@@ -62,8 +66,6 @@ class LiveView:
     """A `RunObserver` drawing a progress bar and a one-line status; `get_time` is injectable for tests."""
 
     def __init__(self, console, *, get_time=time.monotonic) -> None:
-        from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
-
         self._console = console
         self._get_time = get_time
         self._eta = _Eta(get_time)
@@ -107,8 +109,6 @@ class LiveView:
         self._progress.advance(self._task)
 
     def on_message(self, text: str) -> None:
-        from rich.markup import escape
-
         self._console.print(f"[yellow]{escape(text)}[/]")
 
     def on_run_end(self, result) -> None:
@@ -117,8 +117,6 @@ class LiveView:
 
 def measurement_line(row: dict) -> str:
     """One finished measurement in one line: kernel, input, repeat, ms, both clocks, W, limiter, settled after."""
-    from harness.analysis import limiter_label
-
     what = f"{row.get('kernel')} on {row.get('input_label')} repeat {int(row.get('repeat') or 0) + 1}"
     status = row.get("status") or "?"
     if not row.get("time_ns"):

@@ -14,6 +14,8 @@ from __future__ import annotations
 
 from pathlib import Path
 
+from harness import __version__
+
 __all__ = ["MACHINE_SCHEMA", "MACHINE_SCHEMA_VERSION", "machine_document"]
 
 MACHINE_SCHEMA_VERSION = 1
@@ -23,8 +25,6 @@ MACHINE_SCHEMA = Path(__file__).with_name("machine.schema.json")
 def machine_document(command: str, items: list[dict], *, device: str | None = None, device_missing: str | None = None,
                      exit_code: int = 0) -> dict:
     """The JSON document of `machine.schema.json` (see the module docstring)."""
-    from harness import __version__
-
     return {"schema": "harness.machine", "schema_version": MACHINE_SCHEMA_VERSION, "harness_version": __version__,
             "command": command, "device": device, "device_missing": device_missing, "exit_code": int(exit_code),
             "items": list(items)}

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import json
 
-from harness.analysis import estimators_text, ratio_text as _ratio, resolution_text
+from harness.analysis import estimators_text, explain_comparison, gate_outcome, ratio_text as _ratio, resolution_text
 from harness.report._blocks import ReportTable, Section
 from harness.report._tables import HEADERS as H, fmt, tflops, traffic_caption, traffic_cells
 
@@ -219,8 +219,6 @@ def gate_line(comparisons, *, threshold: float | None, label=None, unresolved: s
     gates prints it, and its exit status follows the same rows (`gate_figures`; both are `gate_outcome`'s).
 
     `comparisons`: a `Comparison` or several (commits: one per later revision); `label(cmp, row)` names a row."""
-    from harness.analysis import gate_outcome
-
     outcome = gate_outcome(comparisons, threshold=threshold, unresolved=unresolved, label=label)
     if outcome is None:
         cmps = list(comparisons) if isinstance(comparisons, (list, tuple)) else [comparisons]
@@ -272,8 +270,6 @@ def run_sections(summary, *, figures: dict | None = None, read_roof=None) -> lis
             figures=pick("inputs"),
         ))
     if summary.kernels is not None and summary.kernels.rows:
-        from harness.analysis import explain_comparison
-
         sections.append(Section(
             title="Kernels compared: B relative to A",
             text=("Each pair ran in turn in every repeat of one configuration, its order rotated, so the "

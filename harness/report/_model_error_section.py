@@ -8,7 +8,10 @@ from __future__ import annotations
 import json
 from typing import Sequence
 
+from harness.analysis import model_error_summary
 from harness.report._blocks import Figure, ReportTable, Section
+from harness.report._pyplot import fixed_layout, png, pyplot
+from harness.results import read_rows
 
 __all__ = ["model_error_table", "model_error_figure", "model_error_sections", "MODEL_ERROR_NOTE"]
 
@@ -63,8 +66,6 @@ def model_error_table(figures: Sequence[dict], *, title: str = "Model error", ca
 def model_error_figure(figures: Sequence[dict], *, title: str = "Model error per layer") -> Figure | None:
     """Mean KL (log scale) with its 95 % interval per replaced layer, one series per kernel, the floor dashed;
     the kernel in every layer at once drawn at the right, apart. None without per-layer rows."""
-    from harness.report._pyplot import fixed_layout, png, pyplot
-
     per_layer = [f for f in figures if f["scope"] == "layer"]
     if not per_layer:
         return None
@@ -110,9 +111,6 @@ def model_error_figure(figures: Sequence[dict], *, title: str = "Model error per
 
 def model_error_sections(run, *, figures: bool = True, resamples: int | None = None) -> list[Section]:
     """The run's model-error section, or [] when it has no model_error rows."""
-    from harness.analysis import model_error_summary
-    from harness.results import read_rows
-
     rows = read_rows(run.path, "model_error")
     cfg = json.loads(run.info.get("config_json") or "{}")
     failed = cfg.get("provenance", {}).get("failures") or {}

@@ -7,7 +7,9 @@ its unit and which clock it is.
 
 from __future__ import annotations
 
-from harness.analysis import SUSTAINED_STATUSES
+import json
+
+from harness.analysis import SUSTAINED_STATUSES, geomean
 from harness.report._blocks import Figure
 from harness.report._pyplot import fixed_layout, png, pyplot
 
@@ -127,8 +129,6 @@ class _Nowhere:
 
 
 def _protocol(run) -> dict:
-    import json
-
     try:
         return json.loads(run.info.get("protocol_json") or "{}") or {}
     except ValueError:
@@ -143,8 +143,6 @@ def cycles_figure(run, summary) -> Figure | None:
     """
     import numpy as np
     import polars as pl
-
-    from harness.analysis import geomean
 
     def clock_of(r):
         return r.get("inband_clock_mhz") if r.get("cycles_clock") == "inband" else r.get("sm_clock_mhz")

@@ -19,6 +19,7 @@ from __future__ import annotations
 import io
 from collections.abc import Sequence
 
+from harness.profiling import read_roof
 from harness.report._blocks import ReportTable
 from harness.report._tables import fmt
 
@@ -40,8 +41,6 @@ def roofline_rows(points: Sequence, measurements: Sequence[dict], roofs: Sequenc
     """Per point (`RooflinePoint` labelled "kernel / input"): the roofs that apply in FLOP/s at the kernel's clock and
     the governing one with the point's share of it, its GB/s and share of the read roof. Plain dicts, for the table
     and the JSON export."""
-    from harness.profiling import read_roof
-
     shapes = {(m["kernel"], m["input_label"]): m for m in measurements}
     memory = read_roof(roofs)
     exp2 = next((r for r in roofs if r.kind == "ops" and "exp2" in r.label), None)
@@ -107,8 +106,6 @@ def roofline_figure_png(*, roofs: Sequence, points: Sequence, rows: Sequence[dic
 
     matplotlib.use("Agg", force=False)
     import matplotlib.pyplot as plt
-
-    from harness.profiling import read_roof
 
     memory = read_roof(roofs)
     compute = sorted((r for r in roofs if r.kind == "compute"), key=lambda r: -r.value)

@@ -15,11 +15,12 @@ before schema v5 have no bytes: their GB/s is "-".
 from __future__ import annotations
 
 import math
+from pathlib import Path
 from statistics import median
 
-from pathlib import Path
-
+from harness.profiling import read_roof, read_trace_table, roofs_from_peaks
 from harness.report._blocks import Figure, ReportTable, Section
+from harness.report._pyplot import fixed_layout, png, pyplot
 from harness.report._tables import fmt
 
 __all__ = ["SWEEP_COLUMNS", "sweep_points", "sweep_section"]
@@ -75,8 +76,6 @@ def _x_column(swept: list[str], points: list[dict]) -> str:
 
 def _roofs(run) -> tuple:
     """(the read roof, a `Roof` in bytes/s, bf16 GEMM FLOP/s) from the run's stored peaks, None where it has none."""
-    from harness.profiling import read_roof, read_trace_table, roofs_from_peaks
-
     if not (Path(run.path) / "peaks").is_dir():
         return None, None
     roofs = roofs_from_peaks(read_trace_table(run.path, "peaks"))  # a damaged table is an error, not a silent "-"
@@ -119,8 +118,6 @@ def sweep_table(swept: list[str], points: list[dict], *, read_roof=None, gemm_ro
 
 
 def sweep_figure(swept: list[str], points: list[dict]) -> Figure | None:
-    from harness.report._pyplot import fixed_layout, png, pyplot
-
     x = _x_column(swept, points)
     short = dict(SWEEP_COLUMNS)
     others = [c for c in swept if c != x]

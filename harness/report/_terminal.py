@@ -19,6 +19,13 @@ The console's `table_format` attribute ("table" or "compact", set by the CLI's `
 
 from __future__ import annotations
 
+from dataclasses import replace
+
+from rich import box
+from rich.cells import cell_len
+from rich.table import Table
+from rich.text import Text
+
 __all__ = ["FORMATS", "PROSE_LOG_WIDTH", "TerminalTable", "empty_columns"]
 
 FORMATS = ("table", "compact")
@@ -50,18 +57,12 @@ class TerminalTable:
         return self.table.columns[i] in PROSE or self.table.columns[i] in self.table.prose_columns
 
     def _cells(self, i: int) -> int:
-        from rich.cells import cell_len
-        from rich.text import Text
-
         return max([cell_len(Text.from_markup(str(r[i])).plain) for r in self.table.rows] or [0])
 
     def _widths(self, i: int) -> tuple[int, int]:
         """(narrowest, natural) width of column i: a number or name is only ever drawn whole, so its narrowest
         is its natural width (numbered: its widest cell, the header wrapping at spaces); prose may wrap at
         spaces, down to its longest word."""
-        from rich.cells import cell_len
-        from rich.text import Text
-
         header = self.table.columns[i]
         texts = [header, *(Text.from_markup(str(r[i])).plain for r in self.table.rows)]
         natural = max(cell_len(x) for x in texts)
@@ -78,9 +79,6 @@ class TerminalTable:
         return inner + (2 * (len(cols) - 1) if compact else 3 * len(cols) - 1)
 
     def _rich(self, cols, *, title, caption, compact, terminal, width=None):
-        from rich import box
-        from rich.table import Table
-
         t = self.table
         table = Table(title=title or None, title_justify="left", header_style="bold", pad_edge=False,
                       caption=caption or None, caption_justify="left",
@@ -118,8 +116,6 @@ class TerminalTable:
         if not self.numbered and any(self._span(keys + [i], compact=compact) > width for i in keep if i >= nkeys):
             yield from self._numbered().__rich_console__(console, options)
             if caption:
-                from rich.text import Text
-
                 yield Text(caption, style="dim italic")
             return
         blocks: list[list[int]] = []
@@ -133,8 +129,6 @@ class TerminalTable:
             if self.numbered:
                 # Above the block, wrapped at the console's width (spaces only), not folded into a narrow block's
                 # width where a run id would be split; later blocks say only where they are.
-                from rich.text import Text
-
                 title = t.title if n == 0 else f"(continued, {n + 1} of {len(blocks)})"
                 if title:
                     yield Text(title, style="italic", overflow="fold")
@@ -142,14 +136,10 @@ class TerminalTable:
             table = self._rich(keys + block, title=title, caption="", compact=compact, terminal=terminal, width=width)
             yield from console.render(table, options)
         if caption:  # under the last block, as wide as the console rather than that block
-            from rich.text import Text
-
             yield Text(caption, style="dim italic")
 
     def _numbered(self) -> "TerminalTable":
         """This table with its rows numbered: `#` is its only key column, the old keys ordinary columns (first)."""
-        from dataclasses import replace
-
         t = self.table
         rows = tuple((str(n), *r) for n, r in enumerate(t.rows, 1))
         numbered = replace(t, columns=(NUMBER, *t.columns), rows=rows, left=1 + t.left, caption="", omitted="",

@@ -8,9 +8,19 @@ A run without `traces/` or `peaks/` gets no section. Tables are `ReportTable`s, 
 from __future__ import annotations
 
 from pathlib import Path
+from statistics import median
 from typing import Sequence
 
+from harness.profiling import (
+    DISAGREE_FRAC,
+    RooflinePoint,
+    check_disagreement,
+    gpm_medians,
+    read_trace_table,
+    roofs_from_peaks,
+)
 from harness.report._blocks import Figure, ReportTable, Section
+from harness.report._roofline import roofline_figure_png, roofline_rows, roofline_table
 from harness.report._tables import fmt
 
 __all__ = ["peaks_table", "pipe_tables", "roofline_points", "trace_sections"]
@@ -70,10 +80,6 @@ def pipe_tables(traces: Sequence[dict], gpm: dict | None = None) -> list[ReportT
 def peaks_table(rows: Sequence[dict]) -> ReportTable:
     """Medians over repeats per peak kernel: the achieved rate with its clock and power, and the same peak timed by
     its independent second method beside it, the two flagged where they differ by more than 3 %."""
-    from statistics import median
-
-    from harness.profiling import DISAGREE_FRAC, check_disagreement
-
     by: dict[str, list[dict]] = {}
     for r in rows:
         by.setdefault(r["kernel"], []).append(r)
@@ -117,10 +123,6 @@ def peaks_table(rows: Sequence[dict]) -> ReportTable:
 def roofline_points(measurements: Sequence[dict], traces: Sequence[dict] = ()) -> list:
     """The run's timed kernels: sustained TFLOP/s at the intensity of ncu's DRAM bytes, else the compulsory
     bytes (q, k, v read once, o written once, at the input dtype's size)."""
-    from harness.profiling import RooflinePoint, gpm_medians
-
-    from statistics import median
-
     dram = {(t["kernel"], t["input_label"]): t["dram_bytes"] for t in traces if t.get("dram_bytes")}
     shapes = {(m["kernel"], m["input_label"]): m for m in measurements}
     clocks: dict[tuple, list[float]] = {}
@@ -149,8 +151,6 @@ def roofline_points(measurements: Sequence[dict], traces: Sequence[dict] = ()) -
 
 def trace_sections(run, *, figures: bool = True) -> list[Section]:
     """Sections for a run (`harness.results.Run`) from its `traces/` and `peaks/` tables; [] when it has none."""
-    from harness.profiling import gpm_medians, read_trace_table, roofs_from_peaks
-
     path = Path(run.path)
     traces = read_trace_table(path, "traces")
     peaks = read_trace_table(path, "peaks")
@@ -172,12 +172,6 @@ def trace_sections(run, *, figures: bool = True) -> list[Section]:
                                  caption="scopes as recorded by Proton's instrumentation backend")
                           for p in pngs)))
     if peaks:
-        from harness.report._roofline import (
-            roofline_figure_png,
-            roofline_rows,
-            roofline_table,
-        )
-
         points = roofline_points(measurements, traces)
         roofs = roofs_from_peaks(peaks)
         rows = roofline_rows(points, measurements, roofs)

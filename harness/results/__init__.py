@@ -6,6 +6,7 @@ True
 """
 
 from harness.results._atomic import atomic_path, write_bytes_atomic, write_json_atomic, write_text_atomic
+from harness.results._compact import MERGED, compact_run, expand_run
 from harness.results._gpu import (
     GPU_SEPARATOR,
     gpu_dirname,
@@ -15,10 +16,19 @@ from harness.results._gpu import (
     split_measurement_id,
     with_gpu,
 )
-from harness.results._provenance import file_digest, git_state, host_facts, software_versions, to_json, tree_digest
 from harness.results._owner import OWNER_FILE, run_process_state
-from harness.results._read import Run, part_files, read_file, read_files, read_rows, read_run, read_run_rows, read_table, resolve_run
-from harness.results._compact import MERGED, compact_run, expand_run
+from harness.results._provenance import file_digest, git_state, host_facts, software_versions, to_json, tree_digest
+from harness.results._read import (
+    Run,
+    part_files,
+    read_file,
+    read_files,
+    read_rows,
+    read_run,
+    read_run_rows,
+    read_table,
+    resolve_run,
+)
 from harness.results._schema import HISTORY_TABLE, SCHEMA_VERSION, TABLES, columns, polars_schema, table_schema
 from harness.results._store import (
     PART_PATTERN,

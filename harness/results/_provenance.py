@@ -2,12 +2,14 @@
 
 from __future__ import annotations
 
+import hashlib
 import json
 import os
 import platform
 import socket
 import subprocess
 import sys
+from importlib import metadata
 from pathlib import Path
 
 __all__ = ["git_state", "software_versions", "host_facts", "tree_digest", "file_digest", "to_json"]
@@ -45,8 +47,6 @@ def git_state(path: Path) -> tuple[str | None, bool | None]:
 
 
 def file_digest(path: Path) -> str:
-    import hashlib
-
     return hashlib.sha256(Path(path).read_bytes()).hexdigest()
 
 
@@ -57,8 +57,6 @@ def tree_digest(folder: Path) -> str:
     .git, so `git rev-parse` there names an old commit or none. Two trees with equal digests ran the
     same Python code.
     """
-    import hashlib
-
     h = hashlib.sha256()
     folder = Path(folder)
     for f in sorted(folder.rglob("*.py")):
@@ -69,8 +67,6 @@ def tree_digest(folder: Path) -> str:
 
 
 def software_versions() -> dict[str, str]:
-    from importlib import metadata
-
     out = {"python": platform.python_version()}
     for dist in ("torch", "triton", "numpy", "pyarrow", "polars", "nvidia-ml-py", "transformers", "rich", "harness"):
         try:

@@ -2,11 +2,13 @@
 
 from __future__ import annotations
 
+import warnings
 from dataclasses import dataclass
 from pathlib import Path
 
-from harness.errors import ResultsError
+from harness.errors import ResultsError, ResultsWarning
 from harness.results._compact import MERGED, PART_PATTERN, merged_parts
+from harness.results._owner import run_process_state
 from harness.results._schema import OPTIONAL_TABLES, SCHEMA_VERSION, TABLES, file_version, migrate, table_schema
 
 # The profiling tables (bench trace, bench peaks): traces/ also holds timelines, and a peaks row's measurement_id is
@@ -98,10 +100,6 @@ def _read_parts(folder: Path, table: str, damaged: set | None = None, *,
 
 
 def _read_parts_once(folder: Path, table: str, damaged: set | None, strict: bool) -> list[tuple[str, Path, object]]:
-    import warnings
-
-    from harness.errors import ResultsWarning
-
     out: list[tuple[str, Path, object]] = []
     held = merged_parts(folder)
     merged = folder / MERGED
@@ -151,10 +149,6 @@ def _part_names(folder: Path) -> set[str]:
 def _missing_parts(run_dir: Path, left_out: set) -> None:
     """Warn about a measurement whose chunks, samples or probes part is missing: the store writes all four parts of
     a measurement under one name, the measurement last, so a missing one was removed after the run."""
-    import warnings
-
-    from harness.errors import ResultsWarning
-
     names = {t: _part_names(run_dir / t) for t in ("measurements", "chunks", "samples", "probes")
              if (run_dir / t).is_dir()}
     measured = names.get("measurements", set()) - left_out  # a part left out (damaged, foreign) measured nothing
@@ -244,10 +238,6 @@ def part_files(folder: Path, *, quiet: bool = False) -> list[Path]:
     `part-00000 (copy).parquet`, a stray file) is ignored with a ResultsWarning naming it: counting it
     would add a repeat that was never measured. Hidden files (`.part-*.tmp` of an interrupted write) are
     skipped without a word."""
-    import warnings
-
-    from harness.errors import ResultsWarning
-
     folder = Path(folder)
     keep, odd = [], []
     for f in sorted(folder.iterdir()) if folder.is_dir() else ():
@@ -266,10 +256,6 @@ def _once(parts: list[tuple[str, Path, object]]) -> list:
     """The parts' tables, without one that only repeats measurements of an earlier part (a part copied under a name
     the store could have written, `part-00007.parquet`): counted again it would add a repeat that was never
     measured. Skipped with a ResultsWarning naming both parts."""
-    import warnings
-
-    from harness.errors import ResultsWarning
-
     seen: dict[str, str] = {}
     keep = []
     for name, f, arrow in parts:
@@ -342,8 +328,6 @@ def read_run(run_dir: Path | str) -> Run:
 def _with_liveness(run_dir: Path, info: dict) -> dict:
     """A `running` run whose writing process is gone says so in its status_detail (`_owner`); nothing is written."""
     if info.get("status") == "running":
-        from harness.results._owner import run_process_state
-
         state, words = run_process_state(run_dir)
         if state == "gone":
             info = {**info, "status_detail": "; ".join(x for x in (info.get("status_detail"), words) if x)}

@@ -20,14 +20,16 @@ from __future__ import annotations
 
 import errno
 import re
+import time
 import uuid
+from datetime import datetime, timezone
 from pathlib import Path
 
 from harness.errors import ConfigError, ResultsError
 from harness.results._atomic import atomic_path
 from harness.results._compact import PART_PATTERN, compact_run, compact_table, merged_parts
-from harness.results._read import read_file
 from harness.results._owner import write_owner
+from harness.results._read import read_file
 from harness.results._schema import OPTIONAL_TABLES, SCHEMA_VERSION, TABLES, columns, table_schema
 
 __all__ = ["PART_PATTERN", "RUN_NAME_MAX", "RunAppender", "RunWriter", "append_rows", "end_abandoned_run", "new_run_id",
@@ -44,8 +46,6 @@ def new_run_id(name: str | None = None) -> str:
     >>> new_run_id("my.run_1")[16:24]
     'my.run_1'
     """
-    import time
-
     if name is not None:
         if not _NAME_OK.fullmatch(name):
             bad = sorted({c for c in name if not _NAME_OK.fullmatch(c)})
@@ -227,9 +227,6 @@ class RunAppender:
                            probes: list[dict]) -> None:
         """One measurement's parts, named `part-burst-<stamp>-NNN` (a name the run's own parts never take), the
         measurement last as `RunWriter` writes them."""
-        import uuid
-        from datetime import datetime, timezone
-
         if self._stamp is None:
             self._stamp = datetime.now(timezone.utc).strftime("%Y%m%d%H%M%S") + uuid.uuid4().hex[:4]
         part = f"part-burst-{self._stamp}-{self._part:03d}.parquet"
@@ -270,8 +267,6 @@ def end_abandoned_run(run_dir: Path, status: str, detail: str) -> bool:
     """Write the final status of a run whose own process died before it could (a worker killed by SIGKILL):
     only a run still marked `running` is changed; its space reserve and temp files are removed and its parts
     merged as `finish` would. Returns whether the row was written. pyarrow only (the GPU images may lack polars)."""
-    from datetime import datetime, timezone
-
     import pyarrow.parquet as pq
 
     run_dir = Path(run_dir)

@@ -6,8 +6,7 @@
 True
 """
 
-from harness.config import BurstProtocol
-from harness.config import BurstConfig
+from harness.config import BurstConfig, BurstProtocol
 from harness.runner._burst import KernelTimes, ProfEvent, device_time_from_events, run_burst
 from harness.runner._chunks import Chunk, ChunkSource, PipelinedChunks
 from harness.runner._endings import StopSignals, Watchdog, stop_signals
@@ -15,11 +14,11 @@ from harness.runner._in_model import MIN_PAIRS, InModelConfig, InModelResult, ru
 from harness.runner._in_model_job import InModelJob, InModelJobResult, run_in_model_job
 from harness.runner._launch import Launcher, build_launcher, estimate_launch_ns
 from harness.runner._loop import ISOLATION_NONE_NOTE, TIMED_STATUSES, RunHooks, RunResult
-from harness.runner._overhead import LaunchOverhead, measure_launch_overhead
 from harness.runner._measure import MeasureOutcome, PhaseTimes, run_protocol
 from harness.runner._observer import NullObserver, RunObserver
-from harness.runner._ready import check_kernel
+from harness.runner._overhead import LaunchOverhead, measure_launch_overhead
 from harness.runner._probe import InbandProbe, ProbeReading, probe_unavailable_reason, summarize_probe_blocks
+from harness.runner._ready import check_kernel
 from harness.runner._run import run_sustained
 from harness.runner._settle import SettleCheck, check_settled, trend_change
 from harness.runner._sizes import estimate_bytes

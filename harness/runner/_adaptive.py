@@ -17,6 +17,8 @@ from __future__ import annotations
 import math
 from typing import Callable
 
+from harness.analysis import stein_total
+
 __all__ = ["own_precision"]
 
 
@@ -27,8 +29,6 @@ def own_precision(protocol) -> Callable[[int, list], bool] | None:
         return None
 
     def more(rep: int, rows: list) -> bool:
-        from harness.analysis import stein_total
-
         need = protocol.repeats
         kernels: dict[tuple, list] = {}  # per configuration and kernel: a group interleaves several inputs
         for r in rows:

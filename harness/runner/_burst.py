@@ -15,14 +15,22 @@ puts burst next to sustained for each kernel.
 from __future__ import annotations
 
 import dataclasses
+import json
+import os
+import tempfile
 from dataclasses import dataclass
 from datetime import datetime, timezone
 from pathlib import Path
+from types import SimpleNamespace
 from typing import TYPE_CHECKING, Sequence
 
+from harness.analysis import summarize_window
 from harness.config import BurstConfig, BurstProtocol
 from harness.errors import KernelError, ResultsError
+from harness.results import RunAppender, RunWriter, new_run_id, to_json
 from harness.runner._loop import RunHooks, RunResult, run_loop
+from harness.runner._run import _sample_row
+from harness.runner._setup import run_info_row
 
 if TYPE_CHECKING:  # typing.Unpack is Python 3.11+; the annotation is never evaluated at run time
     from typing import Unpack
@@ -97,10 +105,6 @@ def device_time_from_events(events: Sequence[ProfEvent], *, launches: int, devic
 def _events(prof) -> list[ProfEvent]:
     """The profile's complete events, read from its Chrome trace: that export is the same in every torch
     version, while the in-memory kineto event API is not (activity_type() is recent)."""
-    import json
-    import os
-    import tempfile
-
     fd, path = tempfile.mkstemp(suffix=".json")
     os.close(fd)
     try:
@@ -156,8 +160,6 @@ def _append_writer(run_dir: Path, ident, command: str, proto: BurstProtocol):
     """The results writer that adds this burst's measurements to a finished run (`--into`): the same parts as a run's
     own (named so they cannot collide), merged into the run's tables when the burst ends, however it ends. The run's
     status stays the sustained run's: a failed or stopped burst leaves it alone."""
-    from harness.results import RunAppender, to_json
-
     writer = RunAppender(run_dir, flag="--into")
     info = writer.info
     if info.get("status") == "running":
@@ -180,9 +182,6 @@ def run_burst(config: BurstConfig, *, command: str = "", **hooks: Unpack[RunHook
     failure isolation, non-finite inputs per kernel, Ctrl-C -> incomplete) is the sustained runner's,
     `runner._loop.run_loop`; this supplies the burst protocol's "measure one".
     """
-    from harness.results import RunWriter, new_run_id
-    from harness.runner._setup import run_info_row
-
     proto = config.protocol
     run_id = new_run_id(config.run_name) if config.into is None else None
 
@@ -227,8 +226,6 @@ class _Burst:
                 "phases": {k: list(v) for k, v in phases.items()}}
 
     def rows(self, s, timing: dict, *, inputs, mid: str):
-        from harness.runner._run import _sample_row
-
         times = KernelTimes(**{**timing["times"], "by_name": {k: tuple(v) for k, v in timing["times"]["by_name"].items()}})
         phases = {k: tuple(v) for k, v in timing["phases"].items()}
         row, chunks, samples = _rows(times, phases, s.ident, s.thread, self.proto, inputs, mid=mid,
@@ -254,10 +251,6 @@ class _Armed:
 
 
 def _rows(times: KernelTimes, phases: dict, ident, thread, proto, inputs, *, mid, sample_row):
-    from types import SimpleNamespace
-
-    from harness.analysis import summarize_window
-
     t0, t1 = phases["timed"]
     # One chunk spanning the timed launches lets summarize_window give the clock, power and limiters of
     # the burst exactly as it does for a sustained window.

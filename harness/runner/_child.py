@@ -16,7 +16,27 @@ import json
 import os
 import sys
 import time
+from pathlib import Path
 
+from harness.config import protocol_from_dict
+from harness.devices import open_device
+from harness.errors import KernelError, KernelTimeout
+from harness.inputs import InputSpec, make_inputs
+from harness.kernels import default_registry, gate_columns, kernel_provenance
+from harness.runner._burst import _Burst
+from harness.runner._endings import Watchdog
+from harness.runner._loop import _failure
+from harness.runner._ready import (
+    InputsGuard,
+    KernelSide,
+    _who,
+    drain_device,
+    exit_text,
+    ready_kernel,
+    time_kernel,
+    where,
+)
+from harness.runner._run import _Sustained
 from harness.workers import protocol_channel
 
 __all__ = ["main"]
@@ -27,15 +47,10 @@ IMPORT_TIMEOUT_S = 300.0  # a kernel module's own import (a Triton compile at im
 
 def _load(start: dict, on_limit):
     """The kernel, imported here under a watchdog of its own; failures are the run's set-up paragraph."""
-    from pathlib import Path
-
     import torch  # (the harness's own import is not the kernel's: paid before the limit starts)
 
     if start["protocol"].get("threads") is not None:  # as the run's own process (runner._setup.apply_threads)
         torch.set_num_threads(int(start["protocol"]["threads"]))
-
-    from harness.kernels import default_registry
-    from harness.runner._endings import Watchdog
 
     watchdog = Watchdog(max(IMPORT_TIMEOUT_S, start["timeout_s"]), on_limit=on_limit)
     registry = default_registry()
@@ -58,16 +73,10 @@ class _Served:
     prepared state: the configurations of one comparison group are timed in turn, repeat by repeat."""
 
     def __init__(self, channel, start: dict, kernel, watchdog) -> None:
-        from harness.config import protocol_from_dict
-
         self.ch, self.start, self.kernel, self.watchdog = channel, start, kernel, watchdog
         if start["measurer"] == "burst":
-            from harness.runner._burst import _Burst
-
             self.measurer = _Burst(protocol_from_dict(start["protocol"]))
         else:
-            from harness.runner._run import _Sustained
-
             self.measurer = _Sustained(protocol_from_dict(start["protocol"]))
         self.side = None
         self.stage = "prepare"
@@ -79,9 +88,6 @@ class _Served:
         self.ch.send(event="stage", stage=stage)
 
     def _open(self) -> None:
-        from harness.devices import open_device
-        from harness.runner._ready import KernelSide
-
         ch = self.ch
         device = open_device(self.start["device"])
         self.side = KernelSide(
@@ -93,10 +99,6 @@ class _Served:
         self.measurer.open(self.side)
 
     def _failed(self, exc: BaseException, *, exiting: bool = False) -> None:
-        from harness.errors import KernelError
-        from harness.runner._loop import _failure
-        from harness.runner._ready import drain_device
-
         if not isinstance(exc, Exception):  # the kernel's own sys.exit or BaseException: named, then this ends
             exc = KernelError(f"it {_exit_text(exc)}{_where(exc)}, which would have ended the run; its own process "
                               f"ended instead. It is not timed on this input; the run went on with the others")
@@ -108,11 +110,6 @@ class _Served:
         self.ch.send(event="failed", status=status, error=error, exiting=exiting, gate=getattr(exc, "gate", None))
 
     def config(self, op: dict) -> None:
-        from harness.inputs import InputSpec, make_inputs
-        from harness.runner._ready import InputsGuard, _who, ready_kernel
-
-        from harness.kernels import gate_columns
-
         self.index = op.get("index")
         self.configs.pop(self.index, None)
         self.spec = InputSpec.from_dict(op["input"])
@@ -128,8 +125,6 @@ class _Served:
         self.ch.send(event="ready", extra={**gate_columns(g), **self.measurer.row_extra(armed)})
 
     def measure(self, op: dict) -> None:
-        from harness.runner._ready import time_kernel
-
         self.index = op.get("index")
         self.spec, self.inputs, self.state = self.configs[self.index]
         self.stage = f"measure (repeat {op['repeat']})"
@@ -154,9 +149,6 @@ class _Served:
 
 
 def _serve(channel, start: dict) -> int:
-    from harness.errors import KernelError, KernelTimeout
-    from harness.runner._endings import Watchdog
-
     def on_limit(what, timeout_s):
         if what is None:
             channel.send(event="unlimit")
@@ -176,8 +168,6 @@ def _serve(channel, start: dict) -> int:
             f"Kernel spec {start['ref']!r}: importing it {what}{_where(exc)}. Check that it imports on its own "
             f"(python -c 'import ...'); nothing was run."))
         return 0
-    from harness.kernels import kernel_provenance
-
     channel.send(event="described", kernel=_describe(kernel, start["device_kind"]),
                  provenance=kernel_provenance([kernel])[kernel.name])
     served = _Served(channel, start, kernel, watchdog)
@@ -196,14 +186,10 @@ def _serve(channel, start: dict) -> int:
 
 
 def _exit_text(exc: BaseException) -> str:
-    from harness.runner._ready import exit_text
-
     return exit_text(exc)
 
 
 def _where(exc: BaseException) -> str:
-    from harness.runner._ready import where
-
     return where(exc)
 
 

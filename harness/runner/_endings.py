@@ -26,6 +26,7 @@ import contextlib
 import os
 import signal
 import threading
+import time
 from dataclasses import dataclass, field
 
 from harness.errors import KernelTimeout, RunStopped
@@ -60,15 +61,11 @@ class StopSignals:
     _late: int = 0  # signals recorded while stopping, more than BURST_S after it began
 
     def _stop(self) -> None:
-        import time
-
         self.stopping = True
         if self._since is None:
             self._since = time.monotonic()
 
     def _handler(self, signum, frame) -> None:
-        import time
-
         if self.stopping or self._depth:
             self.pending.append(signum)
             if self.stopping and self._since is not None and time.monotonic() - self._since >= BURST_S:

@@ -26,8 +26,12 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from harness.analysis import attention_figures, chunk_clock, median, samples_in
+from harness.capture import bind_forward, open_forward, resolve_model
 from harness.config import RunConfig, RunSettings, SustainedProtocol
 from harness.errors import ConfigError
+from harness.inputs import AttentionInputs, AttentionShape, InputSpec, register_source
+from harness.kernels import KernelRegistry, default_registry, gate_columns
+from harness.results import RunWriter, new_run_id
 from harness.runner._loop import RunResult, run_loop
 from harness.runner._run import _rows_of, _sample_row, _Sustained, _time_one
 from harness.runner._setup import run_info_row
@@ -92,9 +96,6 @@ class InModelResult:
 
 def _early_checks(config: InModelConfig, kernels, device_kind: str) -> None:
     """Every kernel against the model's attention shape, before the model is loaded."""
-    from harness.capture import resolve_model
-    from harness.inputs import AttentionShape
-
     spec = resolve_model(config.model)
     s_q = config.seq_len if config.seq_len_q is None else config.seq_len_q
     shape = AttentionShape(batch=config.windows, heads_q=spec.heads_q, heads_kv=spec.heads_kv, seq_len=s_q,
@@ -109,8 +110,6 @@ def _wrapped(forward, inner, *, gate: bool):
     """`inner` as a kernel whose prepare() binds it into every layer and returns one forward."""
 
     def prepare(inputs):
-        from harness.capture import bind_forward
-
         bound = bind_forward(forward, inner, gate=gate)
 
         def launch():
@@ -129,11 +128,6 @@ def run_in_model(config: InModelConfig, *, command: str = "", registry=None, obs
     """Load the model, run its reference pass, then time its forward with each kernel in every layer (module doc),
     written as one run under `config.results_dir`. `progress(text)` hears the loading steps; the other keywords
     are the run loop's hooks (`RunHooks`)."""
-    from harness.capture import open_forward
-    from harness.inputs import AttentionInputs, InputSpec, register_source
-    from harness.kernels import KernelRegistry, default_registry
-    from harness.results import RunWriter, new_run_id
-
     run_id = new_run_id(config.run_name)
     registry = registry or default_registry()
     inner = [registry.get(name) for name in config.kernels]
@@ -218,8 +212,6 @@ class _InModel(_Sustained):
         return _Armed(launcher=super().arm(side, kernel, launch), bound=launch.bound)
 
     def row_extra(self, armed) -> dict:
-        from harness.kernels import gate_columns
-
         gates = [g for g in armed.bound.gates.values() if g is not None]
         # The measurements row keeps its layers' worst gate figures; every layer's are in the in_model row.
         worst = max(gates, key=lambda g: (g.max_ratio if g.max_ratio is not None else g.max_abs_diff), default=None)
@@ -229,8 +221,6 @@ class _InModel(_Sustained):
         return {**super().row_extra(armed.launcher), **cols, "flops_per_launch": None, "bytes_per_launch": None}
 
     def time(self, side, kernel, launch, armed, *, idle_s: float, inputs) -> dict:
-        from harness.kernels import gate_columns
-
         timing = _time_one(side, self.probe, launch, armed.launcher, idle=idle_s)
         timing["pass"] = _attention_pass(side, self.probe, armed.bound, pass_s=self.pass_s)
         timing["gates"] = {str(layer): gate_columns(g) for layer, g in armed.bound.gates.items()}

@@ -7,8 +7,12 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from harness.analysis import compare_in_model
+from harness.errors import ResultsError
+from harness.results import read_rows
 from harness.runner._in_model import InModelConfig, InModelResult, run_in_model
 from harness.runner._loop import RunResult
+from harness.runner._run import run_sustained
 
 __all__ = ["InModelJob", "InModelJobResult", "run_in_model_job"]
 
@@ -40,11 +44,6 @@ def run_in_model_job(job: InModelJob, *, command: str = "", observer=None, isola
     hears the in-model run, `isolated_observer` the isolated one (a live view draws one run); `hooks` are the run
     loop's (`RunHooks`), given to both runs. A stop (Ctrl-C, a signal) ends the job there, each run keeping what it
     finished."""
-    from harness.analysis import compare_in_model
-    from harness.errors import ResultsError
-    from harness.results import read_rows
-    from harness.runner._run import run_sustained
-
     iso_result, iso_path, iso_rows, iso_info = None, job.isolated_run, None, None
     if job.isolated is not None:
         if progress is not None:

@@ -35,7 +35,10 @@ import os
 import sys
 
 from harness.errors import KernelError, KernelTimeout
+from harness.kernels import Kernel
+from harness.runner._chunks import Chunk
 from harness.runner._ready import ReportedFailure
+from harness.runner._settle import SettleCheck
 from harness.workers import Deadline, WaitExpired, Worker, child_env, process_stopped, signal_name
 
 __all__ = ["ChildKernel", "ChildDied", "ChildHung", "isolated", "grace_s", "quiet_s"]
@@ -233,8 +236,6 @@ class ChildKernel:
     # -- what the run loop calls ---------------------------------------------------------------------
     def describe(self):
         """The kernel's declaration, read in the child: a Kernel the run checks and records but never calls."""
-        from harness.kernels import Kernel
-
         ev = self._await("described")
         d = ev["kernel"]
         unavailable = d["unavailable"]
@@ -256,9 +257,6 @@ class ChildKernel:
         self._obs, self._thread = obs, thread
 
     def _progress(self, ev: dict) -> None:
-        from harness.runner._chunks import Chunk
-        from harness.runner._settle import SettleCheck
-
         obs = getattr(self, "_obs", None)
         if obs is None:
             return

@@ -18,6 +18,7 @@ import glob
 import math
 
 from harness.errors import ConfigError
+from harness.runner._sizes import estimate_bytes
 
 __all__ = ["L2_STATES", "MAX_COPIES", "cache_bytes", "copies_needed", "cold_launch", "input_bytes"]
 
@@ -71,10 +72,6 @@ def _copy(inputs):
 def check_cold(specs, device) -> None:
     """Refuse `--l2 cold` before the run starts (a user error, exit 2) where the device reports no cache size or an
     input is too small to be rotated through enough copies; found at set-up for timing, it was each kernel's error."""
-    import math
-
-    from harness.runner._sizes import estimate_bytes
-
     cache = cache_bytes(device)
     for spec in specs:
         sizes = estimate_bytes(spec, gate=False)

@@ -11,18 +11,23 @@ written with stop signals deferred so a second Ctrl-C cannot leave it `running`.
 
 from __future__ import annotations
 
+import json
 import time
 import traceback
+from collections import Counter
 from dataclasses import dataclass, field
 from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any, Callable, Protocol, TypedDict
 
 from harness.errors import GateFailure, HarnessError, InputError, KernelError, KernelTimeout, RunStopped, StopRequested
+from harness.inputs import check_finite, make_inputs
 from harness.runner._adaptive import own_precision
 from harness.runner._endings import StopSignals, Watchdog, stop_signals
 from harness.runner._observer import NullObserver, RunObserver
 from harness.runner._ready import InProcess, InputsGuard, KernelSide, ReportedFailure
+from harness.runner._setup import config_row, measure_contention, set_up_run
+from harness.telemetry import SamplerThread
 
 __all__ = ["ISOLATION_NONE_NOTE", "Measurer", "RunHooks", "RunResult", "Session", "TIMED_STATUSES", "run_loop"]
 
@@ -59,8 +64,6 @@ class RunResult:
         return not self.timed
 
     def untimed_summary(self) -> str:
-        from collections import Counter
-
         counts = Counter(r.get("status") for r in self.measurements if r.get("status") not in TIMED_STATUSES)
         return ", ".join(f"{n} {s}" for s, n in sorted(counts.items())) or "no measurements"
 
@@ -149,9 +152,6 @@ def run_loop(config, *, protocol, measurer: Measurer, open_writer, info_row, obs
     `open_writer(setup)` returns the writer (a new run directory or one appended to); `info_row(setup)`
     the runs row, or None when appending. Stop signals, the watchdog and every ending are handled here.
     """
-    from harness.runner._setup import set_up_run
-    from harness.telemetry import SamplerThread
-
     obs = observer or NullObserver()
     with stop_signals() as stops:
         setup = set_up_run(config, registry=registry, device=device, sampler=sampler, measurer=measurer,
@@ -213,8 +213,6 @@ def run_loop(config, *, protocol, measurer: Measurer, open_writer, info_row, obs
 
 
 def _to_json(obj) -> str:
-    import json
-
     return json.dumps(obj, sort_keys=True, default=str)  # as results' provenance writes its JSON columns
 
 
@@ -244,8 +242,6 @@ def _end(stops: StopSignals, writer, result, thread, setup, measurer, status, de
     if result.info:  # the row as written, for what the command prints and exports (--json's runs)
         result.info.update(status=status, status_detail=detail, finished_at=extra["finished_at"])
     if setup.contention is not None and result.info:
-        from harness.runner._setup import measure_contention
-
         after = measure_contention(setup.device)
         extra["contention_json"] = _to_json({"before": setup.contention, "after": after})
         result.info["contention_json"] = extra["contention_json"]
@@ -315,9 +311,6 @@ class _Config:
 def _open_config(s: Session, m: Measurer, config_index: int, spec) -> _Config | None:
     """Inputs made and checked, every kernel prepared and gated on them (failures recorded); None when the
     inputs themselves are unusable."""
-    from harness.inputs import check_finite, make_inputs
-    from harness.runner._setup import config_row
-
     p = m.mid_prefix
     inputs = make_inputs(spec, device=s.device.torch_device)
     base = config_row(config_index, spec, inputs)

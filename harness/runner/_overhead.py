@@ -18,6 +18,8 @@ import time
 from dataclasses import asdict, dataclass
 from typing import Callable
 
+from harness.runner._launch import _graph
+
 __all__ = ["LaunchOverhead", "measure_launch_overhead"]
 
 
@@ -73,8 +75,6 @@ def measure_launch_overhead(device, launch: Callable[[], object], *, launches: i
         host.append((t1 - t0) / launches)
     if device.supports_graphs:
         if graph is None:
-            from harness.runner._launch import _graph
-
             replay = _graph(device, launch, launches).enqueue
         else:
             replay = graph(device, launch, launches)

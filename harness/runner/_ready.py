@@ -12,12 +12,19 @@ its inputs is refused, and the inputs are restored before the next kernel sees t
 
 from __future__ import annotations
 
+import traceback
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Callable
 
 from harness.config import BurstProtocol, SustainedProtocol
+from harness.devices import open_device
 from harness.errors import KernelError
+from harness.inputs import changed, check_finite, fingerprint, make_inputs, restore, torch_dtype
+from harness.kernels import gate, gate as run_gate, gate_columns
 from harness.runner._endings import Watchdog
+from harness.runner._l2 import cold_launch
+from harness.runner._watch import OutputWatch
 
 __all__ = ["KernelSide", "InputsGuard", "InputsWritten", "ReportedFailure", "InProcess", "check_kernel",
            "ready_kernel", "time_kernel", "drain_device"]
@@ -56,15 +63,11 @@ class InputsGuard:
     """The checksum of one configuration's q, k, v, verified after each kernel's calls (`verify`)."""
 
     def __init__(self, spec, inputs) -> None:
-        from harness.inputs import fingerprint
-
         self.spec, self.inputs = spec, inputs
         self.before = fingerprint(inputs)
 
     def verify(self, *, during: str, after: BaseException | None = None) -> None:
         """Raise InputsWritten (after restoring the inputs) when they changed `during` the kernel's calls."""
-        from harness.inputs import changed, fingerprint, restore
-
         now = fingerprint(self.inputs)
         bad = changed(self.before, now)
         if not bad:
@@ -96,8 +99,6 @@ def _checked(launch, inputs, kernel, watchdog: Watchdog, device, *, check_output
     Without the gate (`--no-gate`, the peak microbenchmarks, which return a GEMM or copy result) only the
     watchdog applies: the output is not judged at all then."""
     import torch
-
-    from harness.inputs import torch_dtype
 
     want = inputs.shape.out_shape()
     what = "[1, Hq, total_q, dv] (varlen: sequences packed along S)" if inputs.shape.packed else "[B, Hq, S_q, dv]"
@@ -149,10 +150,6 @@ def check_kernel(kernel, spec, *, device: str, gate: bool = True, timeout_s: flo
     without the gate, one call whose output is not judged), each call bounded by the watchdog. Returns the
     GateResult (None without the gate); raises GateFailure or the kernel's own error. The pytest fixture runs
     this where benchmarks are disabled (--benchmark-disable, xdist), so a wrong kernel still fails its test."""
-    from harness.devices import open_device
-    from harness.inputs import check_finite, make_inputs
-    from harness.kernels import gate as run_gate
-
     dev = open_device(device)
     inputs = make_inputs(spec, device=dev.torch_device)
     check_finite(inputs)
@@ -173,9 +170,6 @@ def ready_kernel(side: KernelSide, measurer, kernel, inputs, guard: InputsGuard,
     the inputs' checksum. Returns (launch, armed, gate result or None, OutputWatch); raises what the kernel
     raised (or InputsWritten), after `on_stage` named the stage it was in. `who` names the kernel and input in
     the watch's refusal (runner._watch)."""
-    from harness.kernels import gate
-    from harness.runner._watch import OutputWatch
-
     wd, during = side.watchdog, "prepare()"
     watch = OutputWatch(who or f"Kernel {kernel.name!r} on {inputs.source}")
     on_stage("prepare")
@@ -199,8 +193,6 @@ def ready_kernel(side: KernelSide, measurer, kernel, inputs, guard: InputsGuard,
         during = "its set-up for timing"
         with wd.limit(what="its set-up for timing"):
             if side.protocol.l2 == "cold":  # after the gate, which judged the first copy
-                from harness.runner._l2 import cold_launch
-
                 launch = cold_launch(kernel, inputs, launch, device=side.device)
             armed = measurer.arm(side, kernel, launch)
             _sync(side.device)
@@ -277,9 +269,6 @@ def exit_text(exc: BaseException) -> str:
 
 def where(exc: BaseException) -> str:
     """Where a kernel's exception was raised: " (at file.py:12)", or "" without a traceback."""
-    import traceback
-    from pathlib import Path
-
     tb = traceback.extract_tb(exc.__traceback__)
     return f" (at {Path(tb[-1].filename).name}:{tb[-1].lineno})" if tb else ""
 
@@ -318,8 +307,6 @@ class InProcess:
 
     def ready(self, config_index: int, spec, inputs, guard: InputsGuard) -> dict:
         """The row columns this kernel adds to each of its measurements (gate figures, launch strategy)."""
-        from harness.kernels import gate_columns
-
         with _OwnExit():
             launch, armed, g, watch = ready_kernel(self.side, self.measurer, self.kernel, inputs, guard,
                                                    on_stage=self._at, who=_who(self.kernel, spec))

@@ -9,11 +9,13 @@ from typing import TYPE_CHECKING
 from harness.analysis import chunk_clock, median, summarize_window
 from harness.config import RunConfig
 from harness.errors import KernelError
-from harness.runner._chunks import PipelinedChunks
-from harness.runner._launch import build_launcher
+from harness.results import RunWriter, new_run_id
+from harness.runner._chunks import Chunk, PipelinedChunks
+from harness.runner._launch import build_launcher, estimate_launch_ns
 from harness.runner._loop import RunHooks, RunResult, Session, run_loop
-from harness.runner._measure import run_protocol
-from harness.runner._probe import InbandProbe, probe_unavailable_reason
+from harness.runner._measure import PhaseTimes, run_protocol
+from harness.runner._probe import InbandProbe, ProbeReading, probe_unavailable_reason
+from harness.runner._settle import SettleCheck
 from harness.runner._setup import run_info_row
 
 if TYPE_CHECKING:  # typing.Unpack is Python 3.11+; the annotation is never evaluated at run time
@@ -73,8 +75,6 @@ def run_sustained(config: RunConfig, *, command: str = "", **hooks: Unpack[RunHo
     create. The run loop, its failure isolation and its endings are `runner._loop.run_loop`'s; this
     supplies the sustained protocol's "measure one".
     """
-    from harness.results import RunWriter, new_run_id
-
     run_id = new_run_id(config.run_name)  # a bad --name is refused before anything runs
     proto = config.protocol
     return run_loop(
@@ -150,8 +150,6 @@ class _Watched:
 def _time_one(side, probe, launch, launcher, *, idle: float) -> dict:
     """One idle / warm-in / window where the kernel runs; its chunks, phases, settle check and probe
     readings as plain data (the same in this process and in a kernel's own: `_rows_of` reads them)."""
-    from harness.runner._launch import estimate_launch_ns
-
     proto, device = side.protocol, side.device
 
     def source_factory():
@@ -178,11 +176,6 @@ def _time_one(side, probe, launch, launcher, *, idle: float) -> dict:
 
 def _rows_of(s: Session, timing: dict, *, inputs, mid: str):
     """The measurement row and its chunk, sample and probe rows, from one timing and this process's telemetry."""
-    from harness.runner._chunks import Chunk
-    from harness.runner._measure import PhaseTimes
-    from harness.runner._probe import ProbeReading
-    from harness.runner._settle import SettleCheck
-
     proto, thread = s.config.protocol, s.thread
     chunks = [Chunk(**c) for c in timing["chunks"]]
     readings = [ProbeReading(**p) for p in timing["probes"]]

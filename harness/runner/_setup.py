@@ -8,11 +8,15 @@ from dataclasses import dataclass
 from datetime import datetime, timezone
 from pathlib import Path
 
-from harness.errors import KernelError, UnknownKernelError
-from harness.kernels import kernel_provenance
+from harness.devices import check_idle, open_device
+from harness.errors import ConfigError, KernelError, UnknownKernelError
+from harness.kernels import default_registry, kernel_provenance
+from harness.results import git_state, host_facts, software_versions, to_json, tree_digest
 from harness.runner._isolation import ChildDied, ChildHung, ChildKernel, isolated
+from harness.runner._l2 import check_cold
 from harness.runner._ready import ReportedFailure
 from harness.runner._sizes import estimate_bytes, item_sizes
+from harness.telemetry import create_sampler
 from harness.workers import tolerate_pids
 
 __all__ = ["RunSetup", "set_up_run", "start_children", "run_info_row", "config_row", "kernel_provenance",
@@ -70,8 +74,6 @@ def _fmt_bytes(n: int) -> str:
 
 def check_memory(config, device) -> None:
     """Refuse an input configuration that cannot fit, before anything is allocated."""
-    from harness.errors import ConfigError
-
     free, total, what = _available(device)
     if free is None:
         return
@@ -96,16 +98,11 @@ def set_up_run(config, *, registry=None, device=None, sampler=None, measurer=Non
     busy GPU before telemetry starts. A kernel that runs in its own process (`runner._isolation`) is
     imported and described there; its child then waits for the run's first configuration.
     """
-    from harness.devices import check_idle, open_device
-    from harness.telemetry import create_sampler
-
     kind = device.kind if device is not None else str(config.device).partition(":")[0]
     if measurer is not None:
         kernels, executors = start_children(config, registry=registry, measurer=measurer,
                                         protocol=protocol or config.protocol, device_kind=kind)
     else:
-        from harness.kernels import default_registry
-
         kernels, executors = [(registry or default_registry()).get(name) for name in config.kernels], {}
     setup = RunSetup(kernels=kernels, device=None, ident=None, busy=[], telemetry_name="", sampler=None,
                      executors=executors)
@@ -119,8 +116,6 @@ def set_up_run(config, *, registry=None, device=None, sampler=None, measurer=Non
                                  shape=spec.shape)
         check_memory(config, device)
         if (protocol or config.protocol).l2 == "cold":
-            from harness.runner._l2 import check_cold
-
             check_cold(config.inputs, device)
         # This run's own kernel processes hold a context at most and run nothing while the run checks.
         checked = tolerate_pids(device, {e.pid for e in executors.values()}) if executors else device
@@ -160,9 +155,6 @@ def measure_contention(device) -> dict | None:
 
 def run_info_row(config, setup: RunSetup, *, command: str, protocol) -> dict:
     """The runs row: what ran, where, with which code, software and protocol values."""
-    from harness.results import git_state, host_facts, software_versions, tree_digest
-    from harness.results import to_json
-
     package = Path(__file__).resolve().parent.parent
     commit, dirty = git_state(package)
     ident = setup.ident
@@ -209,8 +201,6 @@ def start_children(config, *, registry, measurer, protocol, device_kind: str) ->
     """The run's kernels (a Kernel each, in order) and the children of those that run in their own process
     (name -> ChildKernel). Children are started together, then described one by one; a kernel that cannot
     be imported or described refuses the run (as an unknown kernel does), naming why."""
-    from harness.kernels import default_registry
-
     by_default = registry is None
     registry = registry or default_registry()
     kernels: list = []

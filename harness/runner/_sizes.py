@@ -5,6 +5,8 @@ from __future__ import annotations
 
 import math
 
+from harness.inputs import torch_dtype
+
 __all__ = ["estimate_bytes", "item_sizes"]
 
 
@@ -25,8 +27,6 @@ def estimate_bytes(spec, *, gate: bool) -> dict[str, int]:
 def item_sizes(dtype: str) -> tuple[int, int]:
     """(bytes per q, k, v element, bytes per output element): FP8 kernels write bf16."""
     import torch
-
-    from harness.inputs import torch_dtype
 
     item = torch.empty((), dtype=torch_dtype(dtype)).element_size()
     return item, max(item, 2)

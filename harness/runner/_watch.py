@@ -21,6 +21,8 @@ stale output moves them far more. Without the gate (`--no-gate`) nothing was jud
 
 from __future__ import annotations
 
+import math
+
 from harness.errors import GateFailure
 
 __all__ = ["OutputChanged", "OutputWatch"]
@@ -71,8 +73,6 @@ class OutputWatch:
             self.stats = row_stats(out.detach())
 
     def arm(self, gate_result) -> None:
-        import math
-
         diff = float(getattr(gate_result, "max_abs_diff", math.inf))
         self.max_diff = diff if math.isfinite(diff) else None
 

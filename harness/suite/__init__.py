@@ -32,15 +32,7 @@ from harness.suite._devices import (
     run_device,
     workload_kernels,
 )
-from harness.suite._models import (
-    CAPTURE_DEVICE,
-    CAPTURE_SEQ_LEN,
-    CAPTURE_WINDOWS,
-    MainJob,
-    capture_config,
-    default_layers,
-    main_job_defaults,
-)
+from harness.suite._in_model import IN_MODEL_LAUNCH_TIMEOUT_S, IN_MODEL_PASS_S, in_model_job
 from harness.suite._inputs import (
     BURST_INPUTS,
     CAPTURES_ROOT,
@@ -53,21 +45,29 @@ from harness.suite._inputs import (
     input_specs,
     synthetic_specs,
 )
-from harness.suite._in_model import IN_MODEL_LAUNCH_TIMEOUT_S, IN_MODEL_PASS_S, in_model_job
 from harness.suite._model_error import FLOOR_KERNELS, MODEL_ERROR_DEFAULTS, model_error_config, model_error_kernels
+from harness.suite._models import (
+    CAPTURE_DEVICE,
+    CAPTURE_SEQ_LEN,
+    CAPTURE_WINDOWS,
+    MainJob,
+    capture_config,
+    default_layers,
+    main_job_defaults,
+)
 from harness.suite._protocol import (
     ADAPTIVE_PILOT,
     BURST_DEFAULTS,
+    COMMITS_IDLE_S,
+    COMMITS_INPUT,
+    MAX_REPEATS,
     PROTOCOL_DEFAULTS,
     QUICK_DEFAULTS,
     burst_config,
     burst_protocol,
     commits_config,
-    given_settings,
-    COMMITS_IDLE_S,
-    COMMITS_INPUT,
-    MAX_REPEATS,
     commits_protocol,
+    given_settings,
     sustained_config,
     sustained_protocol,
 )
@@ -87,8 +87,8 @@ from harness.suite._verdicts import (
     HISTORY_CONTROL,
     HISTORY_CONTROL_GEMM,
     HISTORY_RECENT,
-    NIGHTLY_FAIL_ON_SLOWDOWN,
     NIGHTLY_BASELINE,
+    NIGHTLY_FAIL_ON_SLOWDOWN,
     NIGHTLY_RESULTS,
     UNRESOLVED_DEFAULT,
     HistorySettings,

@@ -3,10 +3,13 @@ workload), and S when none is given."""
 
 from __future__ import annotations
 
+import importlib.util
+import os
 from typing import Sequence
 
 from harness.errors import ConfigError
 from harness.inputs import AttentionShape
+from harness.kernels import apply_options
 
 __all__ = ["DEFAULT_DEVICE", "DEVICE_HELP", "run_device", "device_kind", "machine_device", "default_kernels", "workload_kernels", "kernel_specs", "default_seq_len"]
 
@@ -63,9 +66,6 @@ _SPLITKV_MAX_QUERIES = 16  # kernels_under_test.decode.SPLITKV_MAX_QUERIES, read
 
 def _triton_runs_on(kind: str) -> bool:
     """Triton is installed and runs on this kind of device (on the CPU only in its interpreter)."""
-    import importlib.util
-    import os
-
     if importlib.util.find_spec("triton") is None:
         return False
     return kind == "cuda" or (kind == "cpu" and os.environ.get("TRITON_INTERPRET") == "1")
@@ -104,8 +104,6 @@ def kernel_specs(names: Sequence[str], *, device: str, layout: str | None = None
                  shapes: Sequence[AttentionShape] = ()) -> tuple[str, ...]:
     """The kernels a run names (or the defaults for the device and the workload of `shapes`), with `--layout` /
     `--gqa` applied to the plain callables among them (`module:function`, `file.py:function`)."""
-    from harness.kernels import apply_options
-
     return apply_options(tuple(names) or default_kernels(device, shapes), layout=layout, gqa=gqa)
 
 

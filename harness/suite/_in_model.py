@@ -7,8 +7,11 @@ import dataclasses
 from pathlib import Path
 from typing import Sequence
 
+from harness.capture import resolve_model
 from harness.config import RESULTS_ROOT
 from harness.errors import ConfigError
+from harness.results import resolve_run
+from harness.runner import InModelConfig, InModelJob
 from harness.suite._checks import check_seed, positive
 from harness.suite._devices import kernel_specs
 from harness.suite._inputs import CaptureArgs, captured_specs
@@ -39,9 +42,6 @@ def in_model_job(*, model: str, kernels: Sequence[str], reference: str | None, d
     and the isolated run: `isolated` names a run (a directory, run id or --name under `results`), "none" for none, or
     (None) it is timed first: the same kernels on the captured layer (--layer, default the model's middle layer;
     captured first where missing), no controls."""
-    from harness.capture import resolve_model
-    from harness.runner import InModelConfig, InModelJob
-
     if capture.controls:
         raise ConfigError("--control adds controls to a captured input; `bench in-model` compares kernels on the "
                           "captured layer alone and in the model. Drop --control (or run `bench sustained --model`).")
@@ -79,8 +79,6 @@ def in_model_job(*, model: str, kernels: Sequence[str], reference: str | None, d
         attention_pass_s=attention_pass_s or IN_MODEL_PASS_S[quick], results_dir=results, run_name=name, **settings)
     iso_config = isolated_run = None
     if isolated not in (None, "none"):
-        from harness.results import resolve_run
-
         isolated_run = resolve_run(isolated, results=results)
     elif isolated is None:
         layer = capture.layers[0] if capture.layers else spec.num_layers // 2

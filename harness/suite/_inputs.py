@@ -4,10 +4,12 @@ first where missing) each followed by its same-shape controls."""
 from __future__ import annotations
 
 import dataclasses
+import re
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Sequence
 
+from harness.capture import capture_spec, model_input_specs
 from harness.errors import ConfigError
 from harness.inputs import AttentionShape, InputSpec, check_source
 from harness.suite._checks import check_seed, positive
@@ -93,10 +95,6 @@ def captured_specs(args: CaptureArgs, *, device: str, seq_len: int | None, dtype
     explicit capture files with theirs. A control shares the capture's shape and softmax scale, so the
     only difference a kernel sees is the data: the comparison the harness exists for."""
     check_seed(seed)
-    import re
-
-    from harness.capture import capture_spec, model_input_specs
-
     controls = DEFAULT_CONTROLS if args.controls is None else tuple(args.controls)
     for c in controls:
         check_source(c, flag="--control")

@@ -6,6 +6,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Sequence
 
+from harness.capture import ModelErrorConfig, resolve_model
 from harness.errors import ConfigError
 from harness.suite._checks import positive
 from harness.suite._devices import device_kind, kernel_specs
@@ -47,8 +48,6 @@ def model_error_config(*, model: str, device: str, shape: ShapeArgs, capture: Ca
                        per_layer: bool = True):
     """The frozen ModelErrorConfig of `bench error --model`, every default decided here; options that do not
     apply to a model run (synthetic shapes, controls, stacked windows, recapture) are refused by name."""
-    from harness.capture import ModelErrorConfig, resolve_model
-
     ignored = shape.given(but=("seq_len",))
     unused = [flag for flag, v in (("--control", capture.controls), ("--windows", capture.windows),
                                    ("--capture-device", capture.capture_device), ("--recapture", capture.recapture),

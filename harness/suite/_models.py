@@ -8,7 +8,7 @@ from pathlib import Path
 
 from harness.capture import DEFAULT_MODEL, DEFAULT_TEXT, CaptureConfig, resolve_model
 from harness.suite._checks import check_seed
-from harness.suite._devices import device_kind, default_seq_len
+from harness.suite._devices import default_seq_len, device_kind
 from harness.suite._shapes import DEFAULT_SEED
 
 __all__ = ["CAPTURES_ROOT", "DEFAULT_TEXT", "MainJob", "default_layers", "main_job_defaults", "CAPTURE_DEVICE", "CAPTURE_SEQ_LEN", "CAPTURE_WINDOWS",

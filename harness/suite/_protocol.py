@@ -5,6 +5,8 @@ from __future__ import annotations
 
 from typing import Sequence
 
+from harness.analysis import MIN_GATE_PILOT
+from harness.commits import CommitsConfig
 from harness.config import BurstConfig, BurstProtocol, RunConfig, SustainedProtocol
 from harness.errors import ConfigError
 from harness.inputs import AttentionShape, InputSpec
@@ -42,8 +44,6 @@ def commits_protocol(*, quick: bool, gated: bool, repeats: int | None, until_ci:
                      warmin_cap_s: float | None = None) -> SustainedProtocol:
     """`bench commits`'s protocol: no idle between revisions (COMMITS_IDLE_S), and under a gate a pilot of at least
     MIN_GATE_PILOT interleaved pairs (--quick too: a gate never judges fewer), refused by flag when asked lower."""
-    from harness.analysis import MIN_GATE_PILOT
-
     if gated and repeats is not None and repeats < MIN_GATE_PILOT:
         raise ConfigError(f"--repeats {repeats}: a gate (--fail-on-slowdown) judges a pilot of at least "
                           f"{MIN_GATE_PILOT} interleaved pairs ({MIN_GATE_PILOT - 1} degrees of freedom; fewer "
@@ -117,8 +117,6 @@ def commits_config(*, repo, kernel: str, revisions: Sequence[str], source: str |
                    gqa: str | None = None, **settings):
     """The CommitsConfig of `bench commits` / `bench bisect`: one kernel (with --layout / --gqa applied) on one input
     (`source`, default COMMITS_INPUT) at `shape`, every revision alike."""
-    from harness.commits import CommitsConfig
-
     (kernel,) = kernel_specs([kernel], device=device, layout=layout, gqa=gqa)
     (spec,) = synthetic_specs([COMMITS_INPUT if source is None else source], shape=shape, dtype=dtype, seed=seed)
     return CommitsConfig(repo=repo, kernel=kernel, revisions=tuple(revisions), input=spec, device=device,

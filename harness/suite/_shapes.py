@@ -8,7 +8,7 @@ import itertools
 from dataclasses import dataclass
 
 from harness.errors import ConfigError
-from harness.inputs import AttentionShape
+from harness.inputs import AttentionShape, varlen_lengths
 from harness.suite._checks import positive
 from harness.suite._devices import default_seq_len
 
@@ -142,8 +142,6 @@ def attention_shapes(args: ShapeArgs, *, device: str, model: bool = False, seed:
     """Every (AttentionShape, label of its sweep point) the options describe: the product of the values of every
     list-valued option (the label names those, e.g. "B8 Skv4096 page16"; "" without a sweep). Sizes of 0 or less
     are refused with their flag's name; --varlen lengths are drawn with `seed` (--seed)."""
-    from harness.inputs import varlen_lengths
-
     seq_lens(args.seq_len, None, args.seq_len_kv, default=None)  # the conflict, before any sweep point
     for name, flag, _ in _SWEEP:
         if name != "varlen":

@@ -3,10 +3,12 @@ it could not judge, the target of adaptive repeats, and the nightly job's and th
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 
+from harness.analysis import UNRESOLVED_POLICIES, VerdictRule, parse_threshold, parse_until_ci
 from harness.errors import ConfigError
+from harness.history import LEVEL, MIN_NIGHTS, NIGHTS
 
 __all__ = ["HISTORY_RECENT", "HISTORY_CONTROL", "HISTORY_CONTROL_GEMM", "HistorySettings", "history_settings",
            "NIGHTLY_RESULTS", "NIGHTLY_BASELINE", "NIGHTLY_FAIL_ON_SLOWDOWN", "UNRESOLVED_DEFAULT", "unresolved_policy", "verdict_rule",
@@ -36,8 +38,6 @@ class HistorySettings:
 def history_settings(fail_on_slowdown: str | None, *, nights: int | None = None) -> HistorySettings:
     """The history's verdict settings: --fail-on-slowdown (default nightly's 2 %) and --history-nights (default
     harness.history.NIGHTS, at least harness.history.MIN_NIGHTS)."""
-    from harness.history import LEVEL, MIN_NIGHTS, NIGHTS
-
     rule, threshold = verdict_rule(fail_on_slowdown, default=NIGHTLY_FAIL_ON_SLOWDOWN)
     if nights is not None and nights < MIN_NIGHTS:
         raise ConfigError(f"--history-nights {nights}: a prediction interval needs at least {MIN_NIGHTS} comparable "
@@ -59,8 +59,6 @@ UNRESOLVED_DEFAULT = "fail"
 
 def unresolved_policy(text: str | None, *, flag: str = "--unresolved") -> str:
     """`--unresolved fail|pass` as typed, or the default (fail: no gate passes what it could not judge)."""
-    from harness.analysis import UNRESOLVED_POLICIES
-
     if text is None:
         return UNRESOLVED_DEFAULT
     if text not in UNRESOLVED_POLICIES:
@@ -76,10 +74,6 @@ def verdict_rule(fail_on_slowdown: str | None, *, flag: str = "--fail-on-slowdow
     `default`: the command's own default gate (nightly's 2 %), used and named when the flag is absent.
     `between_runs_cv`: `--between-runs-cv` as typed (the between-run variance separate runs add; None: the
     device kind's stated default, `harness.analysis.BETWEEN_RUNS_CV`)."""
-    from dataclasses import replace
-
-    from harness.analysis import VerdictRule, parse_threshold
-
     base = VerdictRule()
     if between_runs_cv is not None:
         try:
@@ -100,8 +94,6 @@ def verdict_rule(fail_on_slowdown: str | None, *, flag: str = "--fail-on-slowdow
 def until_ci(text: str | None, *, default: float | None, flag: str = "--until-ci") -> float | None:
     """The target half-width of adaptive repeats as typed, or (None) the command's default (commits: the
     verdict's threshold; sustained: off)."""
-    from harness.analysis import parse_until_ci
-
     return default if text is None else parse_until_ci(text, flag=flag)
 
 

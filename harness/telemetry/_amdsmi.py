@@ -61,8 +61,14 @@ import time
 from typing import Any, Callable
 
 from harness.errors import TelemetryError
-from harness.telemetry._amdsmi_device import NOT_SUPPORTED, amdsmi_error_text, amdsmi_status, close_amdsmi
-from harness.telemetry._amdsmi_device import import_amdsmi, open_amdsmi_device
+from harness.telemetry._amdsmi_device import (
+    NOT_SUPPORTED,
+    amdsmi_error_text,
+    amdsmi_status,
+    close_amdsmi,
+    import_amdsmi,
+    open_amdsmi_device,
+)
 from harness.telemetry._amdsmi_values import U32_WRAP, CounterBaseline, as_float, as_list, as_number
 from harness.telemetry._sample import Sample
 from harness.telemetry._vendor import VendorSampler

@@ -22,12 +22,17 @@ import io
 import os
 import sys
 import threading
+from importlib import metadata
 from typing import Any
 
 from harness.errors import TelemetryError
 from harness.telemetry._amdsmi_values import as_number
-from harness.telemetry._vendor import ALTERNATIVES as _ALTERNATIVES
-from harness.telemetry._vendor import device_files_error, find_bus_id, normalize_pci_bus_id
+from harness.telemetry._vendor import (
+    ALTERNATIVES as _ALTERNATIVES,
+    device_files_error,
+    find_bus_id,
+    normalize_pci_bus_id,
+)
 
 __all__ = [
     "CACHE_VAR",
@@ -61,8 +66,6 @@ def _package_version(module: Any = None) -> str | None:
     if isinstance(version, str) and version:
         return version
     try:
-        from importlib import metadata
-
         return metadata.version("amdsmi")
     except Exception:
         return None

@@ -8,8 +8,12 @@ from __future__ import annotations
 from typing import Any
 
 from harness.errors import TelemetryError
-from harness.telemetry._vendor import ALTERNATIVES as _ALTERNATIVES
-from harness.telemetry._vendor import device_files_error, find_bus_id, normalize_pci_bus_id
+from harness.telemetry._vendor import (
+    ALTERNATIVES as _ALTERNATIVES,
+    device_files_error,
+    find_bus_id,
+    normalize_pci_bus_id,
+)
 
 __all__ = [
     "import_nvml",

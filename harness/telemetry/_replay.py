@@ -21,6 +21,7 @@ import time
 from typing import Any, Callable, Sequence
 
 from harness.errors import ResultsError, TelemetryError
+from harness.results import atomic_path
 from harness.telemetry._sample import SAMPLE_FIELDS, Sample
 
 __all__ = ["ReplaySampler", "write_samples", "read_samples", "FORMAT_VERSION"]
@@ -59,8 +60,6 @@ def write_samples(path: str | os.PathLike[str], samples: Sequence[Sample]) -> No
     data = {name: [getattr(s, name) for s in samples] for name in SAMPLE_FIELDS}
     data["chiplet_clocks_mhz"] = [None if c is None else list(c) for c in data["chiplet_clocks_mhz"]]
     table = pa.Table.from_pydict(data, schema=schema)
-    from harness.results import atomic_path
-
     try:
         with atomic_path(path) as tmp:
             pq.write_table(table, tmp)

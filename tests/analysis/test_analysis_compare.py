@@ -20,7 +20,6 @@ from harness.analysis import (
 from harness.errors import ConfigError, ResultsError
 from harness.results import expand_run, read_run
 
-
 # A and B were split from one run (tests/fixtures/compare/README.md): measured in one process minutes apart, so
 # no between-run variance is added here; `test_separate_runs_add_the_between_run_variance` shows the default.
 ONE_RUN = VerdictRule(between_runs_cv=0.0, between_runs_source="split from one run")

@@ -14,6 +14,7 @@ from harness.analysis import (
     BURST_STATUS,
     SUSTAINED_STATUSES,
     VerdictRule,
+    aggregate_measurements,
     compare_inputs,
     compare_measurements,
     compare_runs,
@@ -22,7 +23,6 @@ from harness.analysis import (
     parse_threshold,
     summarize_run,
 )
-from harness.analysis import aggregate_measurements
 from harness.errors import ConfigError, ResultsError
 
 TIMES = (1000.0, 1010.0, 990.0)

@@ -111,9 +111,9 @@ def test_threshold_parser():
 
 
 def test_every_verdict_is_one_of_the_published_names():
-    from harness.analysis import VERDICTS
-
     import dataclasses
+
+    from harness.analysis import VERDICTS
 
     base = [1.0, 1.0001, 0.9999]
     seen = {decompose(time_a=a, time_b=b).verdict for a, b in (
@@ -133,8 +133,7 @@ def test_shape_text_names_what_a_ratio_is_meaningful_within():
 
 
 def test_burst_rows_aggregate_as_timed():
-    from harness.analysis import BURST_STATUS
-    from harness.analysis import aggregate_measurements
+    from harness.analysis import BURST_STATUS, aggregate_measurements
 
     rows = [{**_meas("k", t, status=BURST_STATUS), "config_index": 0, "repeat": i, "launch_note": None}
             for i, t in enumerate((1000.0, 1010.0))]

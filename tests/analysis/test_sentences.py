@@ -8,7 +8,15 @@ from pathlib import Path
 
 import pytest
 
-from harness.analysis import CPU_CAVEAT, ComparisonRow, Ratio, VerdictRule, decompose, input_row_sentence, input_sentences
+from harness.analysis import (
+    CPU_CAVEAT,
+    ComparisonRow,
+    Ratio,
+    VerdictRule,
+    decompose,
+    input_row_sentence,
+    input_sentences,
+)
 
 FIXTURES = Path(__file__).resolve().parents[1] / "fixtures" / "h200"
 

@@ -190,9 +190,12 @@ def test_amd_power_reason_counts_as_power():
 
 def test_reason_sets_are_the_telemetrys_nvml_and_amd_sets():
     from harness.analysis import POWER_REASONS, THERMAL_REASONS
-    from harness.telemetry import AMD_POWER_REASONS, AMD_THERMAL_REASONS
-    from harness.telemetry import POWER_REASONS as NVML_POWER
-    from harness.telemetry import THERMAL_REASONS as NVML_THERMAL
+    from harness.telemetry import (
+        AMD_POWER_REASONS,
+        AMD_THERMAL_REASONS,
+        POWER_REASONS as NVML_POWER,
+        THERMAL_REASONS as NVML_THERMAL,
+    )
 
     assert POWER_REASONS == NVML_POWER | AMD_POWER_REASONS
     assert THERMAL_REASONS == NVML_THERMAL | AMD_THERMAL_REASONS

@@ -16,8 +16,8 @@ from harness.capture import (
     default_capture_dtype,
     estimate_capture,
 )
-from harness.suite import main_job_defaults
 from harness.errors import CaptureError
+from harness.suite import main_job_defaults
 
 torch = pytest.importorskip("torch")
 

@@ -6,7 +6,6 @@ from __future__ import annotations
 import math
 
 import pytest
-
 from capture_tiny import SEQ, VOCAB, build_model
 
 torch = pytest.importorskip("torch")

@@ -27,9 +27,9 @@ def _config(model, text_file, tmp_path, **kw):
 @pytest.mark.parametrize("kind", ["llama", "qwen3", "deepseek_v2"])
 def test_a_run_from_a_layers_recorded_input_is_the_full_forward_bit_for_bit(model_dirs, kind):
     # What makes the per-layer sweep cheap must not change what it measures.
+    from harness.capture._hook import register_attention
     from harness.capture._model_error import _Attention, _logits, _recorder
     from harness.capture._model_io import load_model
-    from harness.capture._hook import register_attention
     from harness.capture._weights import ResolvedWeights
 
     weights = ResolvedWeights(folder=model_dirs[kind], gguf_file=None, origin="--model path")

@@ -9,6 +9,7 @@ from pathlib import Path
 import pyarrow.parquet as pq
 import pytest
 
+from harness.analysis import VerdictRule
 from harness.commits import (
     GPU_SPREAD_ALLOWANCE,
     gpu_change,
@@ -16,7 +17,6 @@ from harness.commits import (
     judge_nightly,
     store_baseline,
 )
-from harness.analysis import VerdictRule
 from harness.results import expand_run, read_run, write_table_atomic
 
 H200 = Path(__file__).resolve().parents[1] / "fixtures" / "h200"

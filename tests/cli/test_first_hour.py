@@ -211,8 +211,7 @@ def test_json_rows_say_what_was_timed_each_repeat_and_the_gate(cpu_run):
 
 def test_the_cpu_report_draws_only_panels_with_data_and_says_n_a(cpu_run, monkeypatch):
     from harness.analysis import summarize_run
-    from harness.report import report_header, run_tables
-    from harness.report import _plots
+    from harness.report import _plots, report_header, run_tables
     from harness.results import read_run
 
     run_dir, _, _ = cpu_run

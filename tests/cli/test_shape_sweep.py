@@ -8,7 +8,7 @@ from typer.testing import CliRunner
 
 from harness.cli import app
 from harness.errors import ConfigError
-from harness.suite import ShapeArgs, attention_shape, attention_shapes, input_specs, CaptureArgs
+from harness.suite import CaptureArgs, ShapeArgs, attention_shape, attention_shapes, input_specs
 
 SMALL = ["--device", "cpu", "--quick", "--repeats", "1", "--heads", "4", "--heads-kv", "2", "--head-dim", "16",
          "--dtype", "fp32", "-i", "gaussian:1", "--telemetry", "none", "-k", "sdpa-kvcache", "--idle-s", "0",

@@ -9,8 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from harness.devices import check_idle, open_device
-from harness.devices import _rocm
+from harness.devices import _rocm, check_idle, open_device
 from harness.errors import DeviceBusyError, DeviceError
 from harness.telemetry._amdsmi_device import CACHE_VAR
 

@@ -11,8 +11,15 @@ from pathlib import Path
 import pytest
 
 from harness.errors import ResultsError
-from harness.history import (SimEvent, analyze_history, detection_delay, read_history, read_noise_pools,
-                             simulate_history, simulate_verdicts)
+from harness.history import (
+    SimEvent,
+    analyze_history,
+    detection_delay,
+    read_history,
+    read_noise_pools,
+    simulate_history,
+    simulate_verdicts,
+)
 from harness.results import HISTORY_TABLE, write_table_atomic
 
 POOLS = Path(__file__).resolve().parents[1] / "fixtures" / "h200" / "history_pools.json"

@@ -26,8 +26,7 @@ import triton
 import triton.language as tl
 
 from harness.kernels import Kernel
-from kernels_under_test import _triton_common as tc
-from kernels_under_test import triton_fp8
+from kernels_under_test import _triton_common as tc, triton_fp8
 from kernels_under_test._triton_common import _stage
 
 __all__ = ["MUTANTS", "mutants", "mutant"]

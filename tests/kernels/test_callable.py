@@ -12,8 +12,15 @@ import torch.nn.functional as F
 
 from harness.errors import ConfigError, GateFailure, KernelError, UnsupportedInputError
 from harness.inputs import AttentionShape, InputSpec, make_inputs
-from harness.kernels import (CALLABLE_SIGNATURE, KernelRegistry, adapt_callable, convention, fp8_inputs, gate,
-                             spec_with_options)
+from harness.kernels import (
+    CALLABLE_SIGNATURE,
+    KernelRegistry,
+    adapt_callable,
+    convention,
+    fp8_inputs,
+    gate,
+    spec_with_options,
+)
 
 SHAPE = AttentionShape(batch=1, heads_q=4, heads_kv=4, seq_len=32, head_dim_qk=16)
 GQA = AttentionShape(batch=1, heads_q=4, heads_kv=2, seq_len=32, head_dim_qk=16)

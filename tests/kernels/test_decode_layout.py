@@ -11,8 +11,7 @@ import torch.nn.functional as F
 
 from harness.errors import ConfigError, GateFailure, KernelError, UnsupportedInputError
 from harness.inputs import AttentionShape, InputSpec, make_inputs
-from harness.kernels import adapt_callable, convention, decode_batch, gate
-from harness.kernels import Kernel
+from harness.kernels import Kernel, adapt_callable, convention, decode_batch, gate
 
 BASE = dict(batch=3, heads_q=4, heads_kv=2, seq_len=1, seq_len_kv=40, head_dim_qk=16)
 SHAPES = {
@@ -119,7 +118,7 @@ def test_the_layout_says_what_it_cannot_take():
 
 
 def test_a_spec_suffix_declares_the_layout():
-    from harness.kernels import split_spec, spec_with_options
+    from harness.kernels import spec_with_options, split_spec
 
     assert split_spec("mod:fn@decode-bshd,expand-gqa").options == {"layout": "decode-bshd", "gqa": "expand"}
     assert spec_with_options("mod:fn", layout="decode") == "mod:fn@decode"

@@ -18,11 +18,21 @@ import torch
 
 from harness.errors import GateFailure
 from harness.inputs import AttentionShape, InputSpec, make_inputs
-from harness.kernels import (Kernel, Numerics, compare_declared, declared_numerics, declared_tolerance,
-                             emulate_declared, gate, gate_columns, kernel_reference_inputs, reference_attention)
+from harness.kernels import (
+    Kernel,
+    Numerics,
+    compare_declared,
+    declared_numerics,
+    declared_tolerance,
+    emulate_declared,
+    gate,
+    gate_columns,
+    kernel_reference_inputs,
+    reference_attention,
+)
 from harness.kernels._gate import compare_outputs, declared_allowance, declared_rms
-from harness.kernels._tolerance import gate_tolerance, hoeffding_z
 from harness.kernels._quant import quantize_p
+from harness.kernels._tolerance import gate_tolerance, hoeffding_z
 
 SHAPE = AttentionShape(batch=1, heads_q=4, heads_kv=2, seq_len=192, head_dim_qk=64)
 EXTRA = {"quant": "e4m3-pow2", "p_block": 64, "sigma": 6.0, "beta": 0.35, "reads_inputs_at_launch": False}

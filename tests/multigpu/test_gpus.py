@@ -18,10 +18,10 @@ torch = pytest.importorskip("torch")
 pytestmark = [pytest.mark.gpu, pytest.mark.skipif(not torch.cuda.is_available() or torch.cuda.device_count() < 2,
                                                   reason="needs two or more CUDA GPUs")]
 
+from harness.analysis import gpu_spread
 from harness.config import RunConfig, SustainedProtocol
 from harness.errors import DeviceError
 from harness.inputs import AttentionShape, InputSpec
-from harness.analysis import gpu_spread
 from harness.multigpu import (
     MULTICAST_OFF,
     enumerate_cuda_gpus,

@@ -10,8 +10,7 @@ from multigpu_helpers import write_run
 
 from harness.errors import ResultsError
 from harness.multigpu import merge_runs
-from harness.results import gpu_of, split_measurement_id, with_gpu
-from harness.results import read_run
+from harness.results import gpu_of, read_run, split_measurement_id, with_gpu
 
 A, B = "00000000:19:00.0", "00000000:3B:00.0"
 

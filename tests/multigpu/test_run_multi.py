@@ -10,8 +10,7 @@ from multigpu_helpers import PROTO, suite
 
 from harness.errors import DeviceBusyError
 from harness.multigpu import cpu_stand_ins, run_multi
-from harness.results import with_gpu
-from harness.results import read_run
+from harness.results import read_run, with_gpu
 
 BUSY = "multigpu_fakes:busy_cpu"
 

@@ -27,8 +27,7 @@ from harness.profiling import (
     run_targets,
     trace_run,
 )
-from harness.profiling._child import main as child_main
-from harness.profiling._child import spec_from_json, spec_to_json
+from harness.profiling._child import main as child_main, spec_from_json, spec_to_json
 
 FIXTURES = Path(__file__).resolve().parents[1] / "fixtures"
 REAL = (FIXTURES / "ncu" / "h200_sdpa_cudnn_s16384.csv").read_text()

@@ -11,8 +11,7 @@ from harness.errors import ConfigError
 from harness.inputs import AttentionShape, InputSpec, make_inputs
 from harness.kernels import KernelRegistry
 from harness.results import read_rows
-from harness.runner import run_sustained
-from harness.runner import _l2
+from harness.runner import _l2, run_sustained
 from harness.runner._launch import build_launcher
 
 SHAPE = AttentionShape(batch=2, heads_q=2, heads_kv=1, seq_len=1, seq_len_kv=32, head_dim_qk=16, page_size=8)

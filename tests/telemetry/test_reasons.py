@@ -37,8 +37,7 @@ def test_the_sets_are_disjoint_and_name_known_bits():
 
 
 def test_the_analysis_uses_these_sets():
-    from harness.analysis import POWER_REASONS as A_POWER
-    from harness.analysis import THERMAL_REASONS as A_THERMAL
+    from harness.analysis import POWER_REASONS as A_POWER, THERMAL_REASONS as A_THERMAL
 
     assert A_POWER == POWER_REASONS | AMD_POWER_REASONS
     assert A_THERMAL == THERMAL_REASONS | AMD_THERMAL_REASONS
