@@ -80,7 +80,7 @@ def test_no_append_judges_without_writing(history, tmp_path):
 
 
 def test_nightly_takes_the_decode_options_and_builds_its_history_request(monkeypatch, tmp_path):
-    import harness.commits as commits
+    import harness.cli.commits as commits  # where `bench nightly` looks run_nightly up
 
     seen = {}
 
@@ -109,7 +109,7 @@ def test_nightly_takes_the_decode_options_and_builds_its_history_request(monkeyp
 
 
 def test_the_control_is_the_gemm_peak_with_the_suites_protocol(monkeypatch, tmp_path):
-    import harness.profiling as profiling
+    import harness.commits._nightly_history as nightly_history  # where time_control looks run_peaks up
     from harness.commits._nightly_history import time_control
 
     seen = {}
@@ -122,7 +122,7 @@ def test_the_control_is_the_gemm_peak_with_the_suites_protocol(monkeypatch, tmp_
         seen.update(kw)
         return Result()
 
-    monkeypatch.setattr(profiling, "run_peaks", fake_run_peaks)
+    monkeypatch.setattr(nightly_history, "run_peaks", fake_run_peaks)
     config = type("C", (), {"device": "cpu", "telemetry": "auto", "protocol": "P", "results_dir": tmp_path,
                             "allow_busy": False})()
     run, warning = time_control(config, HistoryRequest(path=tmp_path, control="peak-gemm-bf16-random",

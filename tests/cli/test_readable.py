@@ -237,7 +237,7 @@ def test_an_internal_error_exits_3_with_the_traceback_in_a_file(tmp_path, monkey
     def broken(*a, **k):
         raise ZeroDivisionError("a bug")
 
-    monkeypatch.setattr("harness.report.build_report", broken)
+    monkeypatch.setattr("harness.cli.analysis.build_report", broken)
     monkeypatch.setattr("tempfile.tempdir", str(tmp_path))
     with pytest.raises(SystemExit) as exit_:
         cli.main(["report", str(REPORT_RUN)])

@@ -144,8 +144,8 @@ def test_child_proton_mode_asks_the_factory_for_scopes_and_draws_the_png(monkeyp
         out.write_text(json.dumps(synthetic_trace()))
         return out
 
-    monkeypatch.setattr("harness.kernels.default_registry", lambda: reg)
-    monkeypatch.setattr("harness.profiling._proton.record_proton_trace", fake_record)
+    monkeypatch.setattr("harness.profiling._child.default_registry", lambda: reg)
+    monkeypatch.setattr("harness.profiling._child.record_proton_trace", fake_record)  # where main looks them up
     spec = InputSpec(shape=AttentionShape(batch=1, heads_q=1, heads_kv=1, seq_len=16, head_dim_qk=16), dtype="float32")
     out = tmp_path / "timeline-scoped.chrome_trace"
     assert main(["proton", "--kernel", "scoped", "--spec", spec_to_json(spec), "--device", "cpu", "--warm-s", "0",
