@@ -3,8 +3,8 @@
 The run directory names what to profile: every kernel x input it timed (optionally filtered). For each,
 a child process (`_child`) warms the kernel in back to back and brackets one launch with
 cudaProfilerStart/Stop; ncu (`--clock-control none --profile-from-start off`) profiles that launch.
-The rows go to `<run>/traces/part-*.parquet` (`_store`), where the report finds them and puts GPM's
-in-run utilisation of the same run beside them. With `timeline=True`, Triton kernels also get a Proton
+The rows go to the run's `traces` table (`_store`: a part per kernel x input, merged at once), where the report
+finds them and puts GPM's in-run utilisation of the same run beside them. With `timeline=True`, Triton kernels also get a Proton
 timeline (`<run>/traces/timeline-<kernel>-<input>.chrome_trace` and `.png`) from a child of their own.
 """
 
