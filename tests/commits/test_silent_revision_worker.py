@@ -9,17 +9,11 @@ import pytest
 from harness.commits import WorkerError
 from harness.commits._git import Revision
 from harness.commits._session import _Worker
+from tests.workers.proc_state import alive
 
 # Starts a grandchild (as a kernel's helper would be), says so, writes a line to its log, then hangs.
 STUCK = 'sleep 30 & echo "{\\"event\\": \\"hello\\", \\"pid\\": $!}"; echo "compiling" >&2; sleep 30'
 
-
-def _alive(pid: int) -> bool:
-    try:
-        with open(f"/proc/{pid}/stat", encoding="ascii") as f:
-            return f.read().rsplit(")", 1)[1].split()[0] not in ("Z", "X")
-    except OSError:
-        return False
 
 
 def test_a_silent_revision_worker_is_ended_with_its_group_and_named(tmp_path):
@@ -30,6 +24,6 @@ def test_a_silent_revision_worker_is_ended_with_its_group_and_named(tmp_path):
         with pytest.raises(WorkerError, match=r"(?s)revision main \(0123456789ab\) sent nothing for 0 s \(waiting for "
                                               r"waiting/done\); it was stopped\. Last lines of its log:\ncompiling"):
             w.expect(("waiting", "done"), timeout=0.2, on_message=print)
-        assert w.proc.poll() == -15 and not _alive(hello["pid"])
+        assert w.proc.poll() == -15 and not alive(hello["pid"])
     finally:
         w.proc.kill(grace_s=0)

@@ -7,19 +7,13 @@ import queue
 
 from harness.multigpu import GpuSlot
 from harness.multigpu._orchestrate import _pump, _Worker
+from tests.workers.proc_state import alive
 
 # Ready, then silent: a grandchild holds the time (as a kernel's process would), and on SIGTERM the worker says
 # it was interrupted, as harness.multigpu._worker does.
 SILENT = ('trap \'echo "{\\"event\\": \\"error\\", \\"message\\": \\"interrupted\\"}"; exit 130\' TERM; '
           'sleep 30 & echo "{\\"event\\": \\"started\\", \\"run_dir\\": \\"/nowhere\\", \\"pid\\": $!}"; wait $!')
 
-
-def _alive(pid: int) -> bool:
-    try:
-        with open(f"/proc/{pid}/stat", encoding="ascii") as f:
-            return f.read().rsplit(")", 1)[1].split()[0] not in ("Z", "X")
-    except OSError:
-        return False
 
 
 def test_a_silent_worker_is_stopped_with_its_group_and_the_reason_is_kept(tmp_path):
@@ -30,7 +24,7 @@ def test_a_silent_worker_is_stopped_with_its_group_and_the_reason_is_kept(tmp_pa
     try:
         _pump([w], events, lambda gpu, event: seen.append(event), timeout=0.2)
         grandchild = seen[0]["pid"]
-        assert w.ended and not _alive(grandchild)
+        assert w.ended and not alive(grandchild)
         assert w.finish(wait_s=5) == 130  # it heard SIGTERM (its handler ran), not a bare SIGKILL
         assert {"event": "error", "message": "interrupted"} in seen  # relayed as it came
         assert w.final == {"event": "error", "message": "sent nothing for 0 s; stopped"}  # but not its verdict

@@ -26,19 +26,12 @@ from harness.workers import (
     tolerate_children_of,
     tolerate_pids,
 )
+from tests.workers.proc_state import alive
 
 # A leader that starts a grandchild (same process group: a non-interactive sh has no job control), says which,
 # and then hangs.
 HANGS = 'sleep 30 & echo "{\\"event\\": \\"up\\", \\"pid\\": $!}"; sleep 30'
 
-
-def _alive(pid: int) -> bool:
-    """Whether `pid` runs (a zombie waiting for a parent that does not reap it does not)."""
-    try:
-        with open(f"/proc/{pid}/stat", encoding="ascii") as f:
-            return f.read().rsplit(")", 1)[1].split()[0] not in ("Z", "X")
-    except OSError:
-        return False
 
 
 @pytest.fixture
@@ -58,12 +51,12 @@ def started():
 def test_a_child_that_hangs_is_killed_at_its_deadline_with_its_grandchildren(started):
     w = started(HANGS)
     grandchild = w.receive(timeout=5)["pid"]
-    assert _alive(grandchild) and group_alive(w.pid)
+    assert alive(grandchild) and group_alive(w.pid)
     with pytest.raises(WaitExpired):
         w.receive(timeout=0.2)
     assert w.poll() is None  # a deadline only reports: the caller decides what becomes of the child
     assert w.kill(grace_s=2) == -signal.SIGTERM  # it honours SIGTERM: no SIGKILL was needed
-    assert not _alive(grandchild), "the leader was killed but not its group"
+    assert not alive(grandchild), "the leader was killed but not its group"
     assert not group_alive(w.pid)
 
 
@@ -108,7 +101,7 @@ def test_a_leader_that_ended_while_its_grandchild_holds_the_pipe_is_not_waited_o
     w = started('sleep 30 & echo "{\\"event\\": \\"up\\", \\"pid\\": $!}"; exit 0', clock=clock, drain_s=3.0)
     grandchild = w.receive(timeout=60)["pid"]
     assert w.receive(timeout=60) is None  # ended by the drain: the deadline would have raised WaitExpired
-    assert w.poll() == 0 and not _alive(grandchild) and not group_alive(w.pid)
+    assert w.poll() == 0 and not alive(grandchild) and not group_alive(w.pid)
 
 
 def test_finish_asks_with_eof_then_ends_what_the_leader_left_in_its_group(started):
@@ -116,7 +109,7 @@ def test_finish_asks_with_eof_then_ends_what_the_leader_left_in_its_group(starte
     w = started('sleep 30 & echo "{\\"event\\": \\"up\\", \\"pid\\": $!}"; read line; exit 0')
     grandchild = w.receive(timeout=5)["pid"]
     assert w.finish(wait_s=5, grace_s=2) == 0
-    assert not _alive(grandchild) and not group_alive(w.pid)
+    assert not alive(grandchild) and not group_alive(w.pid)
     assert w.finish(wait_s=5, grace_s=2) == 0  # again: nothing left to do
 
 
