@@ -32,7 +32,6 @@ QUICK=${QUICK:-0}
 PY=${PYTHON:-python3}
 BENCH="$PY -m harness"
 scratch round2
-pick() { if [ "$QUICK" = 1 ]; then echo "$1"; else echo "$2"; fi; }
 [ "$QUICK" = 1 ] && export TRITON_INTERPRET=${TRITON_INTERPRET:-1}  # the Triton kernels in the CPU interpreter
 
 PEAKS_K=$(pick "peak-read-stream,peak-write-stream,peak-copy-d2d,peak-gemm-bf16-random" \

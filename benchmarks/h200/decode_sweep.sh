@@ -45,27 +45,12 @@ BENCH="$PY -m harness"  # a variable, not a function: `timeout` runs programs
 START=$(date +%s)
 DEADLINE=$(( START + BUDGET_S ))
 step() { echo "== $(date -u +%T) (+$(( $(date +%s) - START )) s) $*" | tee -a "$OUT/steps.log"; }
-note() { echo "   $*" | tee -a "$OUT/steps.log"; }
 pack() { tar czf "$OUT/results-decode.tgz" -C "$OUT" results 2>/dev/null; }
 trap pack EXIT
-# run_step NAME CAP_S LOG CMD...: CMD under the smaller of CAP_S and the time left (less 15 s for packing)
-run_step() {
-    local name=$1 cap=$2 log=$3; shift 3
-    local left=$(( DEADLINE - $(date +%s) - 15 ))
-    local limit=$(( cap < left ? cap : left ))
-    if [ "$limit" -lt 15 ]; then step "SKIPPED $name: ${left} s left of BUDGET_S=$BUDGET_S"; return 0; fi
-    step "$name (limit ${limit} s)"
-    timeout -k 10 "$limit" "$@" >"$OUT/$log" 2>&1
-    local rc=$?
-    tail -n 4 "$OUT/$log" | sed 's/^/   | /' | tee -a "$OUT/steps.log"
-    if [ $rc -eq 124 ] || [ $rc -eq 137 ]; then note "$name: stopped at its limit (rc $rc); the run keeps what finished"
-    elif [ $rc -ne 0 ]; then note "$name: exit $rc (see $OUT/$log)"; fi
-    return 0
-}
+STEP_RESERVE_S=15 STEP_TAIL=4  # run_step (preamble.sh): 15 s kept for the report, 4 lines of each log
 latest_run() { ls -d "$RESULTS"/*-"$1"-* 2>/dev/null | tail -1; }
 
 # pick QUICK_VALUE DEVICE_VALUE: the CPU dry run's value (tiny shapes, --quick) or the H200's
-pick() { if [ "$QUICK" = 1 ]; then echo "$1"; else echo "$2"; fi; }
 [ "$QUICK" = 1 ] && export TRITON_INTERPRET=${TRITON_INTERPRET:-1}  # triton-splitkv in Triton's CPU interpreter
 KERNELS="-k sdpa-kvcache -k triton-splitkv"
 HEADS=$(pick "--heads 8 --heads-kv 2 --head-dim 16" "--heads 32 --heads-kv 8 --head-dim 128")

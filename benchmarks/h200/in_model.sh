@@ -52,22 +52,7 @@ BENCH="$PY -m harness"
 START=$(date +%s)
 DEADLINE=$(( START + BUDGET_S ))
 export HARNESS_GIT_COMMIT=${HARNESS_GIT_COMMIT:-$(git rev-parse HEAD 2>/dev/null || echo)}
-pick() { if [ "$QUICK" = 1 ]; then echo "$1"; else echo "$2"; fi; }
-note() { echo "   $*" | tee -a "$OUT/steps.log"; }
-# run_step NAME CAP_S LOG CMD...: CMD under the smaller of CAP_S and the time left (decode_sweep.sh's rule)
-run_step() {
-    local name=$1 cap=$2 log=$3; shift 3
-    local left=$(( DEADLINE - $(date +%s) - 10 ))
-    local limit=$(( cap < left ? cap : left ))
-    if [ "$limit" -lt 20 ]; then step "SKIPPED $name: ${left} s left of BUDGET_S=$BUDGET_S"; return 0; fi
-    step "$name (limit ${limit} s)"
-    timeout -k 10 "$limit" "$@" >"$OUT/$log" 2>&1
-    local rc=$?
-    tail -n 4 "$OUT/$log" | sed 's/^/   | /' | tee -a "$OUT/steps.log"
-    if [ $rc -eq 124 ] || [ $rc -eq 137 ]; then note "$name: stopped at its limit (rc $rc); the runs keep what finished"
-    elif [ $rc -ne 0 ]; then note "$name: exit $rc (see $OUT/$log)"; fi
-    return 0
-}
+STEP_MIN_S=20 STEP_TAIL=4  # run_step (preamble.sh): no step under 20 s, 4 lines of each log
 
 REF=$(pick sdpa-cpu sdpa-cudnn)
 KERNELS=${KERNELS:-$(pick "triton-bf16 triton-fp8-lean-accmma" "gluon-fp8-lean-summma triton-bf16")}

@@ -46,7 +46,6 @@ HIST="$WORK/results/history"
 # results-nightly-history.tgz (the runs, the history's night files and every step's log, packed on exit).
 LOGS="$WORK/results/logs"
 mkdir -p "$LOGS"
-pick() { if [ "$QUICK" = 1 ]; then echo "$1"; else echo "$2"; fi; }
 left() { echo $(( START + BUDGET_S - $(date +%s) )); }
 # run_step NAME CAP_S LOG CMD...: CMD under the smaller of CAP_S and the time left (less 20 s for the rest)
 run_step() {

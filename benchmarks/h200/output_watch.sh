@@ -23,7 +23,6 @@ PY=${PYTHON:-python3}
 BENCH="$PY -m harness"
 scratch watch
 K=benchmarks/h200/watch_kernels.py
-pick() { if [ "$QUICK" = 1 ]; then echo "$1"; else echo "$2"; fi; }
 DENSE=$(pick "-k sdpa-cpu -k sdpa-kvcache" "-k sdpa-cudnn -k sdpa-flash -k triton-bf16 -k triton-fp8-lean")
 DECODE=$(pick "-k sdpa-kvcache" "-k sdpa-kvcache -k triton-splitkv")
 SHAPE=$(pick "--seq-len 256 --heads 4 --head-dim 64 --dtype fp32" "--seq-len 8192 --heads 32 --head-dim 128 --dtype bf16")
