@@ -92,6 +92,10 @@ def serve() -> None:
     import torch
 
     torch.set_num_threads(1)
+    # The children import the tree being mutated, not whatever `harness` the venv maps: run from a copy of the
+    # tree with the checkout's venv (an editable install points at the checkout), `python scripts/...` puts
+    # scripts/ first on sys.path, and pytest then refuses the copy's module as an "import file mismatch".
+    sys.path.insert(0, str(ROOT))
     assert not any(m == "harness" or m.startswith("harness.") for m in sys.modules), "harness must not be preloaded"
     SOCKET.unlink(missing_ok=True)
     srv = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)

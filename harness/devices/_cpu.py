@@ -3,6 +3,7 @@ from __future__ import annotations
 import os
 import platform
 import time
+from typing import Callable
 
 from harness.devices._base import DeviceIdentity, Mark, ProcessInfo
 
@@ -56,8 +57,15 @@ class CpuDevice:
     def contention(self, *, interval_s: float = 0.1, min_cpu_pct: float = 10.0) -> dict:
         """How busy the host is: load averages and the processes (other than this one and its children)
         that used more than `min_cpu_pct` of one core over `interval_s`. Recorded before and after a run."""
-        out: dict = {"checked": True, "cpu_count": os.cpu_count(), "interval_s": interval_s,
-                     "min_cpu_pct": min_cpu_pct}
+        return self.start_contention(interval_s=interval_s, min_cpu_pct=min_cpu_pct)()
+
+    def start_contention(self, *, interval_s: float = 0.1, min_cpu_pct: float = 10.0, clock=time.monotonic,
+                         sleep=time.sleep) -> Callable[[], dict]:
+        """`contention`, in two halves: the processes' CPU times are read now, and the returned `finish()` reads
+        them again once at least `interval_s` has passed, sleeping only what is left of it. A run starts it before
+        its own set-up or teardown and finishes it after, so that work overlaps the interval instead of adding
+        0.1 s of sleep at each end of every run; `interval_s` in the result is the interval measured."""
+        out: dict = {"checked": True, "cpu_count": os.cpu_count(), "min_cpu_pct": min_cpu_pct}
         try:
             out["load_avg"] = [round(x, 2) for x in os.getloadavg()]
         except OSError:
@@ -67,7 +75,8 @@ class CpuDevice:
         except ImportError as exc:
             out["busy_processes"] = None
             out["error"] = f"psutil missing ({exc}); busy processes not checked"
-            return out
+            out["interval_s"] = interval_s
+            return lambda: out
         me = psutil.Process()
         mine = {me.pid, *(c.pid for c in me.children(recursive=True))}
         procs = []
@@ -79,18 +88,26 @@ class CpuDevice:
                 procs.append(p)
             except (psutil.Error, OSError):
                 pass
-        time.sleep(interval_s)
-        busy = []
-        for p in procs:
-            try:
-                pct = p.cpu_percent(None)
-            except (psutil.Error, OSError):
-                continue
-            if pct >= min_cpu_pct:
-                busy.append({"pid": p.pid, "name": p.info.get("name"), "cpu_pct": round(pct, 1)})
-        out["busy_processes"] = sorted(busy, key=lambda b: -b["cpu_pct"])[:20]
-        out["busy_cpu_pct"] = round(sum(b["cpu_pct"] for b in busy), 1)
-        return out
+        started = clock()
+
+        def finish() -> dict:
+            left = interval_s - (clock() - started)
+            if left > 0:
+                sleep(left)
+            out["interval_s"] = round(clock() - started, 3)
+            busy = []
+            for p in procs:
+                try:
+                    pct = p.cpu_percent(None)  # over the time since the first reading, whatever it was
+                except (psutil.Error, OSError):
+                    continue
+                if pct >= min_cpu_pct:
+                    busy.append({"pid": p.pid, "name": p.info.get("name"), "cpu_pct": round(pct, 1)})
+            out["busy_processes"] = sorted(busy, key=lambda b: -b["cpu_pct"])[:20]
+            out["busy_cpu_pct"] = round(sum(b["cpu_pct"] for b in busy), 1)
+            return out
+
+        return finish
 
     def default_telemetry(self) -> str:
         return "host"

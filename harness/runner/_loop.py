@@ -26,7 +26,7 @@ from harness.runner._adaptive import own_precision
 from harness.runner._endings import StopSignals, Watchdog, stop_signals
 from harness.runner._observer import NullObserver, RunObserver
 from harness.runner._ready import InProcess, InputsGuard, KernelSide, ReportedFailure
-from harness.runner._setup import config_row, measure_contention, set_up_run
+from harness.runner._setup import config_row, set_up_run, start_contention
 from harness.telemetry import SamplerThread
 
 __all__ = ["ISOLATION_NONE_NOTE", "Measurer", "RunHooks", "RunResult", "Session", "TIMED_STATUSES", "run_loop"]
@@ -232,6 +232,8 @@ def _ending_of(exc: BaseException, result: RunResult) -> tuple[str, str]:
 def _end(stops: StopSignals, writer, result, thread, setup, measurer, status, detail, sampler_open) -> None:
     """The one ending: stop telemetry, write the status row. Signals are only recorded from here on."""
     stops.ending()
+    # The host's load after the run: started before the clean-up below, which then overlaps its interval.
+    contention_after = start_contention(setup.device) if setup.contention is not None and result.info else None
     for stop in (setup.close_executors, measurer.stop, thread.stop, setup.sampler.close if sampler_open else (lambda: None)):
         try:
             stop()
@@ -241,8 +243,8 @@ def _end(stops: StopSignals, writer, result, thread, setup, measurer, status, de
     extra = {"finished_at": datetime.now(timezone.utc).isoformat()}
     if result.info:  # the row as written, for what the command prints and exports (--json's runs)
         result.info.update(status=status, status_detail=detail, finished_at=extra["finished_at"])
-    if setup.contention is not None and result.info:
-        after = measure_contention(setup.device)
+    if contention_after is not None:
+        after = contention_after()
         extra["contention_json"] = _to_json({"before": setup.contention, "after": after})
         result.info["contention_json"] = extra["contention_json"]
     writer.finish(status, detail, **extra)

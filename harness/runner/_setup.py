@@ -7,6 +7,7 @@ import dataclasses
 from dataclasses import dataclass
 from datetime import datetime, timezone
 from pathlib import Path
+from typing import Callable
 
 from harness.devices import check_idle, open_device
 from harness.errors import ConfigError, KernelError, UnknownKernelError
@@ -108,6 +109,8 @@ def set_up_run(config, *, registry=None, device=None, sampler=None, measurer=Non
                      executors=executors)
     try:
         device = device or open_device(config.device)
+        # Read at the end of the set-up: its work (torch's import in a fresh process) overlaps the interval.
+        contention_before = start_contention(device)
         apply_threads(protocol or config.protocol)
         for spec in config.inputs:
             for k in kernels:
@@ -124,7 +127,7 @@ def set_up_run(config, *, registry=None, device=None, sampler=None, measurer=Non
         telemetry_name = config.telemetry if config.telemetry != "auto" else device.default_telemetry()
         if sampler is None:
             sampler = create_sampler(telemetry_name, pci_bus_id=ident.pci_bus_id)
-        contention = measure_contention(device)
+        contention = contention_before()
     except BaseException:
         setup.close_executors()
         raise
@@ -142,15 +145,29 @@ def apply_threads(protocol) -> None:
         torch.set_num_threads(protocol.threads)
 
 
-def measure_contention(device) -> dict | None:
-    """The host's load where the device can say (the CPU device); None where it was not checked."""
-    measure = getattr(device, "contention", None)
-    if measure is None:
-        return None
-    try:
-        return measure()
-    except Exception as exc:  # recorded as not checked, with the reason; never a silent "none"
+def start_contention(device) -> Callable[[], dict | None]:
+    """The host's load where the device can say (the CPU device), started now and read by the returned function
+    (None where it is not checked): the work done in between overlaps the measurement's interval."""
+    start = getattr(device, "start_contention", None)
+    if start is None:
+        return lambda: None
+
+    def failed(exc: Exception) -> dict:  # recorded as not checked, with the reason; never a silent "none"
         return {"checked": False, "error": f"{type(exc).__name__}: {exc}"}
+
+    try:
+        finish = start()
+    except Exception as exc:
+        error = failed(exc)
+        return lambda: error
+
+    def read() -> dict | None:
+        try:
+            return finish()
+        except Exception as exc:
+            return failed(exc)
+
+    return read
 
 
 def run_info_row(config, setup: RunSetup, *, command: str, protocol) -> dict:

@@ -52,3 +52,29 @@ echo "status $status"
     assert proc.stdout.strip() == "status 3", proc.stdout + proc.stderr
     assert proc.stderr.strip() == "WARNING: something else pip wants you to see", proc.stderr
     assert (tmp_path / "skipped").read_text().split() == ["file:///opt/pypi/simple", "file:///opt/pypi-more/simple"]
+
+
+@pytest.mark.parametrize("uv, uv_status, calls, said", [
+    ("python -m uv", 0, ["uv pip install -q -e .[dev]"], ""),
+    ("python -m uv", 2, ["uv pip install -q -e .[dev]", "pip -e .[dev]"], "setup: uv could not install -e .[dev]; pip does"),
+    ("", 0, ["pip -e .[dev]"], ""),
+])
+def test_installs_go_through_uv_where_it_could_be_had_and_else_through_pip(uv, uv_status, calls, said, tmp_path):
+    """uv installs the extras in ~5 s against pip's ~25 s; where uv is missing (no network) or one of its installs
+    fails, pip does that install, and says so."""
+    fn = SETUP.read_text()
+    start = fn.index("\ninstall() {") + 1
+    body = fn[start:fn.index("\n}\n", start) + 3]
+    log = tmp_path / "calls"
+    script = f'''
+set -euo pipefail
+python() {{ shift 2; echo "uv $*" >>{log}; return {uv_status}; }}
+pip_install() {{ echo "pip $*" >>{log}; }}
+PIP=pip_install
+UV="{uv}"
+{body}
+install -e '.[dev]'
+'''
+    proc = subprocess.run(["bash", "-c", script], capture_output=True, text=True, timeout=30)
+    assert proc.returncode == 0, proc.stderr
+    assert log.read_text().splitlines() == calls and proc.stderr.strip() == said

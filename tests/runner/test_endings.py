@@ -263,6 +263,26 @@ def test_a_host_whose_busy_processes_were_found_says_so():
     assert c["checked"] and all(p["pid"] != os.getpid() for p in c["busy_processes"])
 
 
+def test_the_contention_interval_overlaps_the_work_done_meanwhile():
+    """A run starts the measurement before its set-up (or teardown) and reads it after: only what is left of the
+    0.1 s is slept, and the interval recorded is the one measured, however long the work took."""
+    from harness.devices._cpu import CpuDevice
+
+    now, slept = [100.0], []
+
+    def sleep(s):
+        slept.append(s)
+        now[0] += s
+
+    finish = CpuDevice().start_contention(interval_s=0.1, min_cpu_pct=0.0, clock=lambda: now[0], sleep=sleep)
+    now[0] += 0.07  # the run's own work
+    c = finish()
+    assert slept == [pytest.approx(0.03)] and c["interval_s"] == 0.1 and isinstance(c["busy_processes"], list)
+    finish = CpuDevice().start_contention(interval_s=0.1, min_cpu_pct=0.0, clock=lambda: now[0], sleep=sleep)
+    now[0] += 0.5
+    assert finish()["interval_s"] == 0.5 and len(slept) == 1  # longer than the interval: nothing slept
+
+
 def test_watchdog_stops_python_level_work_and_restores_the_alarm():
     import time
 
