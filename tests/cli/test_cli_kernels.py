@@ -6,7 +6,6 @@ import importlib.util
 import json
 import math
 import os
-import subprocess
 import sys
 import textwrap
 
@@ -14,6 +13,7 @@ import pytest
 from typer.testing import CliRunner
 
 from harness.cli import app
+from tests.workers.forked_run import run as forked_run
 
 SMALL = ["--device", "cpu", "--seq-len", "48", "--heads", "2", "--head-dim", "16", "--dtype", "fp32"]
 PLUGIN = "cli_plugin_kernels"
@@ -144,8 +144,7 @@ def test_error_of_the_triton_kernels_in_the_interpreter(tmp_path):
     args = ["error", "--device", "cpu", "--seq-len", "64", "--heads", "2", "--head-dim", "64", "-i", "gaussian:1",
             "-k", "triton-fp8-lean,triton-fp8-exact,triton-bf16", "--json", str(path)]
     env = {**os.environ, "TRITON_INTERPRET": "1", "COLUMNS": "200"}
-    proc = subprocess.run([sys.executable, "-m", "harness", *args], env=env, capture_output=True, text=True,
-                          timeout=300, check=False)
+    proc = forked_run([sys.executable, "-m", "harness", *args], env=env, timeout=300)
     out = proc.stdout + proc.stderr
     if proc.returncode != 0 and "0-dimensional" in out:
         pytest.skip("this triton's interpreter cannot take a loop bound from tl.program_id (fixed in triton 3.9)")

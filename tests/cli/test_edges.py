@@ -96,8 +96,8 @@ def test_one_file_for_both_exports_is_refused(tmp_path):
 def test_messages_name_the_flags_not_the_fields(tmp_path):
     """--warmin-cap-s below the warm-in minimum said 'warmin_cap_s (0.5) is below warmin_min_s'; capture's
     --seq-len 0 said 'seq_len must be a positive integer'."""
-    code, out = bench("sustained", *SMALL, "--warmin-cap-s", "0.1", "--results", str(tmp_path))
-    assert code == 2 and "--warmin-cap-s 0.1 is below the warm-in's minimum of 0.2 s (with --quick)" in out, out
+    code, out = bench("sustained", *SMALL, "--warmin-cap-s", "0.05", "--results", str(tmp_path))
+    assert code == 2 and "--warmin-cap-s 0.05 is below the warm-in's minimum of 0.1 s (with --quick)" in out, out
     assert "warmin_cap_s" not in out and "warmin_min_s" not in out
     code, out = bench("sustained", *SMALL, "--chunk-s", "0.5", "--results", str(tmp_path))
     assert code == 2 and "--chunk-s 0.5: the settle rule fits a trend" in out and "settle_trend_window_s" not in out

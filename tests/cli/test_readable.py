@@ -8,7 +8,6 @@ import io
 import json
 import os
 import re
-import subprocess
 import sys
 import textwrap
 from pathlib import Path
@@ -20,6 +19,7 @@ from typer.testing import CliRunner
 
 from harness.cli import app
 from harness.report import FIGURES_SCHEMA
+from tests.workers.forked_run import run as forked_run
 
 ROOT = Path(__file__).resolve().parents[2]
 COMPARE = ROOT / "tests" / "fixtures" / "compare"
@@ -267,12 +267,12 @@ def test_sustained_piped_logs_each_measurement_and_keeps_names_whole(tmp_path):
     (tmp_path / "long_kernels.py").write_text(KERNEL_FILE)
     env = {k: v for k, v in os.environ.items() if k not in ("COLUMNS", "LINES", "GITHUB_ACTIONS")}
     env.update(PYTHONPATH=os.pathsep.join([str(tmp_path), str(ROOT)]), OMP_NUM_THREADS="1", GITHUB_ACTIONS="true")
-    proc = subprocess.run(
+    proc = forked_run(
         [sys.executable, "-m", "harness.cli", "sustained", "--device", "cpu", "--seq-len", "32", "--heads", "2",
          "--head-dim", "8", "--dtype", "fp32", "-k", "sdpa-cpu,long_kernels:long_named", "-i", LONG_INPUT,
          "--quick", "--repeats", "1", "--window-s", "0.05", "--idle-s", "0", "--chunk-s", "0.02",
          "--no-gate", "--results", str(tmp_path / "res"), "--json", str(tmp_path / "s.json")],
-        capture_output=True, text=True, env=env, cwd=tmp_path, timeout=120, check=False)
+        env=env, cwd=tmp_path, timeout=120)
     assert proc.returncode == 0, proc.stdout + proc.stderr
     out = proc.stdout
     doc = json.loads((tmp_path / "s.json").read_text())

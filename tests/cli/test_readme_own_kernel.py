@@ -10,12 +10,13 @@ import dataclasses
 import os
 import re
 import shlex
-import subprocess
 import sys
 from pathlib import Path
 
 import pytest
 import tomllib
+
+from tests.workers.forked_run import run as forked_run
 
 ROOT = Path(__file__).resolve().parents[2]
 README = (ROOT / "README.md").read_text()
@@ -47,8 +48,7 @@ def bench(folder: Path, args: list[str]):
     # launch took 6 ms, and each command 3x as long).
     env = {"PATH": "/usr/bin:/bin", "COLUMNS": "200", "PYTHONPATH": str(ROOT),
            "OMP_NUM_THREADS": os.environ.get("OMP_NUM_THREADS", "1")}
-    proc = subprocess.run([sys.executable, "-m", "harness.cli", *args], cwd=folder, capture_output=True, text=True,
-                          timeout=240, env=env)
+    proc = forked_run([sys.executable, "-m", "harness.cli", *args], cwd=folder, timeout=240, env=env)
     return proc.returncode, proc.stdout + proc.stderr
 
 

@@ -15,7 +15,7 @@ from harness.cli import app
 from harness.commits import CLOCK_UNKNOWN_BASIS
 
 # Tests whose assertions do not depend on the figures (exit status, design, texts) time 0.1 s windows
-# (`--window-s 0.1`); those that judge a slowdown keep --quick's 0.4 s.
+# (`--window-s 0.1`); those that judge a slowdown keep --quick's 0.2 s.
 
 
 def bench(*args):

@@ -18,11 +18,12 @@ import importlib.util
 import json
 import math
 import os
-import subprocess
 import sys
 from pathlib import Path
 
 import pytest
+
+from tests.workers.forked_run import run as forked_run
 
 pytestmark = pytest.mark.slow
 
@@ -44,7 +45,7 @@ def _needs():
 
 def _run(args, *, cwd, timeout=600):
     env = {**os.environ, "TRITON_INTERPRET": "1", "PYTHONPATH": str(ROOT), "OMP_NUM_THREADS": "1", "COLUMNS": "250"}
-    done = subprocess.run([sys.executable, *args], cwd=cwd, env=env, capture_output=True, text=True, timeout=timeout)
+    done = forked_run([sys.executable, *args], cwd=cwd, env=env, timeout=timeout)  # forked where args is -m ...
     out = done.stdout + done.stderr
     if done.returncode != 0 and "0-dimensional" in out:
         pytest.skip("this triton's interpreter cannot take a loop bound from tl.program_id (fixed in triton 3.9)")

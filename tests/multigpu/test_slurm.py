@@ -24,6 +24,7 @@ from harness.multigpu import (
     write_slurm_job,
 )
 from harness.results import read_run
+from tests.workers.forked_run import run as forked_run
 
 GOLDEN = Path(__file__).resolve().parents[1] / "fixtures" / "slurm" / "replicate-2gpu.sbatch"
 GOLDEN_OPTIONS = SlurmOptions(per="gpu", tasks=2, replicate=True, partition="gpu", account="attn", time="01:30:00",
@@ -120,8 +121,8 @@ def test_submit_is_an_argument_list(tmp_path):
 
 def _run_task(job, task: int, env: dict) -> subprocess.CompletedProcess:
     # what the array task's `exec python -m harness.multigpu._worker ...` line runs, with SLURM_ARRAY_TASK_ID set
-    return subprocess.run([sys.executable, "-m", "harness.multigpu._worker", "--job", str(job.job_path)],
-                          env={**env, "SLURM_ARRAY_TASK_ID": str(task)}, capture_output=True, text=True, timeout=300)
+    return forked_run([sys.executable, "-m", "harness.multigpu._worker", "--job", str(job.job_path)],
+                      env={**env, "SLURM_ARRAY_TASK_ID": str(task)}, timeout=300)
 
 
 @pytest.mark.slow

@@ -1,7 +1,10 @@
-"""The `sustained` fixture under pytest on the CPU: the example kernel repository's tests, run by pytester."""
+"""The `sustained` fixture under pytest on the CPU: the example kernel repository's tests, run by pytester in this
+process (a fresh pytest session each, with the plugin loaded as an installed one is; -n 1's worker is a process).
+The example's README commands, in processes of their own as a reader runs them: test_example_readme.py."""
 
 from __future__ import annotations
 
+import os
 import shutil
 from importlib.metadata import entry_points
 from pathlib import Path
@@ -26,11 +29,15 @@ def _plugin_args() -> list[str]:
 def example_repo(pytester, monkeypatch):
     shutil.copytree(EXAMPLE, pytester.path, dirs_exist_ok=True, ignore=shutil.ignore_patterns("__pycache__"))
     monkeypatch.setenv("OMP_NUM_THREADS", "1")  # see tests/commits: OpenMP barriers on a shared 2-CPU machine
+    # Not this suite's xdist worker's variables: pytest-benchmark reads PYTEST_XDIST_WORKER as "under xdist" and
+    # then disables every benchmark of the session it sees them in.
+    for name in [k for k in os.environ if k.startswith("PYTEST_XDIST_")]:
+        monkeypatch.delenv(name)
     return pytester
 
 
 def run(pytester, *args):
-    return pytester.runpytest_subprocess(*_plugin_args(), *QUICK, *args, timeout=600)
+    return pytester.runpytest_inprocess(*_plugin_args(), *QUICK, *args)
 
 
 @pytest.mark.slow

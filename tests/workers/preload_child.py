@@ -26,6 +26,9 @@ if __name__ == "__main__":
         os.kill(os.getpid(), signal.SIGKILL)
     elif what == "stderr":
         print("to stderr", file=sys.stderr)
+    elif what == "big":  # more than a pipe holds, on both streams
+        sys.stdout.write("o" * 300000)
+        sys.stderr.write("e" * 300000)
     elif what == "sleep":
         time.sleep(60)
     elif what == "grandchild":  # a process of its own group that outlives nothing: killed with the group
