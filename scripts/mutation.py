@@ -51,7 +51,13 @@ MODULES: dict[str, tuple[str, tuple[str, ...]]] = {
     "compare": ("harness/analysis/_compare.py", (
         # the fast synthetic tests first: with -x most mutants are killed before the real runs are read
         "tests/analysis/test_compare_rows.py", "tests/analysis/test_compare_verdict.py",
-        "tests/analysis/test_analysis_compare.py")),
+        "tests/analysis/test_analysis_compare.py",
+        # what issues 39 and 42 added to the module (designs, same-run and same-code notes, the workload in the
+        # shape text, gate outcomes) is checked here and against the H200 runs
+        "tests/analysis/test_explain.py", "tests/report/test_traffic.py", "tests/analysis/test_in_model_compare.py",
+        "tests/analysis/test_gate_outcome.py", "tests/analysis/test_h200_decompositions.py",
+        "tests/analysis/test_h200_verdicts.py", "tests/analysis/test_fixture_verdicts_agree.py",
+        "tests/analysis/test_h200_hang_power_cap_and_revisions.py", "tests/analysis/test_h200_summma_ring_slots.py")),
     # The verdict procedure (issue 39): the simulation under GPU-like noise first, then the rules' edges.
     "interval": ("harness/analysis/_interval.py", (
         "tests/analysis/test_interval_edges.py", "tests/analysis/test_verdicts_under_gpu_noise.py",
@@ -63,7 +69,9 @@ MODULES: dict[str, tuple[str, tuple[str, ...]]] = {
     "outcome": ("harness/analysis/_outcome.py", (
         "tests/analysis/test_gate_outcome.py", "tests/plugin/test_saved_comparison.py")),
     "gate": ("harness/kernels/_gate.py", (
-        "tests/kernels/test_gate_limits.py", "tests/kernels/test_gate_checks.py", "tests/kernels/test_adversarial.py")),
+        "tests/kernels/test_gate_limits.py", "tests/kernels/test_gate_checks.py", "tests/kernels/test_adversarial.py",
+        # the declared numerics (issues 32 and 44: max and RMS ratios to a recipe's error bound)
+        "tests/kernels/test_gate_declared.py", "tests/numerics/test_recipe_gate.py", "tests/kernels/test_leak.py")),
     "reasons": ("harness/telemetry/_reasons.py", (
         "tests/telemetry/test_telemetry_reasons.py", "tests/telemetry/test_reasons.py",
         "tests/analysis/test_window.py")),

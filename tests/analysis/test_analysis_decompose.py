@@ -2,10 +2,11 @@
 
 import math
 import random
+import statistics
 
 import pytest
 
-from harness.analysis import VerdictRule, decompose, geomean, limiter_label
+from harness.analysis import Plan, VerdictRule, decompose, geomean, limiter_label
 
 
 def repeats(center: float, spread: float, n: int = 3, seed: int = 1) -> list[float]:
@@ -186,3 +187,70 @@ def test_the_interval_has_equal_tails_in_log_time():
     r = decompose(time_a=[1.0, 1.01, 0.99, 1.0], time_b=[1.1, 1.12, 1.09, 1.1]).time
     assert math.log(r.value / r.low) == pytest.approx(math.log(r.high / r.value), rel=1e-12)
     assert r.resolution == pytest.approx(r.high / r.value - 1, rel=1e-12)
+
+
+INTERLEAVED = dict(time_a=[1.00, 1.02, 0.99, 1.01, 1.00, 1.03], time_b=[1.10, 1.13, 1.08, 1.12, 1.09, 1.14],
+                   clock_a=[1900, 1890, 1910, 1905, 1895, 1900], clock_b=[1850, 1840, 1860, 1852, 1845, 1849])
+
+
+def _log_diffs(num, den):
+    return [math.log(x) - math.log(y) for x, y in zip(num, den)]
+
+
+def test_interleaved_cycles_and_clock_are_paired_ratios_with_the_deciding_looks_critical_value():
+    """Interleaved repeats (commits, nightly): cycles B/A and clock A/B are means of per-pair log ratios, with the
+    interval of the look that decided time, so the three share one critical value and cycles x clock = time."""
+    d = decompose(**INTERLEAVED, rule=VerdictRule(), paired=True)
+    ta, tb, ca, cb = (INTERLEAVED[k] for k in ("time_a", "time_b", "clock_a", "clock_b"))
+    cyc = _log_diffs([t * c for t, c in zip(tb, cb)], [t * c for t, c in zip(ta, ca)])
+    clk = _log_diffs(ca, cb)
+    assert d.verdict == "slower" and d.time.method == "paired t"
+    assert d.cycles.value == pytest.approx(math.exp(sum(cyc) / 6), rel=1e-12)
+    assert d.clock.value == pytest.approx(math.exp(sum(clk) / 6), rel=1e-12)
+    assert d.time.value == pytest.approx(d.cycles.value * d.clock.value, rel=1e-12)
+    crit = math.log(d.time.high / d.time.value) / (statistics.stdev(_log_diffs(tb, ta)) / math.sqrt(6))
+    for r, diffs in ((d.cycles, cyc), (d.clock, clk)):
+        se = statistics.stdev(diffs) / math.sqrt(6)
+        assert r.low < r.eq_low < r.value < r.eq_high < r.high
+        assert math.log(r.high / r.value) == pytest.approx(crit * se, rel=1e-9)
+        assert math.log(r.value / r.low) == pytest.approx(crit * se, rel=1e-9)
+        assert r.eq_low * r.eq_high == pytest.approx(r.value ** 2, rel=1e-12)
+        assert r.df == 5.0 and r.method == "paired t" and r.estimator == "ratio of geometric means"
+
+
+def test_two_interleaved_pairs_get_intervals_but_no_verdict():
+    """Two pairs: one degree of freedom. The factors still get their intervals (what a reader sees), and the verdict
+    is `too few repeats`, never the sequential rule's own word."""
+    two = {k: v[:2] for k, v in INTERLEAVED.items()}
+    for rule in (VerdictRule(), VerdictRule().with_threshold(0.02, source="--fail-on-slowdown 2%")):
+        d = decompose(**two, rule=rule, paired=True)
+        assert d.verdict == "too few repeats"
+        for r in (d.time, d.cycles, d.clock):
+            assert r.df == 1.0 and r.low is not None and r.low < r.value < r.high
+
+
+def test_when_the_second_look_decides_the_factors_are_means_over_its_kept_pairs():
+    """A pilot of 6 that cannot decide, looked at again at 12 pairs: time, cycles and clock are then the skipped
+    mean's estimates over the pairs it kept, said so, with one degree of freedom per kept pair but one."""
+    rng = random.Random(3)
+    ta = [1 + rng.gauss(0, 0.01) for _ in range(12)]
+    tb = [t * (1.004 + rng.gauss(0, 0.01)) for t in ta]
+    ca, cb = [1900 + rng.gauss(0, 5) for _ in range(12)], [1890 + rng.gauss(0, 5) for _ in range(12)]
+    d = decompose(time_a=ta, time_b=tb, clock_a=ca, clock_b=cb, paired=True, plan=Plan(pilot=6, total=12),
+                  rule=VerdictRule().with_threshold(0.003, source="--fail-on-slowdown 0.3%"))
+    assert d.time.estimator == "skipped mean of paired log ratios" and d.verdict == "unresolved"
+    for r in (d.cycles, d.clock):
+        assert r.estimator == "mean of paired log ratios over the kept pairs" and r.df == 11.0
+    assert d.time.value == pytest.approx(d.cycles.value * d.clock.value, rel=1e-12)
+
+
+def test_interleaved_without_a_verdict_to_draw_say_so_whatever_the_sequential_rule_found():
+    """The rule's own refusals stand over the sequential decision's word: no verdict asked for (CPU timings without
+    a threshold) is `not judged`, fewer pairs than the rule's minimum is `too few repeats`; without clocks there
+    is no cycles or clock factor at all."""
+    three = {k: v[:3] for k, v in INTERLEAVED.items()}
+    assert decompose(**three, rule=VerdictRule(), paired=True).verdict == "slower"
+    assert decompose(**three, rule=VerdictRule(judged=False), paired=True).verdict == "not judged"
+    assert decompose(**three, rule=VerdictRule(min_repeats=4), paired=True).verdict == "too few repeats"
+    d = decompose(time_a=three["time_a"], time_b=three["time_b"], rule=VerdictRule(), paired=True)
+    assert d.cycles is None and d.clock is None and d.verdict == "slower"
