@@ -7,7 +7,6 @@ from __future__ import annotations
 
 import json
 import os
-import subprocess
 import sys
 from pathlib import Path
 
@@ -18,6 +17,7 @@ import torch.nn.functional as F
 from harness.errors import GateFailure, UnsupportedInputError
 from harness.inputs import AttentionShape, InputSpec, make_inputs
 from harness.kernels import adapt_callable, default_registry, gate
+from tests.workers.forked_run import run as forked_run
 
 BASE = dict(batch=2, heads_q=4, heads_kv=2, seq_len=3, seq_len_kv=11, head_dim_qk=16)
 KINDS = {
@@ -58,10 +58,9 @@ def test_triton_splitkv_passes_the_gate_on_every_shape_kind_in_the_interpreter()
 
     if importlib.util.find_spec("triton") is None:  # not imported here: it must first be imported interpreted
         pytest.skip("triton is not installed: pip install triton")
-    script = Path(__file__).with_name("splitkv_cases.py")
     env = {**os.environ, "TRITON_INTERPRET": "1"}
-    res = subprocess.run([sys.executable, str(script)], capture_output=True, text=True, env=env, timeout=300,
-                         cwd=Path(__file__).resolve().parents[2])
+    res = forked_run([sys.executable, "-m", "tests.kernels.splitkv_cases"], env=env, timeout=300,
+                     cwd=Path(__file__).resolve().parents[2])
     assert res.returncode == 0, res.stderr[-3000:]
     lines = [json.loads(line) for line in res.stdout.splitlines() if line.startswith("{")]
     from splitkv_cases import CASES  # noqa: E402 - this folder is on sys.path under pytest's rootdir-relative import

@@ -7,7 +7,6 @@ from __future__ import annotations
 
 import json
 import os
-import subprocess
 import sys
 from pathlib import Path
 
@@ -16,6 +15,7 @@ import pytest
 from harness.errors import UnsupportedInputError
 from harness.inputs import AttentionShape, InputSpec, make_inputs
 from harness.kernels import default_registry
+from tests.workers.forked_run import run as forked_run
 
 HERE = Path(__file__).resolve().parent
 
@@ -27,8 +27,7 @@ def lines():
     if importlib.util.find_spec("triton") is None:  # not imported here: it must first be imported interpreted
         pytest.skip("triton is not installed: pip install triton")
     env = {**os.environ, "TRITON_INTERPRET": "1", "OMP_NUM_THREADS": "1"}
-    res = subprocess.run([sys.executable, str(HERE / "mla_cases.py")], capture_output=True, text=True, env=env,
-                         timeout=300, cwd=HERE.parents[1])
+    res = forked_run([sys.executable, "-m", "tests.kernels.mla_cases"], env=env, timeout=300, cwd=HERE.parents[1])
     assert res.returncode == 0, res.stderr[-3000:]
     return [json.loads(line) for line in res.stdout.splitlines() if line.startswith("{")]
 

@@ -134,7 +134,7 @@ def test_disk_full_marks_the_run_failed_and_keeps_what_was_written(tmp_path, mon
 def test_each_broken_kernel_is_recorded_with_its_input_and_stage_and_the_others_run(tmp_path):
     kernels = ("honest", "raises", "raises-in-prepare", "returns-none", "wrong-shape", "raises-later", "hangs",
                "hangs-later", "nan-output")
-    res = run_sustained(config(tmp_path, kernels=kernels, protocol=PROTO.replace(launch_timeout_s=2.0)),
+    res = run_sustained(config(tmp_path, kernels=kernels, protocol=PROTO.replace(launch_timeout_s=1.0)),
                         registry=broken)
     assert res.status == "complete" and not res.nothing_timed
     _, run = only_run(tmp_path)
@@ -148,9 +148,9 @@ def test_each_broken_kernel_is_recorded_with_its_input_and_stage_and_the_others_
         "returns-none": ("error", "stage gate (first call): its launch returned NoneType, not a tensor"),
         "wrong-shape": ("error", "its launch returned a tensor of shape [1, 64, 2, 16]; the attention output is"),
         "raises-later": ("error", "raised in stage measure (repeat 0): RuntimeError: illegal memory access"),
-        "hangs": ("timeout", "its first call (the gate) did not return within the 2 s launch timeout in stage "
+        "hangs": ("timeout", "its first call (the gate) did not return within the 1 s launch timeout in stage "
                              "gate (first call)"),
-        "hangs-later": ("timeout", "a chunk did not return within the 2 s launch timeout in stage measure"),
+        "hangs-later": ("timeout", "a chunk did not return within the 1 s launch timeout in stage measure"),
     }
     for name, (status, text) in expect.items():
         assert rows[name]["status"] == status, (name, rows[name]["error"])
