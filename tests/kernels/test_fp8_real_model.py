@@ -67,7 +67,7 @@ def captures(tmp_path_factory):
 
 def test_mutation_check_bundled_fp8_kernels_pass_and_five_broken_ones_fail(captures, tmp_path):
     out_json = tmp_path / "gate.json"
-    args = ["benchmarks/h200/gate_mutation_check.py", "--device", "cpu", "--heads", "1", "--json", str(out_json),
+    args = ["-m", "benchmarks.h200.gate_mutation_check", "--device", "cpu", "--heads", "1", "--json", str(out_json),
             *(a for c in captures for a in ("--capture", c)), *(a for k in BUNDLED for a in ("-k", k))]
     rc, out = _run(args, cwd=ROOT)
     assert rc == 0, out[-4000:]
