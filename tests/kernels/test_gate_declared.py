@@ -183,3 +183,29 @@ def test_row_scaled_p_loses_what_falls_below_e4m3_and_the_emulation_says_so():
     exact = reference_attention(q, k, v, scale=x.scale, causal=True)
     err = lambda e: float((e.out - exact).pow(2).mean().sqrt())  # noqa: E731
     assert err(by_row) > err(by_block) and torch.equal(by_row.exact, by_block.exact)
+
+
+def test_an_output_of_the_wrong_shape_or_with_nan_fails_the_declared_path_and_says_what_it_saw():
+    """The declared path's own refusals: a wrong shape is refused before any difference (its ratios infinite, said
+    as such); a NaN is counted, its element's ratio infinite, and the summary names the non-finite values; an
+    exact output's excess over the allowance is negative (every element within it), the format's one is not."""
+    x = _inputs("gaussian:1")
+    kernel = _kernel("exact")
+    em = _emulation(kernel, x)
+    r = compare_declared(em.out[..., :-1], em, kernel="k")
+    assert not r.passed and r.max_ratio == math.inf and r.rms_ratio == math.inf and r.snr_db == -math.inf
+    assert r.reason.startswith("output shape (1, 4, 192, 63) differs from the reference's (1, 4, 192, 64)")
+    assert "max |diff| / allowance inf (limit" in r.summary() and "RMS diff / rounding's inf" in r.summary()
+    out = em.out.clone()
+    out[0, 1, 5, 3] = math.nan
+    r = compare_declared(out, em, kernel="k")
+    assert not r.passed and r.nonfinite == 1 and r.max_ratio == math.inf and r.rms_ratio == math.inf
+    assert r.reason.startswith("1 NaN/Inf values in the output") and r.summary().endswith(", 1 non-finite values")
+    exact = compare_declared(em.out, em, kernel="k")
+    allow = declared_allowance(em)
+    assert exact.passed and exact.max_ratio == 0.0 and exact.max_excess_diff == pytest.approx(-float(allow.min()))
+    assert not exact.summary().endswith("non-finite values") and "max |diff| / allowance 0 (limit" in exact.summary()
+    assert exact.reference.startswith("fp64 emulation: ")
+    plain = compare_outputs(em.out, em.exact, kernel="k", tolerance=gate_tolerance("fp8"), v_rms=1.0)
+    assert plain.reference == "fp64 attention on the kernel's inputs" and plain.max_ratio is None
+    assert plain.summary().startswith("max |diff| ") and "n/a" not in plain.summary()
