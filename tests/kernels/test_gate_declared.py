@@ -209,3 +209,31 @@ def test_an_output_of_the_wrong_shape_or_with_nan_fails_the_declared_path_and_sa
     plain = compare_outputs(em.out, em.exact, kernel="k", tolerance=gate_tolerance("fp8"), v_rms=1.0)
     assert plain.reference == "fp64 attention on the kernel's inputs" and plain.max_ratio is None
     assert plain.summary().startswith("max |diff| ") and "n/a" not in plain.summary()
+
+
+def test_the_declared_paths_reasons_name_the_ratio_and_its_limit_and_degenerate_cases_hold(monkeypatch):
+    """Each failed limit is one reason, worded whole; an empty output has nothing beyond any limit; an emulation
+    whose rounding leaves no spread expects an RMS difference of 0, so only an exact output meets it."""
+    x = _inputs("gaussian:1")
+    kernel = _kernel("exact")
+    em = _emulation(kernel, x)
+    allow = declared_allowance(em)
+    out = em.out.clone()
+    out[0, 2, 100, 7] += 2 * allow[0, 2, 100, 7]
+    r = compare_declared(out, em, kernel="k", tolerance=dataclasses.replace(declared_tolerance(), min_snr_db=None))
+    limit = declared_tolerance().max_ratio
+    assert r.reason == f"max |diff| from its declared numerics' emulation 2 x its allowance (limit {limit:g})", r.reason
+    noisy = em.out + 3 * declared_rms(em) * torch.where(torch.arange(em.out.numel()).reshape(em.out.shape) % 2 == 0,
+                                                         1.0, -1.0).to(em.out.dtype)
+    rms_limit = declared_tolerance().rms_ratio
+    r = compare_declared(noisy, em, kernel="k", tolerance=dataclasses.replace(declared_tolerance(), min_snr_db=None,
+                                                                               max_ratio=math.inf))
+    assert r.reason == f"RMS diff from the emulation 3 x the RMS its rounding of P gives (limit {rms_limit:g})", r.reason
+    empty = dataclasses.replace(em, out=em.out[:, :, :0], exact=em.exact[:, :, :0])
+    r = compare_declared(em.out[:, :, :0], empty, kernel="k")
+    assert (r.max_ratio, r.rms_ratio, r.max_excess_diff) == (0.0, 0.0, 0.0)
+    import harness.kernels._gate as gate_module
+
+    monkeypatch.setattr(gate_module, "declared_rms", lambda em: 0.0)
+    assert compare_declared(em.out, em, kernel="k").rms_ratio == 0.0
+    assert compare_declared(out, em, kernel="k").rms_ratio == math.inf
