@@ -200,11 +200,13 @@ def test_an_output_of_the_wrong_shape_or_with_nan_fails_the_declared_path_and_sa
     out[0, 1, 5, 3] = math.nan
     r = compare_declared(out, em, kernel="k")
     assert not r.passed and r.nonfinite == 1 and r.max_ratio == math.inf and r.rms_ratio == math.inf
-    assert r.reason.startswith("1 NaN/Inf values in the output") and r.summary().endswith(", 1 non-finite values")
+    assert r.reason.startswith("1 NaN/Inf values in the output; max |diff| from its declared numerics' emulation inf x")
+    assert r.summary().endswith(", 1 non-finite values")
     exact = compare_declared(em.out, em, kernel="k")
     allow = declared_allowance(em)
     assert exact.passed and exact.max_ratio == 0.0 and exact.max_excess_diff == pytest.approx(-float(allow.min()))
-    assert not exact.summary().endswith("non-finite values") and "max |diff| / allowance 0 (limit" in exact.summary()
+    assert exact.summary().endswith(" dB") and "max |diff| / allowance 0 (limit" in exact.summary()
+    assert "); vs exact fp64 on its quantized inputs: max |diff| 0.0" in exact.summary()
     assert exact.reference.startswith("fp64 emulation: ")
     plain = compare_outputs(em.out, em.exact, kernel="k", tolerance=gate_tolerance("fp8"), v_rms=1.0)
     assert plain.reference == "fp64 attention on the kernel's inputs" and plain.max_ratio is None
@@ -229,6 +231,9 @@ def test_the_declared_paths_reasons_name_the_ratio_and_its_limit_and_degenerate_
     r = compare_declared(noisy, em, kernel="k", tolerance=dataclasses.replace(declared_tolerance(), min_snr_db=None,
                                                                                max_ratio=math.inf))
     assert r.reason == f"RMS diff from the emulation 3 x the RMS its rounding of P gives (limit {rms_limit:g})", r.reason
+    r = compare_declared(noisy, em, kernel="k", tolerance=dataclasses.replace(declared_tolerance(), min_snr_db=80.0,
+                                                                               max_ratio=math.inf, rms_ratio=math.inf))
+    assert r.reason == f"SNR {r.snr_db:.1f} dB < 80 dB against exact attention on its quantized inputs", r.reason
     empty = dataclasses.replace(em, out=em.out[:, :, :0], exact=em.exact[:, :, :0])
     r = compare_declared(em.out[:, :, :0], empty, kernel="k")
     assert (r.max_ratio, r.rms_ratio, r.max_excess_diff) == (0.0, 0.0, 0.0)
@@ -237,3 +242,34 @@ def test_the_declared_paths_reasons_name_the_ratio_and_its_limit_and_degenerate_
     monkeypatch.setattr(gate_module, "declared_rms", lambda em: 0.0)
     assert compare_declared(em.out, em, kernel="k").rms_ratio == 0.0
     assert compare_declared(out, em, kernel="k").rms_ratio == math.inf
+
+
+def test_the_allowance_and_the_expected_rms_are_the_documented_formulas():
+    """compare_declared's docstring, computed here from the emulation's own terms: per element
+    2 min(z p_spread, p_bound) + out_rounding |out| + accumulation + 1e-6 rms(out), and the RMS
+    sqrt(mean(4/6 p_spread^2 + (out_rounding out)^2 / 3 + accumulation^2 / 3))."""
+    x = _inputs("gaussian:1")
+    exact = _emulation(_kernel("exact"), x)
+    # an accumulation term of its own (an MMA-accumulating kernel's), so that every term is exercised
+    for em in (exact, dataclasses.replace(exact, accumulation=exact.out.abs() * 0.01 + 1e-3)):
+        n, u = em.out.numel(), em.numerics.out_rounding
+        z = hoeffding_z(n)
+        want = (2 * torch.minimum(z * em.p_spread, em.p_bound) + u * em.out.abs() + em.accumulation
+                + 1e-6 * float(em.out.pow(2).mean().sqrt()))
+        assert torch.allclose(declared_allowance(em), want, rtol=1e-12, atol=0)
+        rms = float((4 / 6 * em.p_spread.pow(2) + (u * em.out).pow(2) / 3 + em.accumulation.pow(2) / 3).mean().sqrt())
+        assert declared_rms(em) == pytest.approx(rms, rel=1e-12)
+    assert float(exact.p_spread.max()) > 0 and u > 0
+
+
+def test_each_declared_limit_is_strict_or_inclusive_as_documented():
+    """max |diff| / allowance must stay below its limit; the RMS ratio and the SNR may sit exactly at theirs."""
+    x = _inputs("gaussian:1")
+    kernel = _kernel("exact")
+    out = kernel.prepare(x)()
+    em = _emulation(kernel, x)
+    seen = compare_declared(out, em, kernel="k")
+    at = dataclasses.replace(declared_tolerance(), max_ratio=seen.max_ratio, rms_ratio=seen.rms_ratio,
+                             min_snr_db=seen.snr_db)
+    r = compare_declared(out, em, kernel="k", tolerance=at)
+    assert r.reason.startswith("max |diff| from its declared numerics' emulation") and ";" not in r.reason, r.reason
