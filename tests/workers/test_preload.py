@@ -21,6 +21,14 @@ ROOT = Path(__file__).resolve().parents[2]
 MODULE = "tests.workers.preload_child"
 
 
+@pytest.fixture(autouse=True)
+def own_helpers(monkeypatch):
+    """A pool of preloaded helpers of this test's own: the process's (MAX_HELPERS) may be full of other tests'."""
+    from harness.workers import _preload
+
+    monkeypatch.setattr(_preload, "_HELPERS", {})
+
+
 def start(*args, stdin=subprocess.DEVNULL, stderr=subprocess.PIPE, env_extra=None, cwd=ROOT):
     env = {**os.environ, "PYTHONPATH": str(ROOT), "PRELOAD_TEST": "yes", **(env_extra or {})}
     proc = preloaded_popen([sys.executable, "-m", MODULE, *args], stdin=stdin, stdout=subprocess.PIPE,
