@@ -9,11 +9,10 @@ import json
 import os
 import shutil
 import subprocess
+import sys
 from pathlib import Path
 
 import pytest
-
-from tests.workers.forked_python import forked_python
 
 ROOT = Path(__file__).resolve().parents[2]
 WORKFLOW = ROOT / "docs" / "ci" / "kernel-repo.yml"
@@ -82,8 +81,7 @@ def _condition(expr: str | None, event: str) -> bool:
     return bool(eval(text))  # noqa: S307 - the workflow's own conditions, checked above
 
 
-def _run_job(repo: Path, cache: Path, event: str, run_id: str, *, python: str,
-             only_own: bool = False) -> list[tuple[str, int, str]]:
+def _run_job(repo: Path, cache: Path, event: str, run_id: str, *, only_own: bool = False) -> list[tuple[str, int, str]]:
     """Every step of the job for `event`, in order, as the runner would: `run:` steps in bash with the job's env
     (CPU_ENV on top; the harness is this checkout's, installed in this Python), the cache steps as copies.
     `only_own`: of the `run:` steps, only those whose condition names `event` (the others ran for another event)."""
@@ -91,7 +89,7 @@ def _run_job(repo: Path, cache: Path, event: str, run_id: str, *, python: str,
     # Not the xdist worker's own variables: pytest-benchmark reads PYTEST_XDIST_WORKER as "under xdist" and then
     # disables every benchmark of the job's pytest step (its JSON came out empty when this suite ran on -n 2).
     outer = {k: v for k, v in os.environ.items() if not k.startswith("PYTEST_XDIST_")}
-    env = {**outer, **{k: str(v) for k, v in job["env"].items()}, **CPU_ENV, "PYTHON": python,
+    env = {**outer, **{k: str(v) for k, v in job["env"].items()}, **CPU_ENV, "PYTHON": sys.executable,
            "GITHUB_RUN_ID": run_id, "GITHUB_STEP_SUMMARY": str(repo / "step-summary.md"), "OMP_NUM_THREADS": "1",
            "PYTHONPATH": str(ROOT), "COLUMNS": "200"}
     history = repo / env["BENCH_HISTORY_DIR"]
@@ -120,20 +118,19 @@ def test_its_steps_run_on_the_cpu_a_night_then_a_pull_request(tmp_path):
     shutil.copytree(ROOT / "examples" / "kernel_repo", repo)
     cache = tmp_path / "actions-cache"
 
-    with forked_python(tmp_path / "python") as python:  # each "$PYTHON" of a step forked from the preloaded helper
-        night = _run_job(repo, cache, "schedule", "101", python=python)
-        names = [n for n, _, _ in night]
-        assert names[0].startswith("Preflight") and any(n.startswith("Nightly") for n in names)
-        doctor = json.loads((repo / "out" / "doctor.json").read_text())
-        assert doctor["device"] == "cpu" and doctor["exit_code"] == 0
-        bench = json.loads((repo / "out" / "pytest-benchmark.json").read_text())
-        assert [b["name"] for b in bench["benchmarks"]] == ["test_example_attention"]
-        assert len(list(cache.glob("night-*.parquet"))) == 1  # saved to the cache: tonight is the history's first night
-        assert (repo / "out" / "dashboard" / "index.html").is_file()
-        assert "Nightly sustained benchmark" in (repo / "step-summary.md").read_text()
+    night = _run_job(repo, cache, "schedule", "101")
+    names = [n for n, _, _ in night]
+    assert names[0].startswith("Preflight") and any(n.startswith("Nightly") for n in names)
+    doctor = json.loads((repo / "out" / "doctor.json").read_text())
+    assert doctor["device"] == "cpu" and doctor["exit_code"] == 0
+    bench = json.loads((repo / "out" / "pytest-benchmark.json").read_text())
+    assert [b["name"] for b in bench["benchmarks"]] == ["test_example_attention"]
+    assert len(list(cache.glob("night-*.parquet"))) == 1  # saved to the cache: tonight is the history's first night
+    assert (repo / "out" / "dashboard" / "index.html").is_file()
+    assert "Nightly sustained benchmark" in (repo / "step-summary.md").read_text()
 
-        shutil.rmtree(repo / ".bench-history")  # a fresh runner: the history comes from the cache only
-        pr = _run_job(repo, cache, "pull_request", "102", python=python, only_own=True)  # doctor, pytest, dashboard
+    shutil.rmtree(repo / ".bench-history")  # a fresh runner: the history comes from the cache only
+    pr = _run_job(repo, cache, "pull_request", "102", only_own=True)  # doctor, pytest, dashboard: as above
     (nightly,) = [out for n, _, out in pr if n.startswith("Pull request")]
     assert "NOT JUDGED" in nightly  # one night so far: too few to judge, and said so
     assert len(list((repo / ".bench-history").glob("night-*.parquet"))) == 1  # restored, not appended to

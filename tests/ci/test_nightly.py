@@ -6,6 +6,7 @@ import json
 import os
 import shutil
 import subprocess
+import sys
 from pathlib import Path
 
 import pyarrow.parquet as pq
@@ -13,7 +14,6 @@ import pytest
 
 from harness.commits import judge_nightly, read_baseline
 from harness.results import expand_run, read_run, write_table_atomic
-from tests.workers.forked_python import forked_python
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -25,16 +25,14 @@ def dry_run(tmp_path_factory, tiny_capture_writer):
     capture = tiny_capture_writer(tmp / "captures")
     step_summary = tmp / "step-summary.md"
     # As in GitHub Actions: stdout a pipe, no COLUMNS (rich's 80), GITHUB_ACTIONS set.
-    # $PYTHON: this interpreter, each command forked from the preloaded helper (tests/workers/forked_python.py)
-    with forked_python(tmp / "python") as python:
-        env = {**{k: v for k, v in os.environ.items() if k not in ("COLUMNS", "LINES")}, "PYTHON": python,
-               "GITHUB_STEP_SUMMARY": str(step_summary), "OMP_NUM_THREADS": "1", "GITHUB_ACTIONS": "true"}
-        proc = subprocess.run(
-            ["bash", str(ROOT / "ci" / "nightly.sh"), "--device", "cpu", "--out", str(tmp / "out"), "--baseline",
-             str(tmp / "baseline"), "--update-baseline", "--", "--capture", str(capture),
-             "--json", str(tmp / "out" / "figures.json"), "--csv", str(tmp / "out" / "figures.csv")],
-            capture_output=True, text=True, env=env, cwd=tmp, timeout=600,
-        )
+    env = {**{k: v for k, v in os.environ.items() if k not in ("COLUMNS", "LINES")}, "PYTHON": sys.executable,
+           "GITHUB_STEP_SUMMARY": str(step_summary), "OMP_NUM_THREADS": "1", "GITHUB_ACTIONS": "true"}
+    proc = subprocess.run(
+        ["bash", str(ROOT / "ci" / "nightly.sh"), "--device", "cpu", "--out", str(tmp / "out"), "--baseline",
+         str(tmp / "baseline"), "--update-baseline", "--", "--capture", str(capture),
+         "--json", str(tmp / "out" / "figures.json"), "--csv", str(tmp / "out" / "figures.csv")],
+        capture_output=True, text=True, env=env, cwd=tmp, timeout=600,
+    )
     return tmp, proc, step_summary
 
 

@@ -44,21 +44,3 @@ def test_large_output_on_both_streams_does_not_stall_and_a_timeout_kills():
     assert done.returncode == 0 and done.stdout.endswith("o" * 300000) and done.stderr == "e" * 300000
     with pytest.raises(subprocess.TimeoutExpired):
         run([sys.executable, "-m", "tests.workers.preload_child", "sleep"], env=ENV, timeout=1)
-
-
-def test_a_shell_steps_python_is_forked_and_gets_its_args_cwd_env_stdio_and_status(tmp_path):
-    from tests.workers.forked_python import forked_python
-
-    with forked_python(tmp_path / "py") as python:
-        step = f'cd {tmp_path} && PRELOAD_TEST=shell "{python}" -m tests.workers.preload_child exit 5'
-        done = subprocess.run(["bash", "-c", step], env={**ENV, "PYTHONPATH": str(ROOT)}, capture_output=True,
-                              text=True, timeout=60)
-        assert done.returncode == 5, done.stderr
-        seen = json.loads(done.stdout)
-        assert seen["preloaded"] is True and seen["argv"] == ["exit", "5"] and seen["cwd"] == str(tmp_path)
-        assert seen["env"] == "shell"
-        err = subprocess.run(["bash", "-c", f'"{python}" -m tests.workers.preload_child stderr 2>&1 >/dev/null'],
-                             env=ENV, capture_output=True, text=True, timeout=60, cwd=ROOT)
-        assert err.returncode == 0 and err.stdout == "to stderr\n"
-        plain = subprocess.run(["bash", "-c", f'"{python}" -c "import sys; sys.exit(7)"'], env=ENV, timeout=60)
-        assert plain.returncode == 7  # not -m: started as Popen starts it
