@@ -52,6 +52,15 @@ def module_name(path: Path) -> str:
     return ".".join(parts)
 
 
+def from_target(node: ast.ImportFrom, here: list[str], is_pkg: bool) -> str:
+    """The module a `from ... import` names, a relative one resolved against the importing module `here`."""
+    if not node.level:
+        return node.module or ""
+    base = here if is_pkg else here[:-1]
+    base = base[: len(base) - node.level + 1]
+    return ".".join(base + ([node.module] if node.module else []))
+
+
 def imports_of(path: Path):
     """(imported module, line) for every `harness...` import in the file, relative ones resolved."""
     tree = ast.parse(path.read_text(encoding="utf-8"))
@@ -63,12 +72,7 @@ def imports_of(path: Path):
                 if a.name.startswith("harness"):
                     yield a.name, node.lineno
         elif isinstance(node, ast.ImportFrom):
-            if node.level:
-                base = here if is_pkg else here[:-1]
-                base = base[: len(base) - node.level + 1]
-                mod = ".".join(base + ([node.module] if node.module else []))
-            else:
-                mod = node.module or ""
+            mod = from_target(node, here, is_pkg)
             if mod.startswith("harness"):
                 if mod == "harness":
                     for a in node.names:
@@ -97,12 +101,7 @@ def file_graph() -> dict[str, dict[str, set[str]]]:
                     if a.name in paths:
                         graph[mod].setdefault(a.name, set()).add(a.asname or a.name)
             elif isinstance(node, ast.ImportFrom):
-                if node.level:
-                    base = here if is_pkg else here[:-1]
-                    base = base[: len(base) - node.level + 1]
-                    target = ".".join(base + ([node.module] if node.module else []))
-                else:
-                    target = node.module or ""
+                target = from_target(node, here, is_pkg)
                 for a in node.names:
                     dst = f"{target}.{a.name}" if f"{target}.{a.name}" in paths else target
                     if dst in paths and dst != mod:
