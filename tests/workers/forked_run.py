@@ -12,9 +12,18 @@ from __future__ import annotations
 import subprocess
 import threading
 
-from harness.workers import preloaded_popen
+import pytest
 
-__all__ = ["run"]
+from harness.workers import _preload, preloaded_popen
+
+__all__ = ["run", "own_helpers"]
+
+
+@pytest.fixture(autouse=True)
+def own_helpers(monkeypatch):
+    """A pool of preloaded helpers of the test's own: the process's (MAX_HELPERS) may be full of other tests'.
+    Autouse in the modules that import it (the preload tests); the other tests share the process's pool."""
+    monkeypatch.setattr(_preload, "_HELPERS", {})
 
 
 def run(argv: list[str], *, cwd=None, env: dict | None = None, timeout: float) -> subprocess.CompletedProcess:

@@ -12,18 +12,10 @@ from pathlib import Path
 
 import pytest
 
-from tests.workers.forked_run import run
+from tests.workers.forked_run import own_helpers, run  # noqa: F401 - own_helpers: a fixture, autouse here
 
 ROOT = Path(__file__).resolve().parents[2]
 ENV = {**os.environ, "PYTHONPATH": str(ROOT), "PRELOAD_TEST": "forked"}
-
-
-@pytest.fixture(autouse=True)
-def own_helpers(monkeypatch):
-    """A pool of preloaded helpers of this test's own: the process's (MAX_HELPERS) may be full of other tests'."""
-    from harness.workers import _preload
-
-    monkeypatch.setattr(_preload, "_HELPERS", {})
 
 
 def test_status_streams_cwd_and_env_are_those_of_subprocess_run(tmp_path):

@@ -16,17 +16,10 @@ from pathlib import Path
 import pytest
 
 from harness.workers._preload import PreloadedPopen, forkable, preloaded_popen, prestart
+from tests.workers.forked_run import own_helpers  # noqa: F401 - a fixture, autouse here
 
 ROOT = Path(__file__).resolve().parents[2]
 MODULE = "tests.workers.preload_child"
-
-
-@pytest.fixture(autouse=True)
-def own_helpers(monkeypatch):
-    """A pool of preloaded helpers of this test's own: the process's (MAX_HELPERS) may be full of other tests'."""
-    from harness.workers import _preload
-
-    monkeypatch.setattr(_preload, "_HELPERS", {})
 
 
 def start(*args, stdin=subprocess.DEVNULL, stderr=subprocess.PIPE, env_extra=None, cwd=ROOT):
