@@ -189,20 +189,37 @@ def _logits(model, decoder, attention: _Attention, *, ids=None, start: int = 0, 
         return model.lm_head(out.last_hidden_state).float()
 
 
-def _token_figures(ref_logits, logits, ids=None):
+# fp64 elements of one slice of the token figures (0.5 GiB a tensor): the whole of 8 documents of 8192 tokens over
+# SmolLM2's 49152-token vocabulary is 24 GiB a tensor in fp64, four of them at once, and ran out of the H200's memory.
+TOKEN_SLICE_ELEMENTS = 1 << 26
+
+
+def _token_figures(ref_logits, logits, ids=None, *, slice_elements: int = TOKEN_SLICE_ELEMENTS):
     """Per token (all fp64): KL(reference || kernel) of the next-token distribution, top-1 agreement, and (with the
-    token `ids`) dNLL: -log p_kernel(next token) + log p_reference(next token), for every position but the last."""
+    token `ids`) dNLL: -log p_kernel(next token) + log p_reference(next token), for every position but the last.
+    Computed over slices of positions of at most `slice_elements` logits each, so that memory stays flat."""
     import torch
 
-    ref = torch.log_softmax(ref_logits.double(), -1)
-    got = torch.log_softmax(logits.double(), -1)
-    kl = (ref.exp() * (ref - got)).sum(-1).clamp_min(0.0)  # >= 0 up to rounding
-    top1 = ref.argmax(-1) == got.argmax(-1)
+    B, S, V = ref_logits.shape
+    step = max(1, slice_elements // max(V, 1))
+    kl = torch.empty(B, S, dtype=torch.float64)
+    top1 = torch.empty(B, S, dtype=torch.bool)
+    dnll = torch.empty(B, max(S - 1, 0), dtype=torch.float64)
+    for b in range(B):
+        for s0 in range(0, S, step):
+            s1 = min(S, s0 + step)
+            ref = torch.log_softmax(ref_logits[b, s0:s1].double(), -1)
+            got = torch.log_softmax(logits[b, s0:s1].double(), -1)
+            kl[b, s0:s1] = (ref.exp() * (ref - got)).sum(-1).clamp_min(0.0).cpu()  # >= 0 up to rounding
+            top1[b, s0:s1] = (ref.argmax(-1) == got.argmax(-1)).cpu()
+            last = min(s1, S - 1)  # the last position has no next token
+            if ids is not None and last > s0:
+                nxt = ids[b, s0 + 1:last + 1].to(ref.device).unsqueeze(-1)
+                dnll[b, s0:last] = (ref[:last - s0].gather(-1, nxt) - got[:last - s0].gather(-1, nxt)).squeeze(-1).cpu()
+            del ref, got
     if ids is None:
-        return kl.cpu(), top1.cpu()
-    nxt = ids[:, 1:].to(ref.device).unsqueeze(-1)
-    dnll = (ref[:, :-1].gather(-1, nxt) - got[:, :-1].gather(-1, nxt)).squeeze(-1)
-    return kl.cpu(), top1.cpu(), dnll.cpu()
+        return kl, top1
+    return kl, top1, dnll
 
 
 def model_error(config: ModelErrorConfig, *, kernels: Sequence, floor, reference=None,

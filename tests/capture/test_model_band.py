@@ -64,6 +64,24 @@ def test_dnll_is_the_next_tokens_nll_difference():
     assert dnll.shape == (2, 4) and torch.allclose(dnll, want.double())
 
 
+def test_token_figures_in_slices_are_those_of_the_whole():
+    # Slices of 3 positions (not dividing S = 7) give what one pass over all positions gives, at every position.
+    from harness.capture._model_error import _token_figures
+
+    g = torch.Generator().manual_seed(1)
+    ref, got = torch.randn(2, 7, 13, generator=g), torch.randn(2, 7, 13, generator=g)
+    got[1, 6] = ref[1, 6]  # one position where both models agree: KL 0, top-1 the same
+    ids = torch.randint(0, 13, (2, 7), generator=g)
+    kl, top1, dnll = _token_figures(ref, got, ids, slice_elements=3 * 13)
+    lr, lg = torch.log_softmax(ref.double(), -1), torch.log_softmax(got.double(), -1)
+    assert torch.allclose(kl, (lr.exp() * (lr - lg)).sum(-1).clamp_min(0.0)) and kl[1, 6] == 0
+    assert torch.equal(top1, lr.argmax(-1) == lg.argmax(-1)) and top1[1, 6]
+    want = (lr[:, :-1].gather(-1, ids[:, 1:, None]) - lg[:, :-1].gather(-1, ids[:, 1:, None])).squeeze(-1)
+    assert dnll.shape == (2, 6) and torch.allclose(dnll, want)
+    kl1, top11 = _token_figures(ref, got, slice_elements=1)  # one position a slice, no ids: two figures
+    assert torch.allclose(kl1, kl) and torch.equal(top11, top1)
+
+
 def test_the_reference_must_differ_from_the_floor_and_match_the_config(model_dirs, text_file, tmp_path):
     ref = REG.get("sdpa-cpu")
     with pytest.raises(ConfigError, match="is also the floor"):
