@@ -103,7 +103,7 @@ def declared_numerics(kernel) -> Numerics | None:
 
 
 def reference_attention(q, k, v, *, scale: float, causal: bool, block_rows: int = 1024, out_dtype=None,
-                        window: int | None = None):
+                        window: int | None = None, abs_v: bool = False):
     """Attention in fp64 on exactly the given tensors (any dtype, upcast), on their device.
 
     q [B, Hq, S_q, dqk], k [B, Hkv, S_kv, dqk], v [B, Hkv, S_kv, dv], S_q <= S_kv: query i sits at position
@@ -111,7 +111,8 @@ def reference_attention(q, k, v, *, scale: float, causal: bool, block_rows: int 
     for S_q = S_kv the usual lower triangle). `window` W: a query sees its own position and the W - 1 before it
     (and, not causal, the W - 1 after it). GQA is handled by mapping each query head to its KV head. Rows are
     processed in blocks so the score matrix of a 16K-token call never needs to exist whole, and only the keys a
-    block can see are read. Returns fp64 unless `out_dtype`.
+    block can see are read. Returns fp64 unless `out_dtype`. `abs_v`: also P |V| (fp64), per element the most a
+    relative error of 1 in every probability can move it (the gate's allowance for rounding P), as (out, P |V|).
     """
     import torch
 
@@ -120,6 +121,7 @@ def reference_attention(q, k, v, *, scale: float, causal: bool, block_rows: int 
     group = Hq // Hkv
     off = S_kv - S
     out = torch.empty((B, Hq, S, v.shape[-1]), dtype=torch.float64, device=q.device)
+    out_abs = torch.empty_like(out) if abs_v else None
     kd = k.to(torch.float64)
     vd = v.to(torch.float64)
     for h in range(Hq):
@@ -142,24 +144,35 @@ def reference_attention(q, k, v, *, scale: float, causal: bool, block_rows: int 
                 scores = scores.masked_fill(hidden, float("-inf"))
             p = torch.softmax(scores, dim=-1)
             out[:, h, r0:r1] = torch.matmul(p, vh[:, lo:hi])
-    return out if out_dtype is None else out.to(out_dtype)
+            if abs_v:
+                out_abs[:, h, r0:r1] = torch.matmul(p, vh[:, lo:hi].abs())
+    out = out if out_dtype is None else out.to(out_dtype)
+    return (out, out_abs) if abs_v else out
 
 
-def workload_reference(inputs, q=None, k=None, v=None, *, out_dtype=None):
+def workload_reference(inputs, q=None, k=None, v=None, *, out_dtype=None, abs_v: bool = False):
     """fp64 attention of any workload (`AttentionShape`: decode, window, paged, varlen) on `inputs` (or on
     `q`, `k`, `v` laid out like them), one sequence at a time: each sequence's keys gathered from its pages or
     its packed rows (`harness.inputs.sequences`), then `reference_attention` with the window. Only one
-    sequence is ever upcast to fp64. Dense self-attention without a window is `reference_attention` itself."""
+    sequence is ever upcast to fp64. Dense self-attention without a window is `reference_attention` itself.
+    `abs_v`: (out, P |V|) as `reference_attention` gives them."""
     import torch
 
     s = inputs.shape
     q, k, v = (inputs.q if q is None else q), (inputs.k if k is None else k), (inputs.v if v is None else v)
     if not s.features():
-        return reference_attention(q, k, v, scale=inputs.scale, causal=s.causal, out_dtype=out_dtype)
+        return reference_attention(q, k, v, scale=inputs.scale, causal=s.causal, out_dtype=out_dtype, abs_v=abs_v)
     out = torch.empty(s.out_shape(), dtype=torch.float64, device=q.device)
+    out_abs = torch.empty_like(out) if abs_v else None
     for seq in sequences(inputs, q, k, v):
-        out[seq.rows] = reference_attention(seq.q, seq.k, seq.v, scale=inputs.scale, causal=s.causal, window=s.window)
-    return out if out_dtype is None else out.to(out_dtype)
+        got = reference_attention(seq.q, seq.k, seq.v, scale=inputs.scale, causal=s.causal, window=s.window,
+                                  abs_v=abs_v)
+        if abs_v:
+            out[seq.rows], out_abs[seq.rows] = got
+        else:
+            out[seq.rows] = got
+    out = out if out_dtype is None else out.to(out_dtype)
+    return (out, out_abs) if abs_v else out
 
 
 def score_blocks(q, k, v, *, scale: float, causal: bool, block_rows: int = 256):

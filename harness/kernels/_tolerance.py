@@ -15,7 +15,7 @@ class GateTolerance:
 
     Two roundings no kernel in that format avoids are not held against it: the output's (`rounding`,
     the output format's unit roundoff u, times |ref|) and that of the probabilities fed to the PV product
-    (`p_rounding` times rms(v): a relative error e in each p moves an output by at most about e*rms(v)).
+    (`p_rounding` times P |V| per element: a relative error e in each p moves an output by at most e (P |V|)).
     P goes to the PV product in the operand format: bf16 for bf16 kernels (2^-8), e4m3 for FP8 ones
     (2^-4). Without that allowance a correct kernel fails on std-1 inputs in its first rows, where few
     keys carry weight: cuDNN's bf16 SDPA by 0.0078 against 2e-3, an FP8 kernel with exactly rounded P by

@@ -77,6 +77,9 @@ def test_every_shape_kind_matches_the_brute_force_definition(kind):
     x = _inputs(shape)
     ref = workload_reference(x)
     assert tuple(ref.shape) == shape.out_shape() and ref.dtype == torch.float64
+    # With abs_v, the same output and P |V| (the gate's per-element allowance for rounding P) beside it.
+    same, pv_abs = workload_reference(x, abs_v=True)
+    assert torch.equal(same, ref) and pv_abs.shape == ref.shape
     # The brute force reads the logical tensors through their layout by hand: dense [b], packed cu_seqlens
     # rows, or the page table's pages token by token.
     lq, lk = shape.q_lengths(), shape.kv_lengths()
@@ -97,6 +100,9 @@ def test_every_shape_kind_matches_the_brute_force_definition(kind):
         want = _brute(qb, kb, vb, scale=x.scale, causal=shape.causal, window=shape.window)
         got = ref[0, :, cq[b]:cq[b + 1]] if shape.packed else ref[b]
         assert torch.allclose(got, want, atol=1e-12, rtol=0), (kind, b, float((got - want).abs().max()))
+        want_abs = _brute(qb, kb, vb.abs(), scale=x.scale, causal=shape.causal, window=shape.window)
+        got_abs = pv_abs[0, :, cq[b]:cq[b + 1]] if shape.packed else pv_abs[b]
+        assert torch.allclose(got_abs, want_abs, atol=1e-12, rtol=0), (kind, b)
 
 
 def test_the_causal_mask_is_aligned_to_the_end_of_the_cache_not_its_start():

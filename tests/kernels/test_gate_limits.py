@@ -2,7 +2,7 @@
 
 Each adversarial kernel returns the fp64 reference plus an error it sizes itself from the gate's own
 allowance at one element (the format's rounding times |ref| plus the P rounding, or the kernel's declared
-P-error bound, times rms(v)), so "just within" and "just beyond" are a few percent of the limit apart
+P-error bound, times P |V| there), so "just within" and "just beyond" are a few percent of the limit apart
 and a loosened limit or an ignored declaration flips a verdict.
 """
 
@@ -37,10 +37,9 @@ def _kernel(*, beyond: float, tolerance: str | None = None, declared: float | No
 
     def prepare(x):
         def launch():
-            ref = reference_attention(x.q, x.k, x.v, scale=x.scale, causal=True)
-            v_rms = float(x.v.double().pow(2).mean().sqrt())
+            ref, pv_abs = reference_attention(x.q, x.k, x.v, scale=x.scale, causal=True, abs_v=True)
             out = ref * (1.0 + rel_noise)
-            out[ELEM] = ref[ELEM] + tol.rounding * abs(float(ref[ELEM])) + p * v_rms + beyond
+            out[ELEM] = ref[ELEM] + tol.rounding * abs(float(ref[ELEM])) + p * float(pv_abs[ELEM]) + beyond
             return out
 
         return launch
@@ -257,3 +256,72 @@ def test_gate_result_is_a_frozen_keyword_only_record_with_an_empty_default_reaso
         r.passed = False
     with pytest.raises(TypeError):
         GateResult(*fields.values())
+
+
+# Rounding P where the weight sits on keys with large |v|. Key 0 carries v = 32 and half the weight of the
+# other visible keys (score -ln 2 below theirs), key 1 v = -16, the rest v = 0: row 1's output is ~0 while its
+# P |V| is 21, and rms(v) over the 64 keys is 4.5. A kernel whose every P is off by a fraction of bf16's unit
+# roundoff, all in the direction of its v, moves that row by the fraction times P |V|: what rounding P may do.
+# (SmolLM2 layer 19 on the H200: cuDNN's bf16 SDPA passed a per-element P |V| allowance at 0.92 of it and failed
+# the rms(v) one by 0.0024.)
+HEAVY = AttentionShape(batch=1, heads_q=1, heads_kv=1, seq_len=64, head_dim_qk=16)
+
+
+def _heavy_keys():
+    x = make_inputs(InputSpec(shape=HEAVY, dtype="bfloat16", source="gaussian:1"), device="cpu")
+    q, k, v = torch.zeros_like(x.q), torch.zeros_like(x.k), torch.zeros_like(x.v)
+    q[..., 0] = -1.0
+    k[:, :, 0, 0] = math.log(2.0) / x.scale  # score of key 0: -ln 2 (in bf16, 0.9975 of it), the others 0
+    v[:, :, 0], v[:, :, 1] = 32.0, -16.0
+    for t, new in zip((x.q, x.k, x.v), (q, k, v)):
+        t.copy_(new)
+    return x
+
+
+def _p_off_by(frac: float) -> Kernel:
+    """Every P off by `frac` x bf16's unit roundoff, signed like the v it multiplies, the sum of P exact."""
+
+    def prepare(x):
+        def launch():
+            group = x.q.shape[1] // x.k.shape[1]
+            k = x.k.double().repeat_interleave(group, 1)
+            v = x.v.double().repeat_interleave(group, 1)
+            s = torch.matmul(x.q.double(), k.transpose(-1, -2)) * x.scale
+            n = s.shape[-1]
+            s = s.masked_fill(torch.ones(n, n, dtype=torch.bool).triu(1), -math.inf)
+            p = torch.softmax(s, -1)
+            bent = torch.einsum("bhqk,bhkd->bhqkd", p, torch.ones_like(v)) * (1 + frac * 2.0**-8 * v.sign()[:, :, None])
+            return torch.einsum("bhqkd,bhkd->bhqd", bent, v)
+
+        return launch
+
+    return Kernel(name=f"p-off-{frac}", prepare=prepare, dtypes=frozenset({"bfloat16"}), devices=frozenset({"cpu"}))
+
+
+def test_rounding_p_is_allowed_per_element_by_p_times_abs_v():
+    x = _heavy_keys()
+    ref, pv_abs = reference_attention(x.q, x.k, x.v, scale=x.scale, causal=True, abs_v=True)
+    assert abs(float(ref[0, 0, 1, 0])) < 0.02 and float(pv_abs[0, 0, 1, 0]) == pytest.approx(64 / 3, rel=1e-3)
+    assert gate(_p_off_by(0.99), x, _p_off_by(0.99).prepare(x)).passed
+    # The same output against rms(v) alone (the allowance before 2026-12-05): failed, 0.08 off where 0.018 is allowed.
+    out = _p_off_by(0.99).prepare(x)()
+    v_rms = float(x.v.double().pow(2).mean().sqrt())
+    assert v_rms == pytest.approx(4.47, abs=0.01)
+    assert not compare_outputs(out, ref, kernel="k", tolerance=gate_tolerance("bf16"), v_rms=v_rms).passed
+    with pytest.raises(GateFailure, match="beyond rounding"):
+        _gate_on(x, _p_off_by(1.5))  # half a unit roundoff more than rounding can do: 0.04 beyond
+
+
+def _gate_on(x, kernel):
+    return gate(kernel, x, kernel.prepare(x))
+
+
+def test_pv_abs_replaces_v_rms_element_by_element():
+    tol = gate_tolerance("bf16")
+    ref = torch.zeros(3, dtype=torch.float64)
+    out = torch.tensor([0.01, 0.01, 0.0], dtype=torch.float64)
+    pv_abs = torch.tensor([0.0, 4.0, 100.0], dtype=torch.float64)
+    r = compare_outputs(out, ref, kernel="k", tolerance=tol, v_rms=100.0, pv_abs=pv_abs)
+    assert r.max_excess_diff == pytest.approx(0.01)  # element 0: no P |V|, no allowance (v_rms not used)
+    assert compare_outputs(out[1:], ref[1:], kernel="k", tolerance=tol, pv_abs=pv_abs[1:]).max_excess_diff == (
+        pytest.approx(0.01 - 4.0 * 2.0**-8))
