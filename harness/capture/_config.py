@@ -9,6 +9,7 @@ from harness.capture._device import default_capture_dtype
 from harness.capture._models import DEFAULT_MODEL, ModelSpec
 from harness.capture._text import DEFAULT_TEXT
 from harness.errors import ConfigError
+from harness.inputs import DTYPES
 
 __all__ = ["CaptureConfig", "TOLERANCE", "parse_layers"]
 
@@ -79,5 +80,9 @@ class CaptureConfig:
         if self.root.exists() and not self.root.is_dir():
             raise ConfigError(f"--captures {self.root} is a file; --captures names the folder captures are read from "
                               f"and written to (default captures/). Pass a folder.")
+        # The short names every other command takes (bf16, fp32, fp16) are the same dtypes.
+        given = self.dtype
+        object.__setattr__(self, "dtype", DTYPES.get(self.dtype, self.dtype))
         if self.dtype not in TOLERANCE:
-            raise ConfigError(f"Capture dtype {self.dtype!r} is not one of {', '.join(TOLERANCE)}.")
+            raise ConfigError(f"--dtype {given!r}: a capture's forward pass runs in bf16 (bfloat16), fp16 "
+                              f"(float16) or fp32 (float32). Pass one of those.")

@@ -16,7 +16,7 @@ from harness.capture import (
     default_capture_dtype,
     estimate_capture,
 )
-from harness.errors import CaptureError
+from harness.errors import CaptureError, ConfigError
 from harness.suite import main_job_defaults
 
 torch = pytest.importorskip("torch")
@@ -37,6 +37,13 @@ def test_forward_dtype_defaults_by_device():
     assert CaptureConfig(device="cuda:0").dtype == "bfloat16"
     assert CaptureConfig().dtype == "float32"
     assert CaptureConfig(device="cuda:0", dtype="float32").dtype == "float32"
+
+
+def test_forward_dtype_takes_the_short_names_the_other_commands_take():
+    # `bench capture --dtype bf16` was refused ("not one of float32, bfloat16, float16") though its help says bf16.
+    assert [CaptureConfig(dtype=d).dtype for d in ("bf16", "fp16", "fp32")] == ["bfloat16", "float16", "float32"]
+    with pytest.raises(ConfigError, match=r"--dtype 'fp8': .* bf16 \(bfloat16\), fp16 \(float16\) or fp32"):
+        CaptureConfig(dtype="fp8")  # a dtype the inputs know, but not a forward pass's
 
 
 def test_capture_on_a_gpu_this_machine_lacks_names_the_option(model_dirs, text_file, tmp_path):
