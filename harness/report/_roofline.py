@@ -100,6 +100,16 @@ def _at(roof) -> str:
     return f" @ {roof.clock_mhz:.0f} MHz" + (" in-band" if roof.clock_source == "inband" else "")
 
 
+def _x_limits(intensities: Sequence[float], memory, roof_values: Sequence[float], y_lo: float) -> tuple[float, float]:
+    """The intensity axis: each point with room for its label (x4 either side) and each roof's ridge (where the memory
+    roof meets it) with a stretch of its flat part (x2), so every roof in the legend is drawn on the chart: MLA's exp2
+    roof at d 576 + 512 starts near 1,900 FLOP/B, past 4x its points' 238, and was in the legend only."""
+    ridge = [v / memory.value for v in roof_values] if memory else []
+    lo = min([y_lo / memory.value if memory else 1.0, *(x / 4 for x in [*intensities, *ridge])])
+    hi = max([100.0, *(x * 4 for x in intensities), *(x * 2 for x in ridge)])
+    return lo, hi
+
+
 def roofline_figure_png(*, roofs: Sequence, points: Sequence, rows: Sequence[dict], dpi: int = 150) -> bytes:
     """Log-log roofline: GEMM and FMA roofs, the exp2 roof per head dim, the memory roof, points with % labels."""
     import matplotlib
@@ -117,10 +127,8 @@ def roofline_figure_png(*, roofs: Sequence, points: Sequence, rows: Sequence[dic
     if not ys:
         raise ValueError("a roofline needs at least one roof or point")
     y_lo, y_hi = min(ys) / 6, max(ys) * 2.5
-    xs = [p.intensity for p in points if p.intensity > 0]
-    ridge = [c.value / memory.value for c in compute] if memory else []
-    lo = min([y_lo / memory.value if memory else 1.0, *(x / 4 for x in xs + ridge)])
-    hi = max([100.0, *(x * 4 for x in xs + ridge)])
+    lo, hi = _x_limits([p.intensity for p in points if p.intensity > 0], memory,
+                       [c.value for c in compute] + [v for _, v in exp_roofs], y_lo)
     fig, ax = plt.subplots(figsize=(14, 6.5), dpi=dpi)
     fig.subplots_adjust(left=0.06, right=0.5, bottom=0.1, top=0.94)
     for c in compute:
