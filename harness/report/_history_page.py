@@ -142,7 +142,11 @@ def _series_svg(k: int, s, analysis, xs_of, sx: float, date_format: str) -> str:
         out.append(f"<rect x='{_LEFT}' y='{y0}' width='{_W - _LEFT - _RIGHT}' height='{h}' fill='none' stroke='#ccc'/>")
         if have:
             lo, hi = min(have), max(have)
-            pad = (hi - lo) * 0.12 or abs(hi) * 0.002 or 1.0
+            # At least twice the verdict's threshold of the middle value: nights 0.3 % apart must not fill a panel
+            # and read as a cliff (three H200 nights of one kernel did, 2026-12-05).
+            mid, span = (lo + hi) / 2, max(hi - lo, 2 * analysis.verdict.threshold * abs(lo + hi) / 2)
+            lo, hi = mid - span / 2, mid + span / 2
+            pad = span * 0.12 or 1.0
             lo, hi = lo - pad, hi + pad
             units = lambda v, lo=lo, hi=hi: None if v is None else (hi - v) / (hi - lo) * _Y  # 0 on top
             ticks, step = _ticks(lo, hi, 3 if h > 80 else 2)
@@ -281,7 +285,9 @@ def history_page(analysis, *, title: str = "Nightly history") -> str:
                                                                          "protocol throughout.</p>",
            "<h2>Series</h2>",
            "<p class='caption'>Per night: the geometric mean over its repeats (line) and, for time, cycles and clock, "
-           "its 95 % band (shaded; every figure's band is in --json / --csv); the "
+           "its 95 % band (shaded; every figure's band is in --json / --csv); each panel's height spans at least "
+           f"twice the threshold ({2 * analysis.verdict.threshold:.0%} of its values), so night-to-night noise below "
+           "it looks flat; the "
            "last night's point in the verdict's colour. Change points: red a regression, green an improvement, "
            "orange the machine (clock, no event recorded), grey dashed an event; the shade is where the change may "
            "be; hover for its size, attribution, events and commit range. Diamonds on top: events.</p>"]

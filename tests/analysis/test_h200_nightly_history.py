@@ -197,6 +197,19 @@ def _git(repo: Path, *args: str) -> str:
                           env=env).stdout.strip()
 
 
+def test_a_panel_spans_twice_the_threshold_so_three_close_nights_do_not_read_as_a_cliff(analysis):
+    # sdpa-cudnn's three nights lie 0.35 % apart; its time panel must span at least 2 x 2 % of the value (its tick
+    # labels at least half of that), not the 0.35 % that made 0.2820 -> 0.2810 ms fill the panel.
+    _, a, settings = analysis
+    svg = re.search(r"<svg class='trend' data-s='0'.*?</svg>", history_page(a), re.S).group(0)
+    assert a.series[0].kernel == "sdpa-cudnn"
+    times = [v * 1e-6 for v in a.series[0].values["time"]]  # ms
+    assert (max(times) - min(times)) / min(times) < 0.005
+    first_panel = svg[:svg.index("class='panel'")]
+    ticks = [float(t) for t in re.findall(r"text-anchor='end'>([\d.]+)</text>", first_panel)]
+    assert len(ticks) >= 2 and max(ticks) - min(ticks) >= 0.5 * 2 * settings.threshold * statistics.mean(times)
+
+
 def test_bisect_finds_commit_11_from_the_h200_pair_runs(tmp_path):
     """The search replayed: a repository with the H200 one's 16 subjects, each step's verdict recomputed from the
     stored pair run of the commits it names; the steps, their lines and the FOUND sentence are the logged ones."""
