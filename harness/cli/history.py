@@ -154,8 +154,9 @@ def bisect(
     except KeyboardInterrupt as exc:
         out.print(f"[yellow]bench bisect {exc or 'interrupted'}[/]", highlight=False)
         raise typer.Exit(128 + (signal.Signals[exc.signal] if hasattr(exc, "signal") else signal.SIGINT)) from None
-    out.print(f"bisect {result.good.short[:10]}..{result.bad.short[:10]} in {repo}: {len(result.commits)} commit(s) "
-              f"after GOOD, {len(result.steps)} pair run(s)", highlight=False)
+    # The range as given (GOOD..BAD), not the pair the search ended on: that is the sentence's.
+    out.print(f"bisect {good}..{bad} in {repo}: {len(result.commits)} commit(s) after GOOD, {len(result.steps)} pair "
+              f"run(s)", highlight=False)
     for s in result.steps:
         out.print(commit_line(s), highlight=False, soft_wrap=True)
     color = {"found": "bold green", "no change": "yellow", "unresolved": "yellow"}[result.status]
