@@ -23,8 +23,17 @@ the descale cancels at the end. It replaces the per-score shift and add of the r
 Why not the running sum as the wgmma's C operand (the first version): an FP8 wgmma adds its products to C
 in about 13 fraction bits aligned to the largest term (C included) and truncates, so once l is ~2^13 times
 one P code (8192 near-uniform keys) every new code is cut to nothing: at S=16384 causal, gaussian:0.1 the
-long rows' l came out up to ~45 % low, SNR 17.8 dB (docs/experiments/summma-row-sum.md). acc does not
-swamp the same way because p v has random signs (acc grows like sqrt(n)), the row sum of positives like n.
+long rows' l came out up to ~45 % low, SNR 17.8 dB (docs/experiments/summma-row-sum.md).
+
+FRESH_PV (`gluon-fp8-lean-summma-fresh`): the PV product the same way, into a zeroed [BLOCK_M, DV] accumulator
+each block, then acc = acc g + block in one FFMA (the multiply by g it replaces). The running acc as PV's C
+operand swamps too on real activations: their values keep one sign per channel over many keys (SmolLM2
+layer 0: |mean(v)| / rms(v) up to 0.98), so acc grows like n, not like sqrt(n) as on Gaussian inputs. On the
+H200 that kernel missed its declared numerics by 3.77 x (SNR 29.9 dB) on SmolLM2 layer 0 at S=8192; a CPU
+emulation of the truncation reproduced it (3.85 x, 29.8 dB) and, per block, 0.25 x and 49.5 dB
+(docs/experiments/pv-accumulator-swamping.md). The cost is a second live [BLOCK_M, DV] fp32 tile while PV(j-1)
+is in flight: ahead-of-time for sm_90 (triton 3.9) 148 against 125 registers at d=64, 218 against 162 at d=128,
+no spills. SageAttention2 answers the same FP22-accumulator limit with a two-level accumulation.
 
 What the SASS shows (triton 3.6, ptxas 12.8): the order is in the PTX (wait_group 1 after the two
 issues, wait_group 0 after softmax), but ptxas schedules the PV wait (WARPGROUP.DEPBAR.LE gsb0, 0x0)
@@ -112,24 +121,31 @@ def _blocks(lo, hi, acc, l_i, m_i, p8, d, g, q_smem, k_desc, v_desc, k_smem, v_s
             n_blocks, k_row0, v_row0, qk_scale, offs_m, S, ones_smem,
             MASKED: gl.constexpr, CAUSAL: gl.constexpr, BLOCK_M: gl.constexpr, BLOCK_N: gl.constexpr,
             NUM_STAGES: gl.constexpr, TAU: gl.constexpr, SIGMA: gl.constexpr, BETA: gl.constexpr,
-            s_layout: gl.constexpr, o_layout: gl.constexpr, SUM_MMA: gl.constexpr, l_layout: gl.constexpr):
+            s_layout: gl.constexpr, o_layout: gl.constexpr, SUM_MMA: gl.constexpr, l_layout: gl.constexpr,
+            FRESH_PV: gl.constexpr):
     # Key blocks lo..hi-1; on entry P(lo-1) (p8, its descale d) is formed and its PV is pending, acc in
     # units of descale d_prev, g = alpha d_prev / d the factor to bring acc to d's units. With SUM_MMA,
     # l_i is the [BLOCK_M, 8] accumulator of P times a tile of ones (every column the row sum), in acc's
-    # units and rescaled with it; without, the [BLOCK_M] row sum in true units.
+    # units and rescaled with it; without, the [BLOCK_M] row sum in true units. FRESH_PV: PV(j-1) into a zeroed
+    # tile, acc = acc g + it after the wait (acc is never the wgmma's C operand).
     p_layout: gl.constexpr = gl.DotOperandLayout(operand_index=0, parent=o_layout, k_width=4)
     row_o: gl.constexpr = gl.SliceLayout(1, o_layout)
     zero_s = gl.zeros([BLOCK_M, BLOCK_N], gl.float32, s_layout)
     zero_l = gl.zeros([BLOCK_M, 8], gl.float32, l_layout)
+    zero_o = gl.zeros(acc.shape, gl.float32, o_layout)
     for j in range(lo, hi):
         s = j % NUM_STAGES
         sp = (j - 1) % NUM_STAGES
         mbarrier.wait(k_bar.index(s), (j // NUM_STAGES) & 1)
         qk_tok = warpgroup_mma(q_smem, k_smem.index(s).permute((1, 0)), zero_s, use_acc=False, is_async=True)
         mbarrier.wait(v_bar.index(sp), ((j - 1) // NUM_STAGES) & 1)
-        acc = acc * gl.expand_dims(gl.convert_layout(g, row_o), 1)
+        g_o = gl.expand_dims(gl.convert_layout(g, row_o), 1)
         pa = gl.convert_layout(p8, p_layout)
-        acc_tok = warpgroup_mma(pa, v_smem.index(sp).permute((1, 0)), acc, is_async=True)
+        if FRESH_PV:
+            acc_tok = warpgroup_mma(pa, v_smem.index(sp).permute((1, 0)), zero_o, use_acc=False, is_async=True)
+        else:
+            acc = acc * g_o
+            acc_tok = warpgroup_mma(pa, v_smem.index(sp).permute((1, 0)), acc, is_async=True)
         if SUM_MMA:
             # the block's sum in a fresh accumulator (use_acc=False), added to l_i in fp32 after the wait
             g_l = gl.expand_dims(gl.convert_layout(g, gl.SliceLayout(1, l_layout)), 1)
@@ -142,11 +158,15 @@ def _blocks(lo, hi, acc, l_i, m_i, p8, d, g, q_smem, k_desc, v_desc, k_smem, v_s
             qk = _mask(qk, j * BLOCK_N, offs_m, S, CAUSAL, BLOCK_N, s_layout)
         p8, row_sum, d_new, alpha, m_i = _lean_p(qk, m_i, qk_scale, TAU, SIGMA, BETA)
         if SUM_MMA:
-            acc, l_blk = warpgroup_mma_wait(0, deps=(acc_tok, l_tok))
+            pv, l_blk = warpgroup_mma_wait(0, deps=(acc_tok, l_tok))
             l_i = gl.fma(l_i, g_l, l_blk)
         else:
             l_i = l_i * alpha + row_sum
-            acc = warpgroup_mma_wait(0, deps=(acc_tok, ))
+            pv = warpgroup_mma_wait(0, deps=(acc_tok, ))
+        if FRESH_PV:
+            acc = gl.fma(acc, g_o, pv)
+        else:
+            acc = pv
         # QK(j-1) and PV(j-1) are done with slot sp: refill it with block j-1+NUM_STAGES.
         _load_block(k_desc, v_desc, k_smem, v_smem, k_bar, v_bar, j - 1 + NUM_STAGES, n_blocks, k_row0, v_row0,
                     BLOCK_N, NUM_STAGES)
@@ -159,7 +179,7 @@ def _blocks(lo, hi, acc, l_i, m_i, p8, d, g, q_smem, k_desc, v_desc, k_smem, v_s
 def attn_fwd(q_desc, k_desc, v_desc, Out, qk_scale, out_scale, stride_ob, stride_oh, stride_om, HQ, GROUP, S,
              HEAD_D: gl.constexpr, DV: gl.constexpr, BLOCK_M: gl.constexpr, BLOCK_N: gl.constexpr,
              CAUSAL: gl.constexpr, NUM_STAGES: gl.constexpr, TAU: gl.constexpr, SIGMA: gl.constexpr,
-             BETA: gl.constexpr, SUM_MMA: gl.constexpr, num_warps: gl.constexpr):
+             BETA: gl.constexpr, SUM_MMA: gl.constexpr, FRESH_PV: gl.constexpr, num_warps: gl.constexpr):
     # q_desc: [B*HQ*S, HEAD_D] fp8 rows; k_desc: [B*HKV*S, HEAD_D]; v_desc: V^T, [B*HKV*DV, S] (K-major
     # for the fp8 wgmma's B operand). Rows of a tile past this head's S belong to the next head (finite,
     # masked) or lie past the tensor (TMA zero-fills); the output store is masked.
@@ -232,19 +252,24 @@ def attn_fwd(q_desc, k_desc, v_desc, Out, qk_scale, out_scale, stride_ob, stride
     acc, l_i, m_i, p8, d, g = _blocks(1, first_masked, acc, l_i, m_i, p8, d, g, q_smem, k_desc, v_desc, k_smem,
                                       v_smem, k_bar, v_bar, n_blocks, k_row0, v_row0, qk_scale, offs_m, S, ones_smem,
                                       False, CAUSAL, BLOCK_M, BLOCK_N, NUM_STAGES, TAU, SIGMA, BETA, s_layout,
-                                      o_layout, SUM_MMA, l_layout)
+                                      o_layout, SUM_MMA, l_layout, FRESH_PV)
     acc, l_i, m_i, p8, d, g = _blocks(first_masked, n_blocks, acc, l_i, m_i, p8, d, g, q_smem, k_desc, v_desc,
                                       k_smem, v_smem, k_bar, v_bar, n_blocks, k_row0, v_row0, qk_scale, offs_m, S,
                                       ones_smem, True, CAUSAL, BLOCK_M, BLOCK_N, NUM_STAGES, TAU, SIGMA, BETA,
-                                      s_layout, o_layout, SUM_MMA, l_layout)
+                                      s_layout, o_layout, SUM_MMA, l_layout, FRESH_PV)
 
     # PV of the last block, then back to true units.
     last = n_blocks - 1
     sl = last % NUM_STAGES
     mbarrier.wait(v_bar.index(sl), (last // NUM_STAGES) & 1)
     p_layout: gl.constexpr = gl.DotOperandLayout(operand_index=0, parent=o_layout, k_width=4)
-    acc = acc * gl.expand_dims(gl.convert_layout(g, row_o), 1)
-    acc = warpgroup_mma(gl.convert_layout(p8, p_layout), v_smem.index(sl).permute((1, 0)), acc)
+    g_o = gl.expand_dims(gl.convert_layout(g, row_o), 1)
+    if FRESH_PV:
+        pv = warpgroup_mma(gl.convert_layout(p8, p_layout), v_smem.index(sl).permute((1, 0)),
+                           gl.zeros([BLOCK_M, DV], gl.float32, o_layout), use_acc=False)
+        acc = gl.fma(acc, g_o, pv)
+    else:
+        acc = warpgroup_mma(gl.convert_layout(p8, p_layout), v_smem.index(sl).permute((1, 0)), acc * g_o)
     if SUM_MMA:
         g_l = gl.expand_dims(gl.convert_layout(g, gl.SliceLayout(1, l_layout)), 1)
         pl_ = gl.convert_layout(p8, gl.DotOperandLayout(operand_index=0, parent=l_layout, k_width=4))

@@ -22,6 +22,11 @@ FP8 wgmma's ~13-bit aligned accumulation swamps a long sum of positives (see _gl
 fresh accumulator each block it passes (SNR 34.6 dB) and sustains 3.254 ms: x1.287 triton-bf16, x1.187
 sdpa-cudnn, x1.064 triton-fp8-lean-accmma (fixture 20261202-015428-gluon-fp8-6d9f07).
 
+On real activations the running output swamps the same way (their values keep one sign per channel over many
+keys): gluon-fp8-lean-summma missed its declared numerics on the H200 (SmolLM2 layer 0 at S=8192: 3.77 x the
+allowance, SNR 29.9 dB; 2026-12-05). `gluon-fp8-lean-summma-fresh` takes PV into a fresh accumulator each block
+too; a CPU emulation puts it at 0.25 x and 49.5 dB there. Not yet run on a GPU (compiled ahead of time for sm_90).
+
 Hopper (sm_90) only: Gluon's wgmma is Hopper's, and Gluon has no CPU interpreter, so on any other device
 the kernel says so through its availability and is never prepared. Importing this module imports no
 triton (the jit code lives in `_gluon_fp8_attn`, imported in `prepare`).
@@ -56,6 +61,9 @@ SUMMMA_CONFIGS = {dims: dict(cfg, sum_mma=True) for dims, cfg in {
     (64, 64): dict(block_m=64, block_n=64, num_warps=4, num_stages=3),
     (128, 128): dict(block_m=64, block_n=64, num_warps=4, num_stages=2),
 }.items()}
+
+# FRESH_PV (`gluon-fp8-lean-summma-fresh`): summma's tiles, PV into a fresh accumulator each block.
+FRESH_CONFIGS = {dims: dict(cfg, fresh_pv=True) for dims, cfg in SUMMMA_CONFIGS.items()}
 
 # block_m = 16 x num_warps (one warp per 16 rows, warps stacked along M); block_n is the P block (64).
 # stages: TMA ring slots for K and V^T. Checked ahead of time for sm_90 with triton 3.6 (no spills).
@@ -119,6 +127,7 @@ def prepare_lean(inputs, *, config: dict | None = None, proton: bool = False, ta
     params = dict(config) if config is not None else config_for(s.head_dim_qk, s.head_dim_v, table=table or CONFIGS)
     bm, bn, warps, stages = params["block_m"], params["block_n"], params["num_warps"], params["num_stages"]
     sum_mma = bool(params.get("sum_mma", False))
+    fresh_pv = bool(params.get("fresh_pv", False))
     if bn != triton_fp8.P_BLOCK:
         raise ValueError(f"lean P scales P per {triton_fp8.P_BLOCK}-key block, so block_n must be {triton_fp8.P_BLOCK}")
     if bm != 16 * warps:
@@ -139,7 +148,7 @@ def prepare_lean(inputs, *, config: dict | None = None, proton: bool = False, ta
             s.heads_q, s.heads_q // s.heads_kv, s.seq_len)
     kw = dict(HEAD_D=s.head_dim_qk, DV=s.head_dim_v, BLOCK_M=bm, BLOCK_N=bn, CAUSAL=bool(s.causal),
               NUM_STAGES=stages, TAU=float(triton_fp8.TAU), SIGMA=float(triton_fp8.SIGMA),
-              BETA=float(triton_fp8.BETA), SUM_MMA=sum_mma, num_warps=warps)
+              BETA=float(triton_fp8.BETA), SUM_MMA=sum_mma, FRESH_PV=fresh_pv, num_warps=warps)
     keep = (q8, k8, vt8)  # the descriptors point into these: keep them alive with the closure
 
     def launch():
@@ -163,6 +172,13 @@ triton_fp8._declare(
     "gluon-fp8-lean with the row sum of P by a wgmma against a tile of ones (no vector adds per score)",
     into=registry, extra={"variant_of": "triton-fp8-lean", "o_cap": 24, "acc_in_mma": True, "row_sum": "wgmma"},
     source=f"{__name__}:prepare_lean", head_dims=tuple(SUMMMA_CONFIGS), devices=("cuda",), availability=availability,
+)
+triton_fp8._declare(
+    "gluon-fp8-lean-summma-fresh", functools.partial(prepare_lean, table=FRESH_CONFIGS), "lean",
+    "gluon-fp8-lean-summma with PV into a fresh accumulator each key block, added in fp32 (the running output "
+    "never the FP8 wgmma's C operand, where it swamps on real activations)",
+    into=registry, extra={"variant_of": "triton-fp8-lean", "o_cap": 24, "row_sum": "wgmma"},
+    source=f"{__name__}:prepare_lean", head_dims=tuple(FRESH_CONFIGS), devices=("cuda",), availability=availability,
 )
 
 
@@ -192,7 +208,7 @@ def compile_for(*, head_dim: int = 128, causal: bool = True, config: dict | None
     sig.update({name: "i32" for name in ("stride_ob", "stride_oh", "stride_om", "HQ", "GROUP", "S")})
     consts = dict(HEAD_D=d, DV=d, BLOCK_M=bm, BLOCK_N=bn, CAUSAL=bool(causal), NUM_STAGES=stages,
                   TAU=float(triton_fp8.TAU), SIGMA=float(triton_fp8.SIGMA), BETA=float(triton_fp8.BETA),
-                  SUM_MMA=bool(cfg.get("sum_mma", False)), num_warps=warps)
+                  SUM_MMA=bool(cfg.get("sum_mma", False)), FRESH_PV=bool(cfg.get("fresh_pv", False)), num_warps=warps)
     sig.update({name: "constexpr" for name in consts})
     names = list(sig)
     attrs = {(names.index(n),): [["tt.divisibility", 16]] for n in ("Out", "stride_ob", "stride_oh", "stride_om", "S")}

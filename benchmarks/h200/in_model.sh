@@ -8,7 +8,8 @@
 #            the sustained protocol), then the model's prefill forward with each kernel in all 30 layers;
 #   qwen3    qwen3-8b built from its published config with RANDOM WEIGHTS (marked so in every output), S=8192, one
 #            window (B1 H32/8 d128, 36 layers), the same two runs (isolated layer 18).
-# Kernels: sdpa-cudnn (the reference), gluon-fp8-lean-summma, triton-bf16. Each in-model run gates every layer for
+# Kernels: sdpa-cudnn (the reference), gluon-fp8-lean-summma, gluon-fp8-lean-summma-fresh (PV per block: the first
+# failed its declared numerics on real activations on 2026-12-05), triton-bf16. Each in-model run gates every layer for
 # every kernel first, times one forward per launch (a CUDA graph of the forward where it captures, else a loop: the
 # launch note says which and why), and after each window runs the attention pass (1 s: forwards in pairs, plain
 # and with CUDA events around every attention call): per kernel the three ratios against sdpa-cudnn (isolated,
@@ -55,7 +56,7 @@ export HARNESS_GIT_COMMIT=${HARNESS_GIT_COMMIT:-$(git rev-parse HEAD 2>/dev/null
 STEP_MIN_S=20 STEP_TAIL=4  # run_step (preamble.sh): no step under 20 s, 4 lines of each log
 
 REF=$(pick sdpa-cpu sdpa-cudnn)
-KERNELS=${KERNELS:-$(pick "triton-bf16 triton-fp8-lean-accmma" "gluon-fp8-lean-summma triton-bf16")}
+KERNELS=${KERNELS:-$(pick "triton-bf16 triton-fp8-lean-accmma" "gluon-fp8-lean-summma gluon-fp8-lean-summma-fresh triton-bf16")}
 [ "$QUICK" = 1 ] && export TRITON_INTERPRET=${TRITON_INTERPRET:-1}
 PROTO=$(pick "--quick --repeats 2 --idle-s 0 --window-s 0.1 --chunk-s 0.1 --warmin-cap-s 0.3 --attention-pass-s 0.05" \
              "--repeats 3 --window-s 2 --idle-s 1 --warmin-cap-s 10 --attention-pass-s 1")
