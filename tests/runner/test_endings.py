@@ -51,6 +51,16 @@ class SignalAfter(NullObserver):
             os.kill(os.getpid(), s)
 
 
+@pytest.fixture(autouse=True)
+def _sigint_as_python_starts_it():
+    # A run takes over only signals at their default disposition and leaves an ignored one ignored (nohup, or a
+    # shell's `cmd &`, starts Python with SIGINT ignored). These tests send SIGINT as a terminal's Ctrl-C does, so
+    # they start from Python's own handler however pytest itself was started.
+    old = signal.signal(signal.SIGINT, signal.default_int_handler)
+    yield
+    signal.signal(signal.SIGINT, old)
+
+
 @pytest.mark.parametrize("sig", [signal.SIGTERM, signal.SIGHUP, signal.SIGINT])
 def test_a_stop_signal_marks_the_run_incomplete_naming_it(tmp_path, sig):
     with pytest.raises(RunStopped) as info:
