@@ -71,7 +71,9 @@ MODULES: dict[str, tuple[str, tuple[str, ...]]] = {
     "gate": ("harness/kernels/_gate.py", (
         "tests/kernels/test_gate_limits.py", "tests/kernels/test_gate_checks.py", "tests/kernels/test_adversarial.py",
         # the declared numerics (issues 32 and 44: max and RMS ratios to a recipe's error bound)
-        "tests/kernels/test_gate_declared.py", "tests/numerics/test_recipe_gate.py", "tests/kernels/test_leak.py")),
+        "tests/kernels/test_gate_declared.py", "tests/numerics/test_recipe_gate.py", "tests/kernels/test_leak.py",
+        # the hints on a failure (a serving workload's usual mistakes, the other layout) judge with `compare`
+        "tests/kernels/test_workload_hint.py", "tests/kernels/test_decode_layout.py")),
     "reasons": ("harness/telemetry/_reasons.py", (
         "tests/telemetry/test_telemetry_reasons.py", "tests/telemetry/test_reasons.py",
         "tests/analysis/test_window.py")),

@@ -14,7 +14,7 @@ import math
 import pytest
 import torch
 
-from harness.errors import GateFailure
+from harness.errors import GateFailure, UnsupportedInputError
 from harness.inputs import AttentionShape, InputSpec, make_inputs
 from harness.kernels import Kernel, gate, reference_attention
 from harness.kernels._gate import compare_outputs
@@ -325,3 +325,33 @@ def test_pv_abs_replaces_v_rms_element_by_element():
     assert r.max_excess_diff == pytest.approx(0.01)  # element 0: no P |V|, no allowance (v_rms not used)
     assert compare_outputs(out[1:], ref[1:], kernel="k", tolerance=tol, pv_abs=pv_abs[1:]).max_excess_diff == (
         pytest.approx(0.01 - 4.0 * 2.0**-8))
+
+
+def test_a_given_fp64_reference_is_judged_with_its_p_abs_v():
+    # A caller's own fp64 tensor (saving the gate its pass) is judged as the gate's own reference is.
+    x = _heavy_keys()
+    ref = reference_attention(x.q, x.k, x.v, scale=x.scale, causal=True)
+    within, beyond = _p_off_by(0.99), _p_off_by(1.5)
+    assert gate(within, x, within.prepare(x), reference=ref).passed
+    with pytest.raises(GateFailure, match="beyond rounding"):
+        gate(beyond, x, beyond.prepare(x), reference=ref)
+
+
+def test_a_failure_carries_its_numbers_for_the_kernels_row():
+    with pytest.raises(GateFailure) as info:
+        _gate(_kernel(beyond=4e-3))
+    numbers = info.value.gate
+    assert numbers["gate_max_abs_diff"] > 4e-3 and numbers["gate_snr_db"] > 30
+    assert numbers["gate_max_ratio"] is None and numbers["gate_reference"] == "fp64 attention on the kernel's inputs"
+
+
+def test_an_fp8_kernel_on_a_serving_workload_is_refused_naming_its_features():
+    # Its inputs' quantization is emulated for dense self-attention only: a kernel that declares `quant` (P not
+    # declared) is refused on a paged decode, not judged against the wrong reference.
+    shape = AttentionShape(batch=2, heads_q=2, heads_kv=2, seq_len=1, seq_len_kv=32, head_dim_qk=16, page_size=8)
+    x = make_inputs(InputSpec(shape=shape, dtype="bfloat16", source="gaussian:1"), device="cpu")
+    k = Kernel(name="quantizes", prepare=lambda x: (lambda: None), dtypes=frozenset({"bfloat16"}),
+               devices=frozenset({"cpu"}), tolerance="fp8", extra={"quant": "e4m3-pow2"})
+    with pytest.raises(UnsupportedInputError, match=r"^Kernel 'quantizes' is judged on its FP8 inputs' quantization, "
+                       r"which the gate emulates for dense self-attention only, not for decode, paged\.$"):
+        gate(k, x, k.prepare(x))
