@@ -69,3 +69,21 @@ def test_percent_writes_thresholds_and_widths_one_way():
     assert percent(None) == "-"
     assert (percent(0.003), percent(0.0058), percent(0.055), percent(1.5), percent(39.0)) == (
         "0.3", "0.58", "5.5", "150", "3900")
+
+
+def test_a_pilot_of_every_repeat_is_the_one_stage_interval_and_more_is_refused():
+    # The two-stage rule's pilot may be all the repeats a side has (nothing was added): the same interval, the
+    # method said; one more than there are, or fewer than 2, is a caller's error.
+    a, b = [0.0, 0.01, -0.01, 0.02], [0.05, 0.04, 0.06, 0.03]
+    one, two = ratio_interval(a, b), ratio_interval(a, b, pilot_a=4, pilot_b=4)
+    assert (two.low, two.high, two.df) == pytest.approx((one.low, one.high, one.df))
+    assert two.method == "Welch t (two-stage)" and one.method == "Welch t"
+    for bad in (5, 1):
+        with pytest.raises(ValueError, match=rf"a pilot of {bad} repeats needs 2 <= pilot <= 4"):
+            ratio_interval(a, b, pilot_a=bad)
+
+
+def test_a_ratio_without_both_ends_has_no_resolution():
+    assert Ratio(value=1.01, low=None, high=1.05).resolution is None
+    assert Ratio(value=1.01, low=0.97, high=None).resolution is None
+    assert Ratio(value=1.0, low=0.98, high=1.0 / 0.98).resolution == pytest.approx(1 / 0.98 - 1)
