@@ -97,13 +97,13 @@ for part in $PARTS; do
         fi
     fi
     # the main job's stacked windows on a GPU (registry gpu_windows: 6), one on the CPU
-    run_step "SmolLM2-135M (real weights), S=$SEQ, isolated layer 15 then in the model" "$(pick 500 330)" smollm2.log \
+    run_step "SmolLM2-135M (real weights), S=$SEQ, isolated layer 15 then in the model" "$(pick 500 450)" smollm2.log \
         $BENCH in-model --model smollm2-135m --device "$DEVICE" --seq-len "$SEQ" --windows "$(pick 1 6)" --layer 15 \
         --reference "$REF" -k "$REF" $(for k in $(pick triton-fp8-lean-accmma "$KERNELS"); do echo "-k $k"; done) \
         $PROTO --captures "$WORK/captures" --results "$RESULTS" --name inmodel-smollm2 --json "$OUT/smollm2.json"
     ;;
   qwen3)
-    run_step "$BIG (RANDOM WEIGHTS), S=$SEQ, isolated layer $(pick 1 18) then in the model" "$(pick 400 330)" qwen3.log \
+    run_step "$BIG (RANDOM WEIGHTS), S=$SEQ, isolated layer $(pick 1 18) then in the model" "$(pick 400 450)" qwen3.log \
         $BENCH in-model --model "$BIG" --random-weights --device "$DEVICE" --seq-len "$SEQ" --windows 1 \
         --layer "$(pick 1 18)" --reference "$REF" -k "$REF" $(for k in $KERNELS; do echo "-k $k"; done) \
         $PROTO --captures "$WORK/captures" --results "$RESULTS" --name inmodel-qwen3 --json "$OUT/qwen3.json"
