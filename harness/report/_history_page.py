@@ -144,7 +144,8 @@ def _series_svg(k: int, s, analysis, xs_of, sx: float, date_format: str) -> str:
             lo, hi = min(have), max(have)
             # At least twice the verdict's threshold of the middle value: nights 0.3 % apart must not fill a panel
             # and read as a cliff (three H200 nights of one kernel did, 2026-12-05).
-            mid, span = (lo + hi) / 2, max(hi - lo, 2 * analysis.verdict.threshold * abs(lo + hi) / 2)
+            mid = (lo + hi) / 2
+            span = max(hi - lo, 2 * analysis.verdict.threshold * abs(mid))
             lo, hi = mid - span / 2, mid + span / 2
             pad = span * 0.12 or 1.0
             lo, hi = lo - pad, hi + pad
