@@ -1,7 +1,14 @@
 """The preloaded helper's program (harness/workers/_preload.py starts it by its path: `python _helper_main.py FD
-MODULES`). It imports MODULES, then serves requests on the socket FD one at a time: fork a child that becomes
-`python -m module` with the request's stdio, working directory, environment, argv and session, reply with its pid,
-and report each child's exit status when it ends. It ends when the parent closes the socket.
+MODULES`). It imports MODULES, then serves requests on the socket FD: fork a child that becomes `python -m module`
+with the request's stdio, working directory, environment, argv and session, reply with its pid, and report each
+child's exit status when it ends.
+
+Each child gets a connection of its own to this helper (a socket whose descriptor, the child's pid and the
+request's key are in HARNESS_PRELOAD_CONN), so that a child that is itself a parent (`bench sustained` run by a
+test, a `bench commits` revision, a nested pytest session) forks its children here too instead of starting a
+helper of its own: each such helper imported torch again, 1.3-3 s on the critical path of every nested command.
+Requests come on any connection and their replies and exit statuses go back on that one. The helper ends when
+every connection is closed: its first parent's, and those of the children (each closes at the child's exit).
 
 Not a module of the harness's import graph: it imports only the standard library and MODULES, so a child (a
 `bench commits` revision) imports its own harness."""
@@ -19,16 +26,25 @@ import struct
 import sys
 import threading
 
-sock = None  # the socket to the parent, set by main()
+conns: list = []  # the sockets served: the first parent's, then each child's own (set by main())
 base_path: list = []  # the interpreter's own sys.path entries, without the parent's PYTHONPATH
 
 
-def send(msg):
+def send(conn, msg):
     data = json.dumps(msg).encode()
-    sock.sendall(struct.pack("!I", len(data)) + data)
+    try:
+        conn.sendall(struct.pack("!I", len(data)) + data)
+    except OSError:  # the client is gone: what it asked for is nobody's to read
+        drop(conn)
 
 
-def recv_request():
+def drop(conn):
+    if conn in conns:
+        conns.remove(conn)
+        conn.close()
+
+
+def recv_request(sock):
     head, fds, _, _ = socket.recv_fds(sock, 4, 3)
     fds = list(fds)
     if not head:
@@ -48,8 +64,9 @@ def recv_request():
     return json.loads(data), fds
 
 
-def child(req, fds):
-    sock.close()
+def child(req, fds, own):
+    for conn in conns:
+        conn.close()
     if req["new_session"]:
         os.setsid()
     for target, fd in zip((0, 1, 2), fds):
@@ -64,6 +81,9 @@ def child(req, fds):
     os.chdir(req["cwd"])
     os.environ.clear()
     os.environ.update(req["env"])
+    # this child's connection: its pid, so a process that inherits the variable but not the socket (started any
+    # other way) ignores it; the key, so it serves only children whose import-time environment is the helper's
+    os.environ["HARNESS_PRELOAD_CONN"] = f"{own.detach()}:{os.getpid()}:{req.get('key', '')}"
     extra = [p for p in req["env"].get("PYTHONPATH", "").split(os.pathsep) if p]
     sys.path[:] = [os.getcwd()] + extra + base_path
     # stdio afresh on the new descriptors, as the interpreter makes them (line-buffered text on a terminal)
@@ -118,8 +138,8 @@ def child(req, fds):
 
 
 def main() -> None:
-    global sock, base_path
-    sock = socket.socket(fileno=int(sys.argv[1]))
+    global base_path
+    conns.append(socket.socket(fileno=int(sys.argv[1])))
     for name in sys.argv[2].split(","):
         if name:
             try:
@@ -131,38 +151,47 @@ def main() -> None:
     base_path = sys.path[1:]  # without this script's folder (a child's first entry is its working directory)
     own_pythonpath = [p for p in os.environ.get("PYTHONPATH", "").split(os.pathsep) if p]
     base_path = [p for p in base_path if p not in own_pythonpath]
-    sock.setblocking(True)
-    alive = set()
-    while True:
-        ready, _, _ = select.select([sock], [], [], 0.05 if alive else 1.0)
-        if ready:
+    owner = {}  # pid -> the connection that asked for it, where its exit status goes
+    while conns:
+        ready, _, _ = select.select(conns, [], [], 0.05 if owner else 1.0)
+        for conn in ready:
             try:
-                req, fds = recv_request()
+                req, fds = recv_request(conn)
             except OSError:
                 req, fds = None, []
             if req is None:
-                break
+                for fd in fds:
+                    os.close(fd)
+                drop(conn)
+                continue
+            ours, theirs = socket.socketpair(socket.AF_UNIX, socket.SOCK_STREAM)
             try:
                 pid = os.fork()
             except OSError as exc:
                 pid = None
-                send({"error": str(exc)})
+                send(conn, {"error": str(exc)})
             if pid == 0:
-                child(req, fds)
+                ours.close()
+                child(req, fds, theirs)
+            theirs.close()
             for fd in fds:
                 os.close(fd)
-            if pid is not None:
-                alive.add(pid)
-                send({"pid": pid})
-        while alive:
+            if pid is None:
+                ours.close()
+                continue
+            conns.append(ours)
+            owner[pid] = conn
+            send(conn, {"pid": pid})
+        while owner:
             try:
                 pid, status = os.waitpid(-1, os.WNOHANG)
             except ChildProcessError:
                 break
             if pid == 0:
                 break
-            alive.discard(pid)
-            send({"exit": pid, "code": os.waitstatus_to_exitcode(status)})
+            conn = owner.pop(pid, None)
+            if conn in conns:
+                send(conn, {"exit": pid, "code": os.waitstatus_to_exitcode(status)})
 
 
 if __name__ == "__main__":

@@ -3,7 +3,10 @@
 Every kernel process of a run, every revision of `bench commits` and every GPU's worker is `python -m
 harness...`, and each of them imported torch afresh: 1.2 s on an idle CPU, 2-3 s on a loaded one, before its
 first line of work (a run of ten plain functions under the default isolation paid it ten times). Here one
-helper process per parent imports torch once and forks each child from it, so a child starts in milliseconds.
+helper process per parent imports torch once and forks each child from it, so a child starts in milliseconds. A
+child that is itself a parent (a `bench` command run by a test or a script, a `bench commits` revision, a nested
+pytest session) forks its own children from the same helper, through a connection the helper gave it
+(HARNESS_PRELOAD_CONN), where its import-time environment is the helper's; else it starts a helper of its own.
 
 What a child sees is what `subprocess.Popen([sys.executable, "-m", module, *args], ...)` gives it: its own
 session (start_new_session), its stdin/stdout/stderr, working directory, environment, `sys.argv` and
@@ -22,6 +25,7 @@ or a helper that cannot start, is an ordinary `subprocess.Popen`, which starts t
 
 from __future__ import annotations
 
+import hashlib
 import json
 import os
 import signal
@@ -53,20 +57,24 @@ def forkable(argv: list[str], *, python: str = sys.executable) -> str | None:
 class _Helper:
     """The zygote: started once per process on first use; ends when this process closes its socket."""
 
-    def __init__(self, python: str, env: dict) -> None:
-        ours, theirs = socket.socketpair(socket.AF_UNIX, socket.SOCK_STREAM)
-        self._proc = subprocess.Popen([python, str(_HELPER), str(theirs.fileno()), ",".join(PRELOAD)],
-                                      pass_fds=(theirs.fileno(),), stdin=subprocess.DEVNULL,
-                                      stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, env=env,
-                                      start_new_session=True)
-        theirs.close()
-        self._sock = ours
+    def __init__(self, sock: socket.socket) -> None:
+        self._sock = sock
         self._send_lock = threading.Lock()
         self._replies: list = []
         self._cond = threading.Condition()
         self._codes: dict[int, int] = {}
         self.lost = False
         threading.Thread(target=self._read, daemon=True, name="harness-zygote").start()
+
+    @classmethod
+    def start(cls, python: str, env: dict) -> "_Helper":
+        ours, theirs = socket.socketpair(socket.AF_UNIX, socket.SOCK_STREAM)
+        # its exit is its own affair: it ends when every connection to it has closed (ours at this process's end)
+        subprocess.Popen([python, str(_HELPER), str(theirs.fileno()), ",".join(PRELOAD)],
+                         pass_fds=(theirs.fileno(),), stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL,
+                         stderr=subprocess.DEVNULL, env=env, start_new_session=True)
+        theirs.close()
+        return cls(ours)
 
     def _read(self) -> None:
         buf = b""
@@ -150,10 +158,34 @@ MAX_HELPERS = 3
 
 _HELPERS: dict[tuple, _Helper] = {}
 _HELPERS_LOCK = threading.Lock()
+# Set by the helper in each child it forks: "FD:PID:KEY", the child's connection to it (see _helper_main).
+CONN_VAR = "HARNESS_PRELOAD_CONN"
 
 
 def _key(python: str, env: dict) -> tuple:
     return python, tuple(sorted((k, v) for k, v in env.items() if k.startswith(_IMPORT_TIME) and k not in _CHILD_ONLY))
+
+
+def _digest(key: tuple) -> str:
+    """The key as the helper carries it to a child (a request's "key"): short, and no environment values in clear."""
+    return hashlib.sha256(json.dumps(key).encode()).hexdigest()[:32]
+
+
+def _inherited(key: tuple) -> _Helper | None:
+    """The connection this process was forked with, when the helper behind it serves `key`; used once (the
+    variable is removed, so a helper started later for another key never takes it)."""
+    fd, pid, digest = (os.environ.get(CONN_VAR, "").split(":") + ["", "", ""])[:3]
+    if not fd.isdigit() or pid != str(os.getpid()) or digest != _digest(key):
+        return None  # not forked by a helper, or inherited from a parent that was (another pid), or another key
+    del os.environ[CONN_VAR]
+    try:
+        sock = socket.socket(fileno=int(fd))
+    except OSError:
+        return None  # closed by this process since (e.g. a close of every descriptor)
+    if sock.family != socket.AF_UNIX:
+        sock.detach()  # the number is another file's now: not ours to close
+        return None
+    return _Helper(sock)
 
 
 def _helper(python: str, env: dict) -> _Helper:
@@ -162,7 +194,7 @@ def _helper(python: str, env: dict) -> _Helper:
         if key not in _HELPERS:
             if len(_HELPERS) >= MAX_HELPERS:
                 raise OSError("this process keeps no more preloaded helpers")
-            _HELPERS[key] = _Helper(python, env)
+            _HELPERS[key] = _inherited(key) or _Helper.start(python, env)
         h = _HELPERS[key]
         if h.lost:  # ended, or refused to serve (a device initialised at import): never started again
             raise OSError("the preloaded helper process is gone")
@@ -197,7 +229,7 @@ class PreloadedPopen:
                     child_fds.append(spec if isinstance(spec, int) else spec.fileno())
             env = dict(os.environ if env is None else env)
             request = {"module": module, "args": list(args), "cwd": os.fspath(cwd or os.getcwd()), "env": env,
-                       "new_session": bool(start_new_session)}
+                       "new_session": bool(start_new_session), "key": _digest(_key(python, env))}
             self._helper = _helper(python, env)
             self.pid = self._helper.fork(request, child_fds)
         except BaseException:

@@ -8,13 +8,16 @@ import subprocess
 import sys
 import time
 
+from harness.workers import _preload  # imports no torch (a test checks harness's imports)
+
 preloaded = "torch" in sys.modules  # before anything here imports it: what the process started with
 
 if __name__ == "__main__":
     what = sys.argv[1]
     print(json.dumps({"preloaded": preloaded, "argv": sys.argv[1:], "cwd": os.getcwd(), "path0": sys.path[0],
                       "env": os.environ.get("PRELOAD_TEST"), "sid": os.getsid(0), "pid": os.getpid(),
-                      "random": random.random(), "main": __name__, "file": __file__}), flush=True)
+                      "random": random.random(), "main": __name__, "file": __file__, "ppid": os.getppid(),
+                      "conn": os.environ.get("HARNESS_PRELOAD_CONN")}), flush=True)
     if what == "echo":
         for line in sys.stdin:
             print("echo " + line.strip(), flush=True)
@@ -31,6 +34,13 @@ if __name__ == "__main__":
         sys.stderr.write("e" * 300000)
     elif what == "sleep":
         time.sleep(60)
+    elif what == "nested":  # a parent itself: its child through the preloaded path, with argv[2:] put in its env
+        env = dict(os.environ, **dict(kv.split("=", 1) for kv in sys.argv[2:]))
+        proc = _preload.preloaded_popen([sys.executable, "-m", "tests.workers.preload_child", "exit", "0"],
+                                        stdout=subprocess.PIPE, text=True, env=env)
+        seen = json.loads(proc.stdout.readline())
+        print(json.dumps({"nested": seen, "code": proc.wait(timeout=60), "forked": type(proc).__name__,
+                          "conn_left": os.environ.get(_preload.CONN_VAR)}), flush=True)
     elif what == "grandchild":  # a process of its own group that outlives nothing: killed with the group
         p = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(60)"])
         print(json.dumps({"grandchild": p.pid}), flush=True)

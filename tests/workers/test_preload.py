@@ -8,6 +8,7 @@ from __future__ import annotations
 import json
 import os
 import signal
+import socket
 import subprocess
 import sys
 import time
@@ -81,6 +82,47 @@ def test_a_wait_has_a_deadline_and_a_kill_of_the_group_ends_the_grandchild():
     else:
         pytest.fail("the grandchild outlived its group's SIGKILL")
     proc.kill()  # after the end: a no-op, never a signal to a pid that may be another process's now
+
+
+def test_a_child_that_is_a_parent_forks_its_children_from_the_same_helper_when_their_environment_allows():
+    # One helper per process tree, not one per parent: each nested parent's own helper imported torch again.
+    proc, seen = start("nested")
+    out = json.loads(proc.stdout.readline())
+    assert proc.wait(timeout=60) == 0 and out["code"] == 0 and out["forked"] == "PreloadedPopen"
+    nested = out["nested"]
+    assert nested["preloaded"] and nested["ppid"] == seen["ppid"]  # forked by the helper that forked its parent
+    assert out["conn_left"] is None  # taken: the variable no longer names a connection for anything it starts
+    conn_fd, conn_pid, _ = nested["conn"].split(":")
+    assert conn_pid == str(nested["pid"]) and seen["conn"].split(":")[1] == str(seen["pid"])
+    # A child whose import-time environment differs gets a helper of its own (torch imported with its settings).
+    proc, seen = start("nested", "MKL_DYNAMIC=nested-test")
+    out = json.loads(proc.stdout.readline())
+    assert proc.wait(timeout=60) == 0 and out["code"] == 0 and out["forked"] == "PreloadedPopen"
+    assert out["nested"]["preloaded"] and out["nested"]["ppid"] not in (seen["ppid"], seen["pid"])
+    assert out["conn_left"] == seen["conn"]  # kept, unused, for a child that would match
+
+
+def test_a_process_that_inherits_the_connection_variable_but_not_its_socket_starts_its_own_helper(monkeypatch):
+    from harness.workers import _preload
+
+    env = {**os.environ, "PYTHONPATH": str(ROOT)}
+    key = _preload._key(sys.executable, env)
+    digest = _preload._digest(key)
+    r, w = os.pipe()
+    a, b = socket.socketpair()
+    try:
+        for value in (f"{r}:{os.getpid()}:{digest}",  # not a socket, under the right pid and key
+                      f"{a.fileno()}:1:{digest}",  # a socket, but the variable was another process's
+                      f"{a.fileno()}:{os.getpid()}:{'0' * 32}"):  # ours, for another import-time environment
+            monkeypatch.setenv(_preload.CONN_VAR, value)
+            assert _preload._inherited(key) is None
+        os.fstat(r)  # still open: a descriptor that is not ours is never closed
+        assert a.fileno() >= 0
+    finally:
+        os.close(r)
+        os.close(w)
+        a.close()
+        b.close()
 
 
 def test_two_children_do_not_share_random_state():
