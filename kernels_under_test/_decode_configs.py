@@ -6,7 +6,8 @@ tuning sweeps (benchmarks/h200/decode_tune.py) without importing triton.
 
 from __future__ import annotations
 
-__all__ = ["MLA_CONFIG", "MLA_CONFIG_NARROW", "MLA_SPLIT_CHOICES", "SPLITKV_CANDIDATES", "SPLITKV_CANDIDATES_PAGED",
+__all__ = ["MLA_CANDIDATES", "MLA_CONFIG", "MLA_CONFIG_NARROW", "MLA_CONFIG_NARROW_POINTERS", "MLA_CONFIG_POINTERS",
+           "MLA_SPLIT_CHOICES", "SPLITKV_CANDIDATES", "SPLITKV_CANDIDATES_PAGED",
            "SPLITKV_CONFIG", "SPLITKV_CONFIG_PAGED", "SPLITKV_MAX_QUERIES"]
 
 # Queries of one sequence a split-KV program holds (times the GQA group, in one tile): decode and speculative
@@ -39,9 +40,21 @@ SPLITKV_CANDIDATES_PAGED = (SPLITKV_CONFIG_PAGED, dict(SPLITKV_CONFIG_PAGED, cta
 # H200's ridge), held back by register pressure (the 64 x 512 fp32 accumulator). 4 warps: 918 us (spills); 32-row
 # blocks: 517 us; 128-row blocks do not fit shared memory. A TP slice of 16 heads (one 16-row block, memory-bound):
 # 112 us, 2.7 TB/s, with two programs per SM.
-MLA_CONFIG = dict(block_h=64, block_n=64, num_warps=8, num_stages=2, ctas_per_sm=1, max_splits=64)
+# The configuration above, kept as the pointer-load baseline (tma=False) that the TMA ones are timed against:
+MLA_CONFIG_POINTERS = dict(block_h=64, block_n=64, num_warps=8, num_stages=2, ctas_per_sm=1, max_splits=64, tma=False)
+MLA_CONFIG_NARROW_POINTERS = dict(MLA_CONFIG_POINTERS, block_h=16, block_n=32, num_warps=4, ctas_per_sm=2)
+# Not yet timed on a GPU (docs/experiments/mla-decode-sass.md; benchmarks/h200/mla_tune.py times them against the
+# above). Compiled for sm_90, the pointer configuration spills inside its loop (255 registers, 248 bytes of stack,
+# 44 LDL a trip: the 64-bit addresses of its cp.async copies on top of the 64 x 512 fp32 accumulator); with the
+# latent tile through TMA descriptors (tma: where every block is whole, `_triton_mla.tma_fits`) and 16 keys a block,
+# 4 stages, nothing spills (246 registers). Narrow: 3 stages (the TMA copies are issued by one thread, so deeper
+# pipelining costs no registers). Where TMA does not fit the cache, the same configuration runs with pointer loads.
+MLA_CONFIG = dict(MLA_CONFIG_POINTERS, block_n=16, num_stages=4, tma=True)
 # fewer than 64 rows of queries:
-MLA_CONFIG_NARROW = dict(MLA_CONFIG, block_h=16, block_n=32, num_warps=4, ctas_per_sm=2)
+MLA_CONFIG_NARROW = dict(MLA_CONFIG_NARROW_POINTERS, num_stages=3, tma=True)
+# On a GPU, prepare() times each of these at each split choice on the input itself (`fastest`, untimed setup), so
+# the pointer baseline stays the choice wherever the TMA configuration is not faster.
+MLA_CANDIDATES = {"wide": (MLA_CONFIG, MLA_CONFIG_POINTERS), "narrow": (MLA_CONFIG_NARROW, MLA_CONFIG_NARROW_POINTERS)}
 # The split count, like triton-splitkv's, is picked per input at setup by timing (the TP slice ran 113-144 us at 2-8
 # programs per SM, not in order): the configuration above and these.
 MLA_SPLIT_CHOICES = {"wide": (1, 2), "narrow": (2, 4, 6)}

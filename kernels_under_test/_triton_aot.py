@@ -1,5 +1,5 @@
-"""Ahead-of-time compilation of the shared Triton attention forward (`_triton_common._attn_fwd`) for `sm_<arch>`
-without a GPU: ptxas ships with triton, so the SASS, the registers and any spill of a configuration can be checked
+"""Ahead-of-time compilation of the shared Triton attention forward (`_triton_common._attn_fwd`) and of triton-mla's
+partial kernel (`_triton_mla._mla_partial`) for `sm_<arch>` without a GPU: ptxas ships with triton, so the SASS, the registers and any spill of a configuration can be checked
 anywhere (tests/kernels/test_triton_sass.py). Imports triton at the top, as `_triton_common` does.
 """
 
@@ -11,7 +11,7 @@ from triton.compiler import ASTSource
 
 from kernels_under_test._triton_common import MODE_BF16, Config, _attn_fwd, _constexprs, split_qk_dim
 
-__all__ = ["compile_for"]
+__all__ = ["compile_for", "compile_mla"]
 
 
 def compile_for(
@@ -45,4 +45,33 @@ def compile_for(
              if sig[name].startswith("*") or (sig[name] == "i32" and name not in ("HQ", "GROUP"))}
     src = ASTSource(fn=_attn_fwd, signature=sig, constexprs=consts, attrs=attrs)
     opts = {"num_warps": config.num_warps, "num_stages": config.num_stages}
+    return triton.compile(src, target=GPUTarget("cuda", arch, 32), options=opts)
+
+
+def compile_mla(config: dict, *, heads_q: int, dv: int = 512, dr: int = 64, seq_len: int = 1, page: int | None = 64,
+                arch: int = 90):
+    """triton-mla's partial kernel as `_triton_mla._bind` would launch it with `config` (block_h, block_n, num_warps,
+    num_stages, tma) on a DeepSeek-shaped decode (dv latent + dr RoPE dims, one query per sequence, pages of `page`
+    or a dense cache), compiled for `sm_<arch>`: the same products as `compile_for`."""
+    from kernels_under_test._triton_mla import _mla_partial, block_rows
+
+    hb, block_m = block_rows(config["block_h"], seq_len, heads_q)
+    bn = config["block_n"]
+    tma = bool(config.get("tma")) and not (page and page % bn)  # as `tma_fits` decides at bind
+    sig = {"Q": "*bf16", "KV": "*bf16"}
+    if tma:
+        sig.update(KVD=f"tensordesc<bf16[{bn},{dv}]>", KRD=f"tensordesc<bf16[{bn},{dr}]>")
+    else:
+        sig.update(KVD="*bf16", KRD="*bf16")
+    sig.update(PageTable="*i32", KvLens="*i32", CuQ="*i32", CuKv="*i32", Acc="*fp32", Mx="*fp32", Ls="*fp32",
+               qk_scale="fp32", split_len="i32", HQ="i32")
+    sig.update({name: "i32" for name in ("stride_qb", "stride_qh", "stride_qm", "stride_kb", "stride_kt", "stride_pt")})
+    consts = dict(HB=hb, SQ=seq_len, BLOCK_M=block_m, BLOCK_N=bn, DV=dv, DR=dr, PAGE=page or 1, PAGED=bool(page),
+                  PACKED=False, CAUSAL=False, WINDOW=0, TMA=tma)
+    sig.update({name: "constexpr" for name in consts})
+    # the JIT's specialisation of this launch: pointers 16-byte aligned, every stride, split_len (a whole number of
+    # blocks) and HQ (DeepSeek's 128, or a TP slice's 16) multiples of 16
+    attrs = {(i,): [["tt.divisibility", 16]] for i, name in enumerate(sig) if sig[name].startswith("*") or sig[name] == "i32"}
+    src = ASTSource(fn=_mla_partial, signature=sig, constexprs=consts, attrs=attrs)
+    opts = {"num_warps": config["num_warps"], "num_stages": config["num_stages"]}
     return triton.compile(src, target=GPUTarget("cuda", arch, 32), options=opts)

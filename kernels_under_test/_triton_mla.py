@@ -22,25 +22,87 @@ import triton
 import triton.language as tl
 
 from harness.errors import UnsupportedInputError
-from kernels_under_test._decode_configs import MLA_CONFIG, MLA_CONFIG_NARROW, MLA_SPLIT_CHOICES, SPLITKV_MAX_QUERIES
+from kernels_under_test._decode_configs import (
+    MLA_CANDIDATES,
+    MLA_CONFIG,
+    MLA_CONFIG_NARROW,
+    MLA_SPLIT_CHOICES,
+    SPLITKV_MAX_QUERIES,
+)
 from kernels_under_test._triton_decode import LOG2E, _pow2, _splitkv_merge, fastest
 from kernels_under_test._triton_interpreter import fix_interpreter
 from kernels_under_test.triton_bf16 import interpreting
 
-__all__ = ["prepare", "CONFIG", "CONFIG_NARROW", "mla_plan"]
+__all__ = ["prepare", "CONFIG", "CONFIG_NARROW", "CANDIDATES", "mla_plan", "tma_fits", "block_rows"]
 
 # The tuned configurations and split choices: _decode_configs (no triton there, so decode.py exports them).
-CONFIG, CONFIG_NARROW, SPLIT_CHOICES = MLA_CONFIG, MLA_CONFIG_NARROW, MLA_SPLIT_CHOICES
+CONFIG, CONFIG_NARROW, CANDIDATES, SPLIT_CHOICES = MLA_CONFIG, MLA_CONFIG_NARROW, MLA_CANDIDATES, MLA_SPLIT_CHOICES
+
+
+@triton.jit
+def _mla_tile(KV, KVD, KRD, PageTable, bb, kv_start, start, hi, stride_kb, stride_kt, stride_pt, offs_c, offs_r,
+              BLOCK_N: tl.constexpr, DV: tl.constexpr, PAGE: tl.constexpr, PAGED: tl.constexpr, TMA: tl.constexpr):
+    """The latent tile of keys start.. start + BLOCK_N: (its DV latent dims, its DR RoPE dims)."""
+    if TMA:
+        # Bound only where every block is whole (`tma_fits`): each row is a token of the sequence, so no mask, and
+        # a block lies in one page, so it is one box of the [rows, dqk] view of the cache. A descriptor load keeps
+        # no per-element address or mask registers: the pointer path's (a 64-bit address per 16 bytes a thread
+        # copies) are what pushed the 64-head tile into spills inside the loop.
+        if PAGED:
+            page = tl.load(PageTable + bb * stride_pt + start // PAGE)
+            row = page * (stride_kb // stride_kt) + start % PAGE
+        else:
+            row = bb * (stride_kb // stride_kt) + kv_start + start
+        row = row.to(tl.int32)
+        c = KVD.load([row, 0])  # the latent tile: loaded once
+        kr = KRD.load([row, DV])
+    else:
+        t = start + tl.arange(0, BLOCK_N)
+        t_ok = t < hi
+        if PAGED:
+            page = tl.load(PageTable + bb * stride_pt + t // PAGE, mask=t_ok, other=0).to(tl.int64)
+            kv_off = page * stride_kb + (t % PAGE) * stride_kt
+        else:
+            kv_off = bb * stride_kb + (kv_start + t).to(tl.int64) * stride_kt
+        rows = KV + kv_off[:, None]
+        c = tl.load(rows + offs_c[None, :], mask=t_ok[:, None], other=0.0)  # the latent tile: loaded once
+        kr = tl.load(rows + offs_r[None, :], mask=t_ok[:, None], other=0.0)
+    return c, kr
+
+
+@triton.jit
+def _mla_block(q_lat, q_rope, c, kr, start, hi, pos, row_ok, m_i, l_i, acc, qk_scale,
+               BLOCK_N: tl.constexpr, CAUSAL: tl.constexpr, WINDOW: tl.constexpr):
+    """One block of keys into the running softmax (m_i, l_i) and output acc."""
+    t = start + tl.arange(0, BLOCK_N)
+    t_ok = t < hi
+    s = tl.dot(q_rope, tl.trans(kr), acc=tl.dot(q_lat, tl.trans(c)))
+    s = s * qk_scale
+    ok = t_ok[None, :] & row_ok[:, None]
+    if CAUSAL:
+        ok = ok & (t[None, :] <= pos[:, None])
+    if WINDOW > 0:
+        ok = ok & (t[None, :] > pos[:, None] - WINDOW)
+        if not CAUSAL:
+            ok = ok & (t[None, :] < pos[:, None] + WINDOW)
+    s = tl.where(ok, s, float("-inf"))
+    m_new = tl.maximum(m_i, tl.max(s, 1))
+    m_safe = tl.where(m_new == float("-inf"), 0.0, m_new)
+    p = tl.exp2(s - m_safe[:, None])
+    alpha = tl.exp2(m_i - m_safe)
+    l_i = l_i * alpha + tl.sum(p, 1)
+    acc = acc * alpha[:, None] + tl.dot(p.to(c.dtype), c)  # V is the latent tile scored above
+    return m_new, l_i, acc
 
 
 @triton.jit
 def _mla_partial(
-    Q, KV, PageTable, KvLens, CuQ, CuKv, Acc, Mx, Ls,
+    Q, KV, KVD, KRD, PageTable, KvLens, CuQ, CuKv, Acc, Mx, Ls,
     qk_scale, split_len, HQ,
     stride_qb, stride_qh, stride_qm, stride_kb, stride_kt, stride_pt,
     HB: tl.constexpr, SQ: tl.constexpr, BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, DV: tl.constexpr,
     DR: tl.constexpr, PAGE: tl.constexpr, PAGED: tl.constexpr, PACKED: tl.constexpr, CAUSAL: tl.constexpr,
-    WINDOW: tl.constexpr,
+    WINDOW: tl.constexpr, TMA: tl.constexpr,
 ):
     hblk = tl.program_id(0)
     b = tl.program_id(1)
@@ -80,33 +142,10 @@ def _mla_partial(
     l_i = tl.zeros([BLOCK_M], tl.float32)
     acc = tl.zeros([BLOCK_M, DV], tl.float32)
     for start in range(lo, hi, BLOCK_N):
-        t = start + tl.arange(0, BLOCK_N)
-        t_ok = t < hi
-        if PAGED:
-            page = tl.load(PageTable + bb * stride_pt + t // PAGE, mask=t_ok, other=0).to(tl.int64)
-            kv_off = page * stride_kb + (t % PAGE) * stride_kt
-        else:
-            kv_off = bb * stride_kb + (kv_start + t).to(tl.int64) * stride_kt
-        rows = KV + kv_off[:, None]
-        c = tl.load(rows + offs_c[None, :], mask=t_ok[:, None], other=0.0)  # the latent tile: loaded once
-        kr = tl.load(rows + offs_r[None, :], mask=t_ok[:, None], other=0.0)
-        s = tl.dot(q_rope, tl.trans(kr), acc=tl.dot(q_lat, tl.trans(c)))
-        s = s * qk_scale
-        ok = t_ok[None, :] & row_ok[:, None]
-        if CAUSAL:
-            ok = ok & (t[None, :] <= pos[:, None])
-        if WINDOW > 0:
-            ok = ok & (t[None, :] > pos[:, None] - WINDOW)
-            if not CAUSAL:
-                ok = ok & (t[None, :] < pos[:, None] + WINDOW)
-        s = tl.where(ok, s, float("-inf"))
-        m_new = tl.maximum(m_i, tl.max(s, 1))
-        m_safe = tl.where(m_new == float("-inf"), 0.0, m_new)
-        p = tl.exp2(s - m_safe[:, None])
-        alpha = tl.exp2(m_i - m_safe)
-        l_i = l_i * alpha + tl.sum(p, 1)
-        acc = acc * alpha[:, None] + tl.dot(p.to(c.dtype), c)  # V is the latent tile scored above
-        m_i = m_new
+        c, kr = _mla_tile(KV, KVD, KRD, PageTable, bb, kv_start, start, hi, stride_kb, stride_kt, stride_pt, offs_c,
+                          offs_r, BLOCK_N, DV, PAGE, PAGED, TMA)
+        m_i, l_i, acc = _mla_block(q_lat, q_rope, c, kr, start, hi, pos, row_ok, m_i, l_i, acc, qk_scale, BLOCK_N,
+                                   CAUSAL, WINDOW)
     out_rows = row0 + i
     stat = (out_rows * HQ + h) * ns + split
     tl.store(Mx + stat, m_i, mask=row_ok)
@@ -131,15 +170,38 @@ def mla_plan(max_len: int, programs: int, *, sm_count: int, ctas_per_sm: int, bl
     return -(-max_len // split_len), split_len
 
 
+def block_rows(block_h: int, seq_len: int, heads_q: int) -> tuple[int, int]:
+    """(query heads per program, BLOCK_M: its rows, heads x queries, a power of two >= 16 for tl.dot)."""
+    hb = max(1, min(block_h // seq_len, heads_q))
+    return hb, max(16, triton.next_power_of_2(hb * seq_len))
+
+
+def tma_fits(inputs, *, block_n: int) -> bool:
+    """Whether the latent blocks can come through TMA descriptors: sm_90+, a contiguous cache with 16-byte aligned
+    rows (a capture loaded on the CPU may be a view at any offset), and every block whole: each sequence a whole
+    number of blocks, each block inside one page. A descriptor has no mask: a block cut by the sequence's end
+    would bring the rows past it (a page's unused slots hold anything, NaN included, and p = 0 times NaN is NaN),
+    so a cache with a partial block keeps the masked pointer loads."""
+    import torch
+
+    k, s = inputs.k, inputs.shape
+    if not k.is_contiguous() or k.data_ptr() % 16 or (k.shape[-1] * k.element_size()) % 16:
+        return False
+    if (s.page_size and s.page_size % block_n) or any(n % block_n for n in s.kv_lengths()):
+        return False
+    return not k.is_cuda or (not getattr(torch.version, "hip", None)
+                             and torch.cuda.get_device_capability(k.device) >= (9, 0))
+
+
 def prepare(inputs, *, config: dict | None = None):
     """Bind the inputs, the split scratch buffers and the output; one partial and one merge launch. With no `config`,
-    on a GPU, the fastest split count of SPLIT_CHOICES on these inputs."""
+    on a GPU, the fastest of CANDIDATES at each split count of SPLIT_CHOICES on these inputs."""
     s = inputs.shape
-    wide = s.heads_q * s.seq_len >= 64
-    base = CONFIG if wide else CONFIG_NARROW
+    width = "wide" if s.heads_q * s.seq_len >= 64 else "narrow"
     if config is None and not interpreting() and inputs.q.is_cuda:
-        return fastest([_bind(inputs, dict(base, ctas_per_sm=c)) for c in SPLIT_CHOICES["wide" if wide else "narrow"]])
-    return _bind(inputs, {**base, **(config or {})})
+        return fastest([_bind(inputs, dict(base, ctas_per_sm=c)) for base in CANDIDATES[width]
+                        for c in SPLIT_CHOICES[width]])
+    return _bind(inputs, {**(CONFIG if width == "wide" else CONFIG_NARROW), **(config or {})})
 
 
 def _bind(inputs, cfg: dict):
@@ -164,8 +226,7 @@ def _bind(inputs, cfg: dict):
                                     "(a view), both contiguous in the last dim.")
     dev = q.device
     sq = s.seq_len
-    hb = max(1, min(cfg["block_h"] // sq, s.heads_q))  # query heads per program
-    block_m = max(16, triton.next_power_of_2(hb * sq))
+    hb, block_m = block_rows(cfg["block_h"], sq, s.heads_q)
     hblocks = -(-s.heads_q // hb)
     sm = torch.cuda.get_device_properties(dev).multi_processor_count if q.is_cuda else 4
     ns, split_len = mla_plan(max(s.kv_lengths()), hblocks * s.batch, sm_count=sm, ctas_per_sm=cfg["ctas_per_sm"],
@@ -188,10 +249,19 @@ def _bind(inputs, cfg: dict):
     qs = (0 if s.packed else q.stride(0), q.stride(1), q.stride(2))
     partial = _mla_partial[(hblocks, s.batch, ns)]
     merge = _splitkv_merge[(rows, s.heads_q)]
-    args = (q, k, page_table, kv_lens, cu_q, cu_kv, acc, mx, ls, float(inputs.scale * LOG2E), split_len, s.heads_q,
-            *qs, *ks, page_table.stride(0) if s.paged else 0)
+    tma = cfg.get("tma", False) and tma_fits(inputs, block_n=cfg["block_n"])
+    kvd = krd = k  # unused without TMA
+    if tma:
+        from triton.tools.tensor_descriptor import TensorDescriptor
+
+        k2d = k.reshape(-1, k.shape[-1])  # [tokens (pages x P in a pool), dqk]: a block is one box of rows
+        kvd = TensorDescriptor.from_tensor(k2d, [cfg["block_n"], s.head_dim_v])
+        krd = TensorDescriptor.from_tensor(k2d, [cfg["block_n"], dr])
+    args = (q, k, kvd, krd, page_table, kv_lens, cu_q, cu_kv, acc, mx, ls, float(inputs.scale * LOG2E), split_len,
+            s.heads_q, *qs, *ks, page_table.stride(0) if s.paged else 0)
     consts = dict(HB=hb, SQ=sq, BLOCK_M=block_m, BLOCK_N=cfg["block_n"], DV=s.head_dim_v, DR=dr,
-                  PAGE=s.page_size or 1, PAGED=s.paged, PACKED=s.packed, CAUSAL=s.causal, WINDOW=s.window or 0)
+                  PAGE=s.page_size or 1, PAGED=s.paged, PACKED=s.packed, CAUSAL=s.causal, WINDOW=s.window or 0,
+                  TMA=tma)
     merge_args = (acc, mx, ls, out, s.heads_q, ns, 0 if s.packed else out.stride(0), out.stride(1), out.stride(2))
     merge_consts = dict(SQ=sq, NS_P2=max(2, triton.next_power_of_2(ns)), DV=s.head_dim_v, PACKED=s.packed)
     warps, stages = cfg["num_warps"], cfg["num_stages"]
@@ -201,7 +271,7 @@ def _bind(inputs, cfg: dict):
         merge(*merge_args, **merge_consts, num_warps=4)
         return out
 
-    launch.config = cfg
+    launch.config = dict(cfg, tma=tma)  # what ran: TMA asked for may not fit this cache
     if not interpreting():  # compile here, so no timed launch compiles
         launch()
     return launch

@@ -27,8 +27,11 @@ import functools
 from harness.inputs import FEATURES  # triton-splitkv: every workload but MLA's latent cache
 from harness.kernels import WORKLOADS, Kernel, KernelRegistry
 from kernels_under_test._decode_configs import (
+    MLA_CANDIDATES,
     MLA_CONFIG,
     MLA_CONFIG_NARROW,
+    MLA_CONFIG_NARROW_POINTERS,
+    MLA_CONFIG_POINTERS,
     SPLITKV_CANDIDATES,
     SPLITKV_CANDIDATES_PAGED,
     SPLITKV_CONFIG,
@@ -39,6 +42,7 @@ from kernels_under_test.triton_bf16 import triton_availability
 
 # The tuned configurations are exported for tuning sweeps: a registered kernel's prepare(inputs, config=...) takes one.
 __all__ = ["registry", "padded_indices", "decode_mask", "SPLITKV_MAX_QUERIES", "MLA_CONFIG", "MLA_CONFIG_NARROW",
+           "MLA_CONFIG_POINTERS", "MLA_CONFIG_NARROW_POINTERS", "MLA_CANDIDATES",
            "SPLITKV_CANDIDATES", "SPLITKV_CANDIDATES_PAGED", "SPLITKV_CONFIG", "SPLITKV_CONFIG_PAGED"]
 
 registry = KernelRegistry()

@@ -21,22 +21,40 @@ CASES = {
     "window 7": dict(window=7, config=SPLITS),
     "heads in two blocks": dict(heads_q=8, config=dict(block_h=4, block_n=16)),
     "deepseek dims 576/512": dict(heads_q=16, head_dim_qk=576, head_dim_v=512, seq_len_kv=20, page_size=16),
+    # every block whole (lengths and pages multiples of block_n): the latent tiles come through TMA descriptors
+    "tma dense": dict(seq_len_kv=48, config=dict(SPLITS, tma=True)),
+    "tma paged 32, splits": dict(seq_len_kv=64, page_size=32, config=dict(SPLITS, tma=True)),
+    "tma varlen paged": dict(batch=3, seq_len_kv=48, kv_lens=(48, 16, 32), page_size=16, config=dict(SPLITS, tma=True)),
+    "tma two queries causal": dict(seq_len=2, seq_len_kv=32, config=dict(SPLITS, tma=True)),
 }
+# the cases whose every block is whole, so the latent tiles come through TMA (the others keep masked pointer loads)
+TMA_CASES = {name for name in CASES if name.startswith("tma ")}
 
 # name -> (the line of _triton_mla.py as written, its mutant)
 MUTANTS = {
     "latent read twice": (
-        "acc = acc * alpha[:, None] + tl.dot(p.to(c.dtype), c)",
-        "acc = acc * alpha[:, None] + tl.dot(p.to(c.dtype), tl.load(rows + offs_c[None, :], mask=t_ok[:, None], "
-        "other=0.0))"),
+        "c = tl.load(rows + offs_c[None, :], mask=t_ok[:, None], other=0.0)  # the latent tile: loaded once",
+        "c = tl.load(rows + offs_c[None, :], mask=t_ok[:, None], other=0.0) + 0 * tl.load(rows + offs_c[None, :], "
+        "mask=t_ok[:, None], other=0.0)"),
+    "latent read twice, tma": (
+        "c = KVD.load([row, 0])  # the latent tile: loaded once",
+        "c = KVD.load([row, 0]) + 0 * KVD.load([row, 0])"),
     "rope part dropped": (
         "s = tl.dot(q_rope, tl.trans(kr), acc=tl.dot(q_lat, tl.trans(c)))",
         "s = tl.dot(q_lat, tl.trans(c))"),
     "wrong page": (  # the page table's own index taken for the page: the pool read as if never shuffled
         "page = tl.load(PageTable + bb * stride_pt + t // PAGE, mask=t_ok, other=0).to(tl.int64)",
         "page = (bb * stride_pt + t // PAGE).to(tl.int64)"),
+    "wrong page, tma": (
+        "page = tl.load(PageTable + bb * stride_pt + start // PAGE)",
+        "page = bb * stride_pt + start // PAGE"),
+    "tma row in page dropped": (  # every block of a page read at the page's first row
+        "row = page * (stride_kb // stride_kt) + start % PAGE",
+        "row = page * (stride_kb // stride_kt)"),
 }
-MUTANT_CASES = {"latent read twice": "paged 8", "rope part dropped": "dense q1", "wrong page": "paged 4, splits"}
+MUTANT_CASES = {"latent read twice": "paged 8", "latent read twice, tma": "tma paged 32, splits",
+                "rope part dropped": "dense q1", "wrong page": "paged 4, splits", "wrong page, tma": "tma paged 32, splits",
+                "tma row in page dropped": "tma paged 32, splits"}
 
 
 class LoadCounter:
@@ -122,7 +140,7 @@ def run_case(module, name: str, case: dict, counter: LoadCounter) -> dict:
     launch()
     counter.on = False
     least, most, never = counter.reads_of(x.k, used_elements(x))
-    line = {"case": name, "reads_min": least, "reads_max": most, "never_read": never}
+    line = {"case": name, "reads_min": least, "reads_max": most, "never_read": never, "tma": launch.config["tma"]}
     try:
         r = gate(default_registry().get("triton-mla"), x, launch)
         line.update(passed=r.passed, max_abs_diff=r.max_abs_diff)

@@ -34,11 +34,13 @@ def lines():
 
 def test_every_shape_kind_passes_the_gate_and_reads_the_latent_cache_once(lines):
     sys.path.insert(0, str(HERE))
-    from mla_cases import CASES
+    from mla_cases import CASES, TMA_CASES
 
     good = [r for r in lines if "mutant" not in r]
     assert [r["case"] for r in good] == list(CASES)
     assert all(r["passed"] for r in good), [r for r in good if not r["passed"]]
+    # TMA where every block is whole, and only there: a block cut by a sequence's end keeps its masked loads
+    assert {r["case"] for r in good if r["tma"]} == TMA_CASES
     for r in good:
         blocks = 2 if r["case"] == "heads in two blocks" else 1  # each block of query heads reads the cache
         if r["case"] == "window 7":  # only the window's band (from the block it starts in) is read, once
@@ -47,10 +49,11 @@ def test_every_shape_kind_passes_the_gate_and_reads_the_latent_cache_once(lines)
             assert (r["reads_min"], r["reads_max"], r["never_read"]) == (blocks, blocks, 0), r
 
 
-@pytest.mark.parametrize("mutant", ["latent read twice", "rope part dropped", "wrong page"])
+@pytest.mark.parametrize("mutant", ["latent read twice", "latent read twice, tma", "rope part dropped", "wrong page",
+                                    "wrong page, tma", "tma row in page dropped"])
 def test_each_mutant_is_caught(lines, mutant):
     (r,) = [r for r in lines if r.get("mutant") == mutant]
-    if mutant == "latent read twice":  # same numbers, twice the bytes: only the load count sees it
+    if mutant.startswith("latent read twice"):  # same numbers, twice the bytes: only the load count sees it
         assert r["passed"] and r["reads_max"] == 2
     else:
         assert not r["passed"] and "failed the correctness gate" in r["error"]
@@ -73,3 +76,4 @@ def test_the_exported_decode_configs_are_the_ones_the_kernels_use():
     assert decode.SPLITKV_CANDIDATES is _triton_decode.CANDIDATES and decode.SPLITKV_CONFIG is _triton_decode.CONFIG
     assert decode.SPLITKV_CANDIDATES_PAGED is _triton_decode.CANDIDATES_PAGED
     assert decode.MLA_CONFIG is _triton_mla.CONFIG and decode.MLA_CONFIG_NARROW is _triton_mla.CONFIG_NARROW
+    assert decode.MLA_CANDIDATES is _triton_mla.CANDIDATES

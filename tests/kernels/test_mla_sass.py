@@ -1,0 +1,85 @@
+"""triton-mla's shipped configurations compiled ahead of time for Hopper (sm_90) on any machine, no GPU needed
+(`_triton_aot.compile_mla`): nothing spills, the latent tiles come through TMA (UTMALDG), and the 64-head tile's
+products are wgmma (HGMMA). The 16-head (narrow) tile is too short for wgmma (64 rows a warpgroup), so its products
+are mma.sync (HMMA): docs/experiments/mla-decode-sass.md. Only the shipped configurations are compiled (~2 s each):
+the pointer baselines and the other candidates are in that note, not in CI.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+triton = pytest.importorskip("triton", reason="triton is not installed: pip install triton")
+pytestmark = pytest.mark.slow  # three sm_90 compiles in a subprocess (~6 s)
+
+ROOT = Path(__file__).resolve().parents[2]
+BIN = Path(triton.__file__).parent / "backends" / "nvidia" / "bin"
+
+SCRIPT = r"""
+import json, re, subprocess, sys, tempfile
+from kernels_under_test._decode_configs import MLA_CONFIG, MLA_CONFIG_NARROW
+from kernels_under_test._triton_aot import compile_mla
+
+tool = sys.argv[1]
+out = {}
+# DeepSeek's 128 heads on pages of 64 (the decode roofs' shape) and on a dense cache; a TP slice of 16 heads paged
+for name, config, heads, page in (("wide", MLA_CONFIG, 128, 64), ("wide-dense", MLA_CONFIG, 128, None),
+                                  ("narrow", MLA_CONFIG_NARROW, 16, 64)):
+    cc = compile_mla(config, heads_q=heads, page=page)
+    with tempfile.NamedTemporaryFile(suffix=".cubin") as f:
+        f.write(cc.asm["cubin"])
+        f.flush()
+        sass = subprocess.run([tool, "-sass", f.name], capture_output=True, text=True, check=True).stdout
+        usage = subprocess.run([tool, "-res-usage", f.name], capture_output=True, text=True, check=True).stdout
+    count = lambda op: len(re.findall(r"\b" + re.escape(op) + r"\b", sass))
+    out[name] = dict(hgmma=count("HGMMA"), hmma=count("HMMA"), utmaldg=count("UTMALDG"), ldgsts=count("LDGSTS"),
+                     local=count("LDL") + count("STL"), stack=int(re.search(r"STACK:(\d+)", usage).group(1)),
+                     shared=cc.metadata.shared)
+print(json.dumps(out))
+"""
+
+
+@pytest.fixture(scope="module")
+def sm90():
+    tool = BIN / "cuobjdump"
+    if not (tool.exists() and (BIN / "ptxas").exists()):
+        pytest.skip(f"this triton wheel ships no ptxas/cuobjdump under {BIN}")
+    env = {k: v for k, v in os.environ.items() if k != "TRITON_INTERPRET"}
+    env["PYTHONPATH"] = os.pathsep.join([str(ROOT), env.get("PYTHONPATH", "")])
+    env.setdefault("TRITON_DEFAULT_FP_FUSION", "1")  # triton 3.9 warns when unset; 1 is what the JIT does today
+    proc = subprocess.run([sys.executable, "-c", SCRIPT, str(tool)], capture_output=True, text=True, env=env,
+                          cwd=ROOT, timeout=300)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    return json.loads(proc.stdout.strip().splitlines()[-1])
+
+
+@pytest.mark.parametrize("name", ["wide", "wide-dense", "narrow"])
+def test_shipped_configs_do_not_spill_and_fit_shared_memory(sm90, name):
+    entry = sm90[name]
+    assert entry["stack"] == 0 and entry["local"] == 0, entry
+    assert entry["shared"] <= 232448, entry  # 227 KiB: the most one Hopper block can opt in to
+
+
+@pytest.mark.parametrize("name", ["wide", "wide-dense", "narrow"])
+def test_latent_tiles_come_through_tma(sm90, name):
+    # every latent tile a bulk tensor copy; the pointer path's per-thread cp.async (LDGSTS) is gone from the loop
+    # (a few remain at most: the query's copy to shared memory)
+    entry = sm90[name]
+    assert entry["utmaldg"] > 0 and entry["ldgsts"] <= 4, entry
+
+
+@pytest.mark.parametrize("name", ["wide", "wide-dense"])
+def test_64_head_tile_uses_wgmma(sm90, name):
+    entry = sm90[name]
+    assert entry["hgmma"] > 0 and entry["hmma"] == 0, entry
+
+
+def test_16_head_tile_is_too_short_for_wgmma(sm90):
+    # 16 rows: Triton falls back to mma.sync; a swap of the operands (keys as the 64-row side) would be needed
+    assert sm90["narrow"]["hgmma"] == 0 and sm90["narrow"]["hmma"] > 0
