@@ -24,9 +24,10 @@ RUNTIME_ALLOWANCE = {"cpu": 1 << 30, "gpu": 2 << 30}  # interpreter + torch on a
 ACTIVATION_MARGIN = 1.5  # allocator fragmentation and temporaries the per-layer count leaves out
 FORWARD_EFFICIENCY = 0.5  # a forward pass reaches about half the rate of one large matrix product
 DISK_BYTES_PER_S = 1e9  # reading safetensors weights; a local NVMe reads faster
-# transformers dequantizes a GGUF file tensor by tensor in Python: SmolLM2-135M's Q4_1 file (0.54 GB in fp32)
-# took 108 s (plus 24 s to read its tokenizer) on this project's shared 2-core CPU machine.
-GGUF_BYTES_PER_S = 2e7
+# transformers dequantizes a GGUF file tensor by tensor in numpy: SmolLM2-135M's Q4_1 file (0.54 GB in fp32) took
+# 3.4 s (its one parse 1 s, the tokenizer 1.2 s, the weights 1.2 s) on this project's shared 2-core CPU machine,
+# with capture._model_io.parse_gguf_once (before it, a parse per reader and per call: 11 s; earlier, 132 s).
+GGUF_BYTES_PER_S = 1.5e8
 
 
 @dataclass(frozen=True, kw_only=True)

@@ -93,3 +93,35 @@ def test_outside_the_block_everything_is_as_it_was_even_after_an_error(counted):
     with parse_gguf_once():
         gguf.GGUFReader(str(path))  # a new block shares nothing with the last
     assert len(calls["reader"]) == 2
+
+
+def test_the_one_parse_reads_what_gguf_reads_from_a_plain_view_of_the_same_map(tmp_path):
+    # A real file, written by gguf's own writer: a string-array field like a vocabulary, numbers and a tensor.
+    np = pytest.importorskip("numpy")
+    path = tmp_path / "tiny.gguf"
+    writer = gguf.GGUFWriter(str(path), "llama")
+    writer.add_token_list([f"tok{i}" for i in range(300)])
+    writer.add_block_count(2)
+    writer.add_float32("tiny.scale", 0.125)
+    writer.add_tensor("blk.0.attn_q.weight", np.arange(48, dtype=np.float32).reshape(6, 8))
+    for write in (writer.write_header_to_file, writer.write_kv_data_to_file, writer.write_tensors_to_file):
+        write()
+    writer.close()
+
+    def content(reader):
+        fields = {name: [bytes(p) for p in f.parts] for name, f in reader.fields.items()}
+        tensors = {t.name: np.array(t.data) for t in reader.tensors}
+        return fields, tensors
+
+    plain = gguf.GGUFReader(str(path))
+    with parse_gguf_once():
+        fast = gguf.GGUFReader(str(path))
+        # the speed: no np.memmap slice (each runs memmap's Python __getitem__ and __array_finalize__)
+        assert type(fast.data) is np.ndarray and not isinstance(fast.fields["tokenizer.ggml.tokens"].parts[-1],
+                                                                 np.memmap)
+        got = content(fast)
+    want = content(plain)
+    assert got[0] == want[0] and len(got[0]["tokenizer.ggml.tokens"]) == len(want[0]["tokenizer.ggml.tokens"]) > 600
+    assert got[1].keys() == want[1].keys() == {"blk.0.attn_q.weight"}
+    assert np.array_equal(got[1]["blk.0.attn_q.weight"], want[1]["blk.0.attn_q.weight"])
+    assert isinstance(plain.data, np.memmap)  # outside the block, gguf's reader as it was
