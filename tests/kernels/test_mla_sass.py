@@ -16,7 +16,7 @@ from pathlib import Path
 import pytest
 
 triton = pytest.importorskip("triton", reason="triton is not installed: pip install triton")
-pytestmark = pytest.mark.slow  # three sm_90 compiles in a subprocess (~6 s)
+pytestmark = pytest.mark.slow  # two sm_90 compiles in a subprocess (~4 s)
 
 ROOT = Path(__file__).resolve().parents[2]
 BIN = Path(triton.__file__).parent / "backends" / "nvidia" / "bin"
@@ -28,9 +28,9 @@ from kernels_under_test._triton_aot import compile_mla
 
 tool = sys.argv[1]
 out = {}
-# DeepSeek's 128 heads on pages of 64 (the decode roofs' shape) and on a dense cache; a TP slice of 16 heads paged
-for name, config, heads, page in (("wide", MLA_CONFIG, 128, 64), ("wide-dense", MLA_CONFIG, 128, None),
-                                  ("narrow", MLA_CONFIG_NARROW, 16, 64)):
+# DeepSeek's 128 heads and a TP slice of 16, on pages of 64 (the paged tile's address path is the longer one; the
+# dense cache's compile is in docs/experiments/mla-decode-sass.md, left out of CI for its ~2 s)
+for name, config, heads, page in (("wide", MLA_CONFIG, 128, 64), ("narrow", MLA_CONFIG_NARROW, 16, 64)):
     cc = compile_mla(config, heads_q=heads, page=page)
     with tempfile.NamedTemporaryFile(suffix=".cubin") as f:
         f.write(cc.asm["cubin"])
@@ -59,14 +59,14 @@ def sm90():
     return json.loads(proc.stdout.strip().splitlines()[-1])
 
 
-@pytest.mark.parametrize("name", ["wide", "wide-dense", "narrow"])
+@pytest.mark.parametrize("name", ["wide", "narrow"])
 def test_shipped_configs_do_not_spill_and_fit_shared_memory(sm90, name):
     entry = sm90[name]
     assert entry["stack"] == 0 and entry["local"] == 0, entry
     assert entry["shared"] <= 232448, entry  # 227 KiB: the most one Hopper block can opt in to
 
 
-@pytest.mark.parametrize("name", ["wide", "wide-dense", "narrow"])
+@pytest.mark.parametrize("name", ["wide", "narrow"])
 def test_latent_tiles_come_through_tma(sm90, name):
     # every latent tile a bulk tensor copy; the pointer path's per-thread cp.async (LDGSTS) is gone from the loop
     # (a few remain at most: the query's copy to shared memory)
@@ -74,9 +74,8 @@ def test_latent_tiles_come_through_tma(sm90, name):
     assert entry["utmaldg"] > 0 and entry["ldgsts"] <= 4, entry
 
 
-@pytest.mark.parametrize("name", ["wide", "wide-dense"])
-def test_64_head_tile_uses_wgmma(sm90, name):
-    entry = sm90[name]
+def test_64_head_tile_uses_wgmma(sm90):
+    entry = sm90["wide"]
     assert entry["hgmma"] > 0 and entry["hmma"] == 0, entry
 
 
