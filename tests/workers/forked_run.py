@@ -19,11 +19,14 @@ from harness.workers import _preload, preloaded_popen
 __all__ = ["run", "own_helpers"]
 
 
-@pytest.fixture(autouse=True)
-def own_helpers(monkeypatch):
-    """A pool of preloaded helpers of the test's own: the process's (MAX_HELPERS) may be full of other tests'.
-    Autouse in the modules that import it (the preload tests); the other tests share the process's pool."""
-    monkeypatch.setattr(_preload, "_HELPERS", {})
+@pytest.fixture(autouse=True, scope="module")
+def own_helpers():
+    """A pool of preloaded helpers of the module's own: the process's (MAX_HELPERS) may be full of other tests'.
+    Autouse in the modules that import it (the preload tests); the other tests share the process's pool. One pool
+    per module, not per test: each helper imports torch (1.3-3 s), and a test's first child waited for it."""
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setattr(_preload, "_HELPERS", {})
+        yield
 
 
 def run(argv: list[str], *, cwd=None, env: dict | None = None, timeout: float) -> subprocess.CompletedProcess:

@@ -8,8 +8,6 @@ import subprocess
 import sys
 import time
 
-from harness.workers import _preload  # imports no torch (a test checks harness's imports)
-
 preloaded = "torch" in sys.modules  # before anything here imports it: what the process started with
 
 if __name__ == "__main__":
@@ -35,6 +33,8 @@ if __name__ == "__main__":
     elif what == "sleep":
         time.sleep(60)
     elif what == "nested":  # a parent itself: its child through the preloaded path, with argv[2:] put in its env
+        from harness.workers import _preload
+
         env = dict(os.environ, **dict(kv.split("=", 1) for kv in sys.argv[2:]))
         proc = _preload.preloaded_popen([sys.executable, "-m", "tests.workers.preload_child", "exit", "0"],
                                         stdout=subprocess.PIPE, text=True, env=env)
