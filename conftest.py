@@ -9,6 +9,8 @@ from pathlib import Path
 
 import pytest
 
+from tests.ordering import DURATIONS, file_order, read_durations
+
 # One OpenMP thread per process: pytest-xdist runs two workers on a 2-CPU machine, and torch's default of
 # one thread per CPU in each oversubscribes it; OpenMP's spinning barriers then stall a CPU "kernel" for
 # seconds (past the tests' launch timeouts). Subprocesses inherit it. A value set by the caller is kept.
@@ -59,16 +61,16 @@ collect_ignore = ["tests/runner/exits_at_import.py"]
 
 
 def pytest_configure(config):
-    # pytest-xdist's loadfile hands out files by their number of tests, most first, so the files of one or two
-    # slow tests (whole commands run in subprocesses) went last and one worker ran them alone at the end.
+    # pytest-xdist's loadfile hands out files in the order they were collected (loadscopereorder would order them by
+    # their number of tests, which says little: one test may run a whole command for 30 s).
     if hasattr(config.option, "loadscopereorder"):
         config.option.loadscopereorder = False
 
 
 def pytest_collection_modifyitems(items):
-    # Files holding a slow test first, each file's tests kept together and in order (a stable sort).
-    slow = {item.path for item in items if item.get_closest_marker("slow")}
-    items.sort(key=lambda item: item.path not in slow)
+    # longest file first (tests/ordering.py; the seconds from tests/durations.json, which scripts/test_durations.py
+    # writes)
+    items[:] = file_order(items, read_durations(DURATIONS))
 
 
 def _write_tiny_capture(root: Path, *, layer: int = 3, seq_len: int = 64, scale: float = 32**-0.5) -> Path:
