@@ -1,5 +1,6 @@
 """A child for tests/workers/test_preload.py: says what it sees, then does what its first argument asks."""
 
+import gc
 import json
 import os
 import random
@@ -15,7 +16,7 @@ if __name__ == "__main__":
     print(json.dumps({"preloaded": preloaded, "argv": sys.argv[1:], "cwd": os.getcwd(), "path0": sys.path[0],
                       "env": os.environ.get("PRELOAD_TEST"), "sid": os.getsid(0), "pid": os.getpid(),
                       "random": random.random(), "main": __name__, "file": __file__, "ppid": os.getppid(),
-                      "conn": os.environ.get("HARNESS_PRELOAD_CONN")}), flush=True)
+                      "conn": os.environ.get("HARNESS_PRELOAD_CONN"), "frozen": gc.get_freeze_count()}), flush=True)
     if what == "echo":
         for line in sys.stdin:
             print("echo " + line.strip(), flush=True)
