@@ -7,19 +7,13 @@ the pointer baselines and the other candidates are in that note, not in CI.
 
 from __future__ import annotations
 
-import json
-import os
-import subprocess
-import sys
-from pathlib import Path
-
 import pytest
+
+from tests.kernels.sm90_compile import compile_report
 
 triton = pytest.importorskip("triton", reason="triton is not installed: pip install triton")
 pytestmark = pytest.mark.slow  # two sm_90 compiles in a subprocess (~4 s)
 
-ROOT = Path(__file__).resolve().parents[2]
-BIN = Path(triton.__file__).parent / "backends" / "nvidia" / "bin"
 
 SCRIPT = r"""
 import json, re, subprocess, sys, tempfile
@@ -47,16 +41,7 @@ print(json.dumps(out))
 
 @pytest.fixture(scope="module")
 def sm90():
-    tool = BIN / "cuobjdump"
-    if not (tool.exists() and (BIN / "ptxas").exists()):
-        pytest.skip(f"this triton wheel ships no ptxas/cuobjdump under {BIN}")
-    env = {k: v for k, v in os.environ.items() if k != "TRITON_INTERPRET"}
-    env["PYTHONPATH"] = os.pathsep.join([str(ROOT), env.get("PYTHONPATH", "")])
-    env.setdefault("TRITON_DEFAULT_FP_FUSION", "1")  # triton 3.9 warns when unset; 1 is what the JIT does today
-    proc = subprocess.run([sys.executable, "-c", SCRIPT, str(tool)], capture_output=True, text=True, env=env,
-                          cwd=ROOT, timeout=300)
-    assert proc.returncode == 0, proc.stderr[-3000:]
-    return json.loads(proc.stdout.strip().splitlines()[-1])
+    return compile_report(SCRIPT)
 
 
 @pytest.mark.parametrize("name", ["wide", "narrow"])

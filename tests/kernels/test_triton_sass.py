@@ -14,20 +14,15 @@ segfaulted on the same PTX instead. The interpreter cannot show this; the SASS c
 
 from __future__ import annotations
 
-import json
-import os
 import re
-import subprocess
-import sys
-from pathlib import Path
 
 import pytest
+
+from tests.kernels.sm90_compile import compile_report
 
 triton = pytest.importorskip("triton", reason="triton is not installed: pip install triton")
 pytestmark = pytest.mark.slow  # the module fixture compiles the kernels ahead of time for sm_90 (~13 s)
 
-ROOT = Path(__file__).resolve().parents[2]
-BIN = Path(triton.__file__).parent / "backends" / "nvidia" / "bin"
 
 SCRIPT = r"""
 import itertools, json, re, subprocess, sys, tempfile
@@ -76,15 +71,7 @@ print(json.dumps(out))
 
 @pytest.fixture(scope="module")
 def sm90():
-    tool = BIN / "cuobjdump"
-    if not (tool.exists() and (BIN / "ptxas").exists()):
-        pytest.skip(f"this triton wheel ships no ptxas/cuobjdump under {BIN}")
-    env = {k: v for k, v in os.environ.items() if k != "TRITON_INTERPRET"}
-    env["PYTHONPATH"] = os.pathsep.join([str(ROOT), env.get("PYTHONPATH", "")])
-    proc = subprocess.run([sys.executable, "-c", SCRIPT, str(tool)], capture_output=True, text=True, env=env,
-                          cwd=ROOT, timeout=300)
-    assert proc.returncode == 0, proc.stderr[-3000:]
-    return json.loads(proc.stdout.strip().splitlines()[-1])
+    return compile_report(SCRIPT)
 
 
 @pytest.fixture(scope="module")
