@@ -5,13 +5,16 @@ anywhere (tests/kernels/test_triton_sass.py). Imports triton at the top, as `_tr
 
 from __future__ import annotations
 
+import subprocess
+import tempfile
+
 import triton
 from triton.backends.compiler import GPUTarget
 from triton.compiler import ASTSource
 
 from kernels_under_test._triton_common import MODE_BF16, Config, _attn_fwd, _constexprs, split_qk_dim
 
-__all__ = ["compile_for", "compile_mla"]
+__all__ = ["compile_for", "compile_mla", "disassemble"]
 
 
 def compile_for(
@@ -75,3 +78,14 @@ def compile_mla(config: dict, *, heads_q: int, dv: int = 512, dr: int = 64, seq_
     src = ASTSource(fn=_mla_partial, signature=sig, constexprs=consts, attrs=attrs)
     opts = {"num_warps": config["num_warps"], "num_stages": config["num_stages"]}
     return triton.compile(src, target=GPUTarget("cuda", arch, 32), options=opts)
+
+
+def disassemble(compiled, cuobjdump: str) -> tuple[str, str]:
+    """(SASS, resource usage) of a compiled kernel, by triton's bundled `cuobjdump` (`-sass`, `-res-usage`: a
+    STACK above 0 is a spill)."""
+    with tempfile.NamedTemporaryFile(suffix=".cubin") as f:
+        f.write(compiled.asm["cubin"])
+        f.flush()
+        sass = subprocess.run([cuobjdump, "-sass", f.name], capture_output=True, text=True, check=True).stdout
+        usage = subprocess.run([cuobjdump, "-res-usage", f.name], capture_output=True, text=True, check=True).stdout
+    return sass, usage

@@ -16,9 +16,9 @@ pytestmark = pytest.mark.slow  # two sm_90 compiles in a subprocess (~4 s)
 
 
 SCRIPT = r"""
-import json, re, subprocess, sys, tempfile
+import json, re, sys
 from kernels_under_test._decode_configs import MLA_CONFIG, MLA_CONFIG_NARROW
-from kernels_under_test._triton_aot import compile_mla
+from kernels_under_test._triton_aot import compile_mla, disassemble
 
 tool = sys.argv[1]
 out = {}
@@ -26,11 +26,7 @@ out = {}
 # dense cache's compile is in docs/experiments/mla-decode-sass.md, left out of CI for its ~2 s)
 for name, config, heads, page in (("wide", MLA_CONFIG, 128, 64), ("narrow", MLA_CONFIG_NARROW, 16, 64)):
     cc = compile_mla(config, heads_q=heads, page=page)
-    with tempfile.NamedTemporaryFile(suffix=".cubin") as f:
-        f.write(cc.asm["cubin"])
-        f.flush()
-        sass = subprocess.run([tool, "-sass", f.name], capture_output=True, text=True, check=True).stdout
-        usage = subprocess.run([tool, "-res-usage", f.name], capture_output=True, text=True, check=True).stdout
+    sass, usage = disassemble(cc, tool)
     count = lambda op: len(re.findall(r"\b" + re.escape(op) + r"\b", sass))
     out[name] = dict(hgmma=count("HGMMA"), hmma=count("HMMA"), utmaldg=count("UTMALDG"), ldgsts=count("LDGSTS"),
                      local=count("LDL") + count("STL"), stack=int(re.search(r"STACK:(\d+)", usage).group(1)),

@@ -25,9 +25,9 @@ pytestmark = pytest.mark.slow  # the module fixture compiles the kernels ahead o
 
 
 SCRIPT = r"""
-import itertools, json, re, subprocess, sys, tempfile
+import itertools, json, re, sys
 from kernels_under_test import _triton_common as tc, triton_bf16, triton_fp8
-from kernels_under_test._triton_aot import compile_for
+from kernels_under_test._triton_aot import compile_for, disassemble
 from kernels_under_test._triton_fp8_pipe import stage_acc_in_mma, stage_pipelined
 
 tool = sys.argv[1]
@@ -55,11 +55,7 @@ for (name, mode, table, extra, over), d in itertools.product((
     except Exception as exc:
         out[name] = dict(error=f"{type(exc).__name__}: {str(exc)[:300]}")
         continue
-    with tempfile.NamedTemporaryFile(suffix=".cubin") as f:
-        f.write(cc.asm["cubin"])
-        f.flush()
-        sass = subprocess.run([tool, "-sass", f.name], capture_output=True, text=True, check=True).stdout
-        usage = subprocess.run([tool, "-res-usage", f.name], capture_output=True, text=True, check=True).stdout
+    sass, usage = disassemble(cc, tool)
     count = lambda op: len(re.findall(r"\b" + re.escape(op) + r"\b", sass))
     out[name] = dict(
         hgmma=count("HGMMA"), qgmma=count("QGMMA"), hmma=count("HMMA"), ex2=count("MUFU.EX2"), f2f=count("F2F"),
