@@ -41,6 +41,26 @@ CANDIDATES, CANDIDATES_PAGED = SPLITKV_CANDIDATES, SPLITKV_CANDIDATES_PAGED
 
 
 @triton.jit
+def _softmax_step(s, t, t_ok, row_ok, pos, m_i, l_i, CAUSAL: tl.constexpr, WINDOW: tl.constexpr):
+    """One block of scores `s` (log2 units) of keys `t` into the running softmax: the keys each query row may see
+    (inside the split, causal to its position `pos`, within the window) kept, the rest -inf; returns (p, the
+    rescale of what the rows held, the new row max, the new row sum). triton-splitkv's and triton-mla's."""
+    ok = t_ok[None, :] & row_ok[:, None]
+    if CAUSAL:
+        ok = ok & (t[None, :] <= pos[:, None])
+    if WINDOW > 0:
+        ok = ok & (t[None, :] > pos[:, None] - WINDOW)
+        if not CAUSAL:
+            ok = ok & (t[None, :] < pos[:, None] + WINDOW)
+    s = tl.where(ok, s, float("-inf"))
+    m_new = tl.maximum(m_i, tl.max(s, 1))
+    m_safe = tl.where(m_new == float("-inf"), 0.0, m_new)
+    p = tl.exp2(s - m_safe[:, None])
+    alpha = tl.exp2(m_i - m_safe)
+    return p, alpha, m_new, l_i * alpha + tl.sum(p, 1)
+
+
+@triton.jit
 def _splitkv_partial(
     Q, K, V, PageTable, KvLens, CuQ, CuKv, Acc, Mx, Ls,
     qk_scale, split_len, HQ,
@@ -103,21 +123,8 @@ def _splitkv_partial(
         k = tl.load(K + k_off[:, None] + hkv * stride_kh + offs_d[None, :], mask=t_ok[:, None], other=0.0)
         v = tl.load(V + v_off[:, None] + hkv * stride_vh + offs_v[None, :], mask=t_ok[:, None], other=0.0)
         s = tl.dot(q, tl.trans(k)) * qk_scale
-        ok = t_ok[None, :] & row_ok[:, None]
-        if CAUSAL:
-            ok = ok & (t[None, :] <= pos[:, None])
-        if WINDOW > 0:
-            ok = ok & (t[None, :] > pos[:, None] - WINDOW)
-            if not CAUSAL:
-                ok = ok & (t[None, :] < pos[:, None] + WINDOW)
-        s = tl.where(ok, s, float("-inf"))
-        m_new = tl.maximum(m_i, tl.max(s, 1))
-        m_safe = tl.where(m_new == float("-inf"), 0.0, m_new)
-        p = tl.exp2(s - m_safe[:, None])
-        alpha = tl.exp2(m_i - m_safe)
-        l_i = l_i * alpha + tl.sum(p, 1)
+        p, alpha, m_i, l_i = _softmax_step(s, t, t_ok, row_ok, pos, m_i, l_i, CAUSAL, WINDOW)
         acc = acc * alpha[:, None] + tl.dot(p.to(v.dtype), v)
-        m_i = m_new
     rows = row0 + i
     stat = (rows * HQ + h) * ns + split
     tl.store(Mx + stat, m_i, mask=row_ok)

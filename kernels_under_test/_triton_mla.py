@@ -29,7 +29,7 @@ from kernels_under_test._decode_configs import (
     MLA_SPLIT_CHOICES,
     SPLITKV_MAX_QUERIES,
 )
-from kernels_under_test._triton_decode import LOG2E, _pow2, _splitkv_merge, fastest
+from kernels_under_test._triton_decode import LOG2E, _pow2, _softmax_step, _splitkv_merge, fastest
 from kernels_under_test._triton_interpreter import fix_interpreter
 from kernels_under_test.triton_bf16 import interpreting
 
@@ -78,19 +78,7 @@ def _mla_block(q_lat, q_rope, c, kr, start, hi, pos, row_ok, m_i, l_i, acc, qk_s
     t_ok = t < hi
     s = tl.dot(q_rope, tl.trans(kr), acc=tl.dot(q_lat, tl.trans(c)))
     s = s * qk_scale
-    ok = t_ok[None, :] & row_ok[:, None]
-    if CAUSAL:
-        ok = ok & (t[None, :] <= pos[:, None])
-    if WINDOW > 0:
-        ok = ok & (t[None, :] > pos[:, None] - WINDOW)
-        if not CAUSAL:
-            ok = ok & (t[None, :] < pos[:, None] + WINDOW)
-    s = tl.where(ok, s, float("-inf"))
-    m_new = tl.maximum(m_i, tl.max(s, 1))
-    m_safe = tl.where(m_new == float("-inf"), 0.0, m_new)
-    p = tl.exp2(s - m_safe[:, None])
-    alpha = tl.exp2(m_i - m_safe)
-    l_i = l_i * alpha + tl.sum(p, 1)
+    p, alpha, m_new, l_i = _softmax_step(s, t, t_ok, row_ok, pos, m_i, l_i, CAUSAL, WINDOW)
     acc = acc * alpha[:, None] + tl.dot(p.to(c.dtype), c)  # V is the latent tile scored above
     return m_new, l_i, acc
 
