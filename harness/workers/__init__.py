@@ -23,8 +23,9 @@ worker per GPU (multigpu) and one per revision (commits). What they share is her
   change its clock. Any other process still makes the device busy.
 - preload: a child that is `python -m module` is forked from a helper process that has imported torch once
   (`_preload`), so it starts in milliseconds instead of the seconds of torch's import (`prestart` starts the
-  helper ahead of the first child); what the child sees is what `python -m` gives it. HARNESS_NO_PRELOAD=1
-  starts every child the ordinary way.
+  helper ahead of the first child); what the child sees is what `python -m` gives it. A child that starts
+  children of its own forks them from the same helper, and the helper's imports are frozen out of every
+  collection a child makes (`gc.freeze`). HARNESS_NO_PRELOAD=1 starts every child the ordinary way.
 """
 
 from harness.workers._busy import tolerate_children_of, tolerate_pids
