@@ -1,6 +1,7 @@
 """Ahead-of-time compilation of the shared Triton attention forward (`_triton_common._attn_fwd`) and of triton-mla's
-partial kernel (`_triton_mla._mla_partial`) for `sm_<arch>` without a GPU: ptxas ships with triton, so the SASS, the registers and any spill of a configuration can be checked
-anywhere (tests/kernels/test_triton_sass.py). Imports triton at the top, as `_triton_common` does.
+partial kernel (`_triton_mla._mla_partial`) for `sm_<arch>` without a GPU: ptxas ships with triton, so the SASS, the
+registers and any spill of a configuration can be checked anywhere (tests/kernels/test_triton_sass.py,
+test_mla_sass.py). Imports triton at the top, as `_triton_common` does.
 """
 
 from __future__ import annotations
@@ -13,6 +14,7 @@ from triton.backends.compiler import GPUTarget
 from triton.compiler import ASTSource
 
 from kernels_under_test._triton_common import MODE_BF16, Config, _attn_fwd, _constexprs, split_qk_dim
+from kernels_under_test._triton_mla import _mla_partial, block_rows
 
 __all__ = ["compile_for", "compile_mla", "disassemble"]
 
@@ -56,8 +58,6 @@ def compile_mla(config: dict, *, heads_q: int, dv: int = 512, dr: int = 64, seq_
     """triton-mla's partial kernel as `_triton_mla._bind` would launch it with `config` (block_h, block_n, num_warps,
     num_stages, tma) on a DeepSeek-shaped decode (dv latent + dr RoPE dims, one query per sequence, pages of `page`
     or a dense cache), compiled for `sm_<arch>`: the same products as `compile_for`."""
-    from kernels_under_test._triton_mla import _mla_partial, block_rows
-
     hb, block_m = block_rows(config["block_h"], seq_len, heads_q)
     bn = config["block_n"]
     tma = bool(config.get("tma")) and not (page and page % bn)  # as `tma_fits` decides at bind

@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import triton
 import triton.language as tl
+from triton.tools.tensor_descriptor import TensorDescriptor
 
 from harness.errors import UnsupportedInputError
 from kernels_under_test._decode_configs import (
@@ -240,8 +241,6 @@ def _bind(inputs, cfg: dict):
     tma = cfg.get("tma", False) and tma_fits(inputs, block_n=cfg["block_n"])
     kvd = krd = k  # unused without TMA
     if tma:
-        from triton.tools.tensor_descriptor import TensorDescriptor
-
         k2d = k.reshape(-1, k.shape[-1])  # [tokens (pages x P in a pool), dqk]: a block is one box of rows
         kvd = TensorDescriptor.from_tensor(k2d, [cfg["block_n"], s.head_dim_v])
         krd = TensorDescriptor.from_tensor(k2d, [cfg["block_n"], dr])

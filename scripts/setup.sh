@@ -49,8 +49,8 @@ python -c "import sys, pip; sys.exit(int(pip.__version__.split('.')[0]) < 22)" 2
 # PYTHONDONTWRITEBYTECODE is set, as on the CI machine, no process writes what it compiles: every test
 # process importing torch and transformers would compile them afresh (18 s a process against 9 s).
 # Skipped: transformers' models other than the registry's architectures (a third of all files), torch's
-# internal test fixtures, packages' own test folders, and what no process of the suite imported in a fresh
-# .ci/run (2026-12-05, by the pycs' access times: 40 of 242 MB): networkx, setuptools, pony, fsspec, sympy's
+# internal test fixtures, and what no process of the suite read in a fresh .ci/run (2026-12-05, by the pycs'
+# access times; 81 of 242 MB): packages' own test folders, networkx, setuptools, pony, fsspec, sympy's
 # physics-like subpackages, and hypothesis, whose modules pytest rewrites (as a pytest plugin's) and so never
 # loads from these pycs. Its exit status is not checked: a few of those files use syntax newer than 3.11.
 SITE=$(python -c 'import sysconfig; print(sysconfig.get_paths()["purelib"])')

@@ -55,7 +55,8 @@ def forkable(argv: list[str], *, python: str = sys.executable) -> str | None:
 
 
 class _Helper:
-    """The zygote: started once per process on first use; ends when this process closes its socket."""
+    """This process's connection to a zygote: to one it started on first use (`start`), or to the one that forked it
+    (`_inherited`). The zygote ends when every connection to it has closed."""
 
     def __init__(self, sock: socket.socket) -> None:
         self._sock = sock
