@@ -187,7 +187,7 @@ def simulate_verdict_rates(*, design: str, model: str, threshold: float, trials:
     return out
 
 
-def write_critical_table(path: Path | None = None, *, pilots=range(5, 9), totals=range(6, 21)) -> Path:
+def write_critical_table(path: Path | None = None, *, pilots=range(2, 9), totals=range(3, 21)) -> Path:
     """Simulate the committed critical values as `critical_values` would and rewrite their module
     (`_sequential_table.py`, or `path`); returns the file written."""
     path = Path(path or _sequential_table.__file__)

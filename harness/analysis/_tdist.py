@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import math
 from functools import lru_cache
-from statistics import NormalDist
 
 __all__ = ["t_quantile", "t_quantiles"]
 
@@ -75,29 +74,32 @@ def t_quantile(p: float, df: float) -> float:
     return x
 
 
-_GRID = 2001  # points in u = 1/df over [0, 1]: interpolating log q then errs by < 1e-6 (tests/analysis)
+_DEGREE = 24  # of the Chebyshev interpolant of log q in u = 1/df over [0, 1]: within 1e-7 of `t_quantile` (tests/analysis)
 
 
 @lru_cache(maxsize=16)
-def _grid(p: float):
+def _interpolant(p: float):
+    """log t_quantile(p, 1/u) as a Chebyshev series in u on [0, 1], from 25 exact quantiles at Chebyshev points
+    (df 1.001 to about 1000; it was a linear interpolation between 2001 of them, 0.23 s of every process that judged
+    more than 64 comparisons). log q is smooth in u down to u = 0, df = infinity, where the series gives the normal
+    quantile."""
     import numpy as np
 
-    u = np.linspace(0.0, 1.0, _GRID)
-    # df = infinity is the normal quantile (the beta continued fraction loses digits at df ~ 1e12).
-    q = np.array([t_quantile(p, 1.0 / x) if x > 0 else NormalDist().inv_cdf(p) for x in u])
-    return u, np.log(q)
+    def log_q(u):
+        return np.log([t_quantile(p, 1.0 / x) for x in u])
+
+    return np.polynomial.Chebyshev.interpolate(log_q, _DEGREE, domain=[0.0, 1.0])
 
 
 def t_quantiles(p: float, df):
-    """`t_quantile(p, df)` for an array of degrees of freedom >= 1 (Welch's, one per comparison), by linear
-    interpolation in 1/df on a fixed grid of exact quantiles; one function for one comparison and for 20,000
+    """`t_quantile(p, df)` for an array of degrees of freedom >= 1 (Welch's, one per comparison), by Chebyshev
+    interpolation in 1/df between exact quantiles (`_interpolant`); one function for one comparison and for 20,000
     simulated ones."""
     import numpy as np
 
     df = np.asarray(df, dtype=float)
     if np.any(~(df >= 1.0)):
         raise ValueError("t_quantiles needs degrees of freedom >= 1")
-    if df.size <= 64:  # a handful of comparisons: exact, as `t_quantile` (the grid serves simulations)
+    if df.size <= 64:  # a handful of comparisons: exact, as `t_quantile` (the interpolant serves simulations)
         return np.vectorize(lambda x: t_quantile(p, float(x)), otypes=[float])(df)
-    u, log_q = _grid(p)
-    return np.exp(np.interp(1.0 / df, u, log_q))  # log q is nearly linear in 1/df
+    return np.exp(_interpolant(p)(1.0 / df))

@@ -133,6 +133,23 @@ def test_t_quantile_matches_tables():
     assert t_quantile(0.95, 5) == pytest.approx(2.015, abs=2e-3)
 
 
+def test_t_quantiles_of_many_comparisons_are_the_exact_quantiles():
+    # Past 64 degrees of freedom at once (a simulation's comparisons) they come from an interpolant in 1/df: within
+    # 1e-7 of the exact quantile from df 1 to 1e6 (past 1e7 `t_quantile` itself errs by 1e-8 to 3e-7), and the
+    # normal quantile at df = infinity.
+    from statistics import NormalDist
+
+    from harness.analysis._tdist import t_quantiles
+
+    df = np.concatenate([np.linspace(1.0, 3.0, 101), np.geomspace(1.0, 1e6, 400)])
+    for p in (0.95, 0.975, 0.995):
+        got = t_quantiles(p, df)
+        exact = np.array([t_quantile(p, float(d)) for d in df])
+        assert np.max(np.abs(got / exact - 1)) < 1e-7, p
+        assert t_quantiles(p, np.full(65, np.inf))[0] == pytest.approx(NormalDist().inv_cdf(p), rel=1e-7)
+    assert t_quantiles(0.975, [2.0]) == pytest.approx(t_quantile(0.975, 2.0), rel=1e-15)  # a few: exact
+
+
 def test_the_sentence_names_estimator_interval_threshold_and_resolution(commits):
     a, b = commits
     row = compare_runs(a, b).rows[0]
