@@ -18,9 +18,11 @@ if [ ! -x .venv/bin/python ]; then
     echo "setup: using this image's torch $GPU_TORCH (--system-site-packages: a GPU build must match its driver)"
     "$PY" -m venv --system-site-packages .venv
   else
-    "$PY" -m venv .venv
+    # without pip: venv's ensurepip installs it by running pip (about 3 s); below, the system's pip does it with uv
+    "$PY" -m venv --without-pip .venv
   fi
 fi
+SYSTEM_PY=$("$PY" -c 'import sys; print(sys.executable)')  # before the venv's python comes first on PATH
 . .venv/bin/activate
 # pip warns "Location 'file://.../simple/<project>/' is ignored: it is neither a file nor a directory" once
 # per project and per on-disk index that lacks it: how it treats a partial local mirror named as an extra
@@ -33,7 +35,7 @@ trap 'rm -f "$SKIPPED"' EXIT
 pip_install() {
   local log status=0
   log=$(mktemp)
-  python -m pip install -q --no-compile "$@" 2>"$log" || status=$?
+  ${PIP_RUNNER:-python -m pip} install -q --no-compile "$@" 2>"$log" || status=$?
   sed -n -E "s#^WARNING: Location '(file://.*)/[^/]+/' is ignored: it is neither a file nor a directory\.\$#\1#p" \
     "$log" >>"$SKIPPED"
   grep -v -E "^WARNING: Location 'file://.*' is ignored: it is neither a file nor a directory\.\$" "$log" >&2 || :
@@ -42,6 +44,16 @@ pip_install() {
 }
 # --no-compile: pip byte-compiles file by file, longer than the installs themselves; see compile below.
 PIP="pip_install"
+# A venv made above has no pip: the system's pip (22.3 or later installs into another environment, --python) puts
+# into it the pip that ensurepip would have (the wheel the interpreter bundles; a newer pip installs torch 2 s
+# slower) and uv, 1.7 s sooner than ensurepip and a pip install of uv. Where it cannot, ensurepip does.
+venv_pip() { "$SYSTEM_PY" -m pip --python "$VIRTUAL_ENV/bin/python" "$@"; }
+if ! python -m pip --version >/dev/null 2>&1; then
+  BUNDLED_PIP=$("$SYSTEM_PY" -c "import ensurepip, pathlib; print(*pathlib.Path(ensurepip.__file__).parent.glob(
+    '_bundled/pip-*.whl'))" 2>/dev/null || :)
+  { [ -f "$BUNDLED_PIP" ] && PIP_RUNNER=venv_pip pip_install "$BUNDLED_PIP" uv 2>/dev/null; } \
+    || python -m ensurepip >/dev/null
+fi
 # pip >= 22 for editable installs from pyproject.toml alone; an older one is upgraded first.
 python -c "import sys, pip; sys.exit(int(pip.__version__.split('.')[0]) < 22)" 2>/dev/null \
   || pip_install --upgrade pip
@@ -50,13 +62,18 @@ python -c "import sys, pip; sys.exit(int(pip.__version__.split('.')[0]) < 22)" 2
 # process importing torch and transformers would compile them afresh (18 s a process against 9 s).
 # Skipped: transformers' models other than the registry's architectures (a third of all files), torch's
 # internal test fixtures, and what no process of the suite read in a fresh .ci/run (2026-12-05, by the pycs'
-# access times; 81 of 242 MB): packages' own test folders, networkx, setuptools, pony, fsspec, sympy's
-# physics-like subpackages, and hypothesis, whose modules pytest rewrites (as a pytest plugin's) and so never
-# loads from these pycs. Its exit status is not checked: a few of those files use syntax newer than 3.11.
+# access times; 100 of 242 MB): packages' own test folders, networkx, setuptools, pony, fsspec, urllib3, sympy's
+# physics-like subpackages, torch's inductor code generation and distributed checkpoints, the hub's and
+# transformers' CLIs and pipelines, fontTools but its misc, pygments' lexers but Python's and diff's, and
+# hypothesis, whose modules pytest rewrites (as a pytest plugin's) and so never loads from these pycs.
+# Its exit status is not checked: a few of those files use syntax newer than 3.11.
 SITE=$(python -c 'import sysconfig; print(sysconfig.get_paths()["purelib"])')
 SKIP='/transformers/models/(?!(auto|llama|mistral|qwen2|qwen3|deepseek_v2|gpt2)/)|/torch/testing/_internal/'
 SKIP+='|/site-packages/(networkx|setuptools|pony|fsspec|hypothesis)/|/site-packages/[^/]+/(.*/)?tests/'
 SKIP+='|/sympy/(physics|stats|combinatorics|vector|codegen|holonomic|diffgeom|categories|crypto|liealgebras)/'
+SKIP+='|/torch/_inductor/(codegen|fx_passes|kernel)/|/torch/distributed/(checkpoint|elastic|pipelining)/'
+SKIP+='|/torch/_export/serde/|/huggingface_hub/(cli|inference)/|/transformers/(exporters|pipelines|cli)/|/scipy/io/'
+SKIP+='|/site-packages/urllib3/|/fontTools/(?!misc/)[^/]+/|/pygments/lexers/(?!(python|diff|_mapping|__init__)\.py)'
 compile() {  # [extra regex of paths to skip] paths...
   local skip="$SKIP${1:+|$1}"
   shift
@@ -74,7 +91,8 @@ fi
 # CPU build of torch is a file on disk that pip's configuration names; uv keeps an installed torch that
 # satisfies the requirements, so it never replaces it.
 UV=
-if python -m pip install -q --disable-pip-version-check uv >/dev/null 2>&1 && python -m uv --version >/dev/null 2>&1; then
+if python -m uv --version >/dev/null 2>&1 \
+  || { python -m pip install -q --disable-pip-version-check uv >/dev/null 2>&1 && python -m uv --version >/dev/null 2>&1; }; then
   UV="python -m uv"
 fi
 install() {
