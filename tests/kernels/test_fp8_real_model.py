@@ -89,7 +89,7 @@ def test_bench_error_model_per_layer_kl_with_the_bf16_floor(tmp_path):
     _needs()
     fig = tmp_path / "figures.json"
     args = ["-m", "harness", "error", "--model", "smollm2-135m", "--device", "cpu", "-k", "triton-bf16",
-            "--floor", "sdpa-cpu", "--text", f"wikitext2:{WIKITEXT}", "--documents", "2", "--seq-len", "32",
+            "--floor", "sdpa-cpu", "--text", f"wikitext2:{WIKITEXT}", "--documents", "2", "--seq-len", "16",
             "--layer", "3,15", "--json", str(fig), "--resamples", "200"]
     rc, out = _run(args, cwd=tmp_path)
     assert rc == 0, out[-4000:]
@@ -99,7 +99,7 @@ def test_bench_error_model_per_layer_kl_with_the_bf16_floor(tmp_path):
     assert got == {(k, r, s, layer) for k, r in (("sdpa-cpu", "floor"), ("triton-bf16", "kernel"))
                    for s, layer in (("all", None), ("layer", 3), ("layer", 15))}
     for f in figures:
-        assert f["documents"] == 2 and f["tokens"] == 64
+        assert f["documents"] == 2 and f["tokens"] == 32
         assert 0 < f["kl_mean_lo_nats"] <= f["kl_mean_nats"] <= f["kl_mean_hi_nats"] < 0.1, f
         assert 0.5 <= f["top1_agreement"] <= 1.0 and math.isfinite(f["kl_vs_floor"])
     every = {f["kernel"]: f for f in figures if f["scope"] == "all"}
@@ -114,7 +114,7 @@ def test_bench_error_model_per_layer_kl_with_the_bf16_floor(tmp_path):
     info = read_rows(run, "runs")[0]
     assert info["status"] == "complete" and json.loads(info["config_json"])["kind"] == "model_error"
     rows = read_rows(run, "model_error")
-    assert len(rows) == 2 * 3 * 2 and all(len(r["kl_nats"]) == 32 == len(r["top1_match"]) for r in rows)
+    assert len(rows) == 2 * 3 * 2 and all(len(r["kl_nats"]) == 16 == len(r["top1_match"]) for r in rows)
     titles = {r["document_title"] for r in rows}
     assert titles == {"Robert <unk>", "Du Fu"}  # the first two articles of the test split
 
