@@ -54,7 +54,7 @@ if TYPE_CHECKING:  # numpy is imported where it is used: `import harness.analysi
     import numpy as np
 
 __all__ = ["BETWEEN_RUNS_CV", "between_runs_floor", "DEFAULT_THRESHOLD", "FAILING", "INTERVAL_METHODS", "OPEN", "Ratio", "VERDICTS",
-           "VERDICT_MEANING", "VerdictRule", "classify", "judge", "paired_decision", "percent", "ratio_from_look",
+           "VerdictRule", "classify", "judge", "paired_decision", "percent", "ratio_from_look",
            "ratio_interval", "stein_total", "t_quantile", "welch"]
 
 DEFAULT_THRESHOLD = 0.005  # 0.5 %: the default smallest change called slower or faster
@@ -62,21 +62,6 @@ SLOWER_WITHIN, FASTER_WITHIN = "slower, within threshold", "faster, within thres
 VERDICTS = ("faster", "slower", "same", SLOWER_WITHIN, FASTER_WITHIN, "unresolved", "too few repeats", "not judged")
 FAILING = ("slower",)  # the verdicts a gate fails on (exit 1)
 OPEN = ("unresolved", "too few repeats")  # the verdicts a gate could not judge (exit 6 unless --unresolved pass)
-VERDICT_MEANING = {  # what each verdict guarantees, one sentence each (README, captions, --help)
-    "slower": "B is slower by more than the threshold: the interval excludes 1 and the estimate is beyond it "
-              "(a false `slower` happens at most 1 - level of the time when nothing changed).",
-    "faster": "B is faster by more than the threshold: the interval excludes 1 and the estimate is beyond it.",
-    "same": "no change as large as the threshold: the equivalence interval (two one-sided tests) lies inside +-the "
-            "threshold (called on a true change of the threshold at most 1 - level of the time).",
-    SLOWER_WITHIN: "B is slower, but by less than the threshold: the interval excludes 1 and the equivalence "
-                   "interval lies inside +-the threshold; no gate fails on it.",
-    FASTER_WITHIN: "B is faster, but by less than the threshold; no gate fails on it.",
-    "unresolved": "the measurement cannot say whether a change as large as the threshold happened; a gate does not "
-                  "pass it (exit 6) unless --unresolved pass.",
-    "too few repeats": "no usable interval: too few repeats or degrees of freedom to judge by; a gate does not pass "
-                       "it (exit 6) unless --unresolved pass.",
-    "not judged": "no verdict drawn (CPU timings without a threshold asked for); the ratio and interval stand.",
-}
 INTERVAL_METHODS = ("Welch t", "paired t", "Welch t (two-stage)", "Welch t + between-run", "paired t (look 1 of 2)",
                     "skipped mean (look 2 of 2)")
 # Separate runs differ by more than their repeats show (the H200: a state 0.6-1.0 % apart that a run can stay in,
