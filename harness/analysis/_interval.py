@@ -76,7 +76,8 @@ def percent(frac: float | None) -> str:
     if frac is None:
         return "-"
     x = frac * 100
-    return f"{x:.0f}" if abs(x) >= 100 else f"{x:.2g}"
+    # from 99.5 on, two significant digits would round to 100 and be written "1e+02"
+    return f"{x:.0f}" if abs(x) >= 99.5 else f"{x:.2g}"
 
 
 @dataclass(frozen=True, kw_only=True)

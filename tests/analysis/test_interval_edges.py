@@ -69,6 +69,8 @@ def test_percent_writes_thresholds_and_widths_one_way():
     assert percent(None) == "-"
     assert (percent(0.003), percent(0.0058), percent(0.055), percent(1.5), percent(39.0)) == (
         "0.3", "0.58", "5.5", "150", "3900")
+    # Two significant digits up to 99.5 %, whole percents from there: 99.6 % was written "1e+02".
+    assert (percent(0.994), percent(0.996), percent(1.0), percent(-1.0)) == ("99", "100", "100", "-100")
 
 
 def test_a_pilot_of_every_repeat_is_the_one_stage_interval_and_more_is_refused():
