@@ -89,3 +89,87 @@ def test_a_ratio_without_both_ends_has_no_resolution():
     assert Ratio(value=1.01, low=None, high=1.05).resolution is None
     assert Ratio(value=1.01, low=0.97, high=None).resolution is None
     assert Ratio(value=1.0, low=0.98, high=1.0 / 0.98).resolution == pytest.approx(1 / 0.98 - 1)
+
+
+def test_stein_total_is_the_pilots_t_spread_over_the_target_squared_within_the_pilot_and_the_cap():
+    from harness.analysis import stein_total
+
+    pilot = [0.0, 0.01, -0.01, 0.02, -0.02]  # sd 0.0158, 4 degrees of freedom
+    need = math.ceil((t_quantile(0.975, 4) * stdev(pilot) / math.log1p(0.01)) ** 2)
+    assert need == 20 and stein_total(pilot, target=0.01, cap=100) == 20
+    # a 90 % interval needs fewer; the cap bounds it, the pilot is the least
+    assert stein_total(pilot, target=0.01, level=0.9, cap=100) == math.ceil(
+        (t_quantile(0.95, 4) * stdev(pilot) / math.log1p(0.01)) ** 2) == 12
+    assert stein_total(pilot, target=0.01, cap=15) == 15
+    assert stein_total(pilot, target=0.5, cap=100) == 5
+    assert stein_total([0.003, 0.003, 0.003], target=0.001, cap=50) == 3  # no spread: the pilot already resolves it
+    two = [0.0, 0.01]  # the least pilot: 1 degree of freedom
+    assert stein_total(two, target=0.01, cap=1000) == math.ceil(
+        (t_quantile(0.975, 1) * stdev(two) / math.log1p(0.01)) ** 2) == 82
+    with pytest.raises(ValueError, match="^a pilot needs at least two repeats$"):
+        stein_total([0.0], target=0.01, cap=10)
+    for bad in (0.0, -0.01, float("nan")):
+        with pytest.raises(ValueError, match="^the target half-width must be > 0$"):
+            stein_total(pilot, target=bad, cap=10)
+
+
+def test_classify_of_many_comparisons_gives_too_few_repeats_where_judge_would():
+    # `classify` (the simulations' vectorized verdicts) refuses what `judge` refuses: a non-finite bound, an interval
+    # 2x wide each way that includes 1, or under MIN_DF degrees of freedom; a wide one that excludes 1 still judges.
+    import numpy as np
+
+    from harness.analysis import classify
+
+    w = math.log(2.0)
+    centre = np.array([0.0, 0.0, 0.0, 0.3, 0.0, 0.0, -0.3, 0.3])
+    low = np.array([-w + 1e-6, -w, -np.inf, 0.05, -0.001, -0.001, -0.3 - 0.1, 0.1])
+    high = np.array([w - 1e-6, w, w, 0.05 + 2 * w + 0.1, 0.001, 0.001, -0.3 + 0.1, np.inf])
+    got = classify(centre, low, high, low / 2, high / 2, threshold=0.005, df=[5, 5, 5, 5, 2.0 - 1e-12, 1.99, 5, 5])
+    assert list(got) == ["unresolved", "too few repeats", "too few repeats", "slower", "same", "too few repeats",
+                         "faster", "too few repeats"]
+    assert list(classify(centre[:2], low[:2], high[:2], low[:2] / 2, high[:2] / 2, threshold=0.005)) == [
+        "unresolved", "too few repeats"]
+
+
+def test_intervals_at_their_least_repeats_and_the_between_run_term():
+    import numpy as np
+
+    from harness.analysis._interval import welch
+
+    two = ratio_interval([0.0, 0.01], [0.01, 0.03], paired=True)  # two pairs: an interval of 1 degree of freedom
+    assert two.low is not None and two.df == 1.0 and two.method == "paired t"
+    a, b = [0.0, 0.01, 0.02], [0.1, 0.11, 0.13]
+    centre, se, df, _, _ = welch(np.array(a), np.array(b), between_cv=0.05)
+    within = np.var(a, ddof=1) / 3 + np.var(b, ddof=1) / 3
+    assert se == pytest.approx(math.sqrt(within + 2 * math.log1p(0.05) ** 2), rel=1e-12)
+    # both sides constant: the df are the smaller side's (the between-run term carries the width)
+    _, se, df, _, _ = welch(np.zeros(3), np.full(4, 0.1), between_cv=0.05)
+    assert df == 2.0 and se == pytest.approx(math.sqrt(2) * math.log1p(0.05))
+
+
+def test_a_threshold_of_100_percent_or_more_still_judges():
+    # --sustained-compare-fail=100% (the example repository's README) and above: "faster" would need B to take
+    # no time at all, so only slower and same remain.
+    from harness.analysis import classify
+
+    for threshold in (1.0, 1.5):
+        got = classify([0.0, math.log(3.0)], [-0.1, math.log(2.5)], [0.1, math.log(3.5)], [-0.05, math.log(2.6)],
+                       [0.05, math.log(3.4)], threshold=threshold)
+        assert list(got) == ["same", "slower"], threshold
+
+
+def test_exactly_the_least_repeats_a_side_are_judged():
+    rule = VerdictRule(threshold=0.01)
+    r = ratio_interval([0.0, 0.001, -0.001], [0.2, 0.201, 0.199])
+    assert judge(r, rule, n_a=rule.min_repeats, n_b=rule.min_repeats) == "slower"
+    assert judge(r, rule, n_a=rule.min_repeats - 1, n_b=rule.min_repeats) == "too few repeats"
+
+
+def test_a_ratio_from_the_first_look_is_the_ratio_of_geometric_means_with_nothing_dropped():
+    from harness.analysis._interval import ratio_from_look
+    from harness.analysis._sequential import Plan, paired_look
+
+    look = paired_look([0.01, 0.012, 0.009, 0.011, 0.010], Plan(pilot=5, total=10))
+    r = ratio_from_look(look, level=0.95)
+    assert look.number == 1 and r.method == "paired t (look 1 of 2)"
+    assert r.estimator == "ratio of geometric means" and r.dropped == 0 and r.all_pairs is None
