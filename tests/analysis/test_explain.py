@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import dataclasses
 import json
+from statistics import NormalDist
 from types import SimpleNamespace
 
 import numpy as np
@@ -22,6 +23,7 @@ from harness.analysis import (
     row_sentence,
     t_quantile,
 )
+from harness.analysis._tdist import t_quantiles
 from harness.results import read_run
 
 QUICK = FIXTURES / "h200" / "20261130-063427-smollm2-gate-612c47"
@@ -137,10 +139,6 @@ def test_t_quantiles_of_many_comparisons_are_the_exact_quantiles():
     # Past 64 degrees of freedom at once (a simulation's comparisons) they come from an interpolant in 1/df: within
     # 1e-7 of the exact quantile from df 1 to 1e6 (past 1e7 `t_quantile` itself errs by 1e-8 to 3e-7), and the
     # normal quantile at df = infinity.
-    from statistics import NormalDist
-
-    from harness.analysis._tdist import t_quantiles
-
     df = np.concatenate([np.linspace(1.0, 3.0, 101), np.geomspace(1.0, 1e6, 400)])
     for p in (0.95, 0.975, 0.995):
         got = t_quantiles(p, df)

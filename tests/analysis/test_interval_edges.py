@@ -5,10 +5,22 @@ from __future__ import annotations
 import math
 from statistics import stdev
 
+import numpy as np
 import pytest
 
-from harness.analysis import BETWEEN_RUNS_CV, Ratio, VerdictRule, judge, percent, ratio_interval, t_quantile
-from harness.analysis._interval import between_runs_floor
+from harness.analysis import (
+    BETWEEN_RUNS_CV,
+    Ratio,
+    VerdictRule,
+    classify,
+    judge,
+    percent,
+    ratio_interval,
+    stein_total,
+    t_quantile,
+)
+from harness.analysis._interval import between_runs_floor, ratio_from_look, welch
+from harness.analysis._sequential import Plan, paired_look
 
 
 def test_the_between_run_cv_is_the_rules_or_the_device_kinds_default():
@@ -92,8 +104,6 @@ def test_a_ratio_without_both_ends_has_no_resolution():
 
 
 def test_stein_total_is_the_pilots_t_spread_over_the_target_squared_within_the_pilot_and_the_cap():
-    from harness.analysis import stein_total
-
     pilot = [0.0, 0.01, -0.01, 0.02, -0.02]  # sd 0.0158, 4 degrees of freedom
     need = math.ceil((t_quantile(0.975, 4) * stdev(pilot) / math.log1p(0.01)) ** 2)
     assert need == 20 and stein_total(pilot, target=0.01, cap=100) == 20
@@ -116,10 +126,6 @@ def test_stein_total_is_the_pilots_t_spread_over_the_target_squared_within_the_p
 def test_classify_of_many_comparisons_gives_too_few_repeats_where_judge_would():
     # `classify` (the simulations' vectorized verdicts) refuses what `judge` refuses: a non-finite bound, an interval
     # 2x wide each way that includes 1, or under MIN_DF degrees of freedom; a wide one that excludes 1 still judges.
-    import numpy as np
-
-    from harness.analysis import classify
-
     w = math.log(2.0)
     centre = np.array([0.0, 0.0, 0.0, 0.3, 0.0, 0.0, -0.3, 0.3])
     low = np.array([-w + 1e-6, -w, -np.inf, 0.05, -0.001, -0.001, -0.3 - 0.1, 0.1])
@@ -132,10 +138,6 @@ def test_classify_of_many_comparisons_gives_too_few_repeats_where_judge_would():
 
 
 def test_intervals_at_their_least_repeats_and_the_between_run_term():
-    import numpy as np
-
-    from harness.analysis._interval import welch
-
     two = ratio_interval([0.0, 0.01], [0.01, 0.03], paired=True)  # two pairs: an interval of 1 degree of freedom
     assert two.low is not None and two.df == 1.0 and two.method == "paired t"
     a, b = [0.0, 0.01, 0.02], [0.1, 0.11, 0.13]
@@ -150,8 +152,6 @@ def test_intervals_at_their_least_repeats_and_the_between_run_term():
 def test_a_threshold_of_100_percent_or_more_still_judges():
     # --sustained-compare-fail=100% (the example repository's README) and above: "faster" would need B to take
     # no time at all, so only slower and same remain.
-    from harness.analysis import classify
-
     for threshold in (1.0, 1.5):
         got = classify([0.0, math.log(3.0)], [-0.1, math.log(2.5)], [0.1, math.log(3.5)], [-0.05, math.log(2.6)],
                        [0.05, math.log(3.4)], threshold=threshold)
@@ -166,9 +166,6 @@ def test_exactly_the_least_repeats_a_side_are_judged():
 
 
 def test_a_ratio_from_the_first_look_is_the_ratio_of_geometric_means_with_nothing_dropped():
-    from harness.analysis._interval import ratio_from_look
-    from harness.analysis._sequential import Plan, paired_look
-
     look = paired_look([0.01, 0.012, 0.009, 0.011, 0.010], Plan(pilot=5, total=10))
     r = ratio_from_look(look, level=0.95)
     assert look.number == 1 and r.method == "paired t (look 1 of 2)"
