@@ -50,10 +50,11 @@ def summarize_window(
     window_chunks: Sequence,
     samples: Sequence,
     probes: Sequence,
-    flops_per_launch: float,
+    flops_per_launch: float | None,
     sm_count: int | None,
 ) -> dict:
-    """Measurement figures over the timed window. Chunks have t_start_ns, t_end_ns, device_ns, launches."""
+    """Measurement figures over the timed window. Chunks have t_start_ns, t_end_ns, device_ns, launches.
+    `flops_per_launch` None (a model's forward: no one attention shape's FLOPs) leaves the FLOP figures None."""
     if not window_chunks:
         raise ValueError("a window needs at least one chunk")
     t0 = window_chunks[0].t_start_ns
@@ -95,7 +96,7 @@ def summarize_window(
     cyc_inband = time_ns * inband * 1e-3 if inband else None
     cycles, clock_used = (cyc_inband, "inband") if cyc_inband else ((cyc_nvml, "nvml") if cyc_nvml else (None, "none"))
     seconds = device_ns * 1e-9
-    tflops = flops_per_launch / time_ns * 1e-3
+    tflops = flops_per_launch / time_ns * 1e-3 if flops_per_launch is not None else None
     if energy is not None and energy_span:
         # The counter is read at poll times, not at the window's edges: scale its rate to the window.
         energy = energy * (t1 - t0) / energy_span
@@ -125,8 +126,9 @@ def summarize_window(
         "reasons_mask": mask_or if masks else None,
         "reason_names": reason_names,
         "tflops": tflops,
-        "tflop_per_j": tflops / power if power else None,
-        "flop_per_cycle_per_sm": flops_per_launch / cycles / sm_count if cycles and sm_count else None,
+        "tflop_per_j": tflops / power if power and tflops is not None else None,
+        "flop_per_cycle_per_sm": (flops_per_launch / cycles / sm_count
+                                  if cycles and sm_count and flops_per_launch is not None else None),
         "sm_util_pct": median([s.sm_util_pct for s in gpm]),
         "tensor_util_pct": median([s.tensor_util_pct for s in gpm]),
         "fp32_util_pct": median([s.fp32_util_pct for s in gpm]),

@@ -118,6 +118,10 @@ def test_chunk_figures_time_duty_cycle_tflops_and_cycles():
     assert s["energy_per_launch_from_power_j"] == pytest.approx(500.0 * 0.7 / 100)
     assert s["tflop_per_j"] == pytest.approx(s["tflops"] / 500.0)
     assert _summary([Sample(t_ns=1500 * MS, sm_clock_mhz=1500.0)], probes, sm_count=None)["flop_per_cycle_per_sm"] is None
+    # a model's forward has no one attention shape's FLOPs: its FLOP figures are None, its time and cycles are not
+    forward = _summary([Sample(t_ns=1500 * MS, sm_clock_mhz=1500.0, power_w=500.0)], probes, flops=None)
+    assert forward["tflops"] is forward["tflop_per_j"] is forward["flop_per_cycle_per_sm"] is None
+    assert forward["cycles_per_launch"] == s["cycles_per_launch"] and forward["time_ns"] == s["time_ns"]
 
 
 def test_nothing_measured_leaves_figures_empty_not_zero():
