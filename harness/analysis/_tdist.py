@@ -43,9 +43,15 @@ def _t_upper_tail(t: float, df: float) -> float:
     return 0.5 * _betainc(df / 2.0, 0.5, df / (df + t * t))
 
 
-@lru_cache(maxsize=4096)
 def t_quantile(p: float, df: float) -> float:
-    """Quantile of Student's t for 0.5 <= p < 1 (df may be fractional, as Welch's is)."""
+    """Quantile of Student's t for 0.5 <= p < 1 (df may be fractional, as Welch's is); always a Python float."""
+    # The cache is keyed by Python floats: a numpy scalar argument equals and hashes as its float, so it would
+    # otherwise fill the entry with a numpy result that every later plain call gets back.
+    return _t_quantile(float(p), float(df))
+
+
+@lru_cache(maxsize=4096)
+def _t_quantile(p: float, df: float) -> float:
     if not 0.5 <= p < 1 or not df > 0:
         raise ValueError("t_quantile needs 0.5 <= p < 1 and df > 0")
     if p == 0.5:

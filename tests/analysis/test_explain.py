@@ -135,6 +135,13 @@ def test_t_quantile_matches_tables():
     assert t_quantile(0.95, 5) == pytest.approx(2.015, abs=2e-3)
 
 
+def test_t_quantile_is_a_python_float_whatever_asked_it_first():
+    # A numpy scalar equals and hashes as its float: it once filled the cache with a numpy result that later plain
+    # calls got back (the module's doctest then printed np.float64(4.3027), depending on test order)
+    first = t_quantile(np.float64(0.99), np.float64(7.0))
+    assert type(first) is float and type(t_quantile(0.99, 7.0)) is float and t_quantile(0.99, 7) == first
+
+
 def test_t_quantiles_of_many_comparisons_are_the_exact_quantiles():
     # Past 64 degrees of freedom at once (a simulation's comparisons) they come from an interpolant in 1/df: within
     # 1e-7 of the exact quantile from df 1 to 1e6 (past 1e7 `t_quantile` itself errs by 1e-8 to 3e-7), and the
