@@ -228,9 +228,8 @@ class _InModel(_Sustained):
         return timing
 
     def rows(self, s, timing: dict, *, inputs, mid: str):
-        row, chunks, samples, probes = _rows_of(s, timing, inputs=inputs, mid=mid)
         # One launch is a forward: throughput from one layer's attention FLOPs would be a wrong figure.
-        row.update(tflops=None, tflop_per_j=None, flop_per_cycle_per_sm=None)
+        row, chunks, samples, probes = _rows_of(s, timing, inputs=inputs, mid=mid, attention_flops=False)
         p = timing["pass"]
         t0, t1 = p["t_start_ns"], p["t_end_ns"]
         pass_samples = s.thread.samples_between(t0, t1 + 1)

@@ -174,8 +174,9 @@ def _time_one(side, probe, launch, launcher, *, idle: float) -> dict:
             "phases": dataclasses.asdict(outcome.phases), "probes": [dataclasses.asdict(p) for p in readings]}
 
 
-def _rows_of(s: Session, timing: dict, *, inputs, mid: str):
-    """The measurement row and its chunk, sample and probe rows, from one timing and this process's telemetry."""
+def _rows_of(s: Session, timing: dict, *, inputs, mid: str, attention_flops: bool = True):
+    """The measurement row and its chunk, sample and probe rows, from one timing and this process's telemetry.
+    `attention_flops` False: one launch is not the inputs' attention (a model's forward), so no FLOP figures."""
     proto, thread = s.config.protocol, s.thread
     chunks = [Chunk(**c) for c in timing["chunks"]]
     readings = [ProbeReading(**p) for p in timing["probes"]]
@@ -183,7 +184,8 @@ def _rows_of(s: Session, timing: dict, *, inputs, mid: str):
     settle = SettleCheck(**timing["settle"]) if timing["settle"] else None
     samples = thread.samples_between(ph.idle[0], ph.window[1])
     summary = summarize_window(window_chunks=[c for c in chunks if c.phase == "window"], samples=samples,
-                               probes=readings, flops_per_launch=float(inputs.shape.flops), sm_count=s.ident.sm_count)
+                               probes=readings, flops_per_launch=float(inputs.shape.flops) if attention_flops else None,
+                               sm_count=s.ident.sm_count)
     chunk_rows = []
     for c in chunks:
         inb = median([p.clock_mhz for p in readings if c.t_start_ns <= p.t_ns <= c.t_end_ns])

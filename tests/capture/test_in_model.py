@@ -228,6 +228,9 @@ def test_the_per_layer_timing_adds_up_to_the_forward_within_its_measured_cost(mo
     m = {r["measurement_id"]: r for r in result.run.measurements}
     for r in slow + fast:  # the sustained window timed the same forward, back to back (a chunk's closing mark amortized)
         assert r["pass_forward_ns"] - MARK_NS <= m[r["measurement_id"]]["time_ns"] <= r["pass_forward_ns"]
+        # a launch is a forward, not the inputs' attention: no FLOP figures from one layer's shape
+        assert all(m[r["measurement_id"]][k] is None for k in ("flops_per_launch", "tflops", "tflop_per_j",
+                                                             "flop_per_cycle_per_sm"))
 
     run = result.run  # the kernel that failed the gate in layer 2 alone is its own row; the others were timed
     refused = [r for r in run.measurements if r["kernel"] == "zeros-in-2"]
