@@ -21,10 +21,15 @@ __all__ = ["FLOOR_KERNELS", "MODEL_ERROR_DEFAULTS", "model_error_kernels", "mode
 # not among the kernels under test. On the CPU torch's SDPA, then the fp64 reference on the bf16 inputs.
 FLOOR_KERNELS = {"cuda": ("sdpa-cudnn", "sdpa-flash", "triton-bf16"), "rocm": ("sdpa-flash", "sdpa-efficient"),
                  "cpu": ("sdpa-cpu", "reference-fp64")}
-# Documents x tokens of `bench error --model`: on a GPU 24 documents of 1024 tokens (pydoc has 26 that long),
-# 8 to a forward pass; on the CPU a dry run of 4 x 128, all in one pass. Every layer on a GPU (a forward of
-# SmolLM2 is milliseconds there); an early and a middle one on the CPU.
-MODEL_ERROR_DEFAULTS = {"gpu": dict(seq_len=1024, documents=24, batch=8), "cpu": dict(seq_len=128, documents=4, batch=4)}
+# Documents x tokens of `bench error --model`: on a GPU 24 documents of 1024 tokens (pydoc has 26 that long);
+# on the CPU a dry run of 4 x 128. A forward pass stacks at most `tokens` tokens of documents (at least one
+# document): 8 x 1024 on a GPU, 4 x 128 on the CPU. The cap is in tokens, not documents, because a pass's memory
+# grows with them (the logits alone are tokens x vocabulary in fp32: 12.9 GB for 8 x 8192 of SmolLM2's 49152, and
+# an emulated recipe's P per head is S^2) and because rows are written after each pass: at 8192 tokens a pass is
+# one document, so a run stopped at its time limit keeps every document it finished. Every layer on a GPU (a
+# forward of SmolLM2 is milliseconds there); an early and a middle one on the CPU.
+MODEL_ERROR_DEFAULTS = {"gpu": dict(seq_len=1024, documents=24, tokens=8192),
+                        "cpu": dict(seq_len=128, documents=4, tokens=512)}
 
 
 def model_error_kernels(names: Sequence[str], *, device: str, floor: str | None = None, layout: str | None = None,
@@ -73,7 +78,7 @@ def model_error_config(*, model: str, device: str, shape: ShapeArgs, capture: Ca
     n = documents or defaults["documents"]
     return ModelErrorConfig(
         model=model, text=capture.text or DEFAULT_TEXT, weights=capture.weights, seq_len=seq_len, documents=n,
-        batch=min(defaults["batch"], n), layers=layers, all_layers=all_layers, device=device,
+        batch=max(1, min(n, defaults["tokens"] // seq_len)), layers=layers, all_layers=all_layers, device=device,
         dtype=capture.capture_dtype, random_weights=capture.random_weights, results_root=Path(results),
         run_name=name, command=command, reference=reference or "fp64",
     )

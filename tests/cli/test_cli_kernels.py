@@ -290,3 +290,6 @@ def test_model_error_defaults_by_device():
     assert (cpu.seq_len, cpu.documents, cpu.batch, cpu.layers, cpu.dtype) == (128, 4, 4, (3, 15), "float32")
     assert cfg("cpu", layers=(7,), shape={"seq_len": 64}).layers == (7,) and cfg("cpu", shape={"seq_len": 64}).seq_len == 64
     assert cfg("cuda:0", shape={"seq_len": 99999}).seq_len == 8192  # the model's positions
+    # a pass stacks at most 8192 tokens on a GPU (memory; rows are written per pass), and at least one document
+    assert [cfg("cuda:0", shape={"seq_len": s}).batch for s in (512, 2048, 8192, 99999)] == [16, 4, 1, 1]
+    assert cfg("cpu", shape={"seq_len": 64}).batch == 4  # never more documents than there are
