@@ -186,15 +186,22 @@ def main(argv=None) -> int:
     ap.add_argument("--markdown", help="also write the tables and claims here")
     a = ap.parse_args(argv)
     figures = json.load(open(a.model)) if a.model else []
+    stopped = ""
     if a.run and not figures:
         from harness.analysis import model_error_summary
         from harness.results import read_rows
 
         figures = model_error_summary(read_rows(a.run, "model_error"))
+        info = read_rows(a.run, "runs")[0]
+        if info.get("status") != "complete":  # a run stopped at its limit: say its figures are the finished part
+            stopped = f"; run {info.get('status')}: {info.get('status_detail')}"
     split = [r for path in a.split for r in json.load(open(path))]
     out = []
     if figures:
-        out += ["Recipes on the model, attention replaced in every layer:", *recipe_table(figures), ""]
+        size = ", ".join(sorted({f"{f['documents']} documents x {f['tokens'] // f['documents']} tokens"
+                                 for f in figures if f.get("documents")}))
+        out += [f"Recipes on the model ({size}{stopped}), attention replaced in every layer:", *recipe_table(figures),
+                ""]
         if any(f["scope"] == "layer" for f in figures):
             layers = sorted({f["layer"] for f in figures if f["scope"] == "layer"})
             for layer in layers:

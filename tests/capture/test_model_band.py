@@ -107,3 +107,37 @@ def test_no_per_layer_leaves_only_the_every_layer_scope_and_the_reference_is_rec
     assert cfg(reference="sdpa-cudnn").reference == "sdpa-cudnn" and cfg().reference == "fp64"
     with pytest.raises(ConfigError, match="--no-per-layer contradict"):
         cfg(per_layer=False, layers=(3,))
+
+
+def test_a_run_stopped_at_its_limit_keeps_the_documents_it_finished_and_the_table_says_so(
+        model_dirs, text_file, tmp_path, capsys):
+    # One document a pass (batch 1): the stop comes in the second document's pass, so the first one's rows are kept,
+    # the run says `incomplete`, and the recipe table read from the run says how many documents it rests on and why.
+    import importlib.util
+    from pathlib import Path
+
+    calls = {"n": 0}
+
+    def stops_in_document_two(x):
+        calls["n"] += 1
+        if calls["n"] > 3:  # the tiny llama has 3 layers: the fourth call is document 2's first layer
+            raise KeyboardInterrupt
+        return lambda: torch.zeros_like(x.q[..., : x.v.shape[-1]])
+
+    kernel = Kernel(name="stops", prepare=stops_in_document_two, dtypes=frozenset({"bfloat16"}),
+                    devices=frozenset({"cpu"}))
+    config = _config(model_dirs["llama"], text_file, tmp_path, batch=1, layers=())
+    with pytest.raises(KeyboardInterrupt):
+        model_error(config, kernels=[kernel], floor=REG.get("reference-fp64"), reference=REG.get("sdpa-cpu"))
+    (run,) = (tmp_path / "results").iterdir()
+    info = read_rows(run, "runs")[0]
+    assert info["status"] == "incomplete" and "rows of finished documents are kept" in info["status_detail"]
+    rows = read_rows(run, "model_error")
+    assert {(r["kernel"], r["document"]) for r in rows} == {("reference-fp64", 0), ("stops", 0)}
+    script = Path(__file__).resolve().parents[2] / "benchmarks" / "h200" / "lowp_recipes_table.py"
+    spec = importlib.util.spec_from_file_location("lowp_recipes_table", script)
+    table = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(table)
+    assert table.main(["--run", str(run)]) == 0
+    head = capsys.readouterr().out.splitlines()[0]
+    assert head.startswith("Recipes on the model (1 documents x 40 tokens; run incomplete: stopped by")
