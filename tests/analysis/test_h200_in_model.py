@@ -14,7 +14,9 @@ from __future__ import annotations
 
 import json
 import re
+from dataclasses import dataclass
 from functools import cache
+from pathlib import Path
 
 import pytest
 from h200_runs import FIXTURES
@@ -24,10 +26,28 @@ from harness.report import in_model_comparison_figures, in_model_figures
 from harness.results import read_rows
 
 H200 = FIXTURES / "h200"
-LOGS = H200 / "logs" / "20261205" / "in-model-attempt"
-ISOLATED = H200 / "20261205-050414-inmodel-qwen3-isolated-745c50"
-IN_MODEL = H200 / "20261205-050514-inmodel-qwen3-8264ec"
 REFERENCE = "sdpa-cudnn"
+
+
+@dataclass(frozen=True)
+class InModelRun:
+    """One `bench in-model` run kept as fixtures: the isolated run, the in-model run, and what the terminal
+    printed (`<part>.log`) and wrote (`<part>.json`)."""
+
+    name: str
+    logs: Path
+    isolated: Path
+    in_model: Path
+    layers: int
+    timed: tuple  # the kernels timed in the model, the reference first
+    random_weights: bool
+
+
+RUNS = {
+    "qwen3": InModelRun("qwen3", H200 / "logs" / "20261205" / "in-model-attempt",
+                        H200 / "20261205-050414-inmodel-qwen3-isolated-745c50",
+                        H200 / "20261205-050514-inmodel-qwen3-8264ec", 36, (REFERENCE, "triton-bf16"), True),
+}
 
 
 @cache
@@ -36,29 +56,35 @@ def _rows(run, table: str) -> list[dict]:
 
 
 @cache
-def _compared():
-    return compare_in_model(measurements=_rows(IN_MODEL, "measurements"), in_model=_rows(IN_MODEL, "in_model"),
-                            info=_rows(IN_MODEL, "runs")[0], reference=REFERENCE,
-                            isolated=_rows(ISOLATED, "measurements"), isolated_info=_rows(ISOLATED, "runs")[0])
+def _compared(name: str):
+    r = RUNS[name]
+    return compare_in_model(measurements=_rows(r.in_model, "measurements"), in_model=_rows(r.in_model, "in_model"),
+                            info=_rows(r.in_model, "runs")[0], reference=REFERENCE,
+                            isolated=_rows(r.isolated, "measurements"), isolated_info=_rows(r.isolated, "runs")[0])
 
 
 @cache
-def _printed() -> dict:
-    return json.loads((LOGS / "qwen3.json").read_text())["tables"]
+def _printed(name: str) -> dict:
+    return json.loads((RUNS[name].logs / f"{name}.json").read_text())["tables"]
 
 
-def _log() -> str:
-    return (LOGS / "qwen3.log").read_text()
+def _log(name: str) -> str:
+    return (RUNS[name].logs / f"{name}.log").read_text()
 
 
-def test_each_attention_pass_is_what_its_raw_event_times_give():
+@pytest.mark.parametrize("name", RUNS)
+def test_each_attention_pass_is_what_its_raw_event_times_give(name):
     # the marks' per-call times are kept per layer (medians over the pass's forwards); the totals per forward are
     # kept whole: both must give back the row's attention, share and rest
-    for row in _rows(IN_MODEL, "in_model"):
-        assert row["layers"] == row["attention_calls"] == len(row["layer_attention_ns"]) == 36  # every layer swapped
+    r = RUNS[name]
+    rows = _rows(r.in_model, "in_model")
+    assert {row["kernel"] for row in rows} == set(r.timed)  # an attention pass after every window of each
+    for row in rows:
+        n = r.layers
+        assert row["layers"] == row["attention_calls"] == len(row["layer_attention_ns"]) == n  # every layer swapped
         got = attention_figures(plain_ns=row["pass_plain_ns"], marked_ns=row["pass_marked_ns"],
-                                calls=[[(i, 0.0, 0.0) for i in range(36)] for _ in row["pass_plain_ns"]],
-                                layers=range(36))
+                                calls=[[(i, 0.0, 0.0) for i in range(n)] for _ in row["pass_plain_ns"]],
+                                layers=range(n))
         assert got["pass_forward_ns"] == row["pass_forward_ns"]
         assert got["instrumentation_cost_ns"] == row["instrumentation_cost_ns"]
         att = sorted(row["pass_attention_ns"])[len(row["pass_attention_ns"]) // 2]  # three forwards: the middle one
@@ -66,73 +92,83 @@ def test_each_attention_pass_is_what_its_raw_event_times_give():
         assert row["attention_share"] == pytest.approx(att / row["pass_forward_ns"], rel=1e-12)
         # the per-layer medians add up to the pass's attention within what the medians move (under 1 %)
         assert sum(row["layer_attention_ns"]) == pytest.approx(att, rel=0.01)
-        assert row["random_weights"] is True and "random weights" in row["weights"]
+        assert row["random_weights"] is r.random_weights and ("random weights" in row["weights"]) is r.random_weights
 
 
-def test_the_forward_table_and_its_json_are_what_the_stored_runs_give():
-    figures = in_model_figures(_rows(IN_MODEL, "measurements"), _rows(IN_MODEL, "in_model"))
-    printed = _printed()["in_model"]
-    assert [f["kernel"] for f in figures] == [f["kernel"] for f in printed] == [REFERENCE, "triton-bf16"]
+@pytest.mark.parametrize("name", RUNS)
+def test_the_forward_table_and_its_json_are_what_the_stored_runs_give(name):
+    r = RUNS[name]
+    figures = in_model_figures(_rows(r.in_model, "measurements"), _rows(r.in_model, "in_model"))
+    printed = _printed(name)["in_model"]
+    assert [f["kernel"] for f in figures] == [f["kernel"] for f in printed] == list(r.timed)
     for got, want in zip(figures, printed):
         for key, value in want.items():
             assert got[key] == (pytest.approx(value, rel=1e-9) if isinstance(value, float) else value), key
-        assert want["random_weights"] and want["launch"] == "graph"
+        assert want["random_weights"] is r.random_weights and want["launch"] == "graph"
         # the table's row as printed: forward, attention, share
-        line = next(s for s in _log().splitlines() if s.startswith(f"│{want['kernel']} ") and "graph" in s)
+        line = next(s for s in _log(name).splitlines() if s.startswith(f"│{want['kernel']} ") and "graph" in s)
         cells = [c.strip() for c in line.strip("│").split("│")]
         assert cells[2] == f"{want['forward_ms']:.4g}" and cells[3] == f"{want['attention_ms']:.4g}"
         assert cells[4] == f"{100 * want['attention_share']:.1f} %"
 
 
-def test_the_three_ratios_their_decompositions_and_the_sentence_are_recomputed():
-    (row,) = _compared()
-    (printed,) = _printed()["in_model_comparison"]
-    assert row.kernel == printed["kernel"] == "triton-bf16" and row.reference == REFERENCE
-    assert row.random_weights and row.sentence.startswith("RANDOM WEIGHTS (an architecture check")
-    assert row.sentence == printed["sentence"] and row.sentence in _log().replace("\n", " ")
-    got = in_model_comparison_figures([row])[0]
-    for part in ("isolated", "attention", "end_to_end", "rest"):
-        for key, value in printed[part].items():
-            assert got[part][key] == (pytest.approx(value, rel=1e-9) if isinstance(value, float) else value), (part, key)
-    # each ratio is its cycles ratio times its clock factor, with an interval around it
-    for c in (row.isolated, row.attention, row.end_to_end):
-        assert c.time.value == pytest.approx(c.cycles.value * c.clock.value, rel=1e-9)
-        assert c.time.low < c.time.value < c.time.high
-    # the figures the sentence states: alone 1.104 (cycles 1.181 x clock 0.935), in the model 1.177, end to end 1.018
-    m = re.search(r"alone on L18:captured time ([\d.]+) \[([\d.]+), ([\d.]+)\] = cycles ([\d.]+) x clock ([\d.]+)",
-                  row.sentence)
-    assert m and [float(x) for x in m.groups()] == [round(v, 3) for v in (
-        row.isolated.time.value, row.isolated.time.low, row.isolated.time.high, row.isolated.cycles.value,
-        row.isolated.clock.value)]
-    assert (f"{row.isolated.time.value:.3f}", f"{row.attention.time.value:.3f}", f"{row.end_to_end.time.value:.3f}") \
-        == ("1.104", "1.177", "1.018")
-    # the prediction from the isolated ratio at the reference's share, and the share each side spent in attention
-    s = row.share_reference
-    assert row.predicted == pytest.approx(s * row.isolated.time.value + 1 - s, rel=1e-9)
-    assert printed["predicted"] == pytest.approx(row.predicted, rel=1e-9)
-    assert (round(100 * s), round(100 * row.share_kernel)) == (13, 15)
+@pytest.mark.parametrize("name", RUNS)
+def test_the_three_ratios_their_decompositions_and_the_sentences_are_recomputed(name):
+    r = RUNS[name]
+    rows, printed = _compared(name), _printed(name)["in_model_comparison"]
+    assert [row.kernel for row in rows] == [p["kernel"] for p in printed] == list(r.timed[1:])
+    for row, want in zip(rows, printed):
+        assert row.reference == REFERENCE and row.random_weights is r.random_weights
+        assert row.sentence.startswith("RANDOM WEIGHTS (an architecture check") is r.random_weights
+        assert row.sentence == want["sentence"] and row.sentence in _log(name).replace("\n", " ")
+        got = in_model_comparison_figures([row])[0]
+        for part in ("isolated", "attention", "end_to_end", "rest"):
+            for key, value in want[part].items():
+                assert got[part][key] == (pytest.approx(value, rel=1e-9) if isinstance(value, float) else value), \
+                    (part, key)
+        # each ratio is its cycles ratio times its clock factor, with an interval around it
+        for c in (row.isolated, row.attention, row.end_to_end):
+            assert c.time.value == pytest.approx(c.cycles.value * c.clock.value, rel=1e-9)
+            assert c.time.low < c.time.value < c.time.high
+        # the isolated figures the sentence states, rounded as printed
+        m = re.search(r"alone on L\d+:captured time ([\d.]+) \[([\d.]+), ([\d.]+)\] = cycles ([\d.]+) x clock "
+                      r"([\d.]+)", row.sentence)
+        assert m and [float(x) for x in m.groups()] == [round(v, 3) for v in (
+            row.isolated.time.value, row.isolated.time.low, row.isolated.time.high, row.isolated.cycles.value,
+            row.isolated.clock.value)]
+        # the prediction from the isolated ratio at the reference's share
+        s = row.share_reference
+        assert row.predicted == pytest.approx(s * row.isolated.time.value + 1 - s, rel=1e-9)
+        assert want["predicted"] == pytest.approx(row.predicted, rel=1e-9)
 
 
-def test_what_the_run_found():
+def test_qwen3_what_the_run_found():
     """The answer as measured: triton-bf16 is slower than cuDNN alone (1.104) and more so inside the model's
     attention (1.177): alone it lost cycles (1.181) and won some back by running at a higher clock than cuDNN
     (clock factor 0.935); inside the forward, at the board's 700 W cap for both, the clocks nearly agree (0.977), so
     the cycle loss shows. End to end the attention is 13 % of cuDNN's forward, so the loss is 1.018, near the 1.013
     the isolated ratio predicts at that share."""
-    (row,) = _compared()
+    (row,) = _compared("qwen3")
+    assert (f"{row.isolated.time.value:.3f}", f"{row.attention.time.value:.3f}", f"{row.end_to_end.time.value:.3f}") \
+        == ("1.104", "1.177", "1.018")
+    assert (round(100 * row.share_reference), round(100 * row.share_kernel)) == (13, 15)
     assert row.isolated.time.low > 1 and row.attention.time.low > 1 and row.end_to_end.time.low > 1
     assert row.attention.time.value > row.isolated.time.value  # the slowdown grew in the model
     assert row.isolated.clock.value < row.attention.clock.value < 1  # the clock made up less of it in the model
     assert abs(row.end_to_end.time.value - row.predicted) < 0.01
-    power = {m["kernel"]: m["power_limited_frac"] for m in _rows(IN_MODEL, "measurements") if m["status"] == "ok"}
+    measured = _rows(RUNS["qwen3"].in_model, "measurements")
+    power = {m["kernel"]: m["power_limited_frac"] for m in measured if m["status"] == "ok"}
     assert min(power.values()) > 0.9  # both forwards ran at the power cap
 
 
-def test_the_kernel_that_failed_its_numerics_is_recorded_untimed_with_its_reason():
-    for run, where in ((IN_MODEL, "qwen3-8b layer 0 (random weights)"), (ISOLATED, "capture:")):
+@pytest.mark.parametrize(("name", "model_layer"), [("qwen3", "qwen3-8b layer 0 (random weights)")])
+def test_the_kernel_that_failed_its_numerics_is_recorded_untimed_with_its_reason(name, model_layer):
+    r = RUNS[name]
+    model = model_layer.split()[0]
+    for run, where in ((r.in_model, model_layer), (r.isolated, "capture:")):
         (failed,) = [m for m in _rows(run, "measurements") if m["kernel"] == "gluon-fp8-lean-summma"]
         assert failed["status"] == "gate_failed" and not failed["time_ns"]
         assert "failed the correctness gate on " + where in failed["error"]
         assert "declared numerics" in failed["error"]
-        if run is IN_MODEL:  # every layer is gated before anything is timed: one failing layer keeps it out
-            assert "'gluon-fp8-lean-summma' is not timed in qwen3-8b at all" in failed["error"]
+        if run is r.in_model:  # every layer is gated before anything is timed: one failing layer keeps it out
+            assert f"'gluon-fp8-lean-summma' is not timed in {model} at all" in failed["error"]
