@@ -40,8 +40,10 @@ TIMED = ("ok", "unsettled")
 def attention_figures(*, plain_ns: Sequence[float], marked_ns: Sequence[float], calls: Sequence[Sequence],
                       layers: Sequence[int]) -> dict:
     """The in_model table's figures of one attention pass. `plain_ns[i]`, `marked_ns[i]`: pair i's plain and marked
-    forward; `calls[i]`: the marked forward's attention calls as (layer, copy ns, attention ns). Every marked forward
-    must call every one of `layers` (the swap reaches every layer), the same number of times."""
+    forward; `calls[i]`: the marked forward's attention calls as (layer, copy ns, attention ns[, refresh ns]), the
+    attention including the kernel's refresh() (q, k, v quantized or copied again each call: work an isolated timing
+    does once in prepare()). Every marked forward must call every one of `layers` (the swap reaches every layer),
+    the same number of times. refresh_ns is None when no call had a refresh (every call's refresh ns 0 or absent)."""
     if not plain_ns or len(plain_ns) != len(marked_ns) or len(marked_ns) != len(calls):
         raise ValueError("an attention pass needs as many plain as marked forwards, at least one of each")
     want = sorted(layers)
@@ -52,6 +54,8 @@ def attention_figures(*, plain_ns: Sequence[float], marked_ns: Sequence[float], 
                              f"layer {want[0]}..{want[-1]} as the others did ({len(calls[0])} calls)")
     attention = [float(sum(c[2] for c in f)) for f in calls]
     copies = [float(sum(c[1] for c in f)) for f in calls]
+    refreshes = [float(sum(c[3] if len(c) > 3 else 0 for c in f)) for f in calls]
+    refreshed = any(refreshes)
     forward = median(list(plain_ns))
     att = median(attention)
     return {
@@ -61,6 +65,7 @@ def attention_figures(*, plain_ns: Sequence[float], marked_ns: Sequence[float], 
         "pass_forward_ns": forward, "pass_marked_forward_ns": median(list(marked_ns)),
         "instrumentation_cost_ns": median([m - p for p, m in zip(plain_ns, marked_ns)]),
         "attention_ns": att, "copy_ns": median(copies), "rest_ns": forward - att,
+        "pass_refresh_ns": refreshes if refreshed else None, "refresh_ns": median(refreshes) if refreshed else None,
         "attention_share": att / forward if forward > 0 else None,
         "layer_attention_ns": [median([float(c[2]) for f in calls for c in f if c[0] == layer]) for layer in want],
     }
@@ -86,6 +91,9 @@ class InModelRow:
     cost_frac: float  # the larger side's instrumentation cost over its forward (median over repeats)
     launch_reference: str
     launch_kernel: str
+    # of the kernel's attention time in the model, the share in its refresh() (median over its passes); None for a
+    # kernel without one, or a run from before v10 that did not split it out
+    refresh_share: float | None = None
     sentence: str = ""
 
     @property
@@ -186,9 +194,14 @@ def compare_in_model(*, measurements: Sequence[dict], in_model: Sequence[dict], 
             rest=(row(_pass_rows(ref, "rest_ns"), _pass_rows(mine, "rest_ns"))
                   if all(r["_im"]["rest_ns"] > 0 for r in ref + mine) else None),
             share_reference=shares(ref), share_kernel=shares(mine), cost_frac=cost,
-            launch_reference=_strategy(ref), launch_kernel=_strategy(mine))
+            launch_reference=_strategy(ref), launch_kernel=_strategy(mine), refresh_share=_refresh_share(mine))
         out.append(_with_sentence(im))
     return out
+
+
+def _refresh_share(rows: list[dict]) -> float | None:
+    shares = [r["_im"]["refresh_ns"] / r["_im"]["attention_ns"] for r in rows if r["_im"].get("refresh_ns")]
+    return median(shares) if shares else None
 
 
 def _strategy(rows: list[dict]) -> str:
@@ -233,6 +246,9 @@ def survival_sentence(row: InModelRow) -> str:
               f"{row.share_kernel:.0%} of its own), end to end {_parts(e2e)}")
     caveat = f" Caveats: {'; '.join(e2e.caveats)}." if e2e.caveats else ""
     cost = f" Marks around every attention call cost {row.cost_frac:.1%} of a forward (reported, not subtracted)."
+    if row.refresh_share is not None:
+        cost = (f" {row.refresh_share:.0%} of its attention in the model is its refresh(): q, k, v quantized or copied "
+                f"again each call, which the isolated timing does once, in prepare().{cost}")
     if row.isolated is None:
         return f"{lead}{k} vs {ref}: {row.isolated_note}; {inside}.{cost}{caveat}"
     iso = row.isolated

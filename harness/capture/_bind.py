@@ -41,10 +41,10 @@ class _Slot:
 @dataclass(frozen=True, kw_only=True)
 class MarkedForward:
     """One forward with marks around every attention call: its total, and per call (layer, ns copying q, k, v into
-    the layer's buffers, ns in the kernel: refresh and launch)."""
+    the layer's buffers, ns in the kernel: refresh and launch, ns of that in refresh(): 0 for a kernel without one)."""
 
     total_ns: int
-    calls: tuple[tuple[int, int, int], ...]
+    calls: tuple[tuple[int, int, int, int], ...]
 
 
 @dataclass(kw_only=True, eq=False)
@@ -74,8 +74,9 @@ class BoundForward:
         return device.elapsed_ns(start, end)
 
     def marked(self, device) -> MarkedForward:
-        """One forward with three device marks around each attention call (CUDA events on a GPU; host timestamps
-        on the CPU, whose torch calls return when done): before the copy, before the kernel, after it."""
+        """One forward with device marks around each attention call (CUDA events on a GPU; host timestamps on the
+        CPU, whose torch calls return when done): before the copy, before the kernel, after it, and between the
+        kernel's refresh() and its launch when it has a refresh()."""
         swap = self.forward.swap
         marks: list = []
         swap.marks, swap.mark = marks, device.mark
@@ -88,7 +89,8 @@ class BoundForward:
         device.wait(end)
         ns = device.elapsed_ns
         return MarkedForward(total_ns=ns(start, end),
-                             calls=tuple((layer, ns(a, b), ns(b, c)) for layer, a, b, c in marks))
+                             calls=tuple((layer, ns(a, b), ns(b, c), ns(b, r) if r is not None else 0)
+                                         for layer, a, b, r, c in marks))
 
 
 def _inputs(forward: ModelForward, layer: int, *, kv=None):

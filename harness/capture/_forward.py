@@ -41,8 +41,8 @@ KERNEL_DTYPE = "bfloat16"  # what kernels get in a model, as in `bench error --m
 class _Swap:
     """The attention function of every layer: the bound kernel's launch for that layer, or the model's SDPA.
 
-    With `marks` set (a list), three device marks bracket each call: before the copy of q, k, v into the layer's
-    buffers, before the kernel, after it (`BoundForward.marked`)."""
+    With `marks` set (a list), device marks bracket each call: before the copy of q, k, v into the layer's
+    buffers, before the kernel, after it, and after the kernel's refresh() where it has one (`BoundForward.marked`)."""
 
     def __init__(self, model_name: str, *, decode: bool) -> None:
         self.model = model_name
@@ -74,11 +74,14 @@ class _Swap:
             x.v.copy_(value)
         if marks is not None:
             b = self.mark()
+        r = None
         if slot.refresh is not None:
             slot.refresh()
+            # a mark of its own only where there is a refresh: the kernels without one pay no extra event
+            r = self.mark() if marks is not None else None
         out = slot.launch()
         if marks is not None:
-            marks.append((layer, a, b, self.mark()))
+            marks.append((layer, a, b, r, self.mark()))
         return out.to(query.dtype).transpose(1, 2), None
 
     def _reference(self, module, query, key, value, attention_mask, **kwargs):

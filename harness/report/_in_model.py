@@ -19,7 +19,9 @@ IN_MODEL_NOTE = (
     "of its sustained window (launched as noted: graph = CUDA graphs of forwards); attention ms: the kernel's time "
     "summed over every layer's call, between device marks, in the attention pass after each window; share: "
     "attention over the pass's plain forward; rest: that forward less its attention (the other layers, the copies "
-    "of q, k, v into each layer's buffers, launch gaps); copies ms: those copies; marks cost: a marked forward less "
+    "of q, k, v into each layer's buffers, launch gaps); copies ms: those copies; refresh ms: the part of attention ms "
+    "in the kernel's refresh() (q, k, v quantized or copied again each call, which an isolated timing does once in "
+    "prepare(); '-': it has none); marks cost: a marked forward less "
     "a plain one, over a plain one (reported, not subtracted); pass MHz: in-band (NVML where there is no probe) "
     "clock during the pass.")
 IN_MODEL_COMPARISON_NOTE = (
@@ -62,6 +64,7 @@ def in_model_figures(measurements: Sequence[dict], in_model: Sequence[dict]) -> 
             "layers": im0["layers"], "repeats": len(pairs),
             "forward_ms": ms("time_ns", 0) / 1e6, "attention_ms": ms("attention_ns") / 1e6,
             "attention_share": ms("attention_share"), "rest_ms": ms("rest_ns") / 1e6, "copies_ms": ms("copy_ns") / 1e6,
+            "refresh_ms": None if ms("refresh_ns") is None else ms("refresh_ns") / 1e6,
             "marks_cost_frac": _med([p[1]["instrumentation_cost_ns"] / p[1]["pass_forward_ns"] for p in pairs]),
             "pass_forward_ms": ms("pass_forward_ns") / 1e6, "pass_clock_mhz": clock,
             "window_inband_clock_mhz": ms("inband_clock_mhz", 0), "window_nvml_clock_mhz": ms("sm_clock_mhz", 0),
@@ -77,12 +80,14 @@ def in_model_table(measurements: Sequence[dict], in_model: Sequence[dict], *, ti
     pct = lambda x: "-" if x is None else f"{100 * x:.1f} %"  # noqa: E731
     rows = tuple((
         f["kernel"], f["launch"], f"{f['forward_ms']:.4g}", f"{f['attention_ms']:.4g}", pct(f["attention_share"]),
-        f"{f['rest_ms']:.4g}", f"{f['copies_ms']:.4g}", pct(f["marks_cost_frac"]),
+        f"{f['rest_ms']:.4g}", f"{f['copies_ms']:.4g}", "-" if f["refresh_ms"] is None else f"{f['refresh_ms']:.4g}",
+        pct(f["marks_cost_frac"]),
         "-" if f["pass_clock_mhz"] is None else f"{f['pass_clock_mhz']:.0f}",
         "-" if f["board_power_w"] is None else f"{f['board_power_w']:.0f}", str(f["repeats"]),
     ) for f in figs)
     return ReportTable(title=title, columns=("kernel", "launch", "forward ms", "attention ms", "share", "rest ms",
-                                             "copies ms", "marks cost", "pass MHz", "board W", "repeats"),
+                                             "copies ms", "refresh ms", "marks cost", "pass MHz", "board W",
+                                             "repeats"),
                        rows=rows, caption=IN_MODEL_NOTE, left=2)
 
 

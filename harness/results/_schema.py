@@ -20,7 +20,7 @@ from functools import lru_cache
 __all__ = ["SCHEMA_VERSION", "TABLES", "OPTIONAL_TABLES", "HISTORY_TABLE", "ADDED", "MIGRATIONS", "LEGACY_PROFILING",
            "columns", "file_version", "migrate", "table_schema", "polars_schema"]
 
-SCHEMA_VERSION = 9
+SCHEMA_VERSION = 10
 
 _COLUMNS: dict[str, list[tuple[str, str]]] = {
     "runs": [
@@ -133,6 +133,9 @@ _COLUMNS: dict[str, list[tuple[str, str]]] = {
         ("pass_inband_clock_mhz", "float64"), ("pass_power_w", "float64"), ("pass_probes", "int32"),
         ("layer_gate_max_abs_diff", "list<float64>"), ("layer_gate_snr_db", "list<float64>"),
         ("layer_gate_max_ratio", "list<float64>"),
+        # v10: of the kernel's time per marked forward, the part in its refresh() (q, k, v quantized or copied again
+        # each call: work an isolated timing does once in prepare()), and its median; null for a kernel without one.
+        ("pass_refresh_ns", "list<float64>"), ("refresh_ns", "float64"),
     ],
     # v9: the profiling tables of a run (harness.profiling), written beside its measurements by `bench trace` and
     # `bench peaks`. traces: one row per profiled kernel launch (ncu): pipe cycles and the raw metrics. peaks: one
@@ -227,6 +230,8 @@ ADDED: dict[int, dict[str, dict[str, object]]] = {
     # v9: traces and peaks (pipe counters from ncu; peak microbenchmarks) join this schema. They had a schema of
     # their own before (profiling v1, v2), read as v8 here: its v1 peaks lack the independent second timing.
     9: {"peaks": {c: None for c in V9_PEAKS_COLUMNS}},
+    # v10: the in_model table's refresh() time; an older run did not split it out of the kernel's time (null).
+    10: {"in_model": {"pass_refresh_ns": None, "refresh_ns": None}},
 }
 
 # Files of the retired profiling schema (`harness_trace_schema_version` in their metadata, versions 1 and 2) hold

@@ -5,6 +5,7 @@ and a random-weights model is marked as such in every output."""
 
 from __future__ import annotations
 
+import dataclasses
 import json
 
 import pytest
@@ -16,6 +17,7 @@ from harness.config import SustainedProtocol
 from harness.devices import open_device
 from harness.errors import GateFailure, KernelError
 from harness.kernels import Kernel, default_registry
+from harness.report import in_model_figures
 from harness.results import read_rows
 from harness.runner import InModelConfig, run_in_model
 
@@ -173,7 +175,8 @@ class _Virtual:
         self.now += int(seconds * 1e9)
 
 
-K_NS, R_NS, MARK_NS = 4_000_000, 5_000_000, 500_000  # a slow kernel's call, the rest of a forward, one mark
+# a slow kernel's call, the rest of a forward, one mark, a refresh()
+K_NS, R_NS, MARK_NS, F_NS = 4_000_000, 5_000_000, 500_000, 1_500_000
 
 
 def _virtual_run(tmp_path, monkeypatch, *, model, text_file, kernels, random_weights=False):
@@ -199,7 +202,26 @@ def _virtual_run(tmp_path, monkeypatch, *, model, text_file, kernels, random_wei
     def zeros_in_2(x, inner):
         return (lambda: torch.zeros_like(inner())) if _layer_of(x) == 2 else inner
 
-    reg = _Registry(_kernel("slow", slow), _kernel("zeros-in-2", zeros_in_2))
+    def requant(x, inner):
+        # FP8-style: attends over copies of q, k, v made in prepare(); its refresh() copies them again (F_NS)
+        held = [t.clone() for t in (x.q, x.k, x.v)]
+        y = dataclasses.replace(x, q=held[0], k=held[1], v=held[2])
+        own = SDPA.prepare(y)
+
+        def launch():
+            dev.now += K_NS
+            return own()
+
+        def refresh():
+            dev.now += F_NS
+            for h, t in zip(held, (x.q, x.k, x.v)):
+                h.copy_(t)
+
+        launch.refresh = refresh
+        return launch
+
+    reg = _Registry(_kernel("slow", slow), _kernel("zeros-in-2", zeros_in_2),
+                    _kernel("requant", requant, extra={"reads_inputs_at_launch": False}))
     cfg = InModelConfig(model=model, kernels=tuple(kernels), reference=kernels[0], text=str(text_file), seq_len=48,
                         windows=2, device="cpu", random_weights=random_weights, protocol=FAST, attention_pass_s=0.01,
                         results_dir=tmp_path / "results")
@@ -247,6 +269,44 @@ def test_the_per_layer_timing_adds_up_to_the_forward_within_its_measured_cost(mo
     expected = (layers * (K_NS + MARK_NS)) / (layers * MARK_NS)  # the attention's own ratio, exact on this timeline
     assert rows[0].attention.time.value == pytest.approx(expected)
     assert rows[0].end_to_end.time.value == pytest.approx((layers * K_NS + R_NS) / R_NS, rel=0.01)
+
+
+def test_a_kernels_refresh_is_timed_apart_inside_its_attention_and_named_in_the_sentence(model_dirs, text_file,
+                                                                                       tmp_path, monkeypatch):
+    # requant: refresh() F_NS then launch K_NS each call. Its bracket holds both and the two marks that close them;
+    # its refresh, the refresh and the mark after it. A kernel without a refresh pays no extra mark and has none.
+    result = _virtual_run(tmp_path, monkeypatch, model=str(model_dirs["llama"]), text_file=text_file,
+                          kernels=["sdpa-cpu", "requant"])
+    layers = 3
+    stored = read_rows(result.run.path, "in_model")
+    req = [r for r in stored if r["kernel"] == "requant"]
+    ref = [r for r in stored if r["kernel"] == "sdpa-cpu"]
+    assert req and ref
+    for r in req:
+        assert r["layer_attention_ns"] == [F_NS + K_NS + 2 * MARK_NS] * layers
+        assert r["refresh_ns"] == layers * (F_NS + MARK_NS) and r["pass_refresh_ns"] == [r["refresh_ns"]] * len(
+            r["pass_plain_ns"])
+        assert r["instrumentation_cost_ns"] == 4 * layers * MARK_NS  # one mark more a call than without a refresh
+    assert all(r["refresh_ns"] is None and r["pass_refresh_ns"] is None for r in ref)
+    assert all(r["instrumentation_cost_ns"] == 3 * layers * MARK_NS for r in ref)
+    info = read_rows(result.run.path, "runs")[0]
+    (row,) = compare_in_model(measurements=result.run.measurements, in_model=stored, info=info, reference="sdpa-cpu")
+    share = (F_NS + MARK_NS) / (F_NS + K_NS + 2 * MARK_NS)
+    assert row.refresh_share == pytest.approx(share)
+    assert f" {share:.0%} of its attention in the model is its refresh(): q, k, v quantized or copied again" in row.sentence
+    (fig,) = [f for f in in_model_figures(result.run.measurements, stored) if f["kernel"] == "requant"]
+    assert fig["refresh_ms"] == pytest.approx(layers * (F_NS + MARK_NS) / 1e6)
+    assert [f["refresh_ms"] for f in in_model_figures(result.run.measurements, stored)
+            if f["kernel"] == "sdpa-cpu"] == [None]
+
+
+def test_attention_figures_sum_the_refresh_of_every_call_and_leave_it_none_without_one():
+    calls = [[(0, 1, 10, 4), (1, 1, 20, 6)], [(0, 1, 12, 5), (1, 1, 18, 7)], [(0, 1, 11, 3), (1, 1, 19, 3)]]
+    f = attention_figures(plain_ns=[100, 104, 102], marked_ns=[110, 112, 111], calls=calls, layers=[0, 1])
+    assert f["pass_refresh_ns"] == [10, 12, 6] and f["refresh_ns"] == 10
+    plain = attention_figures(plain_ns=[100], marked_ns=[110], calls=[[(0, 1, 10, 0), (1, 1, 20, 0)]], layers=[0, 1])
+    old = attention_figures(plain_ns=[100], marked_ns=[110], calls=[[(0, 1, 10), (1, 1, 20)]], layers=[0, 1])
+    assert plain["refresh_ns"] is plain["pass_refresh_ns"] is old["refresh_ns"] is None
 
 
 def test_a_random_weights_model_is_marked_in_every_output(text_file, tmp_path, monkeypatch):

@@ -1,4 +1,4 @@
-"""The results schema: table names, column types, the version in the metadata and the v1 -> ... -> v9
+"""The results schema: table names, column types, the version in the metadata and the v1 -> ... -> v10
 migrations (driven by the schema's ADDED table)."""
 
 from __future__ import annotations
@@ -29,7 +29,7 @@ def test_tables_and_version():
     assert TABLES == ("runs", "measurements", "chunks", "samples", "probes", "model_error", "in_model", "traces",
                       "peaks")
     assert OPTIONAL_TABLES == ("model_error", "in_model", "traces", "peaks")
-    assert SCHEMA_VERSION == 9 and set(MIGRATIONS) == {1, 2, 3, 4, 5, 6, 7, 8}
+    assert SCHEMA_VERSION == 10 and set(MIGRATIONS) == {1, 2, 3, 4, 5, 6, 7, 8, 9}
     assert HISTORY_TABLE == "history" and HISTORY_TABLE not in TABLES  # the history store's, not a run's
 
 
@@ -37,7 +37,7 @@ def test_tables_and_version():
                                    "traces", "peaks"])
 def test_schema_metadata_names_the_version_and_table(table):
     s = table_schema(table)
-    assert s.metadata[b"harness_schema_version"] == b"9"
+    assert s.metadata[b"harness_schema_version"] == b"10"
     assert s.metadata[b"harness_table"] == table.encode()
     assert s.names == columns(table) and s.names[0] == "run_id"
     assert table_schema(table) is s  # built once
@@ -236,6 +236,10 @@ def test_migrate_walks_every_version_and_fills_each_added_column_as_ADDED_says()
     assert peaks.column("check_rate_per_s").null_count == 2 and set(V9_PEAKS_COLUMNS) <= set(peaks.column_names)
     assert peaks.schema.field("check_time_ns").type == pa.float64()
     assert MIGRATIONS[8]("traces", v1) is v1 and MIGRATIONS[8].__name__ == "to_v9"
+    # v10: an in_model row of v8 or v9 did not split the kernel's refresh() out of its time: null, not 0
+    im = migrate("in_model", pa.table({"run_id": ["r"], "attention_ns": [1.0]}), 9)
+    assert im.column_names == ["run_id", "attention_ns", "pass_refresh_ns", "refresh_ns"]
+    assert im.column("refresh_ns").null_count == 1 and im.schema.field("pass_refresh_ns").type == pa.list_(pa.float64())
 
 
 def test_traces_and_peaks_are_tables_of_the_one_schema():
@@ -275,7 +279,7 @@ def test_the_traces_and_peaks_the_h200_runs_hold_are_the_declared_tables():
 
 
 def test_the_declared_tables_are_the_snapshot_of_this_version():
-    # tests/results/schema-v9.json: every table's columns and types as v9 declares them. A column added, removed,
+    # tests/results/schema-v10.json: every table's columns and types as v10 declares them. A column added, removed,
     # renamed or retyped without a new version (and its ADDED entry) fails here; a new version adds its snapshot.
     import json
     from pathlib import Path
