@@ -58,13 +58,14 @@ def in_model_figures(measurements: Sequence[dict], in_model: Sequence[dict]) -> 
         ms = lambda key, src=1: _med([p[src][key] for p in pairs])  # noqa: E731
         im0 = pairs[0][1]
         clock = _med([p[1]["pass_inband_clock_mhz"] for p in pairs]) or _med([p[1]["pass_sm_clock_mhz"] for p in pairs])
+        refresh = ms("refresh_ns")
         rows.append({
             "kernel": kernel, "model": im0["model"], "phase": im0["phase"], "random_weights": im0["random_weights"],
             "batch": im0["batch"], "seq_len_q": im0["seq_len_q"], "seq_len_kv": im0["seq_len_kv"],
             "layers": im0["layers"], "repeats": len(pairs),
             "forward_ms": ms("time_ns", 0) / 1e6, "attention_ms": ms("attention_ns") / 1e6,
             "attention_share": ms("attention_share"), "rest_ms": ms("rest_ns") / 1e6, "copies_ms": ms("copy_ns") / 1e6,
-            "refresh_ms": None if ms("refresh_ns") is None else ms("refresh_ns") / 1e6,
+            "refresh_ms": None if refresh is None else refresh / 1e6,
             "marks_cost_frac": _med([p[1]["instrumentation_cost_ns"] / p[1]["pass_forward_ns"] for p in pairs]),
             "pass_forward_ms": ms("pass_forward_ns") / 1e6, "pass_clock_mhz": clock,
             "window_inband_clock_mhz": ms("inband_clock_mhz", 0), "window_nvml_clock_mhz": ms("sm_clock_mhz", 0),

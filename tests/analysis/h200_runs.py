@@ -6,6 +6,7 @@ picks whichever was imported first.
 
 from __future__ import annotations
 
+import importlib.util
 from pathlib import Path
 
 import pyarrow as pa
@@ -17,6 +18,15 @@ SMOLLM2 = FIXTURES / "h200" / "20261130-043801-smollm2-217172"
 RUN_A = FIXTURES / "compare" / "20261130-043508-issue2-b7147a-A"
 RUN_B = FIXTURES / "compare" / "20261130-043508-issue2-b7147a-B"
 PAIR = ("gaussian:0.1", "gaussian:1")
+LOWP_TABLE_SCRIPT = Path(__file__).resolve().parents[2] / "benchmarks" / "h200" / "lowp_recipes_table.py"
+
+
+def lowp_recipes_table():
+    """benchmarks/h200/lowp_recipes_table.py as a module (a script, not a package): its main(argv) prints the tables."""
+    spec = importlib.util.spec_from_file_location("lowp_recipes_table", LOWP_TABLE_SCRIPT)
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
 
 
 def set_run_field(run_dir: Path, **fields) -> None:

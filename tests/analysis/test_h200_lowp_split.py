@@ -11,18 +11,15 @@ rows, independently of the script, with the numbers lowp.txt states.
 
 from __future__ import annotations
 
-import importlib.util
 import json
 import math
 import re
 from functools import cache
-from pathlib import Path
 
 import pytest
-from h200_runs import FIXTURES
+from h200_runs import FIXTURES, lowp_recipes_table
 
 LOGS = FIXTURES / "h200" / "logs" / "20261205" / "lowp-attempt"
-SCRIPT = Path(__file__).resolve().parents[2] / "benchmarks" / "h200" / "lowp_recipes_table.py"
 SPLITS = ("split-captured", "split-stress")
 BASES = ("fp8-lean-zyfa", "mxfp8", "qk4v8", "qk4v8-rank1", "mxfp4-directp", "nvfp4-directp")
 CAPTURED = ("L03:captured", "L15:captured")
@@ -68,9 +65,7 @@ def test_the_json_holds_what_the_terminal_tables_printed(name):
 
 
 def test_the_summary_script_gives_lowp_txt_as_kept(capsys):
-    spec = importlib.util.spec_from_file_location("lowp_recipes_table", SCRIPT)
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
+    module = lowp_recipes_table()
     assert module.main([arg for name in SPLITS for arg in ("--split", str(LOGS / f"{name}.json"))]) == 0
     assert capsys.readouterr().out == (LOGS / "lowp.txt").read_text()
 

@@ -13,16 +13,13 @@ recipes is test_h200_lowp_split.py's.
 
 from __future__ import annotations
 
-import importlib.util
 import json
 from functools import cache
-from pathlib import Path
 
 import pytest
-from h200_runs import FIXTURES
+from h200_runs import FIXTURES, lowp_recipes_table
 
 LOGS = FIXTURES / "h100" / "logs" / "20261205" / "lowp"
-SCRIPT = Path(__file__).resolve().parents[2] / "benchmarks" / "h200" / "lowp_recipes_table.py"
 BASES = ("fp8-lean-zyfa", "mxfp8", "qk4v8", "qk4v8-rank1", "mxfp4-directp", "nvfp4-directp")
 FP8 = ("fp8-lean-zyfa", "mxfp8")  # FP8 throughout; the rest put Q and K (or everything) in FP4
 
@@ -32,19 +29,12 @@ def _figures() -> dict:
     return {f["kernel"]: f for f in json.loads((LOGS / "model.json").read_text())}
 
 
-def _script():
-    spec = importlib.util.spec_from_file_location("lowp_recipes_table", SCRIPT)
-    table = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(table)
-    return table
-
-
 def _kl(kernel: str) -> float:
     return _figures()[kernel]["kl_mean_nats"]
 
 
 def test_the_script_prints_the_kept_table_from_the_json(capsys):
-    table = _script()
+    table = lowp_recipes_table()
     assert table.main(["--model", str(LOGS / "model.json")]) == 0
     assert capsys.readouterr().out == (LOGS / "lowp.txt").read_text()
 
@@ -53,7 +43,7 @@ def test_the_table_with_the_h200_stage_splits_is_kept_as_printed(capsys):
     # the recipe table on the model (H100) with the per-call stage splits of the captured layers (H200, 05:03):
     # the founding documents' claims judged on both, as the closing note quotes them
     splits = FIXTURES / "h200" / "logs" / "20261205" / "lowp-attempt"
-    table = _script()
+    table = lowp_recipes_table()
     assert table.main(["--model", str(LOGS / "model.json"), "--split", str(splits / "split-captured.json"),
                        "--split", str(splits / "split-stress.json")]) == 0
     assert capsys.readouterr().out == (LOGS / "lowp-with-h200-splits.txt").read_text()

@@ -5,7 +5,6 @@ and a random-weights model is marked as such in every output."""
 
 from __future__ import annotations
 
-import dataclasses
 import json
 
 import pytest
@@ -100,19 +99,26 @@ def test_a_kernel_failing_the_gate_in_one_layer_is_refused_for_the_whole_model(l
         bind_forward(llama_forward, _kernel("fp32-out", lambda x, inner: (lambda: inner().float())))
 
 
-def _quantizing(name, *, refresh: str):
+def _quantizing(name, *, refresh: str, on_launch=lambda: None, on_refresh=lambda: None):
     """An FP8-style kernel: it copies q, k, v in prepare() (reads_inputs_at_launch False), with a refresh() that
-    copies them again (`good`), does nothing (`noop`), or no refresh at all (`none`)."""
+    copies them again (`good`), does nothing (`noop`), or no refresh at all (`none`). `on_launch` and `on_refresh`
+    run in each launch and each good refresh (the virtual timeline's costs)."""
 
     def prepare(x):
         held = [t.clone() for t in (x.q, x.k, x.v)]
 
         def launch():
+            on_launch()
             return torch.nn.functional.scaled_dot_product_attention(*held, is_causal=True, scale=x.scale,
                                                                     enable_gqa=True)
 
+        def copy_again():
+            on_refresh()
+            for h, t in zip(held, (x.q, x.k, x.v)):
+                h.copy_(t)
+
         if refresh == "good":
-            launch.refresh = lambda: [h.copy_(t) for h, t in zip(held, (x.q, x.k, x.v))] and None
+            launch.refresh = copy_again
         elif refresh == "noop":
             launch.refresh = lambda: None
         return launch
@@ -202,26 +208,12 @@ def _virtual_run(tmp_path, monkeypatch, *, model, text_file, kernels, random_wei
     def zeros_in_2(x, inner):
         return (lambda: torch.zeros_like(inner())) if _layer_of(x) == 2 else inner
 
-    def requant(x, inner):
-        # FP8-style: attends over copies of q, k, v made in prepare(); its refresh() copies them again (F_NS)
-        held = [t.clone() for t in (x.q, x.k, x.v)]
-        y = dataclasses.replace(x, q=held[0], k=held[1], v=held[2])
-        own = SDPA.prepare(y)
-
-        def launch():
-            dev.now += K_NS
-            return own()
-
-        def refresh():
-            dev.now += F_NS
-            for h, t in zip(held, (x.q, x.k, x.v)):
-                h.copy_(t)
-
-        launch.refresh = refresh
-        return launch
+    def advance(ns):
+        dev.now += ns
 
     reg = _Registry(_kernel("slow", slow), _kernel("zeros-in-2", zeros_in_2),
-                    _kernel("requant", requant, extra={"reads_inputs_at_launch": False}))
+                    _quantizing("requant", refresh="good", on_launch=lambda: advance(K_NS),
+                                on_refresh=lambda: advance(F_NS)))
     cfg = InModelConfig(model=model, kernels=tuple(kernels), reference=kernels[0], text=str(text_file), seq_len=48,
                         windows=2, device="cpu", random_weights=random_weights, protocol=FAST, attention_pass_s=0.01,
                         results_dir=tmp_path / "results")
