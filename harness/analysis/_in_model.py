@@ -12,6 +12,9 @@ cycles x clock:
 - isolated: the captured layer alone, sustained (a `bench sustained --model` run of the same model and windows);
 - attention in the model: the attention pass's summed attention per forward, with the pass's clocks;
 - end to end: the forward's sustained window.
+A kernel with a refresh() (q, k, v quantized or copied again each call, which an isolated timing does once, in
+prepare()) gets a fourth: its attention less that refresh against the reference's attention, from the same passes
+(`launch`): what its launches cost in the model, to set beside the isolated ratio.
 Since forward = attention + rest for each kernel, end to end = s (attention ratio) + (1 - s) (rest ratio), s the
 reference's attention share; the isolated ratio alone predicts s (isolated) + 1 - s. `survival_sentence` says
 whether the isolated speedup survived in the model and which of three terms moved the end-to-end ratio away from
@@ -94,6 +97,10 @@ class InModelRow:
     # of the kernel's attention time in the model, the share in its refresh() (median over its passes); None for a
     # kernel without one, or a run from before v10 that did not split it out
     refresh_share: float | None = None
+    # the kernel's attention less its refresh() (its launches, and the refresh mark's own cost) against the
+    # reference's attention, from the same passes: what an isolated timing of the launch alone predicts for the model
+    # once the refresh is fused away; None for a kernel without a refresh
+    launch: ComparisonRow | None = None
     sentence: str = ""
 
     @property
@@ -129,10 +136,19 @@ def _joined(measurements: Sequence[dict], in_model: Sequence[dict]) -> list[dict
     return out
 
 
+def _launch_ns(im: dict) -> float:
+    """The attention pass's attention less its refresh(), median over the pass's marked forwards (the attention
+    itself for a kernel without a refresh)."""
+    if not im.get("pass_refresh_ns"):
+        return im["attention_ns"]
+    return median([a - r for a, r in zip(im["pass_attention_ns"], im["pass_refresh_ns"])])
+
+
 def _pass_rows(rows: list[dict], key: str) -> list[dict]:
-    """The rows as `comparison_row` reads them, timed by the attention pass: `key` (attention_ns or rest_ns) as the
-    time, the pass's clocks and power as the clock and power."""
-    return [{**r, "time_ns": r["_im"][key], "sm_clock_mhz": r["_im"].get("pass_sm_clock_mhz"),
+    """The rows as `comparison_row` reads them, timed by the attention pass: `key` (attention_ns, rest_ns or
+    launch_ns, the attention less its refresh) as the time, the pass's clocks and power as the clock and power."""
+    return [{**r, "time_ns": _launch_ns(r["_im"]) if key == "launch_ns" else r["_im"][key],
+             "sm_clock_mhz": r["_im"].get("pass_sm_clock_mhz"),
              "inband_clock_mhz": r["_im"].get("pass_inband_clock_mhz"), "power_w": r["_im"].get("pass_power_w")}
             for r in rows]
 
@@ -194,7 +210,9 @@ def compare_in_model(*, measurements: Sequence[dict], in_model: Sequence[dict], 
             rest=(row(_pass_rows(ref, "rest_ns"), _pass_rows(mine, "rest_ns"))
                   if all(r["_im"]["rest_ns"] > 0 for r in ref + mine) else None),
             share_reference=shares(ref), share_kernel=shares(mine), cost_frac=cost,
-            launch_reference=_strategy(ref), launch_kernel=_strategy(mine), refresh_share=_refresh_share(mine))
+            launch_reference=_strategy(ref), launch_kernel=_strategy(mine), refresh_share=_refresh_share(mine),
+            launch=(row(_pass_rows(ref, "launch_ns"), _pass_rows(mine, "launch_ns"))
+                    if any(r["_im"].get("refresh_ns") for r in mine) else None))
         out.append(_with_sentence(im))
     return out
 
@@ -247,8 +265,9 @@ def survival_sentence(row: InModelRow) -> str:
     caveat = f" Caveats: {'; '.join(e2e.caveats)}." if e2e.caveats else ""
     cost = f" Marks around every attention call cost {row.cost_frac:.1%} of a forward (reported, not subtracted)."
     if row.refresh_share is not None:
+        less = "" if row.launch is None else f" Without it, its attention in the model is {_parts(row.launch)}."
         cost = (f" {row.refresh_share:.0%} of its attention in the model is its refresh(): q, k, v quantized or copied "
-                f"again each call, which the isolated timing does once, in prepare().{cost}")
+                f"again each call, which the isolated timing does once, in prepare().{less}{cost}")
     if row.isolated is None:
         return f"{lead}{k} vs {ref}: {row.isolated_note}; {inside}.{cost}{caveat}"
     iso = row.isolated

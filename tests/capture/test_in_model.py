@@ -6,6 +6,7 @@ and a random-weights model is marked as such in every output."""
 from __future__ import annotations
 
 import json
+from dataclasses import replace
 
 import pytest
 import torch
@@ -16,7 +17,7 @@ from harness.config import SustainedProtocol
 from harness.devices import open_device
 from harness.errors import GateFailure, KernelError
 from harness.kernels import Kernel, default_registry
-from harness.report import in_model_figures
+from harness.report import in_model_comparison_figures, in_model_comparison_table, in_model_figures
 from harness.results import read_rows
 from harness.runner import InModelConfig, run_in_model
 
@@ -286,6 +287,19 @@ def test_a_kernels_refresh_is_timed_apart_inside_its_attention_and_named_in_the_
     share = (F_NS + MARK_NS) / (F_NS + K_NS + 2 * MARK_NS)
     assert row.refresh_share == pytest.approx(share)
     assert f" {share:.0%} of its attention in the model is its refresh(): q, k, v quantized or copied again" in row.sentence
+    # less its refresh, its attention is its launches and their closing marks: (K + mark) against the reference's mark
+    launch = (K_NS + MARK_NS) / MARK_NS
+    assert row.launch.time.value == pytest.approx(launch) and row.attention.time.value == pytest.approx(
+        (F_NS + K_NS + 2 * MARK_NS) / MARK_NS)
+    assert f" Without it, its attention in the model is time {launch:.3f}" in row.sentence
+    (cmp,) = in_model_comparison_figures([row])
+    assert cmp["launch"]["time_b_over_a"] == pytest.approx(launch)
+    table = in_model_comparison_table([row], title="t")
+    assert "less refresh" in table.columns and f"{launch:.3f}" in table.rows[0][table.columns.index("less refresh")]
+    # a comparison of kernels without a refresh has neither the ratio nor the column
+    plain = replace(row, launch=None, refresh_share=None)
+    assert "less refresh" not in in_model_comparison_table([plain], title="t").columns
+    assert in_model_comparison_figures([plain])[0]["launch"] is None
     (fig,) = [f for f in in_model_figures(result.run.measurements, stored) if f["kernel"] == "requant"]
     assert fig["refresh_ms"] == pytest.approx(layers * (F_NS + MARK_NS) / 1e6)
     assert [f["refresh_ms"] for f in in_model_figures(result.run.measurements, stored)
