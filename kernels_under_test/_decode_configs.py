@@ -43,8 +43,9 @@ SPLITKV_CANDIDATES_PAGED = (SPLITKV_CONFIG_PAGED, dict(SPLITKV_CONFIG_PAGED, cta
 # The configuration above, kept as the pointer-load baseline (tma=False) that the TMA ones are timed against:
 MLA_CONFIG_POINTERS = dict(block_h=64, block_n=64, num_warps=8, num_stages=2, ctas_per_sm=1, max_splits=64, tma=False)
 MLA_CONFIG_NARROW_POINTERS = dict(MLA_CONFIG_POINTERS, block_h=16, block_n=32, num_warps=4, ctas_per_sm=2)
-# Not yet timed on a GPU (docs/experiments/mla-decode-sass.md; benchmarks/h200/mla_tune.py times them against the
-# above). Compiled for sm_90, the pointer configuration spills inside its loop (255 registers, 248 bytes of stack,
+# Timed on an H100, not yet on the H200 (docs/experiments/mla-decode-sass.md; benchmarks/h200/mla_tune.py times them
+# against the above): at 128 heads the pointer configuration wins (this TMA one 0.49-0.56x), at 16 the TMA one
+# (1.06x), which is what prepare()'s per-input choice below picks; the defaults wait on the H200's timing. Compiled for sm_90, the pointer configuration spills inside its loop (255 registers, 248 bytes of stack,
 # 44 LDL a trip: the 64-bit addresses of its cp.async copies on top of the 64 x 512 fp32 accumulator); with the
 # latent tile through TMA descriptors (tma: where every block is whole, `_triton_mla.tma_fits`) and 16 keys a block,
 # 4 stages, nothing spills (246 registers). Narrow: 3 stages (the TMA copies are issued by one thread, so deeper

@@ -4,11 +4,15 @@ there). Attention replaced in every layer; the reference is the model with sdpa-
 KL(cuDNN model || FlashAttention model), upper 95 %; 8 WikiText-2 articles of 8192 tokens; KL, top-1 and dNLL with
 95 % bootstrap intervals over the documents. Logs in fixtures/h100/logs/20261205/lowp/.
 
-The run directory itself did not come back (the device tool sent back 8 of the call's 12 files and left out the
-rest, results-lowp.tgz among them, for their count), so its raw per-token rows are not kept. What is checked: the
-JSON the command wrote, the table the script printed from it (byte for byte), and the founding documents'
-model-level claims recomputed here from the JSON, independently of the script. The per-call stage split of the same
-recipes is test_h200_lowp_split.py's.
+That run's directory did not come back (the device tool sent back 8 of the call's 12 files). The step ran again on
+an H100 at 16:29 (in the eighth session, at a7f4e0e; logs/20261205/lowp-rerun/) and wrote the same model.json byte
+for byte, and its run directory came back: its model_error rows are kept without their per-token lists
+(model-error-documents.json; the 8.2 MB table's sha256 in the fixtures' README). What is checked: the JSON the
+command wrote, recomputed from those per-document rows by the harness's own summary; the table the script printed
+from it (byte for byte); and the founding documents' model-level claims recomputed here from the JSON,
+independently of the script. The per-call stage split of the same recipes is test_h200_lowp_split.py's, made on
+the H200; it ran again on the H100 (logs/20261205/lowp-split/) and gave the same figures to the last bit, so the
+two Hopper cards compute these recipes alike and the H100's table on the model stands for the H200's.
 """
 
 from __future__ import annotations
@@ -19,7 +23,12 @@ from functools import cache
 import pytest
 from h200_runs import FIXTURES, lowp_recipes_table
 
+from harness.analysis import model_error_summary
+
 LOGS = FIXTURES / "h100" / "logs" / "20261205" / "lowp"
+RERUN = FIXTURES / "h100" / "logs" / "20261205" / "lowp-rerun"
+SPLIT_H100 = FIXTURES / "h100" / "logs" / "20261205" / "lowp-split"
+SPLIT_H200 = FIXTURES / "h200" / "logs" / "20261205" / "lowp-attempt"
 BASES = ("fp8-lean-zyfa", "mxfp8", "qk4v8", "qk4v8-rank1", "mxfp4-directp", "nvfp4-directp")
 FP8 = ("fp8-lean-zyfa", "mxfp8")  # FP8 throughout; the rest put Q and K (or everything) in FP4
 
@@ -93,3 +102,59 @@ def test_what_the_model_says_of_the_founding_documents_claims():
     by_kl = sorted(kernels, key=_kl)
     assert by_kl == sorted(kernels, key=lambda k: -_figures()[k]["top1_agreement"])
     assert by_kl == sorted(kernels, key=lambda k: _figures()[k]["dnll_mean_nats"])
+
+
+def _document_rows() -> list[dict]:
+    """The rerun's model_error rows as `model_error_summary` reads them, each document one token carrying its mean
+    KL, dNLL and top-1 agreement. Every document has the same tokens (8192, dNLL over 8191: asserted), so the
+    summary's means and every bootstrap resample's, ratios of sums over documents, are the stored rows' to
+    rounding; its token count and p99, which need the tokens themselves, are checked apart or not at all."""
+    rows = json.loads((RERUN / "model-error-documents.json").read_text())["rows"]
+    assert {(r["tokens"], r["dnll_tokens"]) for r in rows} == {(8192, 8191)}
+    return [{**r, "kl_nats": [r["kl_mean_nats"]], "dnll_nats": [r["dnll_mean_nats"]],
+             "top1_match": [r["top1_hits"] / r["tokens"]]} for r in rows]
+
+
+def test_the_json_is_what_the_reruns_document_rows_give():
+    stored = json.loads((RERUN / "model-error-documents.json").read_text())
+    run = stored["run"]
+    assert run["status"] == "complete" and run["device_name"] == "NVIDIA H100 80GB HBM3"
+    assert run["git_commit"].startswith("a7f4e0e") and run["run_id"] == "20261205-162929-lowp-model-a952f1"
+    assert all(r["top1_agreement"] == r["top1_hits"] / r["tokens"] for r in stored["rows"])
+    got = model_error_summary(_document_rows())
+    want = json.loads((LOGS / "model.json").read_text())  # the 15:33 run's, byte for byte the rerun's too
+    assert [(f["kernel"], f["role"]) for f in got] == [(f["kernel"], f["role"]) for f in want]
+    for g, w in zip(got, want):
+        for key, value in w.items():
+            if key.startswith("kl_p99"):
+                continue
+            if key == "tokens":
+                assert value == sum(r["tokens"] for r in stored["rows"] if r["kernel"] == w["kernel"])
+                continue
+            if isinstance(value, float):
+                assert g[key] == pytest.approx(value, rel=1e-9, abs=1e-15), (w["kernel"], key)
+            else:
+                assert g[key] == value, (w["kernel"], key)
+
+
+def test_the_stage_split_on_the_h100_is_the_h200s_to_the_last_bit():
+    """The per-call stage split of the twelve recipes on SmolLM2's captured layers and on the stress inputs, on the
+    H200 (05:03) and on the H100 (16:35): every figure equal, floats compared exactly; only the captures' temporary
+    paths differ. The captures themselves come from the model's forward on each card, so its layers up to 15 ran
+    alike too. Both are Hopper SM 9.0 cards with the same software; the free memory the capture printed (148.9 GB
+    against 83.8) shows they were two cards."""
+    for name in ("split-captured", "split-stress"):
+        h100 = json.loads((SPLIT_H100 / f"{name}.json").read_text())
+        h200 = json.loads((SPLIT_H200 / f"{name}.json").read_text())
+        assert len(h100) == len(h200) == (48 if name == "split-captured" else 36)
+        for a, b in zip(h100, h200):
+            assert a.keys() == b.keys()
+            for key in a:
+                if key == "source" and str(a[key]).startswith("capture:"):
+                    assert a[key].split("/captures/")[1] == b[key].split("/captures/")[1]
+                else:
+                    assert a[key] == b[key], (name, a["kernel"], a["input"], key)
+    assert (SPLIT_H100 / "lowp.txt").read_text() == (SPLIT_H200 / "lowp.txt").read_text()
+    free = [next(line for line in (d / "split-captured.log").read_text().splitlines() if "GB free" in line)
+            for d in (SPLIT_H100, SPLIT_H200)]
+    assert "83.8 GB free" in free[0] and "148.9 GB free" in free[1]
