@@ -166,6 +166,8 @@ def report(
                 console.print(table.to_rich())
             if section.text and not section.tables and not section.figures:
                 console.print(section.text, highlight=False)
+            for point in section.points:  # the rows in words (verdicts, in-model sentences), whole lines
+                console.print(point, highlight=False, soft_wrap=True, markup=False)
         for path in write_report(rep, html=html, md=md):
             console.print(f"wrote {path}", highlight=False)
         export(console, figures, run_figures(rep.summary, path=run, read_roof=rep.read_roof))

@@ -31,6 +31,7 @@ from harness.report._in_model import (
     in_model_comparison_figures,
     in_model_comparison_table,
     in_model_figures,
+    in_model_sections,
     in_model_table,
 )
 from harness.report._live import LineObserver, LiveView, measurement_line, run_observer
@@ -62,6 +63,7 @@ __all__ = [
     "in_model_comparison_table",
     "in_model_figures",
     "in_model_comparison_figures",
+    "in_model_sections",
     "MACHINE_SCHEMA",
     "MACHINE_SCHEMA_VERSION",
     "machine_document",

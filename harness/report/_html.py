@@ -21,6 +21,7 @@ from harness.profiling import run_read_roof
 from harness.report._blocks import Figure, Section
 from harness.report._checks_section import burst_gap_section, crosscheck_section
 from harness.report._gpu_section import gpu_spread_section
+from harness.report._in_model import in_model_sections
 from harness.report._markdown import render_markdown, run_sections
 from harness.report._model_error_section import model_error_sections
 from harness.report._plots import report_figures
@@ -121,8 +122,9 @@ def build_report(run, *, rule=None, figures: bool = True, kernel_pairs=()) -> Re
     # Pipe counters, timelines and peaks live beside the run (bench trace / bench peaks), when they exist.
     extra = trace_sections(run, figures=figures)
     model = model_error_sections(run, figures=figures)  # `bench error --model` runs
+    in_model = in_model_sections(run)  # `bench in-model` runs: where the forward's time went, the ratios
     sweep = sweep_section(view, figures=figures)  # runs whose shapes differ: figures against the swept variable
-    extra = model + extra
+    extra = model + in_model + extra
     figs.update({f.key: f for sec in extra + ([sweep] if sweep is not None else []) for f in sec.figures})
     read_roof = run_read_roof(run.path)
     sections = run_sections(summary, figures=figs, read_roof=read_roof)

@@ -4,15 +4,19 @@ each time = cycles x clock with its interval; their figures as JSON/CSV rows."""
 
 from __future__ import annotations
 
+import json
+from pathlib import Path
 from types import SimpleNamespace
 from typing import Sequence
 
-from harness.analysis import median
-from harness.report._blocks import ReportTable
+from harness.analysis import compare_in_model, median
+from harness.errors import ResultsError
+from harness.report._blocks import ReportTable, Section
 from harness.report._export import comparison_figures
+from harness.results import read_rows
 
 __all__ = ["IN_MODEL_NOTE", "IN_MODEL_COMPARISON_NOTE", "in_model_table", "in_model_comparison_table",
-           "in_model_figures", "in_model_comparison_figures"]
+           "in_model_figures", "in_model_comparison_figures", "in_model_sections"]
 
 IN_MODEL_NOTE = (
     "forward ms: one forward pass (decode: one step) with the kernel in every attention layer, median over repeats "
@@ -146,3 +150,52 @@ def in_model_comparison_figures(rows: Sequence) -> list[dict]:
         out.append(row)
     return out
 
+
+
+def _isolated_run(run_path: Path, recorded: dict | None) -> tuple[Path | None, str]:
+    """The isolated run an in-model run recorded (its config's `isolated_run`): beside it under the same results
+    folder (where runs are moved or copied together), else where it was; with why there is none."""
+    if not recorded:
+        return None, ("no isolated run recorded (a run from before in-model runs recorded theirs, or one made "
+                      "without one): no isolated ratio")
+    for where in (run_path.parent / recorded["run_id"], Path(recorded["path"])):
+        if (where / "runs.parquet").is_file():
+            return where, ""
+    return None, (f"its isolated run {recorded['run_id']} is neither beside it ({run_path.parent}) nor at "
+                  f"{recorded['path']}: no isolated ratio (copy that run beside this one)")
+
+
+def in_model_sections(run) -> list[Section]:
+    """A `bench in-model` run's own sections, recomputed from its stored rows: where each forward's time went and
+    each kernel against the reference (with the isolated ratio where its isolated run is found: `_isolated_run`);
+    [] for any other run."""
+    rows = read_rows(run.path, "in_model")
+    if not rows:
+        return []
+    measurements = read_rows(run.path, "measurements")
+    info = read_rows(run.path, "runs")[0]
+    cfg = json.loads(info.get("config_json") or "{}")
+    workload = cfg.get("workload") or rows[0].get("model", "?")
+    out = [Section(title="In the model: where a forward's time went",
+                   text=f"{workload}: the forward with each kernel in all {cfg.get('layers', '?')} attention layers.",
+                   tables=(in_model_table(measurements, rows, title=f"in the model: {workload}: where a forward's "
+                                                                     f"time went"),))]
+    reference = cfg.get("reference")
+    if not reference:
+        return out
+    iso_path, why = _isolated_run(Path(run.path), cfg.get("isolated_run"))
+    iso = {} if iso_path is None else {
+        "isolated": read_rows(iso_path, "measurements"), "isolated_info": read_rows(iso_path, "runs")[0],
+        "isolated_input": (cfg.get("isolated_run") or {}).get("input")}
+    try:
+        compared = compare_in_model(measurements=measurements, in_model=rows, info=info, reference=reference, **iso)
+    except ResultsError as exc:
+        return [*out, Section(title=f"In the model: against {reference}", text=str(exc))]
+    if not compared:
+        return out
+    text = (f"Isolated run: {iso_path.name}." if iso_path is not None else why[:1].upper() + why[1:] + ".")
+    out.append(Section(title=f"In the model: against {reference}, alone and in the model", text=text,
+                       tables=(in_model_comparison_table(compared, title=f"against {reference}: alone and in the "
+                                                                         f"model"),),
+                       points=tuple(row.sentence for row in compared)))
+    return out

@@ -65,6 +65,10 @@ class InModelConfig(RunSettings):
     seed: int = 0
     protocol: SustainedProtocol = field(default_factory=SustainedProtocol)
     run_name: str | None = None
+    # the isolated run its comparison reads, recorded in the runs row's config so that `bench report` of this run
+    # finds it again (set by run_in_model_job, not by the user): its directory and the input compared on
+    isolated_run: Path | None = None
+    isolated_input: str | None = None
 
     def __post_init__(self) -> None:
         if not self.kernels:
@@ -190,7 +194,10 @@ def _described(config: InModelConfig, forward) -> dict:
             "kernel_dtype": "bfloat16", "layers": len(forward.layers), "windows": config.windows,
             "seq_len_q": s.seq_len, "seq_len_kv": s.seq_len_kv, "heads_q": s.heads_q, "heads_kv": s.heads_kv,
             "head_dim_qk": s.head_dim_qk, "head_dim_v": s.head_dim_v, "attention_pass_s": config.attention_pass_s,
-            "gate": "every layer, in prepare()" if config.gate else "off (--no-gate)", "seed": config.seed}
+            "gate": "every layer, in prepare()" if config.gate else "off (--no-gate)", "seed": config.seed,
+            "isolated_run": None if config.isolated_run is None else {
+                "run_id": Path(config.isolated_run).name, "path": str(config.isolated_run),
+                "input": config.isolated_input}}
 
 
 @dataclass(frozen=True)

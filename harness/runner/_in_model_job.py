@@ -4,7 +4,7 @@ kernel (`harness.analysis.compare_in_model`)."""
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 
 from harness.analysis import compare_in_model
@@ -53,7 +53,9 @@ def run_in_model_job(job: InModelJob, *, command: str = "", observer=None, isola
         iso_path, iso_rows, iso_info = iso_result.path, iso_result.measurements, iso_result.info
     elif iso_path is not None:
         iso_rows, iso_info = read_rows(iso_path, "measurements"), read_rows(iso_path, "runs")[0]
-    result = run_in_model(job.in_model, command=command, observer=observer, progress=progress, **hooks)
+    in_model = job.in_model if iso_path is None else replace(job.in_model, isolated_run=Path(iso_path),
+                                                               isolated_input=job.isolated_input)
+    result = run_in_model(in_model, command=command, observer=observer, progress=progress, **hooks)
     out = InModelJobResult(in_model=result, isolated=iso_result, isolated_path=iso_path)
     try:
         out.rows = compare_in_model(measurements=result.run.measurements, in_model=result.rows, info=result.run.info,

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import json
 from dataclasses import replace
+from pathlib import Path
 
 import pytest
 import torch
@@ -17,8 +18,8 @@ from harness.config import SustainedProtocol
 from harness.devices import open_device
 from harness.errors import GateFailure, KernelError
 from harness.kernels import Kernel, default_registry
-from harness.report import in_model_comparison_figures, in_model_comparison_table, in_model_figures
-from harness.results import read_rows
+from harness.report import in_model_comparison_figures, in_model_comparison_table, in_model_figures, in_model_sections
+from harness.results import read_rows, read_run
 from harness.runner import InModelConfig, run_in_model
 
 REG = default_registry()
@@ -347,11 +348,15 @@ def test_a_decode_step_reads_the_cache_in_place_and_is_the_models_own(model_dirs
 
 
 def _cli(args, tmp_path):
+    return _bench(["in-model", *args, "--results", str(tmp_path / "r")])
+
+
+def _bench(args):
     from typer.testing import CliRunner
 
     from harness.cli import app
 
-    return CliRunner().invoke(app, ["in-model", *args, "--results", str(tmp_path / "r")], env={"COLUMNS": "200"})
+    return CliRunner().invoke(app, args, env={"COLUMNS": "250"})
 
 
 @pytest.mark.slow
@@ -375,6 +380,30 @@ def test_the_command_times_the_layer_alone_then_in_the_model_and_writes_valid_fi
     (row,) = doc["tables"]["in_model_comparison"]
     assert row["isolated"]["input_b"] == "L01:captured" and row["attention"]["time_b_over_a"] > 0
     assert {f["kernel"] for f in doc["tables"]["in_model"]} == {"sdpa-cpu", "sdpa-kvcache"}
+
+    # The in-model run names its isolated run, so `bench report` of it alone recomputes what the command printed:
+    # found beside it, after both runs moved together; without it, the report says why it has no isolated ratio.
+    iso_dir, im_dir = (Path(r["run_dir"]) for r in doc["runs"])
+    cfg = json.loads(read_rows(im_dir, "runs")[0]["config_json"])
+    assert cfg["isolated_run"] == {"run_id": iso_dir.name, "path": str(iso_dir), "input": None}
+    moved = tmp_path / "moved"
+    moved.mkdir()
+    for d in (iso_dir, im_dir):
+        d.rename(moved / d.name)
+    report = _report_sections(moved / im_dir.name)
+    (against,) = [s for s in report if s.title == "In the model: against sdpa-cpu, alone and in the model"]
+    assert against.points == (row["sentence"],) and against.text == f"Isolated run: {iso_dir.name}."
+    assert "where a forward's time went" in report[0].tables[0].title
+    (moved / iso_dir.name).rename(tmp_path / "elsewhere")
+    (against,) = [s for s in _report_sections(moved / im_dir.name) if s.title.startswith("In the model: against")]
+    assert f"Its isolated run {iso_dir.name} is neither beside it" in against.text
+    assert against.points[0].startswith("sdpa-kvcache vs sdpa-cpu: no isolated run to compare with; in the model")
+    shown = _bench(["report", str(moved / im_dir.name)])
+    assert shown.exit_code == 0 and against.points[0] in " ".join(shown.output.split())
+
+
+def _report_sections(run_dir):
+    return in_model_sections(read_run(run_dir))
 
 
 @pytest.mark.parametrize("args, says", [
