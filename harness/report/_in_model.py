@@ -151,7 +151,6 @@ def in_model_comparison_figures(rows: Sequence) -> list[dict]:
     return out
 
 
-
 def _isolated_run(run_path: Path, recorded: dict | None) -> tuple[Path | None, str]:
     """The isolated run an in-model run recorded (its config's `isolated_run`): beside it under the same results
     folder (where runs are moved or copied together), else where it was; with why there is none."""
