@@ -1,8 +1,8 @@
 """Issue 44, acceptance 1 (its per-call half), on the H200: `bench error --per-call` over the twelve bundled
 emulated recipes on SmolLM2-135M's captured layers 3 and 15 (S=2048, six windows, and their Gaussian 0.1 control)
 and on the stress inputs (benchmarks/h200/lowp_recipes.sh, steps 2-3, 2026-12-05 05:03; logs in
-logs/20261205/lowp-attempt/). The recipe table on the model (step 1) ran out of memory in that run and waits on its
-re-run (benchmarks/h200/PENDING.md).
+logs/20261205/lowp-attempt/). The recipe table on the model (step 1) ran out of memory in that run; it ran since
+on an H100, where these splits ran again to the last bit alike (test_hopper_lowp_model.py).
 
 What is checked: the JSON holds what the terminal tables printed; benchmarks/h200/lowp_recipes_table.py turns the
 JSON into lowp.txt as kept, byte for byte; and the founding documents' claims are recomputed here from the JSON
