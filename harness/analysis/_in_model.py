@@ -132,7 +132,7 @@ def _joined(measurements: Sequence[dict], in_model: Sequence[dict]) -> list[dict
     for m in measurements:
         im = by_id.get(m.get("measurement_id"))
         if m.get("status") in TIMED and m.get("time_ns") and im is not None and im.get("attention_ns"):
-            out.append({**m, "_im": im})
+            out.append({**m, "_im": {**im, "launch_ns": _launch_ns(im)}})
     return out
 
 
@@ -146,9 +146,9 @@ def _launch_ns(im: dict) -> float:
 
 def _pass_rows(rows: list[dict], key: str) -> list[dict]:
     """The rows as `comparison_row` reads them, timed by the attention pass: `key` (attention_ns, rest_ns or
-    launch_ns, the attention less its refresh) as the time, the pass's clocks and power as the clock and power."""
-    return [{**r, "time_ns": _launch_ns(r["_im"]) if key == "launch_ns" else r["_im"][key],
-             "sm_clock_mhz": r["_im"].get("pass_sm_clock_mhz"),
+    launch_ns, the attention less its refresh, which `_joined` derives) as the time, the pass's clocks and power as
+    the clock and power."""
+    return [{**r, "time_ns": r["_im"][key], "sm_clock_mhz": r["_im"].get("pass_sm_clock_mhz"),
              "inband_clock_mhz": r["_im"].get("pass_inband_clock_mhz"), "power_w": r["_im"].get("pass_power_w")}
             for r in rows]
 

@@ -155,13 +155,13 @@ def _isolated_run(run_path: Path, recorded: dict | None) -> tuple[Path | None, s
     """The isolated run an in-model run recorded (its config's `isolated_run`): beside it under the same results
     folder (where runs are moved or copied together), else where it was; with why there is none."""
     if not recorded:
-        return None, ("no isolated run recorded (a run from before in-model runs recorded theirs, or one made "
-                      "without one): no isolated ratio")
+        return None, ("No isolated run recorded (a run from before in-model runs recorded theirs, or one made "
+                      "without one): no isolated ratio.")
     for where in (run_path.parent / recorded["run_id"], Path(recorded["path"])):
         if (where / "runs.parquet").is_file():
             return where, ""
-    return None, (f"its isolated run {recorded['run_id']} is neither beside it ({run_path.parent}) nor at "
-                  f"{recorded['path']}: no isolated ratio (copy that run beside this one)")
+    return None, (f"Its isolated run {recorded['run_id']} is neither beside it ({run_path.parent}) nor at "
+                  f"{recorded['path']}: no isolated ratio (copy that run beside this one).")
 
 
 def in_model_sections(run) -> list[Section]:
@@ -172,7 +172,7 @@ def in_model_sections(run) -> list[Section]:
     if not rows:
         return []
     measurements = read_rows(run.path, "measurements")
-    info = read_rows(run.path, "runs")[0]
+    info = run.info
     cfg = json.loads(info.get("config_json") or "{}")
     workload = cfg.get("workload") or rows[0].get("model", "?")
     out = [Section(title="In the model: where a forward's time went",
@@ -192,7 +192,7 @@ def in_model_sections(run) -> list[Section]:
         return [*out, Section(title=f"In the model: against {reference}", text=str(exc))]
     if not compared:
         return out
-    text = (f"Isolated run: {iso_path.name}." if iso_path is not None else why[:1].upper() + why[1:] + ".")
+    text = f"Isolated run: {iso_path.name}." if iso_path is not None else why
     out.append(Section(title=f"In the model: against {reference}, alone and in the model", text=text,
                        tables=(in_model_comparison_table(compared, title=f"against {reference}: alone and in the "
                                                                          f"model"),),
